@@ -1,0 +1,2 @@
+//! cli
+pub fn run() -> i32 { 0 }

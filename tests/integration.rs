@@ -1,1 +1,10 @@
+//! The one integration-test binary (`autotests = false`): each module is one area, all share `common`.
 
+// Fixture: temp repos, the hermetic binary runner, user-state snapshots and the scripted model server.
+mod common;
+// The scripted model server, tested with a raw TCP client.
+mod sse_server;
+// TestRepo and user_state themselves: the snapshot notices every change, repos are hermetic.
+mod repo_fixture;
+// `git agent ask` end to end against scripted models.
+mod ask;

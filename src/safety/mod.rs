@@ -1,1 +1,3 @@
-//! safety
+//! Safety checks that sit in front of every tool call: path confinement for now.
+
+pub mod path;

@@ -1,1 +1,295 @@
-//! store
+//! Everything git-agent keeps in git: session branches, their checkouts and the step commits on them.
+//!
+//! The user's index, working tree and branches are never written. A session gets a branch
+//! `refs/heads/agent/<id>` and a linked worktree (the *checkout*) under `<common git dir>/agent/worktrees/<id>`;
+//! every step that changes files becomes one commit on that branch, made from a tree edit of the previous tip
+//! (no index, no hooks), and the branch only ever moves by compare-and-swap so that two agents in one repo
+//! cannot corrupt each other.
+//!
+//! The checkout's own HEAD stays detached at the session's start commit and its index is never touched. That is
+//! deliberate: `git diff` / `git status` run by the model inside the checkout then show everything the session
+//! changed so far, and we never have to rewrite (or race with the model on) the checkout's index.
+//!
+//! gix does the object and ref work; the git CLI is used where git itself is the reference implementation and
+//! a gix port would be large: `git status` (what did the user change?) and `git worktree add/remove` (checkout
+//! with smudge filters, worktree bookkeeping).
+
+mod scan;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsStr;
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub use gix::ObjectId;
+pub use scan::Scan;
+
+/// The error returned by every [`Store`] operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not a git repository (or any parent): run git agent inside a repo")]
+    NotARepo(#[source] gix::Error),
+    #[error("{0} is a bare repository: run git agent inside a repository with a work tree")]
+    Bare(PathBuf),
+    #[error("the repository has no commits yet: commit something first")]
+    NoCommits,
+    #[error("invalid session id {0:?}: use lowercase letters, digits and '-'")]
+    InvalidSessionId(String),
+    #[error("{0} already exists: pick another session id or delete the branch")]
+    BranchExists(String),
+    #[error(
+        "{branch} was moved by someone else (expected {expected}, found {found}): \
+         inspect it with `git log {branch}` and start a new session"
+    )]
+    BranchMoved {
+        branch: String,
+        expected: ObjectId,
+        found: String,
+    },
+    #[error("path {0:?} is not inside the checkout: use a relative path without '..' or '.git'")]
+    InvalidPath(PathBuf),
+    #[error("could not {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not run git ({0}): make sure git is installed and on PATH")]
+    GitMissing(#[source] std::io::Error),
+    #[error("`git {args}` failed: {stderr}")]
+    GitCommand { args: String, stderr: String },
+    #[error("git storage error: {0:#}")]
+    Git(#[from] gix::Error),
+}
+
+impl StoreError {
+    fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// One agent session: its branch, its checkout and where the branch stands.
+///
+/// Plain data, so a resumed session can be rebuilt from its refs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// 6 lowercase hex chars, see [`Store::new_session_id()`].
+    pub id: String,
+    /// `refs/heads/agent/<id>`.
+    pub branch: String,
+    /// The checkout (linked worktree) the agent works in.
+    pub root: PathBuf,
+    /// The user's HEAD commit when the session started.
+    pub base: ObjectId,
+    /// The commit capturing the user's uncommitted changes (`Agent-Step: 0`), if there were any.
+    pub step0: Option<ObjectId>,
+    /// Where `branch` points: the last step commit, or `step0`, or `base`.
+    pub tip: ObjectId,
+    /// The number of step commits made after step 0.
+    pub steps: u32,
+}
+
+/// The repository the user ran git-agent in.
+pub struct Store {
+    repo: gix::Repository,
+    workdir: PathBuf,
+    common_dir: PathBuf,
+}
+
+impl Store {
+    /// Discover the repository containing `cwd`; fail if there is none or if it is bare.
+    pub fn open(cwd: &Path) -> Result<Store, StoreError> {
+        let repo = gix::discover(cwd).map_err(StoreError::NotARepo)?;
+        let Some(workdir) = repo.workdir() else {
+            return Err(StoreError::Bare(repo.git_dir().to_path_buf()));
+        };
+        // Absolute, symlink-free paths: they end up in `git worktree` bookkeeping and in `Session::root`.
+        let workdir = std::fs::canonicalize(workdir).map_err(StoreError::io("resolve", workdir))?;
+        let common_dir = std::fs::canonicalize(repo.common_dir())
+            .map_err(StoreError::io("resolve", repo.common_dir()))?;
+        Ok(Store {
+            repo,
+            workdir,
+            common_dir,
+        })
+    }
+
+    /// The root of the user's work tree.
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// The git dir shared by all worktrees (`.git` of the main worktree).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// The underlying gix repository, for modules that store other things (session logs, notes, memory).
+    pub fn repo(&self) -> &gix::Repository {
+        &self.repo
+    }
+
+    /// Where the checkout of session `id` lives.
+    pub fn checkout_path(&self, id: &str) -> PathBuf {
+        self.common_dir.join("agent").join("worktrees").join(id)
+    }
+
+    /// A fresh session id: 6 lowercase hex chars, not used by an existing branch or checkout.
+    pub fn new_session_id(&self) -> String {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let pid = u128::from(std::process::id());
+        // RandomState is seeded per process, so two agents started in the same nanosecond still differ.
+        let seed = std::hash::RandomState::new();
+        let mut attempt = 0u32;
+        loop {
+            let mut h = seed.build_hasher();
+            h.write_u128(nanos ^ (pid << 64));
+            h.write_u32(attempt);
+            let id = format!("{:06x}", h.finish() & 0xff_ffff);
+            let taken = !matches!(
+                self.repo.try_find_reference(branch_name(&id).as_str()),
+                Ok(None)
+            ) || self.checkout_path(&id).exists();
+            if !taken || attempt > 1000 {
+                return id;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The commit HEAD points to, or [`StoreError::NoCommits`] in a repository without commits.
+    pub fn head_commit(&self) -> Result<ObjectId, StoreError> {
+        self.repo
+            .head()?
+            .id()
+            .map(|id| id.detach())
+            .ok_or(StoreError::NoCommits)
+    }
+
+    /// Start session `id`: optionally capture the user's uncommitted changes as step 0, create
+    /// `refs/heads/agent/<id>` (it must not exist) and check it out, detached, in a new linked worktree.
+    ///
+    /// No hooks run. On failure nothing is left behind.
+    pub fn start_session(&self, id: &str, capture: bool) -> Result<Session, StoreError> {
+        let valid = id.len() <= 64
+            && !id.is_empty()
+            && !id.starts_with('-')
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !valid {
+            return Err(StoreError::InvalidSessionId(id.to_owned()));
+        }
+        let base = self.head_commit()?;
+        let step0 = if capture {
+            self.capture_user_changes(id)?
+        } else {
+            None
+        };
+        let tip = step0.unwrap_or(base);
+        let branch = branch_name(id);
+        self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;
+
+        let root = self.checkout_path(id);
+        let mut args: Vec<&OsStr> = [
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--detach",
+            "--quiet",
+        ]
+        .map(OsStr::new)
+        .to_vec();
+        args.push(root.as_os_str());
+        let tip_hex = tip.to_string();
+        args.push(OsStr::new(&tip_hex));
+        if let Err(err) = self.git(&self.workdir, &args) {
+            let _ = self.delete_branch(&branch, tip);
+            return Err(err);
+        }
+        Ok(Session {
+            id: id.to_owned(),
+            branch,
+            root,
+            base,
+            step0,
+            tip,
+            steps: 0,
+        })
+    }
+
+    /// Undo [`Store::start_session()`]: remove the checkout and delete the branch, the latter only if it still
+    /// points at `s.tip`. Used when a session fails before doing anything, so no partial refs remain.
+    pub fn rollback_session(&self, s: &Session) -> Result<(), StoreError> {
+        let removed = self.git(
+            &self.workdir,
+            &[
+                "-c",
+                "core.hooksPath=/dev/null",
+                "worktree",
+                "remove",
+                "--force",
+            ]
+            .map(OsStr::new)
+            .into_iter()
+            .chain([s.root.as_os_str()])
+            .collect::<Vec<_>>(),
+        );
+        if removed.is_err() {
+            // Already gone (or half-created): clear the directory and git's bookkeeping ourselves.
+            if s.root.exists() {
+                std::fs::remove_dir_all(&s.root).map_err(StoreError::io("remove", &s.root))?;
+            }
+            self.git(
+                &self.workdir,
+                &[OsStr::new("worktree"), OsStr::new("prune")],
+            )?;
+        }
+        self.delete_branch(&s.branch, s.tip)
+    }
+
+    /// Run git with `args` in `dir`, returning stdout. Environment that would redirect git elsewhere is removed,
+    /// so git sees the same repository gix discovered.
+    fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_COMMON_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(StoreError::GitMissing)?;
+        if !out.status.success() {
+            return Err(StoreError::GitCommand {
+                args: args
+                    .iter()
+                    .map(|a| a.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(out.stdout)
+    }
+}
+
+fn branch_name(id: &str) -> String {
+    format!("refs/heads/agent/{id}")
+}

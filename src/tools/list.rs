@@ -1,1 +1,176 @@
-//! `read_file`.
+//! `list_files`: the files under a directory, as git would see them.
+//!
+//! Ignored files (`.gitignore`, `.ignore`, `.git/info/exclude`) are left out, as they would be in `git status`,
+//! so build output and vendored trees do not drown the listing. Hidden files stay in: `.github/` and
+//! `.env.example` matter to a coding agent.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::{
+    confine, display_rel, glob_matcher, glob_matches, opt_str_arg, walker, Tool, ToolContext,
+    ToolOutput,
+};
+use crate::safety::path::Access;
+
+/// Entries shown before the listing is cut.
+const MAX_ENTRIES: usize = 1000;
+
+pub struct ListFiles;
+
+impl Tool for ListFiles {
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+
+    fn description(&self) -> &'static str {
+        "List the files under a directory of the repository (recursively), skipping files ignored by \
+         .gitignore. Paths are relative to the repository root, sorted. `pattern` filters with a glob such as \
+         `**/*.rs` or `*.md` (a glob without `/` matches file names at any depth)."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Directory relative to the repository root (default: the root)"},
+                "pattern": {"type": "string", "description": "Glob filter, e.g. `**/*.rs`"}
+            }
+        })
+    }
+
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
+    fn label(&self, args: &serde_json::Value) -> String {
+        let path = args
+            .get("path")
+            .and_then(|v| v.as_str())
+            .filter(|p| !p.is_empty())
+            .unwrap_or(".");
+        match args.get("pattern").and_then(|v| v.as_str()) {
+            Some(pattern) => format!("list {path} {pattern}"),
+            None => format!("list {path}"),
+        }
+    }
+
+    fn execute(&self, ctx: &ToolContext, args: &serde_json::Value) -> ToolOutput {
+        match list(ctx, args) {
+            Ok(out) => out,
+            Err(message) => ToolOutput::error(message),
+        }
+    }
+}
+
+fn list(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String> {
+    let path = opt_str_arg(args, "path")?.unwrap_or(".");
+    let pattern = opt_str_arg(args, "pattern")?.filter(|p| !p.is_empty());
+    let dir = confine(ctx, path, Access::Read)?;
+    if !dir.abs.exists() {
+        return Err(format!("'{path}' does not exist"));
+    }
+    let matcher = pattern.map(|p| glob_matcher(&dir.abs, p)).transpose()?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in walker(&dir.abs).build().filter_map(Result::ok) {
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let under_dir = entry.path().strip_prefix(&dir.abs).unwrap_or(entry.path());
+        if matcher
+            .as_ref()
+            .is_some_and(|m| !glob_matches(m, under_dir))
+        {
+            continue;
+        }
+        files.push(
+            entry
+                .path()
+                .strip_prefix(&dir.root)
+                .unwrap_or(entry.path())
+                .to_path_buf(),
+        );
+    }
+    files.sort();
+    Ok(render(&files, &dir.display(), pattern))
+}
+
+fn render(files: &[PathBuf], dir: &str, pattern: Option<&str>) -> ToolOutput {
+    let total = files.len();
+    if total == 0 {
+        let what = pattern
+            .map(|p| format!(" matching '{p}'"))
+            .unwrap_or_default();
+        return ToolOutput::ok(format!("no files{what} under '{dir}'"), "0 files");
+    }
+    let mut text = String::new();
+    for file in files.iter().take(MAX_ENTRIES) {
+        text.push_str(&display_rel(file));
+        text.push('\n');
+    }
+    if total > MAX_ENTRIES {
+        text.push_str(&format!(
+            "... {} more not shown; narrow with `path` or `pattern`\n",
+            total - MAX_ENTRIES
+        ));
+    }
+    ToolOutput::ok(text, format!("{total} files"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testutil::{put, temp_ctx};
+
+    #[test]
+    fn lists_sorted_respecting_ignores() {
+        let ctx = temp_ctx("list-basic");
+        put(&ctx, ".gitignore", "target/\n*.log\n");
+        put(&ctx, "src/main.rs", "");
+        put(&ctx, "src/lib.rs", "");
+        put(&ctx, "target/debug/x", "");
+        put(&ctx, "debug.log", "");
+        put(&ctx, ".github/ci.yml", "");
+        put(&ctx, ".git/config", "");
+        let out = ListFiles.execute(&ctx, &json!({}));
+        assert_eq!(
+            out.content,
+            ".github/ci.yml\n.gitignore\nsrc/lib.rs\nsrc/main.rs\n"
+        );
+        assert_eq!(out.summary, "4 files");
+    }
+
+    #[test]
+    fn subdirectory_and_pattern() {
+        let ctx = temp_ctx("list-pattern");
+        put(&ctx, "src/a.rs", "");
+        put(&ctx, "src/deep/b.rs", "");
+        put(&ctx, "src/c.md", "");
+        let out = ListFiles.execute(&ctx, &json!({"path": "src", "pattern": "**/*.rs"}));
+        assert_eq!(out.content, "src/a.rs\nsrc/deep/b.rs\n");
+        let out = ListFiles.execute(&ctx, &json!({"pattern": "*.md"}));
+        assert_eq!(out.content, "src/c.md\n");
+        let out = ListFiles.execute(&ctx, &json!({"pattern": "*.py"}));
+        assert!(out.content.starts_with("no files matching"));
+    }
+
+    #[test]
+    fn capped() {
+        let ctx = temp_ctx("list-cap");
+        for i in 0..1005 {
+            put(&ctx, &format!("f/{i:04}.txt"), "");
+        }
+        let out = ListFiles.execute(&ctx, &json!({"path": "f"}));
+        assert!(out
+            .content
+            .ends_with("... 5 more not shown; narrow with `path` or `pattern`\n"));
+        assert_eq!(out.summary, "1005 files");
+    }
+
+    #[test]
+    fn refuses_outside() {
+        let ctx = temp_ctx("list-outside");
+        assert!(ListFiles.execute(&ctx, &json!({"path": "/etc"})).is_error);
+    }
+}

@@ -1,1 +1,279 @@
-//! ui
+//! Terminal rendering and the `--json` event stream. The agent reports [`Event`]s; a [`Sink`] shows them.
+//!
+//! Human output goes to stderr (the final answer alone goes to stdout, so `ask ... > answer.md` works); with
+//! `--json`, stdout carries one JSON object per event and nothing else (DESIGN section 5).
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::model::Usage;
+
+/// Something that happened in a session, in order.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Session {
+        id: &'a str,
+        branch: &'a str,
+        base: &'a str,
+        model: &'a str,
+    },
+    Text(&'a str),
+    Reasoning(&'a str),
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        label: &'a str,
+        input: &'a serde_json::Value,
+    },
+    ToolResult {
+        id: &'a str,
+        ok: bool,
+        summary: &'a str,
+    },
+    Step {
+        commit: &'a str,
+        step: u32,
+        files: &'a [PathBuf],
+    },
+    Usage(&'a Usage),
+    Done {
+        status: &'a str,
+        answer: &'a str,
+        exit_code: i32,
+    },
+    Error(&'a str),
+}
+
+/// Where events go.
+pub trait Sink: Send {
+    fn emit(&mut self, event: &Event<'_>);
+    /// True when stdout carries JSON events only, so nothing else may be printed there.
+    fn is_json(&self) -> bool {
+        false
+    }
+}
+
+/// Builds the sink for `ask`: JSON lines, or the human renderer.
+pub fn sink(json: bool) -> Box<dyn Sink> {
+    if json {
+        Box::new(JsonSink { out: io::stdout() })
+    } else {
+        Box::new(HumanSink::new())
+    }
+}
+
+/// One JSON object per line on stdout.
+pub struct JsonSink {
+    out: io::Stdout,
+}
+
+impl Sink for JsonSink {
+    fn is_json(&self) -> bool {
+        true
+    }
+
+    fn emit(&mut self, event: &Event<'_>) {
+        let value = match event {
+            Event::Session {
+                id,
+                branch,
+                base,
+                model,
+            } => {
+                json!({"type": "session", "id": id, "branch": branch, "base": base, "model": model})
+            }
+            Event::Text(delta) => json!({"type": "text", "delta": delta}),
+            Event::Reasoning(_) => return,
+            Event::ToolCall {
+                id, name, input, ..
+            } => {
+                json!({"type": "tool_call", "id": id, "name": name, "input": input})
+            }
+            Event::ToolResult { id, ok, summary } => {
+                json!({"type": "tool_result", "id": id, "ok": ok, "summary": summary})
+            }
+            Event::Step {
+                commit,
+                step,
+                files,
+            } => {
+                json!({"type": "step", "commit": commit, "step": step, "files": files})
+            }
+            Event::Usage(u) => json!({
+                "type": "usage",
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cached_tokens": u.cached_tokens,
+            }),
+            Event::Done {
+                status,
+                answer,
+                exit_code,
+            } => {
+                json!({"type": "done", "status": status, "answer": answer, "exit_code": exit_code})
+            }
+            Event::Error(message) => json!({"type": "error", "message": message}),
+        };
+        let mut out = self.out.lock();
+        // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
+        let _ = writeln!(out, "{value}");
+        let _ = out.flush();
+    }
+}
+
+/// Streams text and one line per tool call to stderr; colours only when stderr is a terminal.
+pub struct HumanSink {
+    err: io::Stderr,
+    color: bool,
+    /// True while the cursor is in the middle of streamed text (so the next tool line starts on a new line).
+    mid_line: bool,
+    answer_on_stdout: bool,
+}
+
+impl HumanSink {
+    fn new() -> Self {
+        let err = io::stderr();
+        let color = err.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        // When stdout is the same terminal, the streamed text already showed the answer: do not print it twice.
+        let answer_on_stdout = !(io::stdout().is_terminal() && err.is_terminal());
+        HumanSink {
+            err,
+            color,
+            mid_line: false,
+            answer_on_stdout,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        let mut err = self.err.lock();
+        if self.mid_line {
+            let _ = writeln!(err);
+        }
+        let _ = writeln!(err, "{text}");
+        self.mid_line = false;
+    }
+}
+
+impl Sink for HumanSink {
+    fn emit(&mut self, event: &Event<'_>) {
+        match event {
+            Event::Session {
+                id, branch, model, ..
+            } => {
+                let text = format!(
+                    "session {id} on {} ({model})",
+                    branch.trim_start_matches("refs/heads/")
+                );
+                let painted = self.paint("2", &text);
+                self.line(&painted);
+            }
+            Event::Text(delta) => {
+                let clean = neutralize(delta);
+                let mut err = self.err.lock();
+                let _ = err.write_all(clean.as_bytes());
+                let _ = err.flush();
+                self.mid_line = !clean.ends_with('\n');
+            }
+            Event::Reasoning(_) => {}
+            Event::ToolCall { label, .. } => {
+                let bullet = self.paint("36", "●");
+                self.line(&format!("{bullet} {}", neutralize(label)));
+            }
+            Event::ToolResult { ok, summary, .. } => {
+                let text = format!("  ⎿ {}", neutralize(summary));
+                let painted = if *ok {
+                    self.paint("2", &text)
+                } else {
+                    self.paint("31", &text)
+                };
+                self.line(&painted);
+            }
+            Event::Step {
+                commit,
+                step,
+                files,
+            } => {
+                let short = &commit[..commit.len().min(7)];
+                let text = format!(
+                    "  ⎿ step {step}: {short} ({} file{})",
+                    files.len(),
+                    plural(files.len())
+                );
+                let painted = self.paint("32", &text);
+                self.line(&painted);
+            }
+            Event::Usage(_) => {}
+            Event::Done { answer, .. } => {
+                if self.mid_line {
+                    self.line("");
+                }
+                if self.answer_on_stdout && !answer.is_empty() {
+                    let mut out = io::stdout().lock();
+                    let _ = writeln!(out, "{}", answer.trim_end());
+                    let _ = out.flush();
+                }
+            }
+            Event::Error(message) => {
+                let text = format!("error: {message}");
+                self.line(&text);
+            }
+        }
+    }
+}
+
+/// Writes an informational line to stderr (not part of the JSON stream).
+pub fn note(json: bool, text: &str) {
+    if !json {
+        let _ = writeln!(io::stderr(), "{text}");
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Replaces control characters (ANSI escapes included) so text from the model or a tool cannot drive the
+/// terminal; newlines and tabs stay.
+pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::neutralize;
+
+    #[test]
+    fn escape_sequences_are_neutralized() {
+        assert_eq!(neutralize("a\x1b[31mb\tc\n"), "a\u{fffd}[31mb\tc\n");
+        assert!(matches!(neutralize("plain"), std::borrow::Cow::Borrowed(_)));
+    }
+}

@@ -1,0 +1,107 @@
+//! `git agent ask`: run one task to completion, non-interactively.
+
+use std::io::Read;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::agent::{self, AskOptions};
+use crate::config;
+use crate::ui;
+
+/// Run one task to completion and print the answer
+///
+/// The agent works in its own checkout on the branch agent/<id>; every step that changes files is one commit
+/// there. Your working tree, index and branches are not touched.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The goal, in plain words ('-' reads it from stdin)
+    #[arg(required = true, value_name = "PROMPT")]
+    prompt: Vec<String>,
+
+    /// Model as <provider>/<model> (e.g. openai/gpt-4.1, ollama/qwen3:8b) [env: GIT_AGENT_MODEL]
+    #[arg(long, short = 'm', value_name = "PROVIDER/MODEL")]
+    model: Option<String>,
+
+    /// Print JSON events, one per line, on stdout instead of text
+    #[arg(long)]
+    json: bool,
+
+    /// Stop with exit code 3 after this many model requests
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    max_steps: u32,
+
+    /// Default timeout of shell commands the agent runs, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    run_timeout: u64,
+}
+
+/// Runs `ask` and returns the exit code.
+pub fn run(args: AskArgs) -> i32 {
+    let prompt = match read_prompt(&args.prompt) {
+        Ok(prompt) => prompt,
+        Err(message) => return fail(args.json, &message),
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let model = match config::resolve(args.model.as_deref(), &env) {
+        Ok(model) => model,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(err) => {
+            return fail(
+                args.json,
+                &format!("cannot read the current directory: {err}"),
+            )
+        }
+    };
+    let options = AskOptions {
+        prompt,
+        model,
+        max_steps: args.max_steps,
+        run_timeout: Duration::from_secs(args.run_timeout),
+        connect_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(120),
+    };
+    let runtime = match super::runtime() {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(args.json, &format!("cannot start the async runtime: {err}")),
+    };
+    let mut sink = ui::sink(args.json);
+    match runtime.block_on(agent::ask(&cwd, options, sink.as_mut())) {
+        Ok(code) => code,
+        Err(err) => {
+            if args.json {
+                sink.emit(&ui::Event::Error(&err.to_string()));
+            }
+            super::print_error(&err.to_string());
+            1
+        }
+    }
+}
+
+fn fail(json: bool, message: &str) -> i32 {
+    if json {
+        ui::sink(true).emit(&ui::Event::Error(message));
+    }
+    super::print_error(message);
+    1
+}
+
+/// The prompt words joined by spaces, or stdin when the only word is `-`.
+fn read_prompt(words: &[String]) -> Result<String, String> {
+    let prompt = if words.len() == 1 && words[0] == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        return Err("the prompt is empty: say what the agent should do".to_string());
+    }
+    Ok(prompt)
+}

@@ -1,0 +1,306 @@
+//! Path confinement: every path the model names is resolved here before a tool touches it.
+//!
+//! The model works inside one checkout. It may name paths relative to the checkout root, or absolute paths
+//! that lie inside it; nothing else. `.git` is out of bounds at any depth, because a write there could rewrite
+//! history or plant a hook, and reading it only wastes context.
+//!
+//! This is the portable version: it checks the path, then the caller opens it, so a process that swaps a
+//! directory for a symlink between the two steps can still escape. A race-free version built on `openat2`
+//! with `RESOLVE_BENEATH` (Linux) comes later; until then the checks here stop the model, not an adversary
+//! racing it.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// What the caller means to do with a path. Writes may not name the root itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The error returned by [`resolve()`]. Each message is a sentence the model can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("path '{0}' is outside the checkout; use a path relative to the repository root")]
+    Outside(String),
+    #[error("path '{0}' is inside .git, which is off limits; use git commands through `run` to inspect history")]
+    GitDir(String),
+    #[error("path '{0}' goes through a symlink that points outside the checkout; use a path inside the repository")]
+    SymlinkEscape(String),
+    #[error("path '{0}' is a symlink whose target does not exist")]
+    DanglingSymlink(String),
+    #[error("path '{0}' names the checkout root; give the path of a file")]
+    RootNotWritable(String),
+    #[error("cannot resolve the checkout root {}: {source}", root.display())]
+    Root { root: PathBuf, source: io::Error },
+    #[error("cannot resolve path '{path}': {source}")]
+    Io { path: String, source: io::Error },
+}
+
+/// Resolves `user_path` against `root` and returns the path to open, or says why the model may not use it.
+///
+/// The result is absolute and starts with the canonical form of `root`. Symlinks inside the checkout are
+/// followed (so a write lands on the file git tracks, not on the link); any symlink leading out of the
+/// checkout, or into `.git`, is refused. An empty path means the root itself.
+pub fn resolve(root: &Path, user_path: &str, intent: Access) -> Result<PathBuf, PathError> {
+    let canonical_root = fs::canonicalize(root).map_err(|source| PathError::Root {
+        root: root.to_path_buf(),
+        source,
+    })?;
+    let relative = lexical_relative(root, &canonical_root, user_path)?;
+    let joined = canonical_root.join(&relative);
+    let resolved = resolve_existing_prefix(&joined, user_path)?;
+    let inside = resolved
+        .strip_prefix(&canonical_root)
+        .map_err(|_| PathError::SymlinkEscape(user_path.to_string()))?;
+    if has_git_component(inside) {
+        return Err(PathError::GitDir(user_path.to_string()));
+    }
+    // The final component was canonicalised above if it exists, so a write through a link out of the
+    // checkout is already refused; what is left for writes is naming the root itself.
+    if intent == Access::Write && inside.as_os_str().is_empty() {
+        return Err(PathError::RootNotWritable(user_path.to_string()));
+    }
+    Ok(resolved)
+}
+
+/// Turns the model's path into a normalised path relative to the root, without touching the file system.
+fn lexical_relative(
+    root: &Path,
+    canonical_root: &Path,
+    user_path: &str,
+) -> Result<PathBuf, PathError> {
+    let given = Path::new(user_path);
+    let rest = if given.is_absolute() {
+        let normal =
+            normalize_absolute(given).ok_or_else(|| PathError::Outside(user_path.to_string()))?;
+        let stripped = normal
+            .strip_prefix(canonical_root)
+            .or_else(|_| normal.strip_prefix(root));
+        stripped
+            .map_err(|_| PathError::Outside(user_path.to_string()))?
+            .to_path_buf()
+    } else {
+        given.to_path_buf()
+    };
+    let mut out = PathBuf::new();
+    for component in rest.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err(PathError::Outside(user_path.to_string()));
+                }
+            }
+            Component::Normal(name) => {
+                if is_git_name(name) {
+                    return Err(PathError::GitDir(user_path.to_string()));
+                }
+                out.push(name);
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(PathError::Outside(user_path.to_string()))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Removes `.` and `..` from an absolute path; `None` if `..` climbs above `/`.
+fn normalize_absolute(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                if !out.pop() || out.as_os_str().is_empty() {
+                    return None;
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+/// Canonicalises the deepest part of `path` that exists and appends the rest, which cannot contain symlinks
+/// because it does not exist yet.
+fn resolve_existing_prefix(path: &Path, user_path: &str) -> Result<PathBuf, PathError> {
+    let mut existing = path;
+    let mut missing: Vec<&OsStr> = Vec::new();
+    loop {
+        match fs::symlink_metadata(existing) {
+            Ok(meta) => {
+                let canonical = fs::canonicalize(existing).map_err(|source| {
+                    if meta.file_type().is_symlink() && source.kind() == io::ErrorKind::NotFound {
+                        PathError::DanglingSymlink(user_path.to_string())
+                    } else {
+                        PathError::Io {
+                            path: user_path.to_string(),
+                            source,
+                        }
+                    }
+                })?;
+                return Ok(missing
+                    .iter()
+                    .rev()
+                    .fold(canonical, |acc, name| acc.join(name)));
+            }
+            Err(source) if source.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(PathError::Io {
+                    path: user_path.to_string(),
+                    source,
+                })
+            }
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name);
+                existing = parent;
+            }
+            // Unreachable in practice: the canonical root exists, so the loop stops there at the latest.
+            _ => return Err(PathError::Outside(user_path.to_string())),
+        }
+    }
+}
+
+fn has_git_component(path: &Path) -> bool {
+    path.components()
+        .any(|c| matches!(c, Component::Normal(name) if is_git_name(name)))
+}
+
+/// `.git`, compared without case: on case-insensitive file systems (macOS, Windows) `.GIT` is the same
+/// directory.
+fn is_git_name(name: &OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|s| s.eq_ignore_ascii_case(".git"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn temp_root(tag: &str) -> PathBuf {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("git-agent-path-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("src")).unwrap();
+        fs::create_dir_all(dir.join(".git")).unwrap();
+        fs::write(dir.join("src/a.rs"), "fn a() {}\n").unwrap();
+        fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        fs::canonicalize(dir).unwrap()
+    }
+
+    #[test]
+    fn relative_paths_resolve_inside() {
+        let root = temp_root("rel");
+        assert_eq!(
+            resolve(&root, "src/a.rs", Access::Read).unwrap(),
+            root.join("src/a.rs")
+        );
+        assert_eq!(
+            resolve(&root, "./src/../src/a.rs", Access::Read).unwrap(),
+            root.join("src/a.rs")
+        );
+        assert_eq!(
+            resolve(&root, "new/dir/file.txt", Access::Write).unwrap(),
+            root.join("new/dir/file.txt")
+        );
+        assert_eq!(resolve(&root, "", Access::Read).unwrap(), root);
+        assert_eq!(resolve(&root, ".", Access::Read).unwrap(), root);
+    }
+
+    #[test]
+    fn parent_escape_refused() {
+        let root = temp_root("dotdot");
+        let err = resolve(&root, "../x", Access::Read).unwrap_err();
+        assert!(matches!(err, PathError::Outside(_)), "{err}");
+        assert!(err.to_string().contains("outside the checkout"));
+        assert!(resolve(&root, "src/../../x", Access::Write).is_err());
+    }
+
+    #[test]
+    fn absolute_paths_only_inside_root() {
+        let root = temp_root("abs");
+        assert!(matches!(
+            resolve(&root, "/etc/passwd", Access::Read),
+            Err(PathError::Outside(_))
+        ));
+        let inside = root.join("src/a.rs");
+        assert_eq!(
+            resolve(&root, inside.to_str().unwrap(), Access::Read).unwrap(),
+            inside
+        );
+        let sneaky = format!("{}/../x", root.display());
+        assert!(matches!(
+            resolve(&root, &sneaky, Access::Read),
+            Err(PathError::Outside(_))
+        ));
+    }
+
+    #[test]
+    fn symlinks_out_of_root_refused() {
+        let root = temp_root("link");
+        symlink("/etc", root.join("etc")).unwrap();
+        symlink("/etc/passwd", root.join("passwd")).unwrap();
+        symlink("src/a.rs", root.join("inside")).unwrap();
+        symlink("/nonexistent/target", root.join("dangling")).unwrap();
+        assert!(matches!(
+            resolve(&root, "etc/passwd", Access::Read),
+            Err(PathError::SymlinkEscape(_))
+        ));
+        assert!(matches!(
+            resolve(&root, "etc/newfile", Access::Write),
+            Err(PathError::SymlinkEscape(_))
+        ));
+        assert!(matches!(
+            resolve(&root, "passwd", Access::Write),
+            Err(PathError::SymlinkEscape(_))
+        ));
+        assert!(matches!(
+            resolve(&root, "dangling", Access::Write),
+            Err(PathError::DanglingSymlink(_))
+        ));
+        // A link that stays inside resolves to its target, so writes land on the tracked file.
+        assert_eq!(
+            resolve(&root, "inside", Access::Write).unwrap(),
+            root.join("src/a.rs")
+        );
+    }
+
+    #[test]
+    fn git_dir_refused_at_any_depth() {
+        let root = temp_root("git");
+        assert!(matches!(
+            resolve(&root, ".git/config", Access::Read),
+            Err(PathError::GitDir(_))
+        ));
+        assert!(matches!(
+            resolve(&root, ".git", Access::Read),
+            Err(PathError::GitDir(_))
+        ));
+        assert!(matches!(
+            resolve(&root, "vendor/lib/.git/HEAD", Access::Write),
+            Err(PathError::GitDir(_))
+        ));
+        assert!(matches!(
+            resolve(&root, ".GIT/config", Access::Write),
+            Err(PathError::GitDir(_))
+        ));
+        symlink(".git", root.join("sneaky")).unwrap();
+        assert!(matches!(
+            resolve(&root, "sneaky/config", Access::Write),
+            Err(PathError::GitDir(_))
+        ));
+        // Names that merely start with .git are fine.
+        assert!(resolve(&root, ".gitignore", Access::Write).is_ok());
+    }
+}

@@ -1,0 +1,397 @@
+//! Snapshots: turning files on disk into trees and commits, and moving branches by compare-and-swap.
+//!
+//! Files are cleaned exactly as `git add` would (the repository's `.gitattributes`, `core.autocrlf`, filter
+//! drivers), but written straight to the object database and into a tree edit of the previous commit: no index
+//! is read or written, no hook runs.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use gix::bstr::{BStr, ByteSlice};
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{PreviousValue, RefEdit};
+use gix::refs::{FullName, Target};
+
+use super::{ObjectId, Session, Store, StoreError};
+
+impl Store {
+    /// Commit the user's uncommitted work as `HEAD + changes` (tracked files modified, deleted or with a new mode,
+    /// and untracked files that are not ignored), without touching the user's index or working tree.
+    ///
+    /// Returns `None` if the working tree matches HEAD. The commit carries the trailers of session `id`,
+    /// step 0; no ref is moved (see [`Store::start_session()`]).
+    pub fn capture_user_changes(&self, id: &str) -> Result<Option<ObjectId>, StoreError> {
+        let head = self.head_commit()?;
+        // --no-optional-locks: a plain `git status` refreshes and rewrites the user's index.
+        let out = self.git(
+            &self.workdir,
+            &[
+                "--no-optional-locks",
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=dirty",
+            ]
+            .map(OsStr::new),
+        )?;
+        // Each record is `XY <path>`; with --no-renames there are no second paths.
+        let paths: Vec<PathBuf> = out
+            .split(|b| *b == 0)
+            .filter(|rec| rec.len() > 3)
+            .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
+            .collect();
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let head_tree = self.repo.find_commit(head)?.tree_id()?.detach();
+        let tree = write_tree(&self.repo, &self.workdir, head_tree, &paths)?;
+        if tree == head_tree {
+            return Ok(None);
+        }
+        let message = with_trailers("Capture uncommitted changes", id, 0);
+        Ok(Some(write_commit(&self.repo, tree, head, &message)?))
+    }
+
+    /// Commit the checkout's current content of `changed` (checkout-relative paths; missing files are removed) on
+    /// top of `s.tip`, and move `s.branch` to it by compare-and-swap.
+    ///
+    /// Returns `None`, and commits nothing, if the resulting tree equals the tip's tree, so callers may pass
+    /// paths that merely *might* have changed. Fails with [`StoreError::BranchMoved`] if the branch no longer
+    /// points at `s.tip`. The checkout itself is not touched.
+    pub fn commit_step(
+        &self,
+        s: &mut Session,
+        changed: &[PathBuf],
+        message: &str,
+    ) -> Result<Option<ObjectId>, StoreError> {
+        if changed.is_empty() {
+            return Ok(None);
+        }
+        // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
+        let checkout = gix::open_opts(&s.root, self.repo.open_options().clone())?;
+        let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
+        let tree = write_tree(&checkout, &s.root, tip_tree, changed)?;
+        if tree == tip_tree {
+            return Ok(None);
+        }
+        let step = s.steps + 1;
+        let commit = write_commit(&checkout, tree, s.tip, &with_trailers(message, &s.id, step))?;
+        cas_branch(
+            &checkout,
+            &s.branch,
+            s.tip,
+            commit,
+            &format!("git-agent: step {step}"),
+        )?;
+        s.tip = commit;
+        s.steps = step;
+        Ok(Some(commit))
+    }
+
+    /// Create `branch` at `target`; it must not exist yet.
+    pub(super) fn create_branch(
+        &self,
+        branch: &str,
+        target: ObjectId,
+        log: &str,
+    ) -> Result<(), StoreError> {
+        if self.repo.try_find_reference(branch)?.is_some() {
+            return Err(StoreError::BranchExists(branch.to_owned()));
+        }
+        let edit = RefEdit::update(full_name(branch)?, target, PreviousValue::MustNotExist, log);
+        edit_ref(&self.repo, edit)?;
+        Ok(())
+    }
+
+    /// Delete `branch` if it still points at `expected`.
+    pub(super) fn delete_branch(&self, branch: &str, expected: ObjectId) -> Result<(), StoreError> {
+        check_branch(&self.repo, branch, expected)?;
+        let edit = RefEdit::delete(
+            full_name(branch)?,
+            PreviousValue::MustExistAndMatch(Target::Object(expected)),
+        );
+        edit_ref(&self.repo, edit).map_err(|err| moved_or(&self.repo, branch, expected, err))
+    }
+}
+
+/// Write `base` with the on-disk state of `paths` (relative to `root`) applied, returning the new tree.
+fn write_tree(
+    repo: &gix::Repository,
+    root: &Path,
+    base: ObjectId,
+    paths: &[PathBuf],
+) -> Result<ObjectId, StoreError> {
+    let base_tree = repo.find_tree(base)?;
+    let mut editor = base_tree.edit()?;
+    let mut paths: Vec<&PathBuf> = paths.iter().collect();
+    paths.sort();
+    paths.dedup();
+
+    // Removals first: a file replaced by a directory shows up as "file gone" plus "new files below it".
+    let mut files = Vec::new();
+    for rel in paths {
+        check_path(rel)?;
+        let full = root.join(rel);
+        let key = tree_key(rel);
+        match std::fs::symlink_metadata(&full) {
+            Ok(md) if md.is_file() || md.is_symlink() => files.push((rel, md)),
+            Ok(md) if md.is_dir() => {
+                // A directory now; only a leaf recorded at this path is stale. Files below it are listed
+                // separately by the caller.
+                let is_leaf = base_tree
+                    .lookup_entry_by_path(rel)?
+                    .is_some_and(|e| !e.mode().is_tree());
+                if is_leaf {
+                    editor.remove(key)?;
+                }
+            }
+            // Gone, or something git cannot store (socket, fifo): the path leaves the tree.
+            Ok(_) => {
+                editor.remove(key)?;
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                editor.remove(key)?;
+            }
+            Err(err) => return Err(StoreError::io("read", full)(err)),
+        }
+    }
+    if !files.is_empty() {
+        let mut cleaner = Cleaner::new(repo, &base_tree)?;
+        for (rel, md) in files {
+            let (id, kind) = cleaner.blob(root, rel, &md)?;
+            editor.upsert(tree_key(rel), kind, id)?;
+        }
+    }
+    Ok(editor.write()?.detach())
+}
+
+/// A checkout-relative path as the tree editor spells it (unix: the bytes as they are).
+fn tree_key(rel: &Path) -> &BStr {
+    rel.as_os_str().as_bytes().as_bstr()
+}
+
+/// Refuse paths that would escape the work tree or reach into a git dir.
+fn check_path(rel: &Path) -> Result<(), StoreError> {
+    let ok = rel
+        .components()
+        .all(|c| matches!(c, Component::Normal(n) if n != ".git"))
+        && rel.components().next().is_some();
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidPath(rel.to_owned()))
+    }
+}
+
+/// Turns work tree files into blobs the way `git add` does.
+struct Cleaner<'a> {
+    repo: &'a gix::Repository,
+    base: &'a gix::Tree<'a>,
+    pipeline: gix::filter::plumbing::Pipeline,
+    attributes: gix::AttributeStack<'a>,
+    file_mode: bool,
+}
+
+impl<'a> Cleaner<'a> {
+    fn new(repo: &'a gix::Repository, base: &'a gix::Tree<'a>) -> Result<Self, StoreError> {
+        // Attributes come from the work tree's .gitattributes files, which is what `git add` sees for files it
+        // adds; an empty index avoids loading a possibly huge one just for the rare fallback to indexed attributes.
+        let index = gix::index::State::new(repo.object_hash());
+        let stack = repo.attributes_only(
+            &index,
+            gix::worktree::stack::state::attributes::Source::WorktreeThenIdMapping,
+        )?;
+        let (pipeline, stack) = gix::filter::Pipeline::new(repo, stack.detach())?.into_parts();
+        let file_mode = repo
+            .config_snapshot()
+            .boolean("core.fileMode")
+            .unwrap_or(true);
+        Ok(Cleaner {
+            repo,
+            base,
+            pipeline,
+            attributes: gix::AttributeStack::new(stack, repo),
+            file_mode,
+        })
+    }
+
+    fn blob(
+        &mut self,
+        root: &Path,
+        rel: &Path,
+        md: &std::fs::Metadata,
+    ) -> Result<(ObjectId, EntryKind), StoreError> {
+        let full = root.join(rel);
+        if md.is_symlink() {
+            let target = std::fs::read_link(&full).map_err(StoreError::io("read link", &full))?;
+            let id = self
+                .repo
+                .write_blob(target.as_os_str().as_bytes())?
+                .detach();
+            return Ok((id, EntryKind::Link));
+        }
+        let file = std::fs::File::open(&full).map_err(StoreError::io("read", &full))?;
+        let (repo, base) = (self.repo, self.base);
+        let platform = self.attributes.at_path(rel, None)?;
+        // The auto-crlf check asks for the file's previous content: git uses the index, we use the tree we edit.
+        let mut previous = |buf: &mut Vec<u8>| -> gix::Result<Option<()>> {
+            let Some(entry) = base.lookup_entry_by_path(rel)? else {
+                return Ok(None);
+            };
+            if !entry.mode().is_blob() {
+                return Ok(None);
+            }
+            let object = repo.find_object(entry.object_id())?;
+            buf.clear();
+            buf.extend_from_slice(&object.data);
+            Ok(Some(()))
+        };
+        use gix::filter::plumbing::pipeline::convert::ToGitOutcome;
+        let cleaned = self.pipeline.convert_to_git(
+            file,
+            rel,
+            &mut |_, attrs| {
+                platform.matching_attributes(attrs);
+            },
+            &mut previous,
+        )?;
+        let id = match cleaned {
+            ToGitOutcome::Unchanged(mut file) => repo.write_blob_stream(&mut file)?,
+            ToGitOutcome::Buffer(buf) => repo.write_blob(buf)?,
+            ToGitOutcome::Process(mut read) => repo.write_blob_stream(&mut read)?,
+        }
+        .detach();
+        let executable = if self.file_mode {
+            md.permissions().mode() & 0o111 != 0
+        } else {
+            // core.fileMode=false: the file system's exec bit means nothing; keep what was recorded.
+            base.lookup_entry_by_path(rel)?
+                .is_some_and(|e| e.mode().is_executable())
+        };
+        Ok((
+            id,
+            if executable {
+                EntryKind::BlobExecutable
+            } else {
+                EntryKind::Blob
+            },
+        ))
+    }
+}
+
+fn with_trailers(message: &str, id: &str, step: u32) -> String {
+    format!(
+        "{}\n\nAgent-Session: {id}\nAgent-Step: {step}\n",
+        message.trim_end()
+    )
+}
+
+/// Author or committer: name and email from the environment and config as git resolves them, else git-agent's
+/// own; the date from `GIT_<ROLE>_DATE` if set, else now. (gix caches the date when the repository is opened,
+/// which would stamp every step of a long session with the same time.)
+fn signature(repo: &gix::Repository, committer: bool) -> Result<gix::actor::Signature, StoreError> {
+    let configured = if committer {
+        repo.committer()
+    } else {
+        repo.author()
+    };
+    let (name, email) = match configured {
+        Some(Ok(sig)) => (sig.name.to_owned(), sig.email.to_owned()),
+        _ => ("git-agent".into(), "git-agent@localhost".into()),
+    };
+    let var = if committer {
+        "GIT_COMMITTER_DATE"
+    } else {
+        "GIT_AUTHOR_DATE"
+    };
+    let time = match std::env::var(var) {
+        Ok(date) if !date.is_empty() => gix::date::parse(&date, None).map_err(StoreError::Git)?,
+        _ => gix::date::Time::now_local_or_utc(),
+    };
+    Ok(gix::actor::Signature { name, email, time })
+}
+
+fn write_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parent: ObjectId,
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    let commit = gix::objs::Commit {
+        tree,
+        parents: [parent].into(),
+        author: signature(repo, false)?,
+        committer: signature(repo, true)?,
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(repo.write_object(&commit)?.detach())
+}
+
+fn full_name(branch: &str) -> Result<FullName, StoreError> {
+    FullName::try_from(branch).map_err(|_| StoreError::InvalidSessionId(branch.to_owned()))
+}
+
+/// Apply one ref edit, writing the reflog as git-agent's committer.
+fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
+    let committer = signature(repo, true)?;
+    let mut buf = gix::date::parse::TimeBuf::default();
+    repo.edit_references_as(Some(edit), Some(committer.to_ref(&mut buf)))?;
+    Ok(())
+}
+
+/// Fail with [`StoreError::BranchMoved`] unless `branch` points at `expected`.
+fn check_branch(
+    repo: &gix::Repository,
+    branch: &str,
+    expected: ObjectId,
+) -> Result<(), StoreError> {
+    let found = match repo.try_find_reference(branch) {
+        Ok(Some(r)) => match r.target() {
+            gix::refs::TargetRef::Object(id) if id == expected => return Ok(()),
+            gix::refs::TargetRef::Object(id) => id.to_string(),
+            gix::refs::TargetRef::Symbolic(name) => name.as_bstr().to_str_lossy().into_owned(),
+        },
+        Ok(None) => "nothing (deleted)".into(),
+        Err(err) => format!("unreadable ({err})"),
+    };
+    Err(StoreError::BranchMoved {
+        branch: branch.to_owned(),
+        expected,
+        found,
+    })
+}
+
+/// After a failed edit: report a moved branch as such, anything else as it was.
+fn moved_or(
+    repo: &gix::Repository,
+    branch: &str,
+    expected: ObjectId,
+    err: StoreError,
+) -> StoreError {
+    check_branch(repo, branch, expected).err().unwrap_or(err)
+}
+
+/// Move `branch` from `old` to `new`, failing with [`StoreError::BranchMoved`] if it is not at `old`.
+fn cas_branch(
+    repo: &gix::Repository,
+    branch: &str,
+    old: ObjectId,
+    new: ObjectId,
+    log: &str,
+) -> Result<(), StoreError> {
+    // The pre-check gives a clear error in the common case; the locked compare in the edit closes the race.
+    check_branch(repo, branch, old)?;
+    let edit = RefEdit::update(
+        full_name(branch)?,
+        new,
+        PreviousValue::MustExistAndMatch(Target::Object(old)),
+        log,
+    );
+    edit_ref(repo, edit).map_err(|err| moved_or(repo, branch, old, err))
+}

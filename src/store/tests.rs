@@ -1,0 +1,603 @@
+//! Tests against real repositories made with the git CLI in temp dirs; git is the oracle (`git fsck`,
+//! `git add` + `git write-tree` on a copy of the same files).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+
+/// `git status`, the index file's bytes and every work tree file with its bytes.
+type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
+
+/// A temp dir holding a repository, removed on drop.
+struct TestRepo {
+    dir: PathBuf,
+}
+
+impl TestRepo {
+    fn new(name: &str) -> TestRepo {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "git-agent-store-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = std::fs::canonicalize(dir).unwrap();
+        let repo = TestRepo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.name", "Test User"]);
+        repo.git(&["config", "user.email", "test@example.com"]);
+        repo
+    }
+
+    /// A repository with a first commit of a few files.
+    fn with_commit(name: &str) -> TestRepo {
+        let repo = TestRepo::new(name);
+        repo.write("a.txt", "alpha\n");
+        repo.write("dir/b.txt", "beta\n");
+        repo.write("run.sh", "#!/bin/sh\necho hi\n");
+        repo.chmod("run.sh", 0o755);
+        repo.write(".gitignore", "*.log\n");
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-q", "-m", "initial"]);
+        repo
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        write(&self.dir, rel, content);
+    }
+
+    fn chmod(&self, rel: &str, mode: u32) {
+        std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        git_in(&self.dir, args)
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.dir).unwrap()
+    }
+
+    /// What the user sees: status, index bytes and every work tree file's bytes.
+    fn user_state(&self) -> UserState {
+        let status = self.git(&[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+        ]);
+        let index = std::fs::read(self.path(".git/index")).unwrap_or_default();
+        let mut files = Vec::new();
+        collect(&self.dir, &self.dir, &mut files);
+        files.sort();
+        (status, index, files)
+    }
+}
+
+impl Drop for TestRepo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        let ft = entry.file_type().unwrap();
+        if ft.is_dir() {
+            collect(root, &path, out);
+        } else if ft.is_symlink() {
+            out.push((
+                path.strip_prefix(root).unwrap().to_owned(),
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes(),
+            ));
+        } else {
+            out.push((
+                path.strip_prefix(root).unwrap().to_owned(),
+                std::fs::read(&path).unwrap(),
+            ));
+        }
+    }
+}
+
+fn write(root: &Path, rel: &str, content: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+/// Run git hermetically (no global or system config, fixed dates) and return stdout.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_DATE", "1700000000 +0000")
+        .env("GIT_COMMITTER_DATE", "1700000000 +0000")
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The tree `git add -A` would produce for the work tree at `dir`, computed with a throwaway copy of its index so
+/// nothing the user (or the checkout) sees changes.
+fn git_add_tree(dir: &Path) -> String {
+    let index = PathBuf::from(
+        git_in(
+            dir,
+            &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        )
+        .trim(),
+    );
+    let scratch = std::env::temp_dir().join(format!(
+        "git-agent-store-index-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::copy(&index, &scratch).unwrap();
+    let with_index = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_INDEX_FILE", &scratch)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    with_index(&["add", "-A"]);
+    let tree = with_index(&["write-tree"]).trim().to_owned();
+    std::fs::remove_file(&scratch).unwrap();
+    tree
+}
+
+fn tree_of(repo: &TestRepo, commit: ObjectId) -> String {
+    repo.git(&["rev-parse", &format!("{commit}^{{tree}}")])
+        .trim()
+        .to_owned()
+}
+
+fn fsck(repo: &TestRepo) {
+    let out = Command::new("git")
+        .args(["fsck", "--strict", "--no-progress"])
+        .current_dir(&repo.dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fsck: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "",
+        "fsck is not clean"
+    );
+}
+
+#[test]
+fn step_commit_leaves_the_user_alone() {
+    let repo = TestRepo::with_commit("step");
+    repo.write("a.txt", "alpha, edited by the user\n"); // uncommitted, must survive untouched
+    let before = repo.user_state();
+    let store = repo.store();
+    let id = store.new_session_id();
+    assert_eq!(id.len(), 6);
+    assert!(id
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+
+    let mut s = store.start_session(&id, false).unwrap();
+    assert_eq!(s.tip, s.base);
+    assert_eq!(s.root, repo.path(&format!(".git/agent/worktrees/{id}")));
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+
+    let scan0 = store.scan(&s).unwrap();
+    write(&s.root, "a.txt", "alpha 2\n");
+    write(&s.root, "new/c.txt", "gamma\n");
+    write(&s.root, "build.log", "ignored\n");
+    std::fs::remove_file(s.root.join("dir/b.txt")).unwrap();
+    let scan1 = store.scan(&s).unwrap();
+    let changed = Scan::diff(&scan0, &scan1);
+    assert_eq!(
+        changed,
+        ["a.txt", "dir/b.txt", "new/c.txt"].map(PathBuf::from)
+    );
+
+    let c1 = store
+        .commit_step(&mut s, &changed, "Edit a, add c, drop b")
+        .unwrap()
+        .unwrap();
+    assert_eq!((s.tip, s.steps), (c1, 1));
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]).trim(),
+        c1.to_string()
+    );
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%B", &format!("agent/{id}")]),
+        format!("Edit a, add c, drop b\n\nAgent-Session: {id}\nAgent-Step: 1\n\n")
+    );
+    assert_eq!(
+        repo.git(&[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Agent-Step,valueonly)",
+            &format!("agent/{id}")
+        ])
+        .trim(),
+        "1"
+    );
+    assert_eq!(
+        repo.git(&["log", "--format=%s", &format!("agent/{id}")]),
+        "Edit a, add c, drop b\ninitial\n"
+    );
+    assert_eq!(tree_of(&repo, c1), git_add_tree(&s.root));
+    assert_eq!(
+        repo.git(&["cat-file", "-p", &format!("{c1}:new/c.txt")]),
+        "gamma\n"
+    );
+    assert!(repo
+        .git(&["ls-tree", "-r", "--name-only", &c1.to_string()])
+        .lines()
+        .all(|l| l != "dir/b.txt"));
+    let ls = repo.git(&["ls-tree", &c1.to_string(), "run.sh"]);
+    assert!(ls.starts_with("100755 blob"), "{ls}");
+    assert!(repo
+        .git(&["cat-file", "-p", &c1.to_string()])
+        .contains("author Test User <test@example.com>"));
+
+    // Same paths again: nothing changed, no empty commit.
+    assert_eq!(store.commit_step(&mut s, &changed, "again").unwrap(), None);
+    // Touching without changing content is not a change either.
+    write(&s.root, "a.txt", "alpha 2\n");
+    assert_eq!(
+        store
+            .commit_step(&mut s, &[PathBuf::from("a.txt")], "touch")
+            .unwrap(),
+        None
+    );
+    assert_eq!(s.steps, 1);
+
+    // The checkout's HEAD stays at the start, so `git diff` there shows the whole session.
+    assert_eq!(
+        git_in(&s.root, &["rev-parse", "HEAD"]).trim(),
+        s.base.to_string()
+    );
+    let diff = git_in(&s.root, &["diff", "--stat"]);
+    assert!(
+        diff.contains("a.txt"),
+        "{diff:?} {}",
+        git_in(&s.root, &["status"])
+    );
+
+    fsck(&repo);
+    assert_eq!(
+        repo.user_state(),
+        before,
+        "the user's work tree, index or status changed"
+    );
+    let reflog = repo.git(&["reflog", "show", "--format=%gs", &format!("agent/{id}")]);
+    assert_eq!(
+        reflog,
+        format!("git-agent: step 1\ngit-agent: start session {id}\n")
+    );
+}
+
+#[test]
+fn capture_matches_git_add() {
+    let repo = TestRepo::with_commit("capture");
+    repo.write("a.txt", "alpha modified\n");
+    repo.write("untracked/new.txt", "new\n");
+    repo.write("debug.log", "ignored\n");
+    std::fs::remove_file(repo.path("dir/b.txt")).unwrap();
+    repo.chmod("run.sh", 0o644);
+    repo.write("staged.txt", "staged\n");
+    repo.git(&["add", "staged.txt"]);
+    std::os::unix::fs::symlink("a.txt", repo.path("link")).unwrap();
+    let expected = git_add_tree(&repo.dir);
+    let before = repo.user_state();
+
+    let store = repo.store();
+    let s = store.start_session("cap001", true).unwrap();
+    let step0 = s.step0.expect("there are changes to capture");
+    assert_eq!(s.tip, step0);
+    assert_eq!(tree_of(&repo, step0), expected);
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("{step0}^")]).trim(),
+        s.base.to_string()
+    );
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%B", &step0.to_string()]),
+        "Capture uncommitted changes\n\nAgent-Session: cap001\nAgent-Step: 0\n\n"
+    );
+    assert_eq!(
+        repo.git(&["ls-tree", &step0.to_string(), "link"])
+            .split_whitespace()
+            .next(),
+        Some("120000")
+    );
+    assert!(repo
+        .git(&["ls-tree", &step0.to_string(), "run.sh"])
+        .starts_with("100644"));
+    // The checkout shows the user's changes.
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("a.txt")).unwrap(),
+        "alpha modified\n"
+    );
+    assert!(!s.root.join("debug.log").exists());
+    fsck(&repo);
+    assert_eq!(repo.user_state(), before);
+}
+
+#[test]
+fn clean_work_tree_captures_nothing() {
+    let repo = TestRepo::with_commit("clean");
+    let store = repo.store();
+    assert_eq!(store.capture_user_changes("abc").unwrap(), None);
+    let s = store.start_session("abc", true).unwrap();
+    assert_eq!((s.step0, s.tip), (None, s.base));
+}
+
+#[test]
+fn crlf_is_normalised_like_git_add() {
+    let repo = TestRepo::new("crlf");
+    repo.write(".gitattributes", "* text=auto\n*.bin binary\n");
+    repo.write("a.txt", "one\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "attrs"]);
+    let store = repo.store();
+    let mut s = store.start_session("crlf01", false).unwrap();
+    write(&s.root, "a.txt", "one\r\ntwo\r\n");
+    write(&s.root, "data.bin", "raw\r\n");
+    let paths = [PathBuf::from("a.txt"), PathBuf::from("data.bin")];
+    let c = store.commit_step(&mut s, &paths, "crlf").unwrap().unwrap();
+    assert_eq!(
+        repo.git(&["cat-file", "-p", &format!("{c}:a.txt")]),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        repo.git(&["cat-file", "-p", &format!("{c}:data.bin")]),
+        "raw\r\n"
+    );
+    assert_eq!(tree_of(&repo, c), git_add_tree(&s.root));
+}
+
+#[test]
+fn symlinks_exec_bits_and_type_changes() {
+    let repo = TestRepo::with_commit("links");
+    let store = repo.store();
+    let mut s = store.start_session("link01", false).unwrap();
+    let before = store.scan(&s).unwrap();
+    std::os::unix::fs::symlink("../a.txt", s.root.join("dir/to-a")).unwrap();
+    std::fs::set_permissions(s.root.join("a.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A file turned into a directory.
+    std::fs::remove_file(s.root.join("dir/b.txt")).unwrap();
+    write(&s.root, "dir/b.txt/inner.txt", "inner\n");
+    let changed = Scan::diff(&before, &store.scan(&s).unwrap());
+    assert_eq!(
+        changed,
+        ["a.txt", "dir/b.txt", "dir/b.txt/inner.txt", "dir/to-a"].map(PathBuf::from)
+    );
+    let c = store
+        .commit_step(&mut s, &changed, "links")
+        .unwrap()
+        .unwrap();
+    let ls = repo.git(&["ls-tree", "-r", &c.to_string()]);
+    assert!(
+        ls.contains("120000 blob") && ls.contains("\tdir/to-a\n"),
+        "{ls}"
+    );
+    assert_eq!(
+        repo.git(&["cat-file", "-p", &format!("{c}:dir/to-a")]),
+        "../a.txt"
+    );
+    assert!(
+        ls.lines()
+            .any(|l| l.starts_with("100755") && l.ends_with("\ta.txt")),
+        "{ls}"
+    );
+    assert_eq!(tree_of(&repo, c), git_add_tree(&s.root));
+    fsck(&repo);
+}
+
+#[test]
+fn moved_branch_is_a_cas_failure() {
+    let repo = TestRepo::with_commit("cas");
+    let store = repo.store();
+    let mut s = store.start_session("cas001", false).unwrap();
+    write(&s.root, "a.txt", "mine\n");
+    store
+        .commit_step(&mut s, &[PathBuf::from("a.txt")], "one")
+        .unwrap()
+        .unwrap();
+    // Someone else moves the branch back.
+    repo.git(&["update-ref", "refs/heads/agent/cas001", &s.base.to_string()]);
+    write(&s.root, "a.txt", "mine again\n");
+    let tip = s.tip;
+    let err = store
+        .commit_step(&mut s, &[PathBuf::from("a.txt")], "two")
+        .unwrap_err();
+    assert!(matches!(err, StoreError::BranchMoved { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("refs/heads/agent/cas001 was moved by someone else"),
+        "{err}"
+    );
+    assert_eq!(
+        (s.tip, s.steps),
+        (tip, 1),
+        "a failed step must not advance the session"
+    );
+    // An existing branch is never overwritten.
+    let err = store.start_session("cas001", false).unwrap_err();
+    assert!(matches!(err, StoreError::BranchExists(_)), "{err}");
+}
+
+#[test]
+fn rollback_leaves_nothing_behind() {
+    let repo = TestRepo::with_commit("rollback");
+    let store = repo.store();
+    let s = store.start_session("rb0001", false).unwrap();
+    write(&s.root, "scratch.txt", "untracked in the checkout\n");
+    store.rollback_session(&s).unwrap();
+    assert!(!s.root.exists());
+    assert_eq!(repo.git(&["for-each-ref", "refs/heads/agent"]), "");
+    assert_eq!(
+        repo.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    fsck(&repo);
+}
+
+#[test]
+fn refusals() {
+    let repo = TestRepo::new("unborn");
+    let err = repo.store().start_session("abc123", false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the repository has no commits yet: commit something first"
+    );
+    let err = repo.store().start_session("../x", false).unwrap_err();
+    assert!(matches!(err, StoreError::InvalidSessionId(_)));
+
+    let repo = TestRepo::with_commit("paths");
+    let store = repo.store();
+    let mut s = store.start_session("pth001", false).unwrap();
+    for bad in ["../a.txt", "/etc/passwd", ".git/config", "dir/../../x"] {
+        let err = store
+            .commit_step(&mut s, &[PathBuf::from(bad)], "bad")
+            .unwrap_err();
+        assert!(matches!(err, StoreError::InvalidPath(_)), "{bad}: {err}");
+    }
+
+    let plain = std::env::temp_dir().join(format!("git-agent-store-norepo-{}", std::process::id()));
+    std::fs::create_dir_all(&plain).unwrap();
+    if Command::new("git")
+        .arg("rev-parse")
+        .current_dir(&plain)
+        .output()
+        .is_ok_and(|o| !o.status.success())
+    {
+        let err = Store::open(&plain).err().expect("not a repository");
+        assert_eq!(
+            err.to_string(),
+            "not a git repository (or any parent): run git agent inside a repo"
+        );
+    }
+    std::fs::remove_dir_all(&plain).unwrap();
+}
+
+#[test]
+fn dates_come_from_the_environment_format() {
+    // `GIT_*_DATE` uses git's formats; make sure the ones tests use parse.
+    for date in [
+        "1700000000 +0000",
+        "2023-11-14T22:13:20Z",
+        "Tue, 14 Nov 2023 22:13:20 +0000",
+    ] {
+        assert_eq!(
+            gix::date::parse(date, None).unwrap().seconds,
+            1_700_000_000,
+            "{date}"
+        );
+    }
+}
+
+/// Benchmark: `BENCH_REPO=<repo> cargo test --release --lib store::tests::bench -- --ignored --nocapture`
+/// (scripts/bench-commit.sh builds the repo and compares with `git add -A && git commit`).
+#[test]
+#[ignore = "benchmark; needs BENCH_REPO"]
+fn bench() {
+    use std::time::Instant;
+    let Ok(repo) = std::env::var("BENCH_REPO") else {
+        eprintln!("BENCH_REPO not set");
+        return;
+    };
+    let steps: usize = std::env::var("BENCH_STEPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20);
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+
+    let t = Instant::now();
+    let store = Store::open(Path::new(&repo)).unwrap();
+    let open = ms(t);
+    let id = store.new_session_id();
+    let t = Instant::now();
+    let mut s = store.start_session(&id, false).unwrap();
+    let start = ms(t);
+
+    let mut scans = Vec::new();
+    let mut commits = Vec::new();
+    let mut full = Vec::new();
+    let mut files = 0;
+    for i in 0..steps {
+        let t0 = Instant::now();
+        let before = store.scan(&s).unwrap();
+        scans.push(ms(t0));
+        files = before.len();
+        let rel = format!("d{:03}/f{:03}.txt", (i * 37) % 1000, (i * 11) % 100);
+        write(&s.root, &rel, &format!("step {i}\n"));
+        let after = store.scan(&s).unwrap();
+        let changed = Scan::diff(&before, &after);
+        assert_eq!(changed, [PathBuf::from(&rel)]);
+        let t = Instant::now();
+        store
+            .commit_step(&mut s, &changed, &format!("step {i}"))
+            .unwrap()
+            .expect("a change");
+        commits.push(ms(t));
+        full.push(ms(t0));
+    }
+    println!("BENCH files={files}");
+    println!("BENCH open_ms={open:.2}");
+    println!("BENCH start_session_ms={start:.1}");
+    println!("BENCH scan_median_ms={:.1}", median(scans));
+    println!("BENCH commit_step_median_ms={:.2}", median(commits));
+    println!("BENCH scan_diff_commit_median_ms={:.1}", median(full));
+    let t = Instant::now();
+    store
+        .rollback_session(&s)
+        .unwrap_or_else(|e| eprintln!("rollback: {e}"));
+    println!("BENCH rollback_ms={:.1}", ms(t));
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark git-agent's snapshot commits against plain `git add -A && git commit` on a 100,000-file repo.
 #
-# usage: scripts/bench-commit.sh [steps]      (env: BENCH_DIR to keep/reuse the synthetic repo, DIRS, FILES)
+# usage: scripts/bench-commit.sh [steps]   (env: BENCH_DIR keeps/reuses the synthetic repo; DIRS, FILES size it)
 #
 # Figures: (a) median commit_step time for one changed file (gix tree edit + commit + CAS ref update),
 # (b) median `git add -A && git commit -q` for one changed file on the same repo, (c) start_session
@@ -41,7 +41,7 @@ if [[ ! -d $repo/.git ]]; then
 fi
 
 echo "== git-agent (release build) =="
-out=$(cd "$root" && BENCH_REPO=$repo BENCH_STEPS=$steps \
+out=$(cd "${BENCH_CRATE:-$root}" && BENCH_REPO=$repo BENCH_STEPS=$steps \
     cargo test --release --lib store::tests::bench -- --ignored --nocapture --test-threads=1 2>&1) || {
     echo "$out"
     exit 1

@@ -11,12 +11,7 @@ pub const DEFAULT_PROVIDER: &str = "openai";
 /// The model used when none is configured anywhere.
 pub const DEFAULT_MODEL: &str = "gpt-4.1";
 
-/// The wire format a provider speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WireFormat {
-    /// OpenAI Chat Completions (also every OpenAI-compatible server).
-    OpenAiChat,
-}
+pub use crate::model::Wire as WireFormat;
 
 /// A built-in provider: its wire format, default endpoint and the variables that configure it.
 #[derive(Debug)]
@@ -61,6 +56,14 @@ const fn local(name: &'static str, url: &'static str, url_env: &'static str) -> 
 /// The built-in providers. `openai` is special: it needs either a key (for api.openai.com) or a base URL (for
 /// any OpenAI-compatible server, which may not need a key).
 pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "anthropic",
+        wire: WireFormat::AnthropicMessages,
+        base_url: Some("https://api.anthropic.com"),
+        base_url_env: "ANTHROPIC_BASE_URL",
+        api_key_env: "ANTHROPIC_API_KEY",
+        key_required: true,
+    },
     remote(
         "openai",
         "https://api.openai.com/v1",
@@ -119,8 +122,6 @@ pub enum ConfigError {
         provider: &'static str,
         env: &'static str,
     },
-    #[error("provider '{0}' is not supported by this build: use openai/<model> or an OpenAI-compatible preset ({1})")]
-    Unsupported(String, String),
     #[error("invalid model '{0}': expected <provider>/<model> or <model>")]
     BadModel(String),
 }
@@ -134,6 +135,7 @@ pub struct ModelConfig {
     pub base_url: String,
     pub api_key: Option<String>,
     pub api_key_env: &'static str,
+    pub base_url_env: &'static str,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -187,6 +189,7 @@ pub fn resolve(
         base_url: base_url.trim_end_matches('/').to_string(),
         api_key,
         api_key_env: preset.api_key_env,
+        base_url_env: preset.base_url_env,
     })
 }
 
@@ -203,13 +206,6 @@ fn split_model(spec: &str) -> Result<(&'static Preset, &str), ConfigError> {
                     return Err(ConfigError::BadModel(spec.to_string()));
                 }
                 return Ok((p, model));
-            }
-            if provider == "anthropic" {
-                let names: Vec<_> = PRESETS.iter().map(|p| p.name).collect();
-                return Err(ConfigError::Unsupported(
-                    provider.to_string(),
-                    names.join(", "),
-                ));
             }
             Ok((default, spec))
         }

@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 use crate::config::ModelConfig;
-use crate::model::openai::OpenAiClient;
+use crate::model::retry::RetryPolicy;
 use crate::model::{
-    FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
+    Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
 use crate::store::{Scan, Session, Store, StoreError};
 use crate::tools::{self, Tool, ToolContext, ToolOutput};
@@ -50,6 +50,11 @@ pub enum AgentError {
         env: &'static str,
         provider: &'static str,
     },
+    #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
+    Unreachable {
+        source: ModelError,
+        env: &'static str,
+    },
     #[error("a tool task failed: {0}")]
     Join(String),
 }
@@ -60,7 +65,8 @@ pub async fn ask(
     opts: AskOptions,
     sink: &mut dyn Sink,
 ) -> Result<i32, AgentError> {
-    let client = OpenAiClient::new(
+    let client = Client::new(
+        opts.model.wire,
         opts.model.base_url.clone(),
         opts.model.api_key.clone(),
         opts.connect_timeout,
@@ -75,6 +81,7 @@ pub async fn ask(
         client,
         session,
         sink,
+        retry: RetryPolicy::default(),
         tools: Arc::new(tools::registry()),
         cancel,
         cancelled,
@@ -98,6 +105,10 @@ pub async fn ask(
                 env: turn.model.api_key_env,
                 provider: turn.model.provider,
             },
+            ModelError::Connect { refused: true, .. } => AgentError::Unreachable {
+                source: err,
+                env: turn.model.base_url_env,
+            },
             err => AgentError::Model(err),
         });
     }
@@ -114,7 +125,8 @@ enum Outcome {
 
 struct Turn<'s> {
     store: Store,
-    client: OpenAiClient,
+    client: Client,
+    retry: RetryPolicy,
     session: Session,
     sink: &'s mut dyn Sink,
     tools: Arc<Vec<Box<dyn Tool>>>,
@@ -171,6 +183,7 @@ impl Turn<'_> {
             messages.push(Message::Assistant {
                 content: response.text.clone(),
                 tool_calls: calls.clone(),
+                thinking: response.thinking.clone(),
             });
             if calls.is_empty() {
                 return Ok(Outcome::Answered(response.text));
@@ -200,11 +213,13 @@ impl Turn<'_> {
     async fn request(&mut self, request: &Request<'_>) -> Result<Option<Response>, AgentError> {
         self.requests += 1;
         let announcement = (!self.announced).then(|| self.session_event_fields());
-        let sink = &mut *self.sink;
+        // Both callbacks write to the sink; the future must stay `Send`, hence a mutex rather than a RefCell.
+        let sink = std::sync::Mutex::new(&mut *self.sink);
         let mut pending = announcement.clone();
         let mut on_event = |event: &StreamEvent| {
+            let Ok(mut sink) = sink.lock() else { return };
             if let Some(fields) = pending.take() {
-                fields.emit(sink);
+                fields.emit(*sink);
             }
             match event {
                 StreamEvent::TextDelta(text) => sink.emit(&Event::Text(text)),
@@ -212,14 +227,25 @@ impl Turn<'_> {
                 StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
             }
         };
+        let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {
+            let Ok(mut sink) = sink.lock() else { return };
+            let message = format!(
+                "model request failed ({err}); retrying in {:.1} s (attempt {} of {})",
+                wait.as_secs_f64(),
+                attempt + 1,
+                self.retry.max_attempts,
+            );
+            sink.emit(&Event::Warning(&message));
+        };
         let mut cancelled = self.cancelled.clone();
         let response = tokio::select! {
-            response = self.client.stream(request, &mut on_event) => response?,
+            response = self.client.stream_with_retries(request, &mut on_event, &self.retry, &mut on_retry) => response?,
             _ = cancelled.wait_for(|c| *c) => return Ok(None),
         };
-        let streamed_something = pending.is_none();
-        if let (Some(fields), false) = (announcement, streamed_something) {
-            fields.emit(self.sink);
+        if let Some(fields) = pending {
+            if let Ok(mut sink) = sink.lock() {
+                fields.emit(*sink);
+            }
         }
         self.announced = true;
         if let Some(usage) = &response.usage {

@@ -3,12 +3,19 @@
 //! The agent talks to models only through these types; a client turns them into its wire format and turns
 //! the streamed reply back into [`StreamEvent`]s and one assembled [`Response`].
 
+pub mod anthropic;
+mod http;
 pub mod openai;
+pub mod retry;
 pub mod sse;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use anthropic::AnthropicClient;
+use openai::OpenAiClient;
+use retry::RetryPolicy;
 
 /// One tool call requested by the model, with its arguments as the raw JSON text the model produced.
 ///
@@ -35,10 +42,29 @@ pub enum Message {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The model's reasoning blocks, which Anthropic requires back unchanged next to the tool calls they
+        /// led to; other providers ignore them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
     },
     Tool {
         tool_call_id: String,
         content: String,
+    },
+}
+
+/// One reasoning block of an Anthropic reply, kept verbatim (its signature covers the text) so it can be
+/// sent back; serialized exactly as the Messages API spells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThinkingBlock {
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Reasoning the provider flagged and encrypted; `data` is opaque.
+    RedactedThinking {
+        data: String,
     },
 }
 
@@ -112,6 +138,8 @@ pub struct Response {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// Reasoning blocks to keep in the conversation (Anthropic only; store them in [`Message::Assistant`]).
+    pub thinking: Vec<ThinkingBlock>,
 }
 
 /// The error returned by a model client's `stream()`.
@@ -125,16 +153,28 @@ pub enum ModelError {
     Client(String),
     /// The server could not be reached (refused, DNS failure, TLS failure, connect timeout).
     #[error("could not reach {url}: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        url: String,
+        message: String,
+        /// Nothing listens there: almost always a wrong base URL or a server that is not running, so the
+        /// request is not retried.
+        refused: bool,
+    },
     /// No byte arrived for the idle timeout.
     #[error("no data from the model for {}s (idle timeout)", .after.as_secs_f64())]
     Timeout { after: Duration },
     /// The key was rejected (401/403).
     #[error("authentication failed (HTTP {status}): {message}")]
     Auth { status: u16, message: String },
-    /// Any other non-success status; `message` is the provider's own error message when it sent one.
+    /// Any other non-success status; `message` is the provider's own error message when it sent one, `code`
+    /// its error code or type, `retry_after` the wait its `Retry-After` header asked for.
     #[error("model request failed (HTTP {status}): {message}")]
-    Http { status: u16, message: String },
+    Http {
+        status: u16,
+        code: Option<String>,
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// The provider reported an error inside a successful (200) response, typically mid-stream.
     #[error("the model provider reported an error: {message}")]
     Provider {
@@ -150,23 +190,102 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// Whether the same request may succeed if sent again.
+    /// Whether the same request may succeed if sent again; see [`retry::classify`].
     pub fn is_retryable(&self) -> bool {
+        retry::classify(self).is_retryable()
+    }
+
+    /// Whether the conversation is too long for the model: compact it and try again, once.
+    pub fn is_context_overflow(&self) -> bool {
+        retry::is_context_overflow(self)
+    }
+}
+
+/// The wire format a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// OpenAI Chat Completions, also spoken by every OpenAI-compatible server.
+    OpenAiChat,
+    /// Anthropic Messages.
+    AnthropicMessages,
+}
+
+/// A client for any supported provider, so the agent need not know which one it talks to.
+#[derive(Debug)]
+pub enum Client {
+    OpenAi(OpenAiClient),
+    Anthropic(AnthropicClient),
+}
+
+impl Client {
+    /// See [`OpenAiClient::new`] and [`AnthropicClient::new`] for what `base_url` looks like for each.
+    pub fn new(
+        wire: Wire,
+        base_url: String,
+        api_key: Option<String>,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Result<Self, ModelError> {
+        Ok(match wire {
+            Wire::OpenAiChat => Client::OpenAi(OpenAiClient::new(
+                base_url,
+                api_key,
+                connect_timeout,
+                idle_timeout,
+            )?),
+            Wire::AnthropicMessages => Client::Anthropic(AnthropicClient::new(
+                base_url,
+                api_key,
+                connect_timeout,
+                idle_timeout,
+            )?),
+        })
+    }
+
+    /// The URL requests are POSTed to.
+    pub fn endpoint(&self) -> String {
         match self {
-            ModelError::Connect { .. } | ModelError::Timeout { .. } | ModelError::Truncated(_) => {
-                true
-            }
-            ModelError::Http { status, .. } => *status == 429 || *status >= 500,
-            ModelError::Provider { code, .. } => code.as_deref().is_some_and(|code| {
-                // Providers put either an HTTP status (OpenRouter) or an OpenAI error code here.
-                matches!(
-                    code,
-                    "server_error" | "rate_limit_exceeded" | "overloaded_error"
-                ) || code
-                    .parse::<u16>()
-                    .is_ok_and(|status| status == 429 || status >= 500)
-            }),
-            ModelError::Client(_) | ModelError::Auth { .. } | ModelError::Stream(_) => false,
+            Client::OpenAi(client) => client.endpoint(),
+            Client::Anthropic(client) => client.endpoint(),
+        }
+    }
+
+    /// Sends `req` once and streams the reply; on error, events already delivered must not be acted upon.
+    pub async fn stream(
+        &self,
+        req: &Request<'_>,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Result<Response, ModelError> {
+        match self {
+            Client::OpenAi(client) => client.stream(req, on_event).await,
+            Client::Anthropic(client) => client.stream(req, on_event).await,
+        }
+    }
+
+    /// Like [`Client::stream`], sending the request again as `policy` allows.
+    ///
+    /// Before each wait `on_retry` gets the error, the wait and the number of the attempt that failed
+    /// (from 1); the events streamed by that attempt belong to a discarded reply. Dropping the future (on
+    /// Ctrl-C) closes the connection at once, also during a wait.
+    pub async fn stream_with_retries(
+        &self,
+        req: &Request<'_>,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+        policy: &RetryPolicy,
+        on_retry: &mut (dyn FnMut(&ModelError, Duration, u32) + Send),
+    ) -> Result<Response, ModelError> {
+        let mut attempt = 1;
+        loop {
+            let err = match self.stream(req, on_event).await {
+                Ok(response) => return Ok(response),
+                Err(err) => err,
+            };
+            let Some(delay) = policy.delay_for(&err, attempt) else {
+                return Err(err);
+            };
+            on_retry(&err, delay, attempt);
+            tokio::time::sleep(delay).await;
+            attempt += 1;
         }
     }
 }

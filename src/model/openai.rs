@@ -10,17 +10,14 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, CONTENT_TYPE};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::sse::{SseDecoder, SseEvent};
+use super::http::{
+    content_type, preview, provider_error, redact, redacted_key, StreamParser, Transport,
+};
+use super::sse::SseEvent;
 use super::{FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage};
-
-/// How much of an error body is read: enough for any JSON error, not a whole HTML error page.
-const ERROR_BODY_LIMIT: usize = 64 * 1024;
-/// How much of an unexpected body is quoted in an error message.
-const PREVIEW_CHARS: usize = 200;
 
 /// Builds the JSON body of a streamed Chat Completions request.
 pub fn request_body(req: &Request) -> Value {
@@ -59,6 +56,7 @@ fn message_json(message: &Message) -> Value {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } if !tool_calls.is_empty() => {
             let calls: Vec<Value> = tool_calls
                 .iter()
@@ -268,6 +266,7 @@ impl ChunkParser {
             tool_calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            thinking: Vec::new(),
         })
     }
 
@@ -396,83 +395,11 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-/// Turns an `error` value found in a 200 response into an error.
-fn provider_error(error: &Value) -> ModelError {
-    let code = error
-        .get("code")
-        .filter(|code| !code.is_null())
-        .or_else(|| error.get("type"))
-        .and_then(|code| match code {
-            Value::String(code) => Some(code.clone()),
-            Value::Number(code) => Some(code.to_string()),
-            _ => None,
-        });
-    let message = error_message(error).unwrap_or_else(|| preview(&error.to_string()));
-    ModelError::Provider { code, message }
-}
-
-/// The human message in an error value: `{"message":..}`, or the value itself when it is a string.
-fn error_message(error: &Value) -> Option<String> {
-    match error {
-        Value::String(message) => Some(message.clone()),
-        Value::Object(fields) => fields
-            .get("message")
-            .or_else(|| fields.get("detail"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        _ => None,
-    }
-}
-
-/// The provider's message in an HTTP error body, else the start of the body.
-fn http_error_message(body: &str, status: reqwest::StatusCode) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|body| {
-        body.get("error")
-            .and_then(error_message)
-            .or_else(|| error_message(body))
-    });
-    match message {
-        Some(message) => message,
-        None if body.trim().is_empty() => status.canonical_reason().unwrap_or("").to_string(),
-        None => preview(body),
-    }
-}
-
-/// The first [`PREVIEW_CHARS`] characters of a text, for error messages.
-fn preview(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(PREVIEW_CHARS) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_string(),
-    }
-}
-
-/// The causes of a reqwest error, which are what the user needs ("tcp connect error: Connection refused"):
-/// reqwest's own message ("error sending request") and hyper's "client error (Connect)" say nothing more.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !text.starts_with("client error (") && !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    if parts.is_empty() {
-        error.to_string()
-    } else {
-        parts.join(": ")
-    }
-}
-
 /// A streaming client for one OpenAI-compatible endpoint.
 pub struct OpenAiClient {
-    http: reqwest::Client,
+    transport: Transport,
     base_url: String,
     api_key: Option<String>,
-    idle_timeout: Duration,
 }
 
 // Written by hand so the key can never reach a log or an error report.
@@ -480,8 +407,8 @@ impl fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiClient")
             .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("idle_timeout", &self.idle_timeout)
+            .field("api_key", &redacted_key(&self.api_key))
+            .field("idle_timeout", &self.transport.idle_timeout())
             .finish_non_exhaustive()
     }
 }
@@ -495,17 +422,10 @@ impl OpenAiClient {
         connect_timeout: Duration,
         idle_timeout: Duration,
     ) -> Result<Self, ModelError> {
-        // reqwest is built without a default crypto provider; a second install fails harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .build()
-            .map_err(|err| ModelError::Client(error_chain(&err)))?;
         Ok(OpenAiClient {
-            http,
+            transport: Transport::new(connect_timeout, idle_timeout)?,
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
-            idle_timeout,
         })
     }
 
@@ -532,186 +452,49 @@ impl OpenAiClient {
         req: &Request<'_>,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Response, ModelError> {
-        let mut response = self.send(req).await?;
-        let status = response.status();
-        if !status.is_success() {
-            // The status says more than a failure to read the error body would.
-            let body = self
-                .read_body(&mut response, ERROR_BODY_LIMIT)
-                .await
-                .unwrap_or_default();
-            let message = http_error_message(&body, status);
-            let status = status.as_u16();
-            return Err(match status {
-                401 | 403 => ModelError::Auth { status, message },
-                _ => ModelError::Http { status, message },
-            });
+        let url = self.endpoint();
+        let mut builder = self.transport.post(&url, request_body(req).to_string());
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
         }
+        let mut response = self.transport.send(builder, &url).await?;
         if content_type(response.headers()).starts_with("application/json") {
-            let body = self.read_body(&mut response, usize::MAX).await?;
+            let body = self.transport.read_body(&mut response, usize::MAX).await?;
             let mut parser = ChunkParser::new();
             parser.push_completion(&body)?.iter().for_each(on_event);
             return parser.finish();
         }
-        self.read_sse(response, on_event).await
-    }
-
-    async fn send(&self, req: &Request<'_>) -> Result<reqwest::Response, ModelError> {
-        let url = self.endpoint();
-        let mut builder = self
-            .http
-            .post(&url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(request_body(req).to_string());
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
-        }
-        match tokio::time::timeout(self.idle_timeout, builder.send()).await {
-            Err(_) => Err(ModelError::Timeout {
-                after: self.idle_timeout,
-            }),
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(err)) if err.is_builder() => Err(ModelError::Client(format!(
-                "invalid request to {url}: {}",
-                error_chain(&err.without_url())
-            ))),
-            Ok(Err(err)) => Err(ModelError::Connect {
-                url,
-                message: error_chain(&err.without_url()),
-            }),
-        }
-    }
-
-    async fn read_sse(
-        &self,
-        mut response: reqwest::Response,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        let content_type = content_type(response.headers());
-        let mut decoder = SseDecoder::new();
-        let mut parser = ChunkParser::new();
-        let mut seen_event = false;
-        // Kept only to explain a reply that turns out not to be an event stream at all.
-        let mut head = String::new();
-        while let Some(bytes) = self.next_chunk(&mut response).await? {
-            if !seen_event && head.len() < PREVIEW_CHARS {
-                head.push_str(&String::from_utf8_lossy(bytes.as_ref()));
-            }
-            for event in decoder.push(bytes.as_ref()) {
-                seen_event = true;
-                feed(&mut parser, &event, on_event)?;
-            }
-            // Servers may hold the connection open after `[DONE]`.
-            if parser.is_done() {
-                return parser.finish();
-            }
-        }
-        if let Some(event) = decoder.finish() {
-            seen_event = true;
-            feed(&mut parser, &event, on_event)?;
-        }
-        if !seen_event {
-            return Err(ModelError::Stream(format!(
-                "expected server-sent events, got content-type {content_type:?}: {}",
-                preview(&head)
-            )));
-        }
-        parser.finish()
-    }
-
-    /// The next piece of the body, or `None` at its end, failing if none arrives within the idle timeout.
-    async fn next_chunk(
-        &self,
-        response: &mut reqwest::Response,
-    ) -> Result<Option<impl AsRef<[u8]> + use<>>, ModelError> {
-        match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
-            Err(_) => Err(ModelError::Timeout {
-                after: self.idle_timeout,
-            }),
-            Ok(Ok(bytes)) => Ok(bytes),
-            Ok(Err(err)) => Err(ModelError::Truncated(format!(
-                "the connection failed while reading the reply: {}",
-                error_chain(&err.without_url())
-            ))),
-        }
-    }
-
-    /// Reads the body up to about `limit` bytes.
-    async fn read_body(
-        &self,
-        response: &mut reqwest::Response,
-        limit: usize,
-    ) -> Result<String, ModelError> {
-        let mut body = Vec::new();
-        while let Some(bytes) = self.next_chunk(response).await? {
-            body.extend_from_slice(bytes.as_ref());
-            if body.len() >= limit {
-                break;
-            }
-        }
-        Ok(String::from_utf8_lossy(&body).into_owned())
+        self.transport
+            .read_sse(response, ChunkParser::new(), on_event)
+            .await
     }
 }
 
-/// Passes one SSE event to the parser and its results to the caller.
-fn feed(
-    parser: &mut ChunkParser,
-    event: &SseEvent,
-    on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-) -> Result<(), ModelError> {
-    // Some compatible servers report mid-stream failures as `event: error` rather than an `error` field.
-    if event.event.as_deref() == Some("error") {
-        let error: Value =
-            serde_json::from_str(&event.data).unwrap_or_else(|_| event.data.as_str().into());
-        let error = error.get("error").cloned().unwrap_or(error);
-        return Err(provider_error(&error));
+impl StreamParser for ChunkParser {
+    fn push_sse(&mut self, event: &SseEvent) -> Result<Vec<StreamEvent>, ModelError> {
+        // Some compatible servers report mid-stream failures as `event: error` rather than an `error` field.
+        if event.event.as_deref() == Some("error") {
+            let error: Value =
+                serde_json::from_str(&event.data).unwrap_or_else(|_| event.data.as_str().into());
+            let error = error.get("error").cloned().unwrap_or(error);
+            return Err(provider_error(&error));
+        }
+        self.push(&event.data)
     }
-    parser.push(&event.data)?.iter().for_each(on_event);
-    Ok(())
-}
 
-fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
-}
+    fn is_done(&self) -> bool {
+        self.done
+    }
 
-/// Removes the key from an error in case a server echoed it back in its message.
-fn redact(error: ModelError, key: Option<&str>) -> ModelError {
-    let Some(key) = key.filter(|key| !key.is_empty()) else {
-        return error;
-    };
-    let clean = |text: String| text.replace(key, "<redacted>");
-    match error {
-        ModelError::Client(message) => ModelError::Client(clean(message)),
-        ModelError::Connect { url, message } => ModelError::Connect {
-            url: clean(url),
-            message: clean(message),
-        },
-        ModelError::Auth { status, message } => ModelError::Auth {
-            status,
-            message: clean(message),
-        },
-        ModelError::Http { status, message } => ModelError::Http {
-            status,
-            message: clean(message),
-        },
-        ModelError::Provider { code, message } => ModelError::Provider {
-            code,
-            message: clean(message),
-        },
-        ModelError::Truncated(message) => ModelError::Truncated(clean(message)),
-        ModelError::Stream(message) => ModelError::Stream(clean(message)),
-        timeout @ ModelError::Timeout { .. } => timeout,
+    fn into_response(self) -> Result<Response, ModelError> {
+        self.finish()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::sse::SseDecoder;
     use crate::model::ToolSchema;
 
     /// Runs SSE `data` payloads through a parser, collecting events; `Err` if any push or the finish fails.
@@ -972,6 +755,7 @@ mod tests {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: vec![call("c1", "ls", "{}")],
+                thinking: vec![],
             },
             Message::Tool {
                 tool_call_id: "c1".into(),
@@ -980,6 +764,7 @@ mod tests {
             Message::Assistant {
                 content: String::new(),
                 tool_calls: vec![],
+                thinking: vec![],
             },
         ];
         let tools = [ToolSchema {
@@ -1023,7 +808,7 @@ mod tests {
 
     mod http {
         use super::*;
-        use std::io::{Read, Write};
+        use crate::model::http::test_server::{http_response, serve_all};
         use std::net::TcpListener;
         use std::thread::JoinHandle;
 
@@ -1031,43 +816,12 @@ mod tests {
 
         /// Serves one canned HTTP response on a fresh port; the handle returns the request it received.
         fn serve(response: String, linger: Duration) -> (String, JoinHandle<String>) {
-            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-            let url = format!("http://{}/v1/", listener.local_addr().expect("addr"));
+            let (root, handle) = serve_all(vec![response], linger);
             let handle = std::thread::spawn(move || {
-                let (mut socket, _) = listener.accept().expect("accept");
-                let request = read_request(&mut socket);
-                socket.write_all(response.as_bytes()).expect("write");
-                std::thread::sleep(linger);
-                request
+                let mut requests = handle.join().expect("server");
+                requests.remove(0)
             });
-            (url, handle)
-        }
-
-        fn read_request(socket: &mut std::net::TcpStream) -> String {
-            let mut request = Vec::new();
-            let mut buf = [0; 4096];
-            loop {
-                let n = socket.read(&mut buf).expect("read");
-                request.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&request).into_owned();
-                if let Some(end) = text.find("\r\n\r\n") {
-                    let length = text
-                        .lines()
-                        .find_map(|line| line.strip_prefix("content-length: "))
-                        .and_then(|n| n.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if request.len() >= end + 4 + length || n == 0 {
-                        return text;
-                    }
-                }
-            }
-        }
-
-        fn http_response(status: &str, content_type: &str, body: &str) -> String {
-            format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            )
+            (format!("{root}/v1/"), handle)
         }
 
         fn client(url: String, idle: Duration) -> OpenAiClient {
@@ -1200,12 +954,15 @@ mod tests {
             let (_, result) = run(&client(url.clone(), Duration::from_secs(5))).await;
             let err = result.expect_err("refused");
             let message = err.to_string();
-            assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
+            assert!(
+                matches!(err, ModelError::Connect { refused: true, .. }),
+                "{err:?}"
+            );
             assert!(
                 message.starts_with(&format!("could not reach {url}/chat/completions: ")),
                 "{message}"
             );
-            assert!(err.is_retryable());
+            assert!(!err.is_retryable(), "a refused connection is a configuration problem");
         }
     }
 }

@@ -9,7 +9,8 @@
 //! Limitation: a tracked file matching an ignore rule (force-added) is invisible to the walk, like any ignored
 //! file; tools that know which files they wrote pass those paths to `commit_step` directly.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -41,28 +42,59 @@ impl Stat {
     }
 }
 
-/// The files (and symlinks) of a checkout at one moment, keyed by checkout-relative path.
+/// The files (and symlinks) of a checkout at one moment.
 #[derive(Debug, Default, Clone)]
 pub struct Scan {
-    files: HashMap<PathBuf, Stat>,
+    root: PathBuf,
+    /// Absolute paths (kept as the walker made them: no per-file allocation), sorted by their bytes.
+    files: Vec<(PathBuf, Stat)>,
+}
+
+fn bytes(p: &Path) -> &[u8] {
+    p.as_os_str().as_bytes()
 }
 
 impl Scan {
-    /// Paths that are new, deleted, modified or changed mode between `before` and `after`, sorted.
+    /// Checkout-relative paths that are new, deleted, modified or changed mode between `before` and `after`,
+    /// sorted. Both scans must be of the same directory.
     pub fn diff(before: &Scan, after: &Scan) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = after
-            .files
-            .iter()
-            .filter(|(path, stat)| before.files.get(*path) != Some(stat))
-            .map(|(path, _)| path.clone())
-            .chain(
-                before
-                    .files
-                    .keys()
-                    .filter(|path| !after.files.contains_key(*path))
-                    .cloned(),
-            )
-            .collect();
+        let rel = |p: &Path| p.strip_prefix(&after.root).unwrap_or(p).to_owned();
+        let (mut old, mut new) = (
+            before.files.iter().peekable(),
+            after.files.iter().peekable(),
+        );
+        let mut out = Vec::new();
+        // A merge join over two sorted lists: one pass, no hashing.
+        loop {
+            match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some((p, _)), None) => {
+                    out.push(rel(p));
+                    old.next();
+                }
+                (None, Some((p, _))) => {
+                    out.push(rel(p));
+                    new.next();
+                }
+                (Some((po, so)), Some((pn, sn))) => match bytes(po).cmp(bytes(pn)) {
+                    Ordering::Less => {
+                        out.push(rel(po));
+                        old.next();
+                    }
+                    Ordering::Greater => {
+                        out.push(rel(pn));
+                        new.next();
+                    }
+                    Ordering::Equal => {
+                        if so != sn {
+                            out.push(rel(pn));
+                        }
+                        old.next();
+                        new.next();
+                    }
+                },
+            }
+        }
         out.sort();
         out
     }
@@ -93,14 +125,17 @@ impl Scan {
             .filter_entry(|e| e.file_name() != ".git");
         let sink = Arc::new(Mutex::new(Vec::new()));
         let mut builder = Collector {
-            root,
             sink: Arc::clone(&sink),
         };
         walk.build_parallel().visit(&mut builder);
         let batches = std::mem::take(&mut *sink.lock().map_err(|_| poisoned(root))?);
-        let mut files = HashMap::with_capacity(batches.iter().map(Vec::len).sum());
+        let mut files = Vec::with_capacity(batches.iter().map(Vec::len).sum());
         files.extend(batches.into_iter().flatten());
-        Ok(Scan { files })
+        files.sort_unstable_by(|a, b| bytes(&a.0).cmp(bytes(&b.0)));
+        Ok(Scan {
+            root: root.to_owned(),
+            files,
+        })
     }
 }
 
@@ -114,15 +149,13 @@ fn poisoned(root: &Path) -> StoreError {
 
 type Batch = Vec<(PathBuf, Stat)>;
 
-struct Collector<'r> {
-    root: &'r Path,
+struct Collector {
     sink: Arc<Mutex<Vec<Batch>>>,
 }
 
-impl<'s> ParallelVisitorBuilder<'s> for Collector<'_> {
+impl<'s> ParallelVisitorBuilder<'s> for Collector {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
-            root: self.root.to_owned(),
             batch: Vec::new(),
             sink: Arc::clone(&self.sink),
         })
@@ -131,7 +164,6 @@ impl<'s> ParallelVisitorBuilder<'s> for Collector<'_> {
 
 /// One walker thread's share; handed to the sink when the thread is done.
 struct Visitor {
-    root: PathBuf,
     batch: Batch,
     sink: Arc<Mutex<Vec<Batch>>>,
 }
@@ -146,8 +178,8 @@ impl ParallelVisitor for Visitor {
             .file_type()
             .is_some_and(|t| t.is_file() || t.is_symlink());
         if is_file {
-            if let (Ok(md), Ok(rel)) = (entry.metadata(), entry.path().strip_prefix(&self.root)) {
-                self.batch.push((rel.to_owned(), Stat::of(&md)));
+            if let Ok(md) = entry.metadata() {
+                self.batch.push((entry.into_path(), Stat::of(&md)));
             }
         }
         WalkState::Continue

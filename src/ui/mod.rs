@@ -43,6 +43,8 @@ pub enum Event<'a> {
         answer: &'a str,
         exit_code: i32,
     },
+    /// Something the user should know that does not end the session (e.g. a retried request).
+    Warning(&'a str),
     Error(&'a str),
 }
 
@@ -115,6 +117,8 @@ impl Sink for JsonSink {
                 json!({"type": "done", "status": status, "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
+            // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries.
+            Event::Warning(_) => return,
         };
         let mut out = self.out.lock();
         // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
@@ -222,6 +226,10 @@ impl Sink for HumanSink {
                     let _ = writeln!(out, "{}", answer.trim_end());
                     let _ = out.flush();
                 }
+            }
+            Event::Warning(message) => {
+                let text = self.paint("33", &format!("warning: {}", neutralize(message)));
+                self.line(&text);
             }
             Event::Error(message) => {
                 let text = format!("error: {message}");

@@ -1,0 +1,483 @@
+//! The HTTP plumbing both provider clients share: sending a request, reading a body with an idle timeout,
+//! turning a failed status into a [`ModelError`] (with the provider's own message and its `Retry-After`),
+//! driving an SSE body through a provider's parser, and keeping the API key out of every error.
+//!
+//! The providers differ only in the JSON they send and the events they stream; keeping everything else here
+//! means a fix to timeouts or error reporting reaches both.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use serde_json::Value;
+
+use super::retry::parse_retry_after;
+use super::sse::{SseDecoder, SseEvent};
+use super::{ModelError, Response, StreamEvent};
+
+/// How much of an error body is read: enough for any JSON error, not a whole HTML error page.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// How much of an unexpected body is quoted in an error message.
+const PREVIEW_CHARS: usize = 200;
+
+/// A provider's stream parser, fed one SSE event at a time by [`Transport::read_sse`].
+pub(crate) trait StreamParser {
+    /// Takes one SSE event and returns the stream events to emit, in order.
+    fn push_sse(&mut self, event: &SseEvent) -> Result<Vec<StreamEvent>, ModelError>;
+    /// Whether the provider's end-of-stream marker was seen; the connection may stay open after it.
+    fn is_done(&self) -> bool;
+    /// The assembled reply, or an error if the stream was cut off.
+    fn into_response(self) -> Result<Response, ModelError>;
+}
+
+/// A reqwest client plus the idle timeout every read is bounded by.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    http: reqwest::Client,
+    idle_timeout: Duration,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Result<Self, ModelError> {
+        // reqwest is built without a default crypto provider; a second install fails harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .build()
+            .map_err(|err| ModelError::Client(error_chain(&err)))?;
+        Ok(Transport { http, idle_timeout })
+    }
+
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
+    }
+
+    /// A JSON POST to `url`, for the caller to add its auth headers to.
+    pub(crate) fn post(&self, url: &str, body: String) -> reqwest::RequestBuilder {
+        self.http
+            .post(url)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
+    /// Sends the request and waits for the response headers, then fails on a non-success status.
+    pub(crate) async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut response = match tokio::time::timeout(self.idle_timeout, builder.send()).await {
+            Err(_) => return Err(self.timeout()),
+            Ok(Ok(response)) => response,
+            Ok(Err(err)) if err.is_builder() => {
+                return Err(ModelError::Client(format!(
+                    "invalid request to {url}: {}",
+                    error_chain(&err.without_url())
+                )))
+            }
+            Ok(Err(err)) => {
+                return Err(ModelError::Connect {
+                    url: url.to_string(),
+                    refused: is_refused(&err),
+                    message: error_chain(&err.without_url()),
+                })
+            }
+        };
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        // The status says more than a failure to read the error body would.
+        let body = self
+            .read_body(&mut response, ERROR_BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        Err(status_error(
+            response.status(),
+            response.headers(),
+            &body,
+            SystemTime::now(),
+        ))
+    }
+
+    /// Drives an event-stream body through `parser`, passing its events to `on_event` as they arrive.
+    pub(crate) async fn read_sse<P: StreamParser + Send>(
+        &self,
+        mut response: reqwest::Response,
+        mut parser: P,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Result<Response, ModelError> {
+        let content_type = content_type(response.headers());
+        let mut decoder = SseDecoder::new();
+        let mut seen_event = false;
+        // Kept only to explain a reply that turns out not to be an event stream at all.
+        let mut head = String::new();
+        while let Some(bytes) = self.next_chunk(&mut response).await? {
+            if !seen_event && head.len() < PREVIEW_CHARS {
+                head.push_str(&String::from_utf8_lossy(bytes.as_ref()));
+            }
+            for event in decoder.push(bytes.as_ref()) {
+                seen_event = true;
+                parser.push_sse(&event)?.iter().for_each(&mut *on_event);
+            }
+            if parser.is_done() {
+                return parser.into_response();
+            }
+        }
+        if let Some(event) = decoder.finish() {
+            seen_event = true;
+            parser.push_sse(&event)?.iter().for_each(&mut *on_event);
+        }
+        if !seen_event {
+            return Err(ModelError::Stream(format!(
+                "expected server-sent events, got content-type {content_type:?}: {}",
+                preview(&head)
+            )));
+        }
+        parser.into_response()
+    }
+
+    /// Reads the body up to about `limit` bytes.
+    pub(crate) async fn read_body(
+        &self,
+        response: &mut reqwest::Response,
+        limit: usize,
+    ) -> Result<String, ModelError> {
+        let mut body = Vec::new();
+        while let Some(bytes) = self.next_chunk(response).await? {
+            body.extend_from_slice(bytes.as_ref());
+            if body.len() >= limit {
+                break;
+            }
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// The next piece of the body, or `None` at its end, failing if none arrives within the idle timeout.
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+    ) -> Result<Option<impl AsRef<[u8]> + use<>>, ModelError> {
+        match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
+            Err(_) => Err(self.timeout()),
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(err)) => Err(ModelError::Truncated(format!(
+                "the connection failed while reading the reply: {}",
+                error_chain(&err.without_url())
+            ))),
+        }
+    }
+
+    fn timeout(&self) -> ModelError {
+        ModelError::Timeout {
+            after: self.idle_timeout,
+        }
+    }
+}
+
+/// The error for a non-success status: the provider's message and code from the body, and how long the
+/// server asked us to wait (`retry-after-ms`, which OpenAI sends, is more precise than `Retry-After`).
+pub(crate) fn status_error(
+    status: reqwest::StatusCode,
+    headers: &HeaderMap,
+    body: &str,
+    now: SystemTime,
+) -> ModelError {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let error = parsed
+        .as_ref()
+        .map(|body| body.get("error").unwrap_or(body));
+    let message = match error.and_then(error_message) {
+        Some(message) => message,
+        None if body.trim().is_empty() => status.canonical_reason().unwrap_or("").to_string(),
+        None => preview(body),
+    };
+    let code = error.and_then(error_code);
+    let status = status.as_u16();
+    if matches!(status, 401 | 403) {
+        return ModelError::Auth { status, message };
+    }
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let retry_after = header("retry-after-ms")
+        .and_then(|ms| ms.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .or_else(|| header(RETRY_AFTER.as_str()).and_then(|value| parse_retry_after(value, now)));
+    ModelError::Http {
+        status,
+        code,
+        message,
+        retry_after,
+    }
+}
+
+/// Turns an `error` value found in a 200 response (a chunk's `error` field, an `error` event) into an error.
+pub(crate) fn provider_error(error: &Value) -> ModelError {
+    let message = error_message(error).unwrap_or_else(|| preview(&error.to_string()));
+    ModelError::Provider {
+        code: error_code(error),
+        message,
+    }
+}
+
+/// The machine-readable code of an error value: OpenAI's `code`, else its (or Anthropic's) `type`.
+fn error_code(error: &Value) -> Option<String> {
+    error
+        .get("code")
+        .filter(|code| !code.is_null())
+        .or_else(|| error.get("type"))
+        .and_then(|code| match code {
+            Value::String(code) => Some(code.clone()),
+            Value::Number(code) => Some(code.to_string()),
+            _ => None,
+        })
+}
+
+/// The human message in an error value: `{"message":..}`, or the value itself when it is a string.
+fn error_message(error: &Value) -> Option<String> {
+    match error {
+        Value::String(message) => Some(message.clone()),
+        Value::Object(fields) => fields
+            .get("message")
+            .or_else(|| fields.get("detail"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of a text, for error messages.
+pub(crate) fn preview(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// Whether the connection was refused (an `io::Error` of that kind somewhere in the cause chain).
+fn is_refused(err: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// The causes of a reqwest error, which are what the user needs ("tcp connect error: Connection refused"):
+/// reqwest's own message ("error sending request") and hyper's "client error (Connect)" say nothing more.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.starts_with("client error (") && !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Removes the key from an error in case a server echoed it back in its message.
+pub(crate) fn redact(error: ModelError, key: Option<&str>) -> ModelError {
+    let Some(key) = key.filter(|key| !key.is_empty()) else {
+        return error;
+    };
+    let clean = |text: String| text.replace(key, "<redacted>");
+    match error {
+        ModelError::Client(message) => ModelError::Client(clean(message)),
+        ModelError::Connect {
+            url,
+            message,
+            refused,
+        } => ModelError::Connect {
+            url: clean(url),
+            message: clean(message),
+            refused,
+        },
+        ModelError::Auth { status, message } => ModelError::Auth {
+            status,
+            message: clean(message),
+        },
+        ModelError::Http {
+            status,
+            code,
+            message,
+            retry_after,
+        } => ModelError::Http {
+            status,
+            code,
+            message: clean(message),
+            retry_after,
+        },
+        ModelError::Provider { code, message } => ModelError::Provider {
+            code,
+            message: clean(message),
+        },
+        ModelError::Truncated(message) => ModelError::Truncated(clean(message)),
+        ModelError::Stream(message) => ModelError::Stream(clean(message)),
+        timeout @ ModelError::Timeout { .. } => timeout,
+    }
+}
+
+/// A `Debug` stand-in for an optional key, so a client's `Debug` output never shows it.
+pub(crate) fn redacted_key(key: &Option<String>) -> Option<&'static str> {
+    key.as_ref().map(|_| "<redacted>")
+}
+
+/// A loopback HTTP server for the clients' tests: canned responses, one per connection, in order.
+#[cfg(test)]
+pub(crate) mod test_server {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::thread::JoinHandle;
+    use std::time::Duration;
+
+    /// Serves `responses` on a fresh port, one connection each, holding each connection open for `linger`
+    /// after writing. Returns `http://127.0.0.1:<port>` and a handle yielding the requests received.
+    pub(crate) fn serve_all(
+        responses: Vec<String>,
+        linger: Duration,
+    ) -> (String, JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let handle = std::thread::spawn(move || {
+            let mut requests = Vec::new();
+            for response in responses {
+                let (mut socket, _) = listener.accept().expect("accept");
+                requests.push(read_request(&mut socket));
+                socket.write_all(response.as_bytes()).expect("write");
+                std::thread::sleep(linger);
+            }
+            requests
+        });
+        (url, handle)
+    }
+
+    fn read_request(socket: &mut TcpStream) -> String {
+        let mut request = Vec::new();
+        let mut buf = [0; 4096];
+        loop {
+            let n = socket.read(&mut buf).expect("read");
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length = text
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length: "))
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if request.len() >= end + 4 + length || n == 0 {
+                    return text;
+                }
+            }
+        }
+    }
+
+    /// A complete response with a body; `extra` headers are whole lines without their line ending.
+    pub(crate) fn http_response(status: &str, content_type: &str, body: &str) -> String {
+        http_response_with(status, content_type, &[], body)
+    }
+
+    pub(crate) fn http_response_with(
+        status: &str,
+        content_type: &str,
+        extra: &[&str],
+        body: &str,
+    ) -> String {
+        let extra: String = extra.iter().map(|line| format!("{line}\r\n")).collect();
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+    use reqwest::StatusCode;
+
+    fn error_for(status: u16, headers: &[(&'static str, &str)], body: &str) -> ModelError {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(*name, HeaderValue::from_str(value).expect("ascii"));
+        }
+        let status = StatusCode::from_u16(status).expect("valid status");
+        status_error(status, &map, body, SystemTime::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn anthropic_error_body() {
+        let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        match error_for(529, &[], body) {
+            ModelError::Http {
+                status: 529,
+                code,
+                message,
+                retry_after: None,
+            } => {
+                assert_eq!(code.as_deref(), Some("overloaded_error"));
+                assert_eq!(message, "Overloaded");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn openai_error_body_with_retry_after() {
+        let body =
+            r#"{"error":{"message":"Rate limit","type":"requests","code":"rate_limit_exceeded"}}"#;
+        match error_for(429, &[("retry-after", "7")], body) {
+            ModelError::Http {
+                code, retry_after, ..
+            } => {
+                assert_eq!(code.as_deref(), Some("rate_limit_exceeded"));
+                assert_eq!(retry_after, Some(Duration::from_secs(7)));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn retry_after_ms_wins() {
+        let err = error_for(429, &[("retry-after", "7"), ("retry-after-ms", "1500")], "");
+        assert!(
+            matches!(err, ModelError::Http { retry_after: Some(wait), ref message, .. }
+                if wait == Duration::from_millis(1500) && message == "Too Many Requests"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn auth_and_html_bodies() {
+        let err = error_for(403, &[], r#"{"error":{"message":"nope"}}"#);
+        assert_eq!(err.to_string(), "authentication failed (HTTP 403): nope");
+        let err = error_for(502, &[], "<html>bad gateway</html>");
+        assert_eq!(
+            err.to_string(),
+            "model request failed (HTTP 502): <html>bad gateway</html>"
+        );
+    }
+}

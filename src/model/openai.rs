@@ -962,7 +962,10 @@ mod tests {
                 message.starts_with(&format!("could not reach {url}/chat/completions: ")),
                 "{message}"
             );
-            assert!(!err.is_retryable(), "a refused connection is a configuration problem");
+            assert!(
+                !err.is_retryable(),
+                "a refused connection is a configuration problem"
+            );
         }
     }
 }

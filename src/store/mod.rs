@@ -180,6 +180,11 @@ impl Store {
             .ok_or(StoreError::NoCommits)
     }
 
+    /// The commit HEAD points to, or `None` when HEAD is unborn (a repository without commits).
+    pub fn head_commit_if_any(&self) -> Result<Option<ObjectId>, StoreError> {
+        Ok(self.repo.head()?.id().map(|id| id.detach()))
+    }
+
     /// Start session `id`: optionally capture the user's uncommitted changes as step 0, create
     /// `refs/heads/agent/<id>` (it must not exist) and check it out, detached, in a new linked worktree.
     ///
@@ -194,12 +199,14 @@ impl Store {
         if !valid {
             return Err(StoreError::InvalidSessionId(id.to_owned()));
         }
-        let base = self.head_commit()?;
-        let step0 = if capture {
+        let head = self.head_commit_if_any()?;
+        // Without commits there is no base but the capture of what the user has (always made then).
+        let step0 = if capture || head.is_none() {
             self.capture_user_changes(id)?
         } else {
             None
         };
+        let base = head.or(step0).ok_or(StoreError::NoCommits)?;
         let tip = step0.unwrap_or(base);
         let branch = branch_name(id);
         self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;

@@ -22,8 +22,11 @@ impl Store {
     ///
     /// Returns `None` if the working tree matches HEAD. The commit carries the trailers of session `id`,
     /// step 0; no ref is moved (see [`Store::start_session()`]).
+    ///
+    /// In a repository without commits (unborn `HEAD`), the capture is a root commit, made even when there is
+    /// nothing to capture, so the session's branch has somewhere to start.
     pub fn capture_user_changes(&self, id: &str) -> Result<Option<ObjectId>, StoreError> {
-        let head = self.head_commit()?;
+        let head = self.head_commit_if_any()?;
         // --no-optional-locks: a plain `git status` refreshes and rewrites the user's index.
         let out = self.git(
             &self.workdir,
@@ -44,12 +47,15 @@ impl Store {
             .filter(|rec| rec.len() > 3)
             .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
             .collect();
-        if paths.is_empty() {
+        if paths.is_empty() && head.is_some() {
             return Ok(None);
         }
-        let head_tree = self.repo.find_commit(head)?.tree_id()?.detach();
+        let head_tree = match head {
+            Some(head) => self.repo.find_commit(head)?.tree_id()?.detach(),
+            None => ObjectId::empty_tree(self.repo.object_hash()),
+        };
         let tree = write_tree(&self.repo, &self.workdir, head_tree, &paths)?;
-        if tree == head_tree {
+        if tree == head_tree && head.is_some() {
             return Ok(None);
         }
         let message = with_trailers("Capture uncommitted changes", id, 0);
@@ -79,7 +85,12 @@ impl Store {
             return Ok(None);
         }
         let step = s.steps + 1;
-        let commit = write_commit(&checkout, tree, s.tip, &with_trailers(message, &s.id, step))?;
+        let commit = write_commit(
+            &checkout,
+            tree,
+            Some(s.tip),
+            &with_trailers(message, &s.id, step),
+        )?;
         cas_branch(
             &checkout,
             &s.branch,
@@ -318,12 +329,12 @@ fn signature(repo: &gix::Repository, committer: bool) -> Result<gix::actor::Sign
 fn write_commit(
     repo: &gix::Repository,
     tree: ObjectId,
-    parent: ObjectId,
+    parent: Option<ObjectId>,
     message: &str,
 ) -> Result<ObjectId, StoreError> {
     let commit = gix::objs::Commit {
         tree,
-        parents: [parent].into(),
+        parents: parent.into_iter().collect(),
         author: signature(repo, false)?,
         committer: signature(repo, true)?,
         encoding: None,

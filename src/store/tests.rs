@@ -486,13 +486,53 @@ fn rollback_leaves_nothing_behind() {
 }
 
 #[test]
-fn refusals() {
+fn unborn_head_starts_from_a_root_capture_of_the_users_files() {
     let repo = TestRepo::new("unborn");
-    let err = repo.store().start_session("abc123", false).unwrap_err();
+    repo.write("staged.txt", "staged\n");
+    repo.git(&["add", "staged.txt"]);
+    repo.write("untracked.txt", "untracked\n");
+    let index_before = repo.git(&["ls-files", "-s"]);
+    let s = repo.store().start_session("abc123", false).unwrap();
+    assert_eq!(s.step0, Some(s.base), "the capture is the base");
+    let tip = s.tip.to_string();
     assert_eq!(
-        err.to_string(),
-        "the repository has no commits yet: commit something first"
+        repo.git(&["rev-list", "--count", &tip]).trim(),
+        "1",
+        "a root commit"
     );
+    assert_eq!(
+        repo.git(&["show", &format!("{tip}:staged.txt")]),
+        "staged\n"
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("{tip}:untracked.txt")]),
+        "untracked\n"
+    );
+    assert_eq!(
+        repo.git(&["ls-files", "-s"]),
+        index_before,
+        "the user's index is untouched"
+    );
+    assert!(
+        s.root.join("untracked.txt").exists(),
+        "the checkout holds the captured files"
+    );
+    // `fsck` notices the unborn HEAD on stderr; what matters is that it passes.
+    repo.git(&["fsck", "--strict", "--no-progress"]);
+
+    let empty = TestRepo::new("unborn-empty");
+    let s = empty.store().start_session("abc124", false).unwrap();
+    let tree = empty.git(&["rev-parse", &format!("{}^{{tree}}", s.tip)]);
+    assert_eq!(
+        tree.trim(),
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+        "an empty root commit"
+    );
+}
+
+#[test]
+fn refusals() {
+    let repo = TestRepo::new("refusals");
     let err = repo.store().start_session("../x", false).unwrap_err();
     assert!(matches!(err, StoreError::InvalidSessionId(_)));
 

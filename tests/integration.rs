@@ -8,3 +8,5 @@ mod sse_server;
 mod repo_fixture;
 // `git agent ask` end to end against scripted models.
 mod ask;
+// The command line itself: help, version, usage errors, man pages.
+mod cli;

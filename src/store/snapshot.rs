@@ -91,6 +91,7 @@ impl Store {
             Some(s.tip),
             &with_trailers(message, &s.id, step),
         )?;
+        super::crash_point();
         cas_branch(
             &checkout,
             &s.branch,
@@ -98,6 +99,7 @@ impl Store {
             commit,
             &format!("git-agent: step {step}"),
         )?;
+        super::crash_point();
         s.tip = commit;
         s.steps = step;
         Ok(Some(commit))
@@ -294,7 +296,7 @@ impl<'a> Cleaner<'a> {
     }
 }
 
-fn with_trailers(message: &str, id: &str, step: u32) -> String {
+pub(super) fn with_trailers(message: &str, id: &str, step: u32) -> String {
     format!(
         "{}\n\nAgent-Session: {id}\nAgent-Step: {step}\n",
         message.trim_end()
@@ -326,7 +328,7 @@ fn signature(repo: &gix::Repository, committer: bool) -> Result<gix::actor::Sign
     Ok(gix::actor::Signature { name, email, time })
 }
 
-fn write_commit(
+pub(super) fn write_commit(
     repo: &gix::Repository,
     tree: ObjectId,
     parent: Option<ObjectId>,
@@ -344,12 +346,31 @@ fn write_commit(
     Ok(repo.write_object(&commit)?.detach())
 }
 
-fn full_name(branch: &str) -> Result<FullName, StoreError> {
+/// A commit with several parents (a notes merge).
+pub(super) fn write_merge_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parents.iter().copied().collect(),
+        author: signature(repo, false)?,
+        committer: signature(repo, true)?,
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(repo.write_object(&commit)?.detach())
+}
+
+pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
     FullName::try_from(branch).map_err(|_| StoreError::InvalidSessionId(branch.to_owned()))
 }
 
 /// Apply one ref edit, writing the reflog as git-agent's committer.
-fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
+pub(super) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
     let committer = signature(repo, true)?;
     let mut buf = gix::date::parse::TimeBuf::default();
     repo.edit_references_as(Some(edit), Some(committer.to_ref(&mut buf)))?;
@@ -389,7 +410,7 @@ fn moved_or(
 }
 
 /// Move `branch` from `old` to `new`, failing with [`StoreError::BranchMoved`] if it is not at `old`.
-fn cas_branch(
+pub(super) fn cas_branch(
     repo: &gix::Repository,
     branch: &str,
     old: ObjectId,

@@ -2,6 +2,7 @@
 //! commit what changed as one step on the session's branch, feed the results back, and repeat until the model
 //! answers without tool calls or a guard stops it.
 
+pub mod journal;
 mod prompt;
 
 use std::path::PathBuf;
@@ -16,7 +17,8 @@ use crate::model::retry::RetryPolicy;
 use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
-use crate::store::{Scan, Session, Store, StoreError};
+use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
+use journal::Event as LogEvent;
 use crate::tools::{self, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
 
@@ -34,6 +36,17 @@ pub struct AskOptions {
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Continue an earlier session instead of starting one.
+    pub resume: Option<Resume>,
+}
+
+/// Which session `--resume` / `--continue` means.
+#[derive(Debug, Clone)]
+pub enum Resume {
+    /// A session id or unique prefix.
+    Id(String),
+    /// The newest session.
+    Latest,
 }
 
 /// The error returned by [`ask()`]: host failures that end the session. Failures the model can fix are tool
@@ -73,8 +86,45 @@ pub async fn ask(
         opts.idle_timeout,
     )?;
     let store = Store::open(cwd)?;
-    let id = store.new_session_id();
-    let session = store.start_session(&id, true)?;
+    let resumed = opts.resume.is_some();
+    let (session, log, history) = match &opts.resume {
+        None => {
+            let id = store.new_session_id();
+            let session = store.start_session(&id, true)?;
+            let meta = Meta {
+                id: id.clone(),
+                prompt: opts.prompt.clone(),
+                model: opts.model.display_name(),
+                branch: session.branch.clone(),
+                base: session.base.to_string(),
+                step0: session.step0.map(|c| c.to_string()),
+                status: "running".into(),
+                ..Meta::default()
+            };
+            let log = match store.create_log(meta) {
+                Ok(log) => log,
+                Err(err) => {
+                    let _ = store.rollback_session(&session);
+                    return Err(err.into());
+                }
+            };
+            (session, log, Vec::new())
+        }
+        Some(which) => {
+            let prefix = match which {
+                Resume::Id(prefix) => Some(prefix.as_str()),
+                Resume::Latest => None,
+            };
+            let id = store.resolve_session(prefix)?;
+            let mut log = store.open_log(&id)?;
+            let session = store.reopen_session(&log.meta)?;
+            let history = journal::rebuild(&store.read_log(&id)?.events);
+            log.append(LogEvent::Resume {}.to_json())?;
+            log.meta.status = "running".into();
+            log.fold(&store)?;
+            (session, log, history)
+        }
+    };
     let (cancel, cancelled) = interrupt_flag();
     let mut turn = Turn {
         store,
@@ -91,13 +141,22 @@ pub async fn ask(
         announced: false,
         model: opts.model,
         run_timeout: opts.run_timeout,
+        log,
+        why: String::new(),
     };
-    let result = turn.run(&opts.prompt, opts.max_steps).await;
+    let result = turn.run(&opts.prompt, opts.max_steps, history).await;
+    if result.is_err() {
+        turn.log.meta.status = "error".into();
+        turn.log.meta.steps = turn.session.steps;
+        // Best effort: the error itself is what the user needs to see.
+        let _ = turn.log.fold(&turn.store);
+    }
     if let Err(AgentError::Model(err)) = result {
-        if !turn.announced {
+        if !turn.announced && !resumed {
             // The model never answered: leave no trace of a session that never started (no partial refs).
             // Best effort: the model error is what the user needs to see.
             let _ = turn.store.rollback_session(&turn.session);
+            let _ = turn.store.delete_log(&turn.session.id);
         }
         return Err(match err {
             ModelError::Auth { .. } => AgentError::Auth {
@@ -141,10 +200,19 @@ struct Turn<'s> {
     announced: bool,
     model: ModelConfig,
     run_timeout: Duration,
+    /// The session log: every message, tool result and step is appended as it happens.
+    log: SessionLog,
+    /// The model's text before the tool calls being run, for the step notes.
+    why: String,
 }
 
 impl Turn<'_> {
-    async fn run(&mut self, goal: &str, max_steps: u32) -> Result<Outcome, AgentError> {
+    async fn run(
+        &mut self,
+        goal: &str,
+        max_steps: u32,
+        history: Vec<Message>,
+    ) -> Result<Outcome, AgentError> {
         let checkout = self.session.root.display().to_string();
         let branch = self.short_branch();
         let base = self.session.base.to_string();
@@ -154,14 +222,19 @@ impl Turn<'_> {
             base: &base,
             date: &today(),
         };
-        let mut messages = vec![
-            Message::System {
-                content: prompt::system_prompt(&env),
-            },
-            Message::User {
+        let mut messages = vec![Message::System {
+            content: prompt::system_prompt(&env),
+        }];
+        messages.extend(history);
+        messages.push(Message::User {
+            content: goal.into(),
+        });
+        self.log.append(
+            LogEvent::User {
                 content: goal.into(),
-            },
-        ];
+            }
+            .to_json(),
+        )?;
         let schemas: Vec<_> = self.tools.iter().map(|t| t.schema()).collect();
         let model = self.model.model.clone();
         loop {
@@ -180,6 +253,8 @@ impl Turn<'_> {
             };
             let calls = response.tool_calls.clone();
             let cut_off = response.finish_reason == Some(FinishReason::Length);
+            self.record_reply(&response)?;
+            self.why = response.text.clone();
             messages.push(Message::Assistant {
                 content: response.text.clone(),
                 tool_calls: calls.clone(),
@@ -197,9 +272,21 @@ impl Turn<'_> {
                 } else {
                     self.call_tool(call, truncated).await?
                 };
+                let (ok, summary) = (!output.is_error, output.summary.clone());
+                let content = model_view(output);
+                self.log.append(
+                    LogEvent::ToolResult {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok,
+                        summary,
+                        content: content.clone(),
+                    }
+                    .to_json(),
+                )?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
-                    content: model_view(output),
+                    content,
                 });
             }
             if self.is_cancelled() {
@@ -296,9 +383,31 @@ impl Turn<'_> {
             std::mem::take(&mut output.changed)
         };
         if !changed.is_empty() {
-            self.commit(&label, &changed)?;
+            self.commit(call, &label, &changed)?;
         }
         Ok(output)
+    }
+
+    /// Appends a model reply and its usage to the session log.
+    fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        self.log.append(
+            LogEvent::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking.clone(),
+            }
+            .to_json(),
+        )?;
+        if let Some(usage) = &response.usage {
+            self.log.append(
+                LogEvent::Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                }
+                .to_json(),
+            )?;
+        }
+        Ok(())
     }
 
     async fn execute(
@@ -337,10 +446,25 @@ impl Turn<'_> {
         Ok(changed)
     }
 
-    fn commit(&mut self, label: &str, changed: &[PathBuf]) -> Result<(), AgentError> {
+    fn commit(
+        &mut self,
+        call: &ToolCall,
+        label: &str,
+        changed: &[PathBuf],
+    ) -> Result<(), AgentError> {
         if let Some(commit) = self.store.commit_step(&mut self.session, changed, label)? {
             let hex = commit.to_string();
             let step = self.session.steps;
+            self.log.append(
+                LogEvent::Step {
+                    step,
+                    commit: hex.clone(),
+                    files: changed.iter().map(|p| p.display().to_string()).collect(),
+                }
+                .to_json(),
+            )?;
+            let note = journal::step_note(step, call, label, &self.why);
+            self.store.add_note(commit, &note)?;
             self.sink.emit(&Event::Step {
                 commit: &hex,
                 step,
@@ -370,6 +494,23 @@ impl Turn<'_> {
             .to_string()
     }
 
+    /// Records the end of the turn in the session log and folds it into the ref.
+    fn close_log(&mut self, status: &str, answer: &str) -> Result<(), StoreError> {
+        self.log.append(
+            LogEvent::End {
+                status: status.into(),
+                answer: answer.into(),
+            }
+            .to_json(),
+        )?;
+        let meta = &mut self.log.meta;
+        meta.status = status.into();
+        meta.steps = self.session.steps;
+        meta.input_tokens += self.usage.input_tokens;
+        meta.output_tokens += self.usage.output_tokens;
+        self.log.fold(&self.store)
+    }
+
     /// Reports the end of the session and returns the exit code.
     fn finish(&mut self, outcome: Outcome) -> i32 {
         let (status, answer, code) = match outcome {
@@ -384,6 +525,11 @@ impl Turn<'_> {
             }
             Outcome::Interrupted(partial) => ("interrupted", partial, EXIT_INTERRUPTED),
         };
+        if let Err(err) = self.close_log(status, &answer) {
+            // The work is on the branch and the events are in the journal; the next start folds them.
+            let message = format!("could not save the session log: {err}");
+            self.sink.emit(&Event::Warning(&message));
+        }
         self.sink.emit(&Event::Usage(&self.usage));
         let branch = self.short_branch();
         let steps = self.session.steps;

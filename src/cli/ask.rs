@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::agent::{self, AskOptions};
+use crate::agent::{self, AskOptions, Resume};
 use crate::config;
 use crate::ui;
 
@@ -34,6 +34,14 @@ pub struct AskArgs {
     /// Default timeout of shell commands the agent runs, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
+
+    /// Continue session <ID> (any unique prefix): same conversation, branch and checkout
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    resume: Option<String>,
+
+    /// Continue the newest session
+    #[arg(long = "continue")]
+    continue_latest: bool,
 }
 
 /// Runs `ask` and returns the exit code.
@@ -63,6 +71,11 @@ pub fn run(args: AskArgs) -> i32 {
         run_timeout: Duration::from_secs(args.run_timeout),
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(120),
+        resume: match (args.resume, args.continue_latest) {
+            (Some(id), _) => Some(Resume::Id(id)),
+            (None, true) => Some(Resume::Latest),
+            (None, false) => None,
+        },
     };
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,

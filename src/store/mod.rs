@@ -18,6 +18,7 @@ pub mod lifecycle;
 mod notes;
 mod scan;
 pub mod session_log;
+pub mod share;
 mod snapshot;
 #[cfg(test)]
 mod tests;

@@ -10,3 +10,5 @@ mod repo_fixture;
 mod ask;
 // The command line itself: help, version, usage errors, man pages.
 mod cli;
+// Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
+mod sessions;

@@ -73,6 +73,18 @@ impl Reply {
         finish(events, "tool_calls")
     }
 
+    /// Text first (the model saying why), then tool calls, in one response.
+    pub fn text_and_tool_calls(text: &str, calls: Vec<ToolCall>) -> Reply {
+        let Reply::Sse(writes) = Reply::tool_calls(calls) else {
+            unreachable!("tool_calls always streams")
+        };
+        let intro = format!(
+            "data: {}\n\n",
+            chunk(json!({"role": "assistant", "content": text}), None)
+        );
+        Reply::Sse(std::iter::once(intro).chain(writes).collect())
+    }
+
     /// One tool call whose arguments are sent verbatim, e.g. `"{not json"`.
     pub fn raw_tool_call(name: &str, arguments: &str) -> Reply {
         Reply::tool_calls(vec![raw_call(name, arguments)])

@@ -61,9 +61,16 @@ fn round_trip_through_every_session_command() {
     assert_eq!(meta["prompt"], "add alpha\nsecond line");
     let first_note = note(&repo, &commits[1]);
     assert!(first_note.contains("write_file"), "{first_note}");
-    assert!(first_note.contains("I will add a.txt first."), "{first_note}");
+    assert!(
+        first_note.contains("I will add a.txt first."),
+        "{first_note}"
+    );
     assert!(note(&repo, &commits[2]).contains("Now shout two."));
-    assert_eq!(note(&repo, &commits[0]).trim(), "", "step 0 is the user's, no note");
+    assert_eq!(
+        note(&repo, &commits[0]).trim(),
+        "",
+        "step 0 is the user's, no note"
+    );
 
     // log: one line, summary only.
     let log = agent(&repo, &["log"]);
@@ -71,34 +78,66 @@ fn round_trip_through_every_session_command() {
     let line = log.stdout().trim();
     assert!(line.starts_with(&id), "{line}");
     assert!(line.contains("done") && line.contains("2 steps"), "{line}");
-    assert!(line.ends_with("add alpha"), "first prompt line only: {line}");
+    assert!(
+        line.ends_with("add alpha"),
+        "first prompt line only: {line}"
+    );
 
     // show by prefix.
     let show = agent(&repo, &["show", &id[..3]]);
     show.assert_code(0);
-    for needle in ["> add alpha", "> second line", "write_file", "step 1:", "step 2:", "Added a.txt"] {
+    for needle in [
+        "> add alpha",
+        "> second line",
+        "write_file",
+        "step 1:",
+        "step 2:",
+        "Added a.txt",
+    ] {
         assert!(show.stdout().contains(needle), "{needle} missing:\n{show}");
     }
 
     // diff: the agent's change only; --all includes the captured work in progress.
     let diff = agent(&repo, &["diff"]);
     diff.assert_code(0);
-    assert!(diff.stdout().contains("+alpha") && diff.stdout().contains("+TWO"), "{diff}");
+    assert!(
+        diff.stdout().contains("+alpha") && diff.stdout().contains("+TWO"),
+        "{diff}"
+    );
     assert!(!diff.stdout().contains("work in progress"), "{diff}");
     assert!(!diff.stdout().contains("\x1b["), "no colour off a TTY");
-    assert!(agent(&repo, &["diff", "--all", &id]).stdout().contains("+my own work in progress"));
+    assert!(agent(&repo, &["diff", "--all", &id])
+        .stdout()
+        .contains("+my own work in progress"));
     assert_eq!(user_state(&repo), before, "log, show, diff");
 
     // undo: the branch moves back, the checkout follows, the undo is logged, step 0 is protected.
     let undo = agent(&repo, &["undo"]);
     undo.assert_code(0);
-    assert!(undo.stderr().contains("git update-ref"), "redo hint: {undo}");
-    assert_eq!(repo.git(&["rev-parse", &format!("agent/{id}")]).trim(), commits[1]);
-    assert_eq!(checkout_file(&repo, &id, "file.txt").as_deref(), Some("one\ntwo\nthree\n"));
-    assert_eq!(checkout_file(&repo, &id, "a.txt").as_deref(), Some("alpha\n"));
+    assert!(
+        undo.stderr().contains("git update-ref"),
+        "redo hint: {undo}"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]).trim(),
+        commits[1]
+    );
+    assert_eq!(
+        checkout_file(&repo, &id, "file.txt").as_deref(),
+        Some("one\ntwo\nthree\n")
+    );
+    assert_eq!(
+        checkout_file(&repo, &id, "a.txt").as_deref(),
+        Some("alpha\n")
+    );
     let refused = agent(&repo, &["undo", "-n", "2", &id]);
     refused.assert_code(1);
-    assert!(refused.first_stderr_line().starts_with("error: cannot undo 2 steps"), "{refused}");
+    assert!(
+        refused
+            .first_stderr_line()
+            .starts_with("error: cannot undo 2 steps"),
+        "{refused}"
+    );
     assert!(agent(&repo, &["show"]).stdout().contains("undo 1 step"));
     assert_eq!(user_state(&repo), before, "undo");
 
@@ -116,7 +155,10 @@ fn round_trip_through_every_session_command() {
     assert!(sent.raw_body.contains("I will add a.txt first."));
     let tip = repo.git(&["rev-parse", &format!("agent/{id}")]);
     assert_eq!(trailer(&repo, tip.trim(), "Agent-Step"), "2");
-    assert_eq!(repo.git(&["rev-parse", &format!("agent/{id}~1")]).trim(), commits[1]);
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}~1")]).trim(),
+        commits[1]
+    );
     assert_eq!(session_id(&repo), id, "no new session");
     assert!(agent(&repo, &["log"]).stdout().contains("2 steps"));
     assert_eq!(user_state(&repo), before, "resume");
@@ -125,10 +167,22 @@ fn round_trip_through_every_session_command() {
     let index = repo.git(&["ls-files", "-s"]);
     let head = repo.git(&["rev-parse", "HEAD"]);
     agent(&repo, &["accept"]).assert_code(0);
-    assert_eq!(fs::read_to_string(repo.path().join("a.txt")).unwrap(), "alpha\n");
-    assert_eq!(fs::read_to_string(repo.path().join("b.txt")).unwrap(), "beta\n");
-    assert_eq!(fs::read_to_string(repo.path().join("file.txt")).unwrap(), "one\ntwo\nthree\n");
-    assert_eq!(fs::read_to_string(repo.path().join("wip.md")).unwrap(), "my own work in progress\n");
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("wip.md")).unwrap(),
+        "my own work in progress\n"
+    );
     assert_eq!(repo.git(&["ls-files", "-s"]), index);
     assert_eq!(repo.git(&["rev-parse", "HEAD"]), head);
 
@@ -136,10 +190,17 @@ fn round_trip_through_every_session_command() {
     fs::remove_file(repo.path().join("a.txt")).unwrap();
     fs::remove_file(repo.path().join("b.txt")).unwrap();
     let hook = repo.path().join(".git/hooks/commit-msg");
-    fs::write(&hook, "#!/bin/sh\necho ran > \"$(git rev-parse --git-dir)/hook-ran\"\n").unwrap();
+    fs::write(
+        &hook,
+        "#!/bin/sh\necho ran > \"$(git rev-parse --git-dir)/hook-ran\"\n",
+    )
+    .unwrap();
     fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     agent(&repo, &["accept", "--commit", &id]).assert_code(0);
-    assert!(repo.path().join(".git/hook-ran").exists(), "the user's hook ran");
+    assert!(
+        repo.path().join(".git/hook-ran").exists(),
+        "the user's hook ran"
+    );
     assert_eq!(trailer(&repo, "HEAD", "Agent-Session"), id);
     assert_eq!(repo.git(&["log", "-1", "--format=%s"]).trim(), "add alpha");
     assert_eq!(
@@ -171,13 +232,17 @@ fn accept_never_overwrites_the_users_edits() {
     repo.write("file.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     repo.commit_all("nine lines");
     let edit = |old: &str, new: &str| {
-        call("edit_file", json!({"path": "file.txt", "old_string": old, "new_string": new}))
+        call(
+            "edit_file",
+            json!({"path": "file.txt", "old_string": old, "new_string": new}),
+        )
     };
     let server = Server::start(vec![
         Reply::tool_calls(vec![edit("2\n", "two\n")]),
         Reply::text("done"),
     ]);
-    repo.run_agent(&server, &["ask", "spell out two"]).assert_code(0);
+    repo.run_agent(&server, &["ask", "spell out two"])
+        .assert_code(0);
 
     // The user changes another line since: merged cleanly.
     repo.write("file.txt", "1\n2\n3\n4\n5\n6\n7\n8\nnine\n");
@@ -216,7 +281,11 @@ fn ambiguous_and_unknown_prefixes_are_explained() {
     }
     let out = agent(&repo, &["show", "zz"]);
     out.assert_code(1);
-    assert!(out.first_stderr_line().starts_with("error: no session \"zz\""), "{out}");
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: no session \"zz\""),
+        "{out}"
+    );
     let ids: Vec<String> = agent(&repo, &["log"])
         .stdout()
         .lines()
@@ -229,7 +298,9 @@ fn ambiguous_and_unknown_prefixes_are_explained() {
         assert!(out.stderr().contains("ambiguous"), "{out}");
     }
     // The newest is the default.
-    assert!(agent(&repo, &["show"]).stdout().starts_with(&format!("session {}", ids[0])));
+    assert!(agent(&repo, &["show"])
+        .stdout()
+        .starts_with(&format!("session {}", ids[0])));
 }
 
 #[test]
@@ -245,7 +316,10 @@ fn eight_concurrent_sessions_keep_every_note() {
                 ),
                 Reply::text_and_tool_calls(
                     &format!("editing {path}"),
-                    vec![call("edit_file", json!({"path": path, "old_string": "x", "new_string": "y"}))],
+                    vec![call(
+                        "edit_file",
+                        json!({"path": path, "old_string": "x", "new_string": "y"}),
+                    )],
                 ),
                 Reply::text("done"),
             ])
@@ -266,7 +340,11 @@ fn eight_concurrent_sessions_keep_every_note() {
     }
     let branches = crate::common::agent_branches(&repo);
     assert_eq!(branches.len(), 8);
-    let sessions = repo.git(&["for-each-ref", "--format=%(refname)", "refs/agent/sessions/"]);
+    let sessions = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/agent/sessions/",
+    ]);
     assert_eq!(sessions.lines().count(), 8);
     let notes = repo.git(&["notes", "--ref=agent", "list"]);
     assert_eq!(notes.lines().count(), 16, "two notes per session:\n{notes}");
@@ -290,9 +368,15 @@ fn kill_minus_9_at_every_durable_write_then_resume() {
         vec![
             Reply::text_and_tool_calls(
                 "first a",
-                vec![call("write_file", json!({"path": "a.txt", "content": "a\n"}))],
+                vec![call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "a\n"}),
+                )],
             ),
-            Reply::tool_calls(vec![call("write_file", json!({"path": "b.txt", "content": "b\n"}))]),
+            Reply::tool_calls(vec![call(
+                "write_file",
+                json!({"path": "b.txt", "content": "b\n"}),
+            )]),
             Reply::tool_calls(vec![call(
                 "edit_file",
                 json!({"path": "a.txt", "old_string": "a", "new_string": "A"}),
@@ -319,12 +403,18 @@ fn kill_minus_9_at_every_durable_write_then_resume() {
         assert!(!locks.contains(".lock"));
         agent(&repo, &["log"]).assert_code(0);
         // The session the crash left: resume it unless it died before its log existed.
-        let logged = repo.git(&["for-each-ref", "--format=%(refname)", "refs/agent/sessions/"]);
+        let logged = repo.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/agent/sessions/",
+        ]);
         let newest: Vec<String> = crate::common::agent_branches(&repo)
             .into_iter()
             .filter(|id| logged.contains(&format!("/{id}\n")))
             .filter(|id| {
-                agent(&repo, &["show", id]).stdout().contains(&format!("> crash at {at}\n"))
+                agent(&repo, &["show", id])
+                    .stdout()
+                    .contains(&format!("> crash at {at}\n"))
             })
             .collect();
         if newest.is_empty() {
@@ -358,7 +448,10 @@ fn gc_prune_now_keeps_sessions_branches_and_notes() {
     let server = Server::start(vec![
         Reply::text_and_tool_calls(
             "adding",
-            vec![call("write_file", json!({"path": "n.txt", "content": "n\n"}))],
+            vec![call(
+                "write_file",
+                json!({"path": "n.txt", "content": "n\n"}),
+            )],
         ),
         Reply::text("done"),
     ]);
@@ -385,7 +478,10 @@ fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
     let server = Server::start(vec![
         Reply::text_and_tool_calls(
             "adding",
-            vec![call("write_file", json!({"path": "p.txt", "content": "p\n"}))],
+            vec![call(
+                "write_file",
+                json!({"path": "p.txt", "content": "p\n"}),
+            )],
         ),
         Reply::text("done"),
     ]);
@@ -394,7 +490,12 @@ fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
     agent(&repo, &["push"]).assert_code(0);
 
     let clone = repo.root().join("clone");
-    repo.git(&["clone", "-q", bare.to_str().unwrap(), clone.to_str().unwrap()]);
+    repo.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
     let in_clone = |args: &[&str]| {
         let server = Server::start(vec![]);
         let mut cmd = repo.agent(&server, args);
@@ -403,7 +504,10 @@ fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
     };
     in_clone(&["pull"]).assert_code(0);
     assert_eq!(in_clone(&["log"]).stdout, agent(&repo, &["log"]).stdout);
-    assert_eq!(in_clone(&["show", &id]).stdout, agent(&repo, &["show", &id]).stdout);
+    assert_eq!(
+        in_clone(&["show", &id]).stdout,
+        agent(&repo, &["show", &id]).stdout
+    );
     assert!(in_clone(&["diff", &id]).stdout.contains("+p"));
     let step = agent_commits(&repo, &id)[0].clone();
     let notes = |dir: &Path| {
@@ -419,7 +523,14 @@ fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
 
     // A note written on each side for the same commit: pull merges them, push then succeeds.
     std::process::Command::new("git")
-        .args(["notes", "--ref=agent", "append", "-m", "from the clone", &step])
+        .args([
+            "notes",
+            "--ref=agent",
+            "append",
+            "-m",
+            "from the clone",
+            &step,
+        ])
         .current_dir(&clone)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_AUTHOR_NAME", "t")
@@ -431,7 +542,10 @@ fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
     in_clone(&["push"]).assert_code(0);
     agent(&repo, &["pull"]).assert_code(0);
     let merged = note(&repo, &step);
-    assert!(merged.contains("adding") && merged.contains("from the clone"), "{merged}");
+    assert!(
+        merged.contains("adding") && merged.contains("from the clone"),
+        "{merged}"
+    );
 }
 
 #[test]
@@ -450,7 +564,11 @@ fn push_refuses_a_key_value_in_a_session() {
     repo.run_agent(&server, &["ask", "leak it"]).assert_code(0);
     let out = agent(&repo, &["push"]);
     out.assert_code(1);
-    assert!(out.first_stderr_line().starts_with("error: refusing to push"), "{out}");
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: refusing to push"),
+        "{out}"
+    );
     assert!(!out.stderr().contains(crate::common::API_KEY));
     assert_eq!(repo.git(&["ls-remote", bare.to_str().unwrap()]), "");
 }

@@ -37,13 +37,20 @@ pub enum Event {
         files: Vec<String>,
     },
     /// Token usage of one model request.
-    Usage { input_tokens: u64, output_tokens: u64 },
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
     /// The end of a turn.
     End { status: String, answer: String },
     /// The session was resumed by another run.
     Resume {},
     /// `git agent undo`: the branch moved from `from` back to `to`.
-    Undo { from: String, to: String, steps: u32 },
+    Undo {
+        from: String,
+        to: String,
+        steps: u32,
+    },
     /// `git agent discard`: checkout and branch removed (the branch pointed at `tip`).
     Discard { tip: String },
 }
@@ -60,7 +67,8 @@ impl Event {
 }
 
 /// What a tool call that never got its result is told on resume.
-pub const INTERRUPTED: &str = "error: interrupted: the session stopped before this call finished, so its \
+pub const INTERRUPTED: &str =
+    "error: interrupted: the session stopped before this call finished, so its \
 result is unknown; check the files it would have touched before repeating it";
 
 /// The conversation (without the system prompt) recorded in `events`. Tool calls that have no result (the

@@ -18,9 +18,9 @@ use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
 use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
-use journal::Event as LogEvent;
 use crate::tools::{self, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
+use journal::Event as LogEvent;
 
 /// Exit code when the task stopped unfinished (step limit, guard).
 pub const EXIT_UNFINISHED: i32 = 3;

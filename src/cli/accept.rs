@@ -60,9 +60,15 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
     let tip = store
         .branch_tip(&meta.branch)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("session {id} was discarded: its branch {} is gone", meta.branch))?;
+        .ok_or_else(|| {
+            format!(
+                "session {id} was discarded: its branch {} is gone",
+                meta.branch
+            )
+        })?;
     let from = meta.step0.as_deref().unwrap_or(&meta.base);
-    let from = ObjectId::from_hex(from.as_bytes()).map_err(|e| format!("bad base in the session log: {e}"))?;
+    let from = ObjectId::from_hex(from.as_bytes())
+        .map_err(|e| format!("bad base in the session log: {e}"))?;
     let changes = store.changes(from, tip).map_err(|e| e.to_string())?;
     if changes.is_empty() {
         eprintln!("session {id} changed nothing: nothing to accept");
@@ -71,7 +77,8 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
     let label = format!("agent/{id}");
     let mut plan = Vec::new();
     for change in &changes {
-        let action = plan_path(&store, from, tip, &change.path, &label).map_err(|e| format!("{}: {e}", change.path))?;
+        let action = plan_path(&store, from, tip, &change.path, &label)
+            .map_err(|e| format!("{}: {e}", change.path))?;
         plan.push((change.path.clone(), action));
     }
     let conflicts: Vec<&str> = plan
@@ -103,7 +110,9 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
                 "updated"
             }
             Action::Delete => {
-                fs::remove_file(&full).or_else(ignore_missing).map_err(|e| format!("cannot remove {path}: {e}"))?;
+                fs::remove_file(&full)
+                    .or_else(ignore_missing)
+                    .map_err(|e| format!("cannot remove {path}: {e}"))?;
                 "deleted"
             }
             Action::Merged(bytes, exec) => {
@@ -139,7 +148,13 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-fn plan_path(store: &Store, from: ObjectId, tip: ObjectId, path: &str, label: &str) -> Result<Action, String> {
+fn plan_path(
+    store: &Store,
+    from: ObjectId,
+    tip: ObjectId,
+    path: &str,
+    label: &str,
+) -> Result<Action, String> {
     let base = store.blob_at(from, path).map_err(|e| e.to_string())?;
     let theirs = store.blob_at(tip, path).map_err(|e| e.to_string())?;
     let ours = read_user(&store.workdir().join(path))?;
@@ -153,10 +168,16 @@ fn plan_path(store: &Store, from: ObjectId, tip: ObjectId, path: &str, label: &s
             None => Action::Delete,
         });
     }
-    let (Some(ours), Some((base_data, _)), Some((their_data, exec))) = (ours, &base, &theirs) else {
-        return Ok(Action::Kept("added or deleted on one side, changed on the other"));
+    let (Some(ours), Some((base_data, _)), Some((their_data, exec))) = (ours, &base, &theirs)
+    else {
+        return Ok(Action::Kept(
+            "added or deleted on one side, changed on the other",
+        ));
     };
-    if [&ours, base_data, their_data].iter().any(|d| d.contains(&0)) {
+    if [&ours, base_data, their_data]
+        .iter()
+        .any(|d| d.contains(&0))
+    {
         return Ok(Action::Kept("binary file"));
     }
     let (merged, conflicts) = merge_file(store, &ours, base_data, their_data, label)?;
@@ -173,7 +194,9 @@ fn read_user(path: &Path) -> Result<Option<Vec<u8>>, String> {
         Ok(md) if md.is_symlink() => fs::read_link(path)
             .map(|t| Some(t.into_os_string().into_encoded_bytes()))
             .map_err(|e| format!("cannot read {}: {e}", path.display())),
-        Ok(md) if md.is_file() => fs::read(path).map(Some).map_err(|e| format!("cannot read {}: {e}", path.display())),
+        Ok(md) if md.is_file() => fs::read(path)
+            .map(Some)
+            .map_err(|e| format!("cannot read {}: {e}", path.display())),
         Ok(_) => Ok(Some(Vec::new())),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(format!("cannot read {}: {err}", path.display())),
@@ -181,11 +204,20 @@ fn read_user(path: &Path) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// `git merge-file` on three versions; returns the result and whether it has conflict markers.
-fn merge_file(store: &Store, ours: &[u8], base: &[u8], theirs: &[u8], label: &str) -> Result<(Vec<u8>, bool), String> {
+fn merge_file(
+    store: &Store,
+    ours: &[u8],
+    base: &[u8],
+    theirs: &[u8],
+    label: &str,
+) -> Result<(Vec<u8>, bool), String> {
     let dir = store.common_dir().join("agent").join("tmp");
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let stem = format!("merge-{}", std::process::id());
-    let files: Vec<PathBuf> = ["ours", "base", "theirs"].iter().map(|n| dir.join(format!("{stem}.{n}"))).collect();
+    let files: Vec<PathBuf> = ["ours", "base", "theirs"]
+        .iter()
+        .map(|n| dir.join(format!("{stem}.{n}")))
+        .collect();
     for (file, data) in files.iter().zip([ours, base, theirs]) {
         fs::write(file, data).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
@@ -199,7 +231,10 @@ fn merge_file(store: &Store, ours: &[u8], base: &[u8], theirs: &[u8], label: &st
     let out = out.map_err(|e| format!("could not run git merge-file: {e}"))?;
     match out.status.code() {
         Some(n) if (0..=127).contains(&n) => Ok((out.stdout, n > 0)),
-        _ => Err(format!("git merge-file failed: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        _ => Err(format!(
+            "git merge-file failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
     }
 }
 
@@ -210,7 +245,11 @@ fn write_file(path: &Path, bytes: &[u8], exec: bool) -> Result<(), String> {
     fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let md = fs::metadata(path).map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
     let mode = md.permissions().mode();
-    let wanted = if exec { mode | ((mode & 0o444) >> 2) } else { mode & !0o111 };
+    let wanted = if exec {
+        mode | ((mode & 0o444) >> 2)
+    } else {
+        mode & !0o111
+    };
     if wanted != mode {
         fs::set_permissions(path, fs::Permissions::from_mode(wanted))
             .map_err(|e| format!("cannot chmod {}: {e}", path.display()))?;
@@ -227,7 +266,12 @@ fn ignore_missing(err: std::io::Error) -> std::io::Result<()> {
 }
 
 /// Stages and commits exactly `paths` with `git commit`, so the user's hooks run; other staged work stays staged.
-fn commit(root: &Path, id: &str, log: &crate::store::LogContents, paths: &[&str]) -> Result<i32, String> {
+fn commit(
+    root: &Path,
+    id: &str,
+    log: &crate::store::LogContents,
+    paths: &[&str],
+) -> Result<i32, String> {
     if paths.is_empty() {
         eprintln!("your working tree already has session {id}'s change: nothing to commit");
         return Ok(0);
@@ -257,16 +301,22 @@ fn commit(root: &Path, id: &str, log: &crate::store::LogContents, paths: &[&str]
 
 /// The prompt's first line as subject, the agent's last answer as body, and the session trailer.
 fn commit_message(id: &str, log: &crate::store::LogContents) -> String {
-    let subject = log.meta.prompt.lines().next().unwrap_or("git-agent session").trim();
+    let subject = log
+        .meta
+        .prompt
+        .lines()
+        .next()
+        .unwrap_or("git-agent session")
+        .trim();
     let answer = log
         .events
         .iter()
+        .rev()
         .filter_map(Event::from_json)
-        .filter_map(|e| match e {
+        .find_map(|e| match e {
             Event::End { answer, .. } if !answer.trim().is_empty() => Some(answer),
             _ => None,
         })
-        .last()
         .unwrap_or_default();
     let body = answer.split("\n\n").next().unwrap_or_default().trim();
     let mut message = subject.to_owned();

@@ -29,7 +29,12 @@ pub fn run(args: DiffArgs) -> Result<i32, String> {
     let tip = store
         .branch_tip(&meta.branch)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("session {id} was discarded: its branch {} is gone", meta.branch))?;
+        .ok_or_else(|| {
+            format!(
+                "session {id} was discarded: its branch {} is gone",
+                meta.branch
+            )
+        })?;
     // The agent's change starts after step 0: your own captured work is not presented as the agent's.
     let from = match (&meta.step0, args.all) {
         (Some(step0), false) => step0.clone(),

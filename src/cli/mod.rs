@@ -73,7 +73,8 @@ fn report(result: Result<i32, String>) -> i32 {
 
 /// The repository of the current directory.
 pub(crate) fn open_store() -> Result<crate::store::Store, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     crate::store::Store::open(&cwd).map_err(|e| e.to_string())
 }
 
@@ -81,7 +82,11 @@ pub(crate) fn open_store() -> Result<crate::store::Store, String> {
 pub(crate) fn when(secs: i64) -> String {
     let (y, m, d) = crate::agent::civil_from_days(secs.div_euclid(86_400));
     let rest = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60
+    )
 }
 
 /// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git).

@@ -31,7 +31,11 @@ pub fn run(args: PushArgs) -> Result<i32, String> {
         .ref_target(crate::store::NOTES_REF)
         .map_err(|e| e.to_string())?
         .is_some();
-    cmd.args(PUSH_REFSPECS.iter().filter(|s| has_notes || !s.starts_with("refs/notes/")));
+    cmd.args(
+        PUSH_REFSPECS
+            .iter()
+            .filter(|s| has_notes || !s.starts_with("refs/notes/")),
+    );
     let status = cmd
         .status()
         .map_err(|e| format!("could not run git ({e}): make sure git is installed"))?;

@@ -25,9 +25,7 @@ pub fn run(args: UndoArgs) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     // Taking the session's lock refuses to undo under a running agent.
     let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
-    let mut session = store
-        .reopen_session(&log.meta)
-        .map_err(|e| e.to_string())?;
+    let mut session = store.reopen_session(&log.meta).map_err(|e| e.to_string())?;
     let old = store
         .undo(&mut session, args.count)
         .map_err(|e| e.to_string())?;

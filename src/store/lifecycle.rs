@@ -76,7 +76,10 @@ impl Store {
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
     fn recreate_checkout(&self, s: &Session) -> Result<(), StoreError> {
         // Forget a worktree whose directory was deleted by hand, or `worktree add` refuses the path.
-        self.git(self.workdir(), &[OsStr::new("worktree"), OsStr::new("prune")])?;
+        self.git(
+            self.workdir(),
+            &[OsStr::new("worktree"), OsStr::new("prune")],
+        )?;
         let start = s.step0.unwrap_or(s.base).to_string();
         let args = [
             OsStr::new("-c"),
@@ -97,7 +100,16 @@ impl Store {
         let (from, to) = (from.to_string(), to.to_string());
         let out = self.git(
             self.workdir(),
-            &["diff", "--name-status", "-z", "--no-renames", "--no-ext-diff", &from, &to].map(OsStr::new),
+            &[
+                "diff",
+                "--name-status",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                &from,
+                &to,
+            ]
+            .map(OsStr::new),
         )?;
         let mut fields = out.split(|b| *b == 0).filter(|f| !f.is_empty());
         let mut changes = Vec::new();
@@ -111,11 +123,21 @@ impl Store {
     }
 
     /// Makes the files of checkout `root` that differ between `from` and `to` what `to` says.
-    pub fn sync_checkout(&self, root: &Path, from: ObjectId, to: ObjectId) -> Result<(), StoreError> {
+    pub fn sync_checkout(
+        &self,
+        root: &Path,
+        from: ObjectId,
+        to: ObjectId,
+    ) -> Result<(), StoreError> {
         let changes = self.changes(from, to)?;
-        let mut restore: Vec<&OsStr> = ["--literal-pathspecs", "restore", "--worktree", "--no-overlay"]
-            .map(OsStr::new)
-            .to_vec();
+        let mut restore: Vec<&OsStr> = [
+            "--literal-pathspecs",
+            "restore",
+            "--worktree",
+            "--no-overlay",
+        ]
+        .map(OsStr::new)
+        .to_vec();
         let source = format!("--source={to}");
         restore.push(OsStr::new(&source));
         restore.push(OsStr::new("--"));
@@ -146,7 +168,11 @@ impl Store {
             let hint = if s.steps == 0 {
                 "it has no steps to undo".to_owned()
             } else {
-                format!("it has {} step{} to undo", s.steps, if s.steps == 1 { "" } else { "s" })
+                format!(
+                    "it has {} step{} to undo",
+                    s.steps,
+                    if s.steps == 1 { "" } else { "s" }
+                )
             };
             return Err(StoreError::Refused(format!(
                 "cannot undo {n} step{} of session {}: {hint} (step 0, your own captured changes, stays)",
@@ -164,7 +190,13 @@ impl Store {
                 .ok_or_else(|| StoreError::Refused(format!("{target} has no parent to undo to")))?;
         }
         let old = s.tip;
-        cas_branch(&self.repo, &s.branch, old, target, &format!("git-agent: undo {n} step(s)"))?;
+        cas_branch(
+            &self.repo,
+            &s.branch,
+            old,
+            target,
+            &format!("git-agent: undo {n} step(s)"),
+        )?;
         s.tip = target;
         s.steps = self.step_of(target)?;
         if s.root.join(".git").exists() {
@@ -190,7 +222,10 @@ impl Store {
                 std::fs::remove_dir_all(&root).map_err(StoreError::io("remove", &root))?;
             }
         }
-        self.git(self.workdir(), &[OsStr::new("worktree"), OsStr::new("prune")])?;
+        self.git(
+            self.workdir(),
+            &[OsStr::new("worktree"), OsStr::new("prune")],
+        )?;
         let branch = branch_name(id);
         let Some(tip) = self.branch_tip(&branch)? else {
             return Ok(None);
@@ -204,7 +239,11 @@ impl Store {
     }
 
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.
-    pub fn blob_at(&self, commit: ObjectId, path: &str) -> Result<Option<(Vec<u8>, bool)>, StoreError> {
+    pub fn blob_at(
+        &self,
+        commit: ObjectId,
+        path: &str,
+    ) -> Result<Option<(Vec<u8>, bool)>, StoreError> {
         let tree = self.repo.find_commit(commit)?.tree()?;
         let Some(entry) = tree.lookup_entry_by_path(path)? else {
             return Ok(None);
@@ -230,5 +269,6 @@ fn remove_empty_parents(root: &Path, file: &Path) {
 }
 
 fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
-    ObjectId::from_hex(hex.as_bytes()).map_err(|_| StoreError::Refused(format!("bad object id {hex:?} in the session log")))
+    ObjectId::from_hex(hex.as_bytes())
+        .map_err(|_| StoreError::Refused(format!("bad object id {hex:?} in the session log")))
 }

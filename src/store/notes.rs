@@ -29,14 +29,17 @@ impl Store {
     pub fn add_note(&self, commit: ObjectId, text: &str) -> Result<(), StoreError> {
         let text = sanitize(text);
         let hex = commit.to_string();
-        self.cas_notes(&format!("Notes added by git-agent for {hex}"), |store, tree, _| {
-            let mut editor = store.repo.find_tree(tree)?.edit()?;
-            let (path, old) = store.find_note(tree, &hex)?;
-            let body = join_notes(old.as_deref(), &text);
-            let blob = store.repo.write_blob(body.as_bytes())?.detach();
-            editor.upsert(path, EntryKind::Blob, blob)?;
-            Ok(Some(editor.write()?.detach()))
-        })
+        self.cas_notes(
+            &format!("Notes added by git-agent for {hex}"),
+            |store, tree, _| {
+                let mut editor = store.repo.find_tree(tree)?.edit()?;
+                let (path, old) = store.find_note(tree, &hex)?;
+                let body = join_notes(old.as_deref(), &text);
+                let blob = store.repo.write_blob(body.as_bytes())?.detach();
+                editor.upsert(path, EntryKind::Blob, blob)?;
+                Ok(Some(editor.write()?.detach()))
+            },
+        )
         .map(|_| ())
     }
 

@@ -218,10 +218,7 @@ impl Store {
     pub fn list_sessions(&self) -> Result<Vec<Meta>, StoreError> {
         let refs = self.repo.references()?;
         let mut metas = Vec::new();
-        for r in refs
-            .prefixed("refs/agent/sessions/")
-            .map_err(|e| StoreError::Git(e.into()))?
-        {
+        for r in refs.prefixed("refs/agent/sessions/")? {
             let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
             let id = r.peel_to_id()?.detach();
             metas.push(self.meta_of(id)?);
@@ -234,10 +231,7 @@ impl Store {
     pub fn resolve_session(&self, prefix: Option<&str>) -> Result<String, StoreError> {
         let mut ids: Vec<String> = Vec::new();
         let refs = self.repo.references()?;
-        for r in refs
-            .prefixed("refs/agent/sessions/")
-            .map_err(|e| StoreError::Git(e.into()))?
-        {
+        for r in refs.prefixed("refs/agent/sessions/")? {
             let r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
             let name = r.name().as_bstr().to_string();
             ids.push(name.trim_start_matches("refs/agent/sessions/").to_owned());
@@ -253,7 +247,10 @@ impl Store {
         if ids.iter().any(|id| id == prefix) {
             return Ok(prefix.to_owned());
         }
-        let mut found: Vec<String> = ids.into_iter().filter(|id| id.starts_with(prefix)).collect();
+        let mut found: Vec<String> = ids
+            .into_iter()
+            .filter(|id| id.starts_with(prefix))
+            .collect();
         match found.len() {
             0 => Err(StoreError::NoSession(prefix.to_owned())),
             1 => Ok(found.remove(0)),
@@ -338,8 +335,11 @@ impl Store {
             editor.upsert(format!("events/{first:010}.jsonl"), EntryKind::Blob, blob)?;
             meta.events = first + lines.len() as u64;
         }
-        let meta_json = serde_json::to_vec_pretty(meta).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
-        let meta_blob = self.repo.write_blob(sanitize(&String::from_utf8_lossy(&meta_json)).as_bytes())?;
+        let meta_json = serde_json::to_vec_pretty(meta)
+            .map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
+        let meta_blob = self
+            .repo
+            .write_blob(sanitize(&String::from_utf8_lossy(&meta_json)).as_bytes())?;
         editor.upsert("meta.json", EntryKind::Blob, meta_blob.detach())?;
         let tree = editor.write()?.detach();
         if previous.is_some() && tree == base_tree {
@@ -378,7 +378,10 @@ fn complete_lines(bytes: &[u8], from: u64) -> (Vec<serde_json::Value>, u64) {
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
             break;
         };
-        let seq = value.get("seq").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let seq = value
+            .get("seq")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
         if seq < from {
             continue; // folded already; the crash came between the ref update and the truncation
         }
@@ -430,5 +433,76 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let (lines, _) = complete_lines(b"{\"seq\":0}\n{garbage\n{\"seq\":2}\n", 0);
         assert_eq!(lines.len(), 1);
+    }
+
+    /// `scripts/bench-sessions.sh`: per-event append cost for sessions of 10 and 5,000 events, the cost of
+    /// folding 10 new events into a short and a long log, and `BENCH_SESSIONS` sessions for timing `log`.
+    #[test]
+    #[ignore]
+    fn bench() {
+        use std::time::Instant;
+        let Ok(repo) = std::env::var("BENCH_REPO") else {
+            eprintln!("BENCH_REPO not set");
+            return;
+        };
+        let sessions: usize = std::env::var("BENCH_SESSIONS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1000);
+        let store = Store::open(std::path::Path::new(&repo)).unwrap();
+        let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let event = |i: u64| {
+            serde_json::json!({"type": "tool_result", "tool_call_id": format!("call_{i}"), "name": "read_file",
+                               "ok": true, "summary": "40 lines", "content": "x".repeat(400)})
+        };
+        let meta = |id: &str| Meta {
+            id: id.into(),
+            prompt: format!("benchmark session {id}\nsecond line"),
+            model: "openai/bench".into(),
+            branch: format!("refs/heads/agent/{id}"),
+            base: "0".repeat(40),
+            status: "running".into(),
+            ..Meta::default()
+        };
+        for (len, name) in [(10u64, "short"), (5000, "long")] {
+            let mut log = store.create_log(meta(&format!("bench-{name}"))).unwrap();
+            let mut appends = Vec::new();
+            let mut folds = Vec::new();
+            for i in 0..len {
+                let t = Instant::now();
+                log.append(event(i)).unwrap();
+                appends.push(us(t));
+                // A turn ends every 10 events: fold, as the agent does.
+                if i % 10 == 9 {
+                    let t = Instant::now();
+                    log.fold(&store).unwrap();
+                    folds.push(us(t));
+                }
+            }
+            println!("BENCH append_{len}_events_median_us={:.1}", median(appends));
+            println!(
+                "BENCH fold_10_events_into_{len}_median_us={:.1} last_us={:.1}",
+                median(folds.clone()),
+                folds.last().copied().unwrap_or_default()
+            );
+        }
+        let t = Instant::now();
+        for i in 0..sessions {
+            let mut log = store.create_log(meta(&format!("s{i:05}"))).unwrap();
+            for e in 0..12 {
+                log.append(event(e)).unwrap();
+            }
+            log.meta.status = "done".into();
+            log.meta.steps = 3;
+            log.fold(&store).unwrap();
+        }
+        println!(
+            "BENCH created_sessions={sessions} in_ms={:.0}",
+            us(t) / 1000.0
+        );
     }
 }

@@ -44,7 +44,13 @@ impl Store {
         if self.repo.try_find_reference(NOTES_REF)?.is_some() {
             args.push(NOTES_REF);
         }
-        args.extend(["--not", "--exclude=agent/*", "--branches", "--tags", "--remotes"]);
+        args.extend([
+            "--not",
+            "--exclude=agent/*",
+            "--branches",
+            "--tags",
+            "--remotes",
+        ]);
         let out = self.git_output(&args)?;
         for line in out.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let Ok(id) = ObjectId::from_hex(line) else {

@@ -50,6 +50,9 @@ fn render(log: &LogContents) -> String {
         m.output_tokens
     );
     let tools = crate::tools::registry();
+    // A step is recorded as soon as its commit exists, just before the result of the call that made it;
+    // it reads better after that result.
+    let mut step_line: Option<String> = None;
     for event in log.events.iter().filter_map(Event::from_json) {
         match event {
             Event::User { content } => {
@@ -73,27 +76,31 @@ fn render(log: &LogContents) -> String {
                             let tool = tools.iter().find(|t| t.name() == call.name)?;
                             Some(tool.label(&args))
                         })
-                        .unwrap_or_else(|| crate::tools::short(&call.arguments, 80));
-                    let _ = writeln!(out, "● {} {label}", call.name);
+                        .unwrap_or_else(|| {
+                            format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
+                        });
+                    let _ = writeln!(out, "● {label}");
                 }
             }
             Event::ToolResult { ok, summary, .. } => {
                 let mark = if ok { "" } else { "error: " };
                 let _ = writeln!(out, "  ⎿ {mark}{}", crate::tools::short(&summary, 120));
+                out.extend(step_line.take());
             }
             Event::Step {
                 step,
                 commit,
                 files,
             } => {
-                let _ = writeln!(
-                    out,
-                    "  ⎿ step {step}: {} ({})",
+                out.extend(step_line.take());
+                step_line = Some(format!(
+                    "  ⎿ step {step}: {} ({})\n",
                     commit.get(..7).unwrap_or(&commit),
                     files.join(", ")
-                );
+                ));
             }
             Event::End { status, .. } => {
+                out.extend(step_line.take());
                 let _ = writeln!(out, "-- {status}");
             }
             Event::Resume {} => {
@@ -113,5 +120,6 @@ fn render(log: &LogContents) -> String {
             Event::Usage { .. } => {}
         }
     }
+    out.extend(step_line.take());
     out
 }

@@ -40,9 +40,9 @@ out=$(cd "$root" && BENCH_REPO=$repo BENCH_SESSIONS=$sessions \
     echo "$out"
     exit 1
 }
-grep '^BENCH' <<<"$out" | sed 's/^BENCH /  /'
-short=$(sed -n 's/^BENCH append_10_events_median_us=//p' <<<"$out")
-long=$(sed -n 's/^BENCH append_5000_events_median_us=//p' <<<"$out")
+grep -o 'BENCH .*' <<<"$out" | sed 's/^BENCH /  /'
+short=$(sed -n 's/.*BENCH append_10_events_median_us=//p' <<<"$out")
+long=$(sed -n 's/.*BENCH append_5000_events_median_us=//p' <<<"$out")
 awk -v s="$short" -v l="$long" 'BEGIN { printf "  append cost ratio 5000/10 events = %.2f (1.0 = does not grow)\n", l / s }'
 
 (cd "$root" && cargo build --release -q)

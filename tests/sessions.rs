@@ -89,7 +89,7 @@ fn round_trip_through_every_session_command() {
     for needle in [
         "> add alpha",
         "> second line",
-        "write_file",
+        "● write a.txt",
         "step 1:",
         "step 2:",
         "Added a.txt",

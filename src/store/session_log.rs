@@ -23,6 +23,7 @@ use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 
+use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
@@ -198,8 +199,17 @@ impl Store {
         self.meta_of(commit).map(Some)
     }
 
+    /// The summary from the log commit's message (one object read, which is what keeps `log` fast), falling back
+    /// to `meta.json` in its tree.
     fn meta_of(&self, commit: ObjectId) -> Result<Meta, StoreError> {
-        let tree = self.repo.find_commit(commit)?.tree()?;
+        let object = self.repo.find_commit(commit)?;
+        let message = object.message_raw_sloppy();
+        if let Some(pos) = message.find("\n\n{") {
+            if let Ok(meta) = serde_json::from_slice(message[pos + 2..].trim_ascii_end()) {
+                return Ok(meta);
+            }
+        }
+        let tree = object.tree()?;
         let entry = tree
             .lookup_entry_by_path("meta.json")?
             .ok_or(StoreError::CorruptLog(commit, "no meta.json"))?;
@@ -345,12 +355,16 @@ impl Store {
         if previous.is_some() && tree == base_tree {
             return Ok(());
         }
+        // The summary goes into the message too, so `log` reads one object per session instead of three.
+        let compact =
+            serde_json::to_string(meta).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
         let message = format!(
-            "session {}: {} event{} ({})",
+            "session {}: {} event{} ({})\n\n{}\n",
             meta.id,
             lines.len(),
             if lines.len() == 1 { "" } else { "s" },
-            meta.status
+            meta.status,
+            sanitize(&compact)
         );
         let commit = write_commit(&self.repo, tree, previous, &message)?;
         crash_point();
@@ -358,7 +372,8 @@ impl Store {
             Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
             None => PreviousValue::MustNotExist,
         };
-        let edit = RefEdit::update(full_name(&log_ref(&meta.id))?, commit, expected, message);
+        let reflog = format!("git-agent: session {} ({})", meta.id, meta.status);
+        let edit = RefEdit::update(full_name(&log_ref(&meta.id))?, commit, expected, reflog);
         edit_ref(&self.repo, edit)?;
         crash_point();
         Ok(())

@@ -589,4 +589,92 @@ mod tests {
         assert!(edit(&ctx, "b.bin", "a", "b").content.contains("binary"));
         assert!(edit(&ctx, ".git/config", "a", "b").content.contains(".git"));
     }
+
+    #[test]
+    fn bom_crlf_new_lines_and_no_final_newline() {
+        let ctx = temp_ctx("edit-bom");
+        put(&ctx, "bom.txt", "\u{feff}first\r\nsecond\r\nlast");
+        let out = edit(&ctx, "bom.txt", "second", "2nd\nextra");
+        assert!(!out.is_error, "{}", out.content);
+        // The BOM stays, the inserted line gets the file's CRLF, the missing final newline stays missing.
+        assert_eq!(read(&ctx, "bom.txt"), "\u{feff}first\r\n2nd\r\nextra\r\nlast");
+        let out = edit(&ctx, "bom.txt", "first", "1st");
+        assert!(!out.is_error, "{}", out.content);
+        assert!(read(&ctx, "bom.txt").starts_with("\u{feff}1st\r\n"));
+    }
+
+    #[test]
+    fn multi_edit_applies_in_order_all_or_none() {
+        let ctx = temp_ctx("edit-multi");
+        put(&ctx, "m.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [
+                {"old_string": "fn a() {}", "new_string": "fn a() {\n    1\n}"},
+                {"old_string": "fn c", "new_string": "fn see"},
+                {"old_string": "fn see() {}", "new_string": "fn see() { 3 }"}
+            ]}),
+        );
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(read(&ctx, "m.rs"), "fn a() {\n    1\n}\nfn b() {}\nfn see() { 3 }\n");
+        assert!(out.content.contains("applied 3 edits"), "{}", out.content);
+        assert!(out.content.contains("     5\tfn see() { 3 }"), "{}", out.content);
+        // The second edit misses: nothing is written, and the message says which one failed.
+        let before = read(&ctx, "m.rs");
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [
+                {"old_string": "fn b() {}", "new_string": "fn bee() {}"},
+                {"old_string": "fn missing() {}", "new_string": "x"}
+            ]}),
+        );
+        assert!(out.is_error);
+        assert!(out.content.starts_with("edit 2 of 2 failed, so none was applied"), "{}", out.content);
+        assert_eq!(read(&ctx, "m.rs"), before);
+        let out = EditFile.execute(&ctx, &json!({"path": "m.rs", "edits": [{"old_string": "x"}]}));
+        assert!(out.content.contains("edits[0]: missing required string argument `new_string`"));
+    }
+
+    #[test]
+    fn stale_read_refused_until_read_again() {
+        let ctx = temp_ctx("edit-stale");
+        put(&ctx, "s.txt", "alpha\nbeta\n");
+        let read_file = |ctx: &ToolContext| {
+            crate::tools::read::ReadFile.execute(ctx, &json!({"path": "s.txt", "limit": 1}))
+        };
+        assert!(!read_file(&ctx).is_error);
+        assert!(!edit(&ctx, "s.txt", "alpha", "ALPHA").is_error);
+        // Our own edit keeps the guard current; a change behind the model's back trips it.
+        assert!(!edit(&ctx, "s.txt", "beta", "BETA").is_error);
+        put(&ctx, "s.txt", "ALPHA\nBETA\ngamma\n");
+        let out = edit(&ctx, "s.txt", "ALPHA", "a");
+        assert!(out.is_error);
+        assert!(out.content.contains("changed since you last read it"), "{}", out.content);
+        assert!(out.content.contains("read it again with read_file"));
+        assert_eq!(read(&ctx, "s.txt"), "ALPHA\nBETA\ngamma\n");
+        assert!(!read_file(&ctx).is_error);
+        assert!(!edit(&ctx, "s.txt", "ALPHA", "a").is_error);
+    }
+
+    #[test]
+    fn symlink_swapped_in_after_the_check_is_refused() {
+        let ctx = temp_ctx("edit-race");
+        let outside = ctx.root.parent().unwrap().join(format!(
+            "{}-outside",
+            ctx.root.file_name().unwrap().to_string_lossy()
+        ));
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("f.txt"), "secret\n").unwrap();
+        put(&ctx, "dir/f.txt", "secret\n");
+        let target = crate::tools::confine(&ctx, "dir/f.txt", Access::Write).unwrap();
+        // Between the check and the use, `dir` becomes a link out of the checkout.
+        fs::remove_dir_all(ctx.root.join("dir")).unwrap();
+        std::os::unix::fs::symlink(&outside, ctx.root.join("dir")).unwrap();
+        let err = target.open_read().unwrap_err();
+        assert!(target.io_error("read", &err).contains("symlink appeared"), "{err}");
+        let err = target.write_atomic(b"pwned\n", None, false).unwrap_err();
+        assert!(crate::safety::beneath::is_link_refusal(&err), "{err}");
+        assert_eq!(fs::read_to_string(outside.join("f.txt")).unwrap(), "secret\n");
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+    }
 }

@@ -8,6 +8,8 @@ pub mod edit;
 pub mod jobs;
 pub mod list;
 pub mod read;
+#[cfg(test)]
+mod rg_parity;
 pub mod search;
 pub mod shell;
 pub mod state;

@@ -8,3 +8,5 @@ mod sse_server;
 mod repo_fixture;
 // `git agent ask` end to end against scripted models.
 mod ask;
+// The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
+mod tools;

@@ -338,10 +338,13 @@ impl Turn<'_> {
 
     /// What a shell command changed in the checkout since the last scan.
     fn scan_changes(&mut self) -> Result<Vec<PathBuf>, AgentError> {
-        let after = self.store.scan(&self.session)?;
-        let changed = match &self.last_scan {
-            Some(before) => Scan::diff(before, &after),
-            None => Vec::new(),
+        let (after, changed) = match &self.last_scan {
+            Some(before) => {
+                let after = before.rescan()?;
+                let changed = Scan::diff(before, &after);
+                (after, changed)
+            }
+            None => (self.store.scan(&self.session)?, Vec::new()),
         };
         self.last_scan = Some(after);
         Ok(changed)

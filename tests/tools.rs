@@ -25,10 +25,22 @@ fn confinement_refuses_escapes_and_touches_nothing_outside() {
         call("read_file", json!({"path": "/etc/passwd"})),
         call("read_file", json!({"path": "etc-link/passwd"})),
         call("read_file", json!({"path": "out-link"})),
-        call("write_file", json!({"path": "out-link", "content": "pwned"})),
-        call("write_file", json!({"path": "etc-link/agent-was-here", "content": "x"})),
-        call("edit_file", json!({"path": ".git/config", "old_string": "[core]", "new_string": "[x]"})),
-        call("write_file", json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"})),
+        call(
+            "write_file",
+            json!({"path": "out-link", "content": "pwned"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": "etc-link/agent-was-here", "content": "x"}),
+        ),
+        call(
+            "edit_file",
+            json!({"path": ".git/config", "old_string": "[core]", "new_string": "[x]"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+        ),
         call("search", json!({"pattern": "root", "path": "/etc"})),
         call("list_files", json!({"path": "../.."})),
     ];
@@ -41,13 +53,22 @@ fn confinement_refuses_escapes_and_touches_nothing_outside() {
     for c in &calls {
         let result = requests[1].tool_result(&c.id);
         assert!(result.starts_with("error"), "{}: {result}", c.arguments);
-        assert!(!result.contains("OUTSIDE-SECRET") && !result.contains("root:x:0"), "{result}");
+        assert!(
+            !result.contains("OUTSIDE-SECRET") && !result.contains("root:x:0"),
+            "{result}"
+        );
     }
-    assert_eq!(fs::read_to_string(&outside).expect("read"), "OUTSIDE-SECRET\n");
+    assert_eq!(
+        fs::read_to_string(&outside).expect("read"),
+        "OUTSIDE-SECRET\n"
+    );
     assert!(!std::path::Path::new("/etc/agent-was-here").exists());
     assert_eq!(user_state(&repo), before);
     let id = session_id(&repo);
-    assert_eq!(repo.git(&["rev-parse", &format!("agent/{id}")]), repo.git(&["rev-parse", "HEAD"]));
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]),
+        repo.git(&["rev-parse", "HEAD"])
+    );
 }
 
 #[test]
@@ -92,7 +113,10 @@ fn edit_after_a_command_changed_the_file_is_refused_until_read_again() {
 fn commands_see_no_keys_or_secrets() {
     let repo = TestRepo::new();
     let env = call("run", json!({"command": "env"}));
-    let server = Server::start(vec![Reply::tool_calls(vec![env.clone()]), Reply::text("ok")]);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![env.clone()]),
+        Reply::text("ok"),
+    ]);
 
     let out = crate::common::run(
         repo.agent(&server, &["ask", "print the environment"])
@@ -103,9 +127,20 @@ fn commands_see_no_keys_or_secrets() {
 
     out.assert_code(0);
     let result = server.requests()[1].tool_result(&env.id);
-    assert!(result.contains("HARMLESS_SETTING=visible-value"), "env ran: {result}");
-    for secret in [API_KEY, "OPENAI_API_KEY", "anthropic-token-value", "github-token-value"] {
-        assert!(!result.contains(secret), "{secret} leaked into the command's environment");
+    assert!(
+        result.contains("HARMLESS_SETTING=visible-value"),
+        "env ran: {result}"
+    );
+    for secret in [
+        API_KEY,
+        "OPENAI_API_KEY",
+        "anthropic-token-value",
+        "github-token-value",
+    ] {
+        assert!(
+            !result.contains(secret),
+            "{secret} leaked into the command's environment"
+        );
     }
 }
 
@@ -119,10 +154,7 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     );
     let look = call("job", json!({"id": 1, "action": "output"}));
     let stop = call("job", json!({"id": 1, "action": "stop"}));
-    let left = call(
-        "run",
-        json!({"command": "sleep 1000", "background": true}),
-    );
+    let left = call("run", json!({"command": "sleep 1000", "background": true}));
     let server = Server::start(vec![
         Reply::tool_calls(vec![serve.clone()]),
         Reply::tool_calls(vec![look.clone(), stop.clone()]),
@@ -134,10 +166,16 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     let out = repo.run_agent(&server, &["ask", "serve"]);
 
     out.assert_code(0);
-    assert!(started.elapsed() < Duration::from_secs(30), "a server hung the turn");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a server hung the turn"
+    );
     let requests = server.requests();
     let first = requests[1].tool_result(&serve.id);
-    assert!(first.contains("started in the background as job 1"), "{first}");
+    assert!(
+        first.contains("started in the background as job 1"),
+        "{first}"
+    );
     assert!(first.contains("looks like a Python server"), "{first}");
     let looked = requests[2].tool_result(&look.id);
     assert!(looked.starts_with("job 1: running"), "{looked}");
@@ -149,7 +187,11 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
         .parse()
         .expect("a pid");
     // SAFETY: signal 0 only asks whether the process exists.
-    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the stopped server still runs");
+    assert_ne!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "the stopped server still runs"
+    );
     let second = requests[3].tool_result(&left.id);
     assert!(second.contains("job 2"), "{second}");
     // The job left running was killed when the session ended (the binary has exited by now).
@@ -164,10 +206,19 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     while unsafe { libc::killpg(job2_pid, 0) } == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_ne!(unsafe { libc::killpg(job2_pid, 0) }, 0, "job 2 outlived the session");
+    assert_ne!(
+        unsafe { libc::killpg(job2_pid, 0) },
+        0,
+        "job 2 outlived the session"
+    );
     let id = session_id(&repo);
-    let log = repo.path().join(format!(".git/agent/output/{id}/job-1.log"));
-    assert!(log.exists(), "the job's log is kept under .git/agent/output");
+    let log = repo
+        .path()
+        .join(format!(".git/agent/output/{id}/job-1.log"));
+    assert!(
+        log.exists(),
+        "the job's log is kept under .git/agent/output"
+    );
 }
 
 #[test]
@@ -175,7 +226,10 @@ fn escape_sequences_from_tools_never_reach_the_terminal() {
     let repo = TestRepo::new();
     let server = Server::start(vec![
         Reply::tool_calls(vec![
-            call("run", json!({"command": "printf 'x\\033]0;pwned\\007'; echo '\u{1b}[2J'"})),
+            call(
+                "run",
+                json!({"command": "printf 'x\\033]0;pwned\\007'; echo '\u{1b}[2J'"}),
+            ),
             call("read_file", json!({"path": "\u{1b}[31mred.txt"})),
         ]),
         Reply::text("done \u{1b}[5m"),

@@ -260,10 +260,8 @@ mod tests {
     use std::path::PathBuf;
 
     fn temp_tree(tag: &str) -> (PathBuf, PathBuf) {
-        let base = std::env::temp_dir().join(format!(
-            "git-agent-beneath-{tag}-{}",
-            std::process::id()
-        ));
+        let base =
+            std::env::temp_dir().join(format!("git-agent-beneath-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("root/sub")).unwrap();
         std::fs::create_dir_all(base.join("outside")).unwrap();

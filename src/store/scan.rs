@@ -146,9 +146,8 @@ impl Scan {
         }
         let dirs = stat_all(&self.dirs)?;
         let stable = dirs.iter().zip(&self.dirs).all(|(now, (_, before))| {
-            now.as_ref().is_some_and(|now| {
-                now == before && before.mtime_ns < self.started_ns - RACY_NS
-            })
+            now.as_ref()
+                .is_some_and(|now| now == before && before.mtime_ns < self.started_ns - RACY_NS)
         });
         if !stable {
             return None;
@@ -335,11 +334,15 @@ mod tests {
         };
         let times = [past, past];
         // SAFETY: a valid path and two timespecs, as utimensat wants.
-        assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) }, 0);
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
     }
 
     fn tree(tag: &str) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("git-agent-scan-{tag}-{}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("git-agent-scan-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("src/deep")).unwrap();
         std::fs::write(root.join(".gitignore"), "*.log\n").unwrap();
@@ -360,7 +363,10 @@ mod tests {
         std::fs::write(root.join("src/deep/b.rs"), "b changed\n").unwrap();
         let fast = before.restat().expect("no directory changed");
         assert_eq!(Scan::diff(&before, &fast), [PathBuf::from("src/deep/b.rs")]);
-        assert_eq!(Scan::diff(&before, &before.rescan().unwrap()), [PathBuf::from("src/deep/b.rs")]);
+        assert_eq!(
+            Scan::diff(&before, &before.rescan().unwrap()),
+            [PathBuf::from("src/deep/b.rs")]
+        );
 
         // A new file changes its directory: the full walk finds it (and still skips ignored files).
         std::fs::write(root.join("src/new.rs"), "n\n").unwrap();
@@ -375,7 +381,10 @@ mod tests {
         let root = tree("rules");
         let before = Scan::of_dir(&root).unwrap();
         std::fs::write(root.join(".gitignore"), "# nothing ignored now\n").unwrap();
-        assert!(before.restat().is_none(), "a changed .gitignore can reveal files");
+        assert!(
+            before.restat().is_none(),
+            "a changed .gitignore can reveal files"
+        );
         let after = before.rescan().unwrap();
         assert_eq!(
             Scan::diff(&before, &after),
@@ -384,6 +393,9 @@ mod tests {
         // The directories of `after` were aged before it, but `src` changes now and its mtime is recent.
         std::fs::write(root.join("src/c.rs"), "c\n").unwrap();
         let recent = Scan::of_dir(&root).unwrap();
-        assert!(recent.restat().is_none(), "a just-modified directory is not trusted");
+        assert!(
+            recent.restat().is_none(),
+            "a just-modified directory is not trusted"
+        );
     }
 }

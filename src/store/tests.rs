@@ -623,7 +623,10 @@ fn bench() {
         files = before.len();
         let rel = format!("d{:03}/f{:03}.txt", (i * 37) % 1000, (i * 11) % 100);
         // A command that modifies one existing file (appends to it).
-        let mut f = std::fs::OpenOptions::new().append(true).open(s.root.join(&rel)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(s.root.join(&rel))
+            .unwrap();
         std::io::Write::write_all(&mut f, format!("step {i}\n").as_bytes()).unwrap();
         drop(f);
         let t = Instant::now();
@@ -651,8 +654,14 @@ fn bench() {
     println!("BENCH open_ms={open:.2}");
     println!("BENCH start_session_ms={start:.1}");
     println!("BENCH scan_median_ms={:.1}", median(scans));
-    println!("BENCH rescan_diff_1_changed_median_ms={:.1}", median(rescans));
-    println!("BENCH git_status_porcelain_median_ms={:.1}", median(statuses));
+    println!(
+        "BENCH rescan_diff_1_changed_median_ms={:.1}",
+        median(rescans)
+    );
+    println!(
+        "BENCH git_status_porcelain_median_ms={:.1}",
+        median(statuses)
+    );
     println!("BENCH commit_step_median_ms={:.2}", median(commits));
     println!("BENCH scan_diff_commit_median_ms={:.1}", median(full));
     let t = Instant::now();

@@ -43,11 +43,31 @@ fn bench_search() {
     let ctx = ctx(Path::new(&tree));
     let sink = std::env::temp_dir().join(format!("git-agent-bench-rg-{}.out", std::process::id()));
     let queries: Vec<(&str, Vec<&str>, serde_json::Value)> = vec![
-        ("literal", vec!["-F", "fn main"], json!({"pattern": "fn main", "literal": true})),
-        ("literal_rare", vec!["-F", "ZZZ_not_there_ZZZ"], json!({"pattern": "ZZZ_not_there_ZZZ", "literal": true})),
-        ("regex", vec![r"fn \w+_test\("], json!({"pattern": r"fn \w+_test\("})),
-        ("regex_class", vec![r"[A-Z][a-z]+Error\b"], json!({"pattern": r"[A-Z][a-z]+Error\b"})),
-        ("case_insensitive", vec!["-i", "todo"], json!({"pattern": "todo", "case": "insensitive"})),
+        (
+            "literal",
+            vec!["-F", "fn main"],
+            json!({"pattern": "fn main", "literal": true}),
+        ),
+        (
+            "literal_rare",
+            vec!["-F", "ZZZ_not_there_ZZZ"],
+            json!({"pattern": "ZZZ_not_there_ZZZ", "literal": true}),
+        ),
+        (
+            "regex",
+            vec![r"fn \w+_test\("],
+            json!({"pattern": r"fn \w+_test\("}),
+        ),
+        (
+            "regex_class",
+            vec![r"[A-Z][a-z]+Error\b"],
+            json!({"pattern": r"[A-Z][a-z]+Error\b"}),
+        ),
+        (
+            "case_insensitive",
+            vec!["-i", "todo"],
+            json!({"pattern": "todo", "case": "insensitive"}),
+        ),
     ];
     for (name, rg_args, mut args) in queries {
         // The tool's most (2000 lines shown); every match is still found and counted.
@@ -108,7 +128,9 @@ fn bench_edit_10mb() {
     let mut text = String::with_capacity(10 << 20);
     let mut i = 0;
     while text.len() < 10 << 20 {
-        text.push_str(&format!("    let value_{i} = compute(input, {i}); // line {i}\n"));
+        text.push_str(&format!(
+            "    let value_{i} = compute(input, {i}); // line {i}\n"
+        ));
         i += 1;
     }
     std::fs::write(dir.join("big.rs"), &text).expect("write the 10 MB file");
@@ -139,7 +161,11 @@ fn bench_edit_10mb() {
         &json!({"path": "big.rs", "old_string": "let value_77 = compute(input, 78);", "new_string": "x"}),
     );
     let miss = ms(t);
-    assert!(out.is_error && out.content.contains("most similar"), "{}", out.content);
+    assert!(
+        out.is_error && out.content.contains("most similar"),
+        "{}",
+        out.content
+    );
     let (hwm, _) = memory();
     println!("BENCH edit_10mb_single_ms={single:.1}");
     println!("BENCH edit_10mb_three_edits_ms={multi:.1}");

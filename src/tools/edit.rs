@@ -110,7 +110,9 @@ fn specs(args: &serde_json::Value) -> Result<Vec<Spec>, String> {
                 specs.push(spec(item).map_err(|e| format!("edits[{i}]: {e}"))?);
             }
         }
-        Some(_) => return Err("argument `edits` must be a list of {old_string, new_string}".into()),
+        Some(_) => {
+            return Err("argument `edits` must be a list of {old_string, new_string}".into())
+        }
     }
     if specs.is_empty() {
         return Err("`edits` is empty; give at least one {old_string, new_string}".into());
@@ -123,7 +125,8 @@ fn spec(args: &serde_json::Value) -> Result<Spec, String> {
     let new = str_arg(args, "new_string")?;
     if old.is_empty() {
         return Err(
-            "old_string is empty; to create a file or replace all of it, use write_file".to_string(),
+            "old_string is empty; to create a file or replace all of it, use write_file"
+                .to_string(),
         );
     }
     if old == new {
@@ -205,12 +208,17 @@ fn describe(target: &Confined, buf: &[u8], placed: &[Placed], summary: &str) -> 
         (1, n) => format!("replaced {n} occurrences"),
         (e, n) => format!("applied {e} edits ({n} replacements)"),
     };
-    let mut content = format!("edited {}: {what} ({summary})
-", target.display());
+    let mut content = format!(
+        "edited {}: {what} ({summary})
+",
+        target.display()
+    );
     for (i, p) in placed.iter().enumerate().take(MAX_SNIPPETS) {
         if i > 0 {
-            content.push_str("...
-");
+            content.push_str(
+                "...
+",
+            );
         }
         content.push_str(&numbered_window(
             buf,
@@ -225,7 +233,9 @@ fn describe(target: &Confined, buf: &[u8], placed: &[Placed], summary: &str) -> 
 /// Read through the confined descriptor, so what is checked is what is edited.
 fn read_text(target: &Confined, path: &str) -> Result<(Vec<u8>, std::fs::Permissions), String> {
     let mut file = target.open_read().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("'{path}' does not exist; use write_file to create it"),
+        std::io::ErrorKind::NotFound => {
+            format!("'{path}' does not exist; use write_file to create it")
+        }
         _ => target.io_error("read", &e),
     })?;
     let meta = file.metadata().map_err(|e| target.io_error("read", &e))?;
@@ -421,10 +431,13 @@ fn closest_region(text: &str, needle: &str) -> Option<(usize, usize, f64)> {
             let ratio = f64::from(TextDiff::from_chars(&window, &wanted_text).ratio());
             (start, ratio)
         })
-        .fold(None, |best: Option<(usize, f64)>, (start, ratio)| match best {
-            Some((_, b)) if b >= ratio => best,
-            _ => Some((start, ratio)),
-        })
+        .fold(
+            None,
+            |best: Option<(usize, f64)>, (start, ratio)| match best {
+                Some((_, b)) if b >= ratio => best,
+                _ => Some((start, ratio)),
+            },
+        )
         .map(|(start, score)| (start + 1, width, score))
 }
 
@@ -597,7 +610,10 @@ mod tests {
         let out = edit(&ctx, "bom.txt", "second", "2nd\nextra");
         assert!(!out.is_error, "{}", out.content);
         // The BOM stays, the inserted line gets the file's CRLF, the missing final newline stays missing.
-        assert_eq!(read(&ctx, "bom.txt"), "\u{feff}first\r\n2nd\r\nextra\r\nlast");
+        assert_eq!(
+            read(&ctx, "bom.txt"),
+            "\u{feff}first\r\n2nd\r\nextra\r\nlast"
+        );
         let out = edit(&ctx, "bom.txt", "first", "1st");
         assert!(!out.is_error, "{}", out.content);
         assert!(read(&ctx, "bom.txt").starts_with("\u{feff}1st\r\n"));
@@ -616,9 +632,16 @@ mod tests {
             ]}),
         );
         assert!(!out.is_error, "{}", out.content);
-        assert_eq!(read(&ctx, "m.rs"), "fn a() {\n    1\n}\nfn b() {}\nfn see() { 3 }\n");
+        assert_eq!(
+            read(&ctx, "m.rs"),
+            "fn a() {\n    1\n}\nfn b() {}\nfn see() { 3 }\n"
+        );
         assert!(out.content.contains("applied 3 edits"), "{}", out.content);
-        assert!(out.content.contains("     5\tfn see() { 3 }"), "{}", out.content);
+        assert!(
+            out.content.contains("     5\tfn see() { 3 }"),
+            "{}",
+            out.content
+        );
         // The second edit misses: nothing is written, and the message says which one failed.
         let before = read(&ctx, "m.rs");
         let out = EditFile.execute(
@@ -629,10 +652,20 @@ mod tests {
             ]}),
         );
         assert!(out.is_error);
-        assert!(out.content.starts_with("edit 2 of 2 failed, so none was applied"), "{}", out.content);
+        assert!(
+            out.content
+                .starts_with("edit 2 of 2 failed, so none was applied"),
+            "{}",
+            out.content
+        );
         assert_eq!(read(&ctx, "m.rs"), before);
-        let out = EditFile.execute(&ctx, &json!({"path": "m.rs", "edits": [{"old_string": "x"}]}));
-        assert!(out.content.contains("edits[0]: missing required string argument `new_string`"));
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [{"old_string": "x"}]}),
+        );
+        assert!(out
+            .content
+            .contains("edits[0]: missing required string argument `new_string`"));
     }
 
     #[test]
@@ -649,7 +682,11 @@ mod tests {
         put(&ctx, "s.txt", "ALPHA\nBETA\ngamma\n");
         let out = edit(&ctx, "s.txt", "ALPHA", "a");
         assert!(out.is_error);
-        assert!(out.content.contains("changed since you last read it"), "{}", out.content);
+        assert!(
+            out.content.contains("changed since you last read it"),
+            "{}",
+            out.content
+        );
         assert!(out.content.contains("read it again with read_file"));
         assert_eq!(read(&ctx, "s.txt"), "ALPHA\nBETA\ngamma\n");
         assert!(!read_file(&ctx).is_error);
@@ -671,10 +708,16 @@ mod tests {
         fs::remove_dir_all(ctx.root.join("dir")).unwrap();
         std::os::unix::fs::symlink(&outside, ctx.root.join("dir")).unwrap();
         let err = target.open_read().unwrap_err();
-        assert!(target.io_error("read", &err).contains("symlink appeared"), "{err}");
+        assert!(
+            target.io_error("read", &err).contains("symlink appeared"),
+            "{err}"
+        );
         let err = target.write_atomic(b"pwned\n", None, false).unwrap_err();
         assert!(crate::safety::beneath::is_link_refusal(&err), "{err}");
-        assert_eq!(fs::read_to_string(outside.join("f.txt")).unwrap(), "secret\n");
+        assert_eq!(
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "secret\n"
+        );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
     }
 }

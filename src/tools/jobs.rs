@@ -174,7 +174,10 @@ pub fn read_log(path: &Path, from: u64) -> io::Result<(String, u64)> {
     let tail = read_at(&mut file, end - SHOWN_BYTES, SHOWN_BYTES)?;
     let cut = len - 2 * SHOWN_BYTES;
     Ok((
-        format!("{head}\n[... {cut} bytes cut; the whole log is {} ...]\n{tail}", path.display()),
+        format!(
+            "{head}\n[... {cut} bytes cut; the whole log is {} ...]\n{tail}",
+            path.display()
+        ),
         end,
     ))
 }
@@ -346,7 +349,10 @@ impl Tool for Job {
     }
 
     fn label(&self, args: &serde_json::Value) -> String {
-        let action = args.get("action").and_then(|v| v.as_str()).unwrap_or("output");
+        let action = args
+            .get("action")
+            .and_then(|v| v.as_str())
+            .unwrap_or("output");
         match args.get("id").and_then(|v| v.as_u64()) {
             Some(id) => format!("job {id} {action}"),
             None => format!("job {action}"),
@@ -386,7 +392,11 @@ fn job(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
             entry.stop(STOP_GRACE);
             let output = entry.new_output().unwrap_or_default();
             let state = entry.state();
-            let verb = if was_running { "stopped" } else { "had already ended" };
+            let verb = if was_running {
+                "stopped"
+            } else {
+                "had already ended"
+            };
             let content = format!("job {id} {verb}: {state}\n{}", format_output(&output));
             Ok(ToolOutput::ok(content, format!("job {id} {verb}")))
         }

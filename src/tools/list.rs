@@ -78,7 +78,11 @@ fn list(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
     let builder = walk::builder(&dir.root, &dir.abs, &filters)?;
     let mut files: Vec<PathBuf> = walk::files(&builder, &ctx.cancel)
         .into_iter()
-        .map(|p| p.strip_prefix(&dir.root).map(Path::to_path_buf).unwrap_or(p))
+        .map(|p| {
+            p.strip_prefix(&dir.root)
+                .map(Path::to_path_buf)
+                .unwrap_or(p)
+        })
         .collect();
     files.sort();
     Ok(render(&files, &dir.display(), pattern))

@@ -295,7 +295,10 @@ mod tests {
         put(&ctx, "d/sub/y.txt", "y");
         let out = run(&ctx, json!({"path": "b.bin"}));
         assert!(
-            out.is_error && out.content.contains("binary file (data with NUL bytes, 7 bytes)"),
+            out.is_error
+                && out
+                    .content
+                    .contains("binary file (data with NUL bytes, 7 bytes)"),
             "{}",
             out.content
         );

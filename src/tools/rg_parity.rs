@@ -50,7 +50,15 @@ fn tree() -> ToolContext {
 
 fn rg(root: &Path, args: &[&str]) -> Option<String> {
     let out = Command::new("rg")
-        .args(["-n", "-H", "--sort", "path", "--no-config", "--color", "never"])
+        .args([
+            "-n",
+            "-H",
+            "--sort",
+            "path",
+            "--no-config",
+            "--color",
+            "never",
+        ])
         .args(args)
         .current_dir(root)
         .env_remove("RIPGREP_CONFIG_PATH")
@@ -78,36 +86,97 @@ fn search_equals_ripgrep() {
         return;
     }
     let cases: Vec<(Vec<&str>, Value)> = vec![
-        (vec!["-F", "foo"], json!({"pattern": "foo", "literal": true})),
-        (vec!["-F", "foo("], json!({"pattern": "foo(", "literal": true})),
+        (
+            vec!["-F", "foo"],
+            json!({"pattern": "foo", "literal": true}),
+        ),
+        (
+            vec!["-F", "foo("],
+            json!({"pattern": "foo(", "literal": true}),
+        ),
         (vec![r"fo+\(\d\)"], json!({"pattern": r"fo+\(\d\)"})),
         (vec![r"\bfoo\b"], json!({"pattern": r"\bfoo\b"})),
         (vec!["^fn"], json!({"pattern": "^fn"})),
-        (vec!["-i", "FOO"], json!({"pattern": "FOO", "case": "insensitive"})),
-        (vec!["-i", "FOO"], json!({"pattern": "FOO", "case_insensitive": true})),
-        (vec!["-S", "foo"], json!({"pattern": "foo", "case": "smart"})),
-        (vec!["-S", "Foo"], json!({"pattern": "Foo", "case": "smart"})),
-        (vec!["--hidden", "foo"], json!({"pattern": "foo", "hidden": true})),
-        (vec!["-g", "*.rs", "foo"], json!({"pattern": "foo", "glob": "*.rs"})),
-        (vec!["-g", "!sub/**", "foo"], json!({"pattern": "foo", "glob": "!sub/**"})),
-        (vec!["-g", "*.log", "foo"], json!({"pattern": "foo", "glob": "*.log"})),
-        (vec!["-t", "py", "-t", "rust", "foo"], json!({"pattern": "foo", "type": ["py", "rust"]})),
-        (vec!["-C", "1", "-i", "foo"], json!({"pattern": "foo", "case": "insensitive", "context": 1})),
-        (vec!["-l", "foo"], json!({"pattern": "foo", "files_with_matches": true})),
+        (
+            vec!["-i", "FOO"],
+            json!({"pattern": "FOO", "case": "insensitive"}),
+        ),
+        (
+            vec!["-i", "FOO"],
+            json!({"pattern": "FOO", "case_insensitive": true}),
+        ),
+        (
+            vec!["-S", "foo"],
+            json!({"pattern": "foo", "case": "smart"}),
+        ),
+        (
+            vec!["-S", "Foo"],
+            json!({"pattern": "Foo", "case": "smart"}),
+        ),
+        (
+            vec!["--hidden", "foo"],
+            json!({"pattern": "foo", "hidden": true}),
+        ),
+        (
+            vec!["-g", "*.rs", "foo"],
+            json!({"pattern": "foo", "glob": "*.rs"}),
+        ),
+        (
+            vec!["-g", "!sub/**", "foo"],
+            json!({"pattern": "foo", "glob": "!sub/**"}),
+        ),
+        (
+            vec!["-g", "*.log", "foo"],
+            json!({"pattern": "foo", "glob": "*.log"}),
+        ),
+        (
+            vec!["-t", "py", "-t", "rust", "foo"],
+            json!({"pattern": "foo", "type": ["py", "rust"]}),
+        ),
+        (
+            vec!["-C", "1", "-i", "foo"],
+            json!({"pattern": "foo", "case": "insensitive", "context": 1}),
+        ),
+        (
+            vec!["-l", "foo"],
+            json!({"pattern": "foo", "files_with_matches": true}),
+        ),
         (vec!["foo", "sub"], json!({"pattern": "foo", "path": "sub"})),
-        (vec!["foo", "x.log"], json!({"pattern": "foo", "path": "x.log"})),
+        (
+            vec!["foo", "x.log"],
+            json!({"pattern": "foo", "path": "x.log"}),
+        ),
         (vec!["ünïcödé"], json!({"pattern": "ünïcödé"})),
         (vec!["-e", "-1"], json!({"pattern": "-1"})),
-        (vec!["zzz-no-such-text"], json!({"pattern": "zzz-no-such-text"})),
+        (
+            vec!["zzz-no-such-text"],
+            json!({"pattern": "zzz-no-such-text"}),
+        ),
     ];
     for (rg_args, args) in cases {
         let expected = rg(&ctx.root, &rg_args).expect("rg runs");
-        assert_eq!(ours(&ctx, args.clone()), expected, "rg {rg_args:?} vs {args}");
+        assert_eq!(
+            ours(&ctx, args.clone()),
+            expected,
+            "rg {rg_args:?} vs {args}"
+        );
     }
     // The tree really exercises the rules: something was ignored, hidden, binary.
     let all = ours(&ctx, json!({"pattern": "foo"}));
-    for absent in ["x.log", "build/", "secret", "readme.md", "excluded", ".hidden", "bin.dat", "late.bin"] {
+    for absent in [
+        "x.log",
+        "build/",
+        "secret",
+        "readme.md",
+        "excluded",
+        ".hidden",
+        "bin.dat",
+        "late.bin",
+    ] {
         assert!(!all.contains(absent), "{absent} should be skipped:\n{all}");
     }
-    assert!(all.contains("keep.log") && all.contains("sub/rootonly.txt"), "{all}");
+    assert!(
+        all.contains("keep.log") && all.contains("sub/rootonly.txt"),
+        "{all}"
+    );
 }

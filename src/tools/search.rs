@@ -169,12 +169,7 @@ fn search(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Str
 }
 
 /// Searches `dir` (inside the checkout `root`) and returns the hits sorted by path.
-fn run(
-    ctx: &ToolContext,
-    root: &Path,
-    dir: &Path,
-    query: &Query,
-) -> Result<Vec<FileHits>, String> {
+fn run(ctx: &ToolContext, root: &Path, dir: &Path, query: &Query) -> Result<Vec<FileHits>, String> {
     let matcher = build_matcher(query)?;
     let builder = walk::builder(root, dir, &query.filters)?;
     // In files-only mode one match per file is enough, as with `rg -l`.
@@ -394,9 +389,8 @@ fn render_lines(hits: &[FileHits], max: usize, context: bool) -> String {
                 }
                 shown += 1;
                 in_file += 1;
-            } else if shown == max && *kind != Kind::After {
-                break;
-            } else if shown == max && in_file == 0 {
+            } else if shown == max && (*kind != Kind::After || in_file == 0) {
+                // Past the cap only the after-context of this file's last shown match is printed.
                 break;
             }
             match kind {
@@ -548,13 +542,18 @@ mod tests {
         put(&ctx, "b.py", "NEEDLE\n");
         put(&ctx, "c_test.rs", "needle\n");
         let lines = |args| run(&ctx, args).content;
-        assert_eq!(lines(json!({"pattern": "needle", "case": "smart", "type": "py"})), "b.py:1:NEEDLE\n");
+        assert_eq!(
+            lines(json!({"pattern": "needle", "case": "smart", "type": "py"})),
+            "b.py:1:NEEDLE\n"
+        );
         assert_eq!(
             lines(json!({"pattern": "Needle", "case": "smart"})),
             "a.rs:1:Needle\n"
         );
         assert_eq!(
-            lines(json!({"pattern": "NEEDLE", "case": "insensitive", "type": "rust", "glob": "!*_test.rs"})),
+            lines(
+                json!({"pattern": "NEEDLE", "case": "insensitive", "type": "rust", "glob": "!*_test.rs"})
+            ),
             "a.rs:1:Needle\na.rs:2:needle\n"
         );
         assert_eq!(
@@ -562,7 +561,11 @@ mod tests {
             "b.py:1:NEEDLE\nc_test.rs:1:needle\n"
         );
         let out = run(&ctx, json!({"pattern": "x", "type": "nosuchtype"}));
-        assert!(out.is_error && out.content.contains("ripgrep type name"), "{}", out.content);
+        assert!(
+            out.is_error && out.content.contains("ripgrep type name"),
+            "{}",
+            out.content
+        );
         let out = run(&ctx, json!({"pattern": "x", "case": "loud"}));
         assert!(out.is_error && out.content.contains("sensitive, insensitive or smart"));
     }
@@ -580,7 +583,14 @@ mod tests {
         let out = run(&ctx, json!({"pattern": "hit", "files_with_matches": true}));
         assert_eq!(out.content, "a.txt\nb.txt\n");
         assert_eq!(out.summary, "2 files");
-        let out = run(&ctx, json!({"pattern": "hit", "files_with_matches": true, "max_results": 1}));
-        assert!(out.content.starts_with("a.txt\n... 1 more file not shown"), "{}", out.content);
+        let out = run(
+            &ctx,
+            json!({"pattern": "hit", "files_with_matches": true, "max_results": 1}),
+        );
+        assert!(
+            out.content.starts_with("a.txt\n... 1 more file not shown"),
+            "{}",
+            out.content
+        );
     }
 }

@@ -11,11 +11,11 @@ use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -228,7 +228,10 @@ fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<File>)
             Ok(n) => {
                 // A full disk must not stop the drain (the command would block on a full pipe); the log is
                 // then incomplete, the capped output is not.
-                if log.as_mut().is_some_and(|f| f.write_all(&buf[..n]).is_err()) {
+                if log
+                    .as_mut()
+                    .is_some_and(|f| f.write_all(&buf[..n]).is_err())
+                {
                     log = None;
                 }
                 capture
@@ -521,11 +524,15 @@ mod tests {
         );
         // The whole output is saved, and the model is told where.
         let saved = ctx.root.join(".git/agent/output/test");
-        let logs: Vec<_> = fs::read_dir(&saved).unwrap().map(|e| e.unwrap().path()).collect();
+        let logs: Vec<_> = fs::read_dir(&saved)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         assert_eq!(logs.len(), 1, "{logs:?}");
         assert_eq!(fs::metadata(&logs[0]).unwrap().len(), 50_000_000);
         assert!(
-            out.content.contains(&format!("is in {}", logs[0].display())),
+            out.content
+                .contains(&format!("is in {}", logs[0].display())),
             "{}",
             &out.content[out.content.len() - 300..]
         );
@@ -590,24 +597,53 @@ mod tests {
         assert!(!out.is_error, "{}", out.content);
         assert_eq!(out.summary, "job 1 started in the background");
         assert!(out.content.contains("listening\n"), "{}", out.content);
-        let pid: i32 = out.content.split("running (pid ").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
+        let pid: i32 = out
+            .content
+            .split("running (pid ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         let job = |args| crate::tools::jobs::Job.execute(&ctx, &args);
         let listed = job(json!({"action": "list"}));
-        assert!(listed.content.starts_with("job 1: running"), "{}", listed.content);
+        assert!(
+            listed.content.starts_with("job 1: running"),
+            "{}",
+            listed.content
+        );
         let more = job(json!({"id": 1}));
         assert_eq!(more.content.lines().nth(1), Some("(no output yet)"));
         let stopped = job(json!({"id": 1, "action": "stop"}));
         assert_eq!(stopped.summary, "job 1 stopped");
         // SAFETY: signal 0 only checks whether the process exists.
-        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the job's shell is still alive");
+        assert_ne!(
+            unsafe { libc::kill(pid, 0) },
+            0,
+            "the job's shell is still alive"
+        );
         assert!(job(json!({"id": 7})).content.contains("there is no job 7"));
     }
 
     #[test]
     fn session_end_kills_background_jobs() {
         let ctx = temp_ctx("run-bg-end");
-        let out = run_cmd(&ctx, json!({"command": "sleep 1000 & sleep 1000", "background": true}));
-        let pid: i32 = out.content.split("running (pid ").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
+        let out = run_cmd(
+            &ctx,
+            json!({"command": "sleep 1000 & sleep 1000", "background": true}),
+        );
+        let pid: i32 = out
+            .content
+            .split("running (pid ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         ctx.session.shutdown();
         // Killed children are reaped by init asynchronously; give that a moment.
         // SAFETY: signal 0 only checks whether the process group still has members.

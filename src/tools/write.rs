@@ -66,7 +66,8 @@ fn write(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Stri
     target
         .write_atomic(content.as_bytes(), existing.clone(), true)
         .map_err(|e| target.io_error("write", &e))?;
-    ctx.session.saw(&target.rel, fingerprint(content.as_bytes()));
+    ctx.session
+        .saw(&target.rel, fingerprint(content.as_bytes()));
     let lines = content.lines().count();
     let verb = if existing.is_some() {
         "replaced"

@@ -10,3 +10,5 @@ mod repo_fixture;
 mod ask;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// The command line itself: help, version, usage errors, man pages.
+mod cli;

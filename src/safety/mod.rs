@@ -1,3 +1,6 @@
-//! Safety checks that sit in front of every tool call: path confinement for now.
+//! Safety checks that sit in front of every tool call: path confinement, permission rules, the shell guard,
+//! the sandbox of `run` commands and secret redaction.
 
+pub mod guard;
 pub mod path;
+pub mod shell;

@@ -3,4 +3,7 @@
 
 pub mod guard;
 pub mod path;
+pub mod redact;
+pub mod rules;
+pub mod secrets;
 pub mod shell;

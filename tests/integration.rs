@@ -8,3 +8,5 @@ mod sse_server;
 mod repo_fixture;
 // `git agent ask` end to end against scripted models.
 mod ask;
+// Guard, rules, approvals, sandbox and the secret canary.
+mod safety;

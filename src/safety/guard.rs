@@ -453,6 +453,9 @@ impl Checker<'_> {
         if word.text.starts_with("/dev/") {
             let ok = matches!(word.text.as_str(), "/dev/null" | "/dev/zero" | "/dev/stdout" | "/dev/stderr" | "/dev/tty")
                 || word.text.starts_with("/dev/fd/")
+                // bash's pseudo-devices for sockets, not files.
+                || word.text.starts_with("/dev/tcp/")
+                || word.text.starts_with("/dev/udp/")
                 || word.text.starts_with("/dev/pts/")
                 || word.text.starts_with("/dev/shm/");
             return if ok { Ok(()) } else { block("device", format!("writing to `{}` would overwrite a device", word.text)) };

@@ -205,6 +205,28 @@ pub fn sensitive_path(rel: &Path) -> Option<&'static str> {
     None
 }
 
+/// Whether a file of the user's (captured as step 0) must stay out of the session's branch: a sensitive
+/// name, or content holding a known secret value or a secret format. Deletions (missing files) pass.
+pub fn withhold_user_file(workdir: &Path, rel: &Path) -> bool {
+    let abs = workdir.join(rel);
+    if !abs.is_file() {
+        return false;
+    }
+    if sensitive_path(rel).is_some() {
+        return true;
+    }
+    match std::fs::read(&abs) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            match global().read() {
+                Ok(r) => !r.find(&text).is_empty(),
+                Err(_) => !Redactor::default().find(&text).is_empty(),
+            }
+        }
+        Err(_) => false,
+    }
+}
+
 fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }

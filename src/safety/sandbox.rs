@@ -23,8 +23,8 @@
 //! `--sandbox workspace`/`read-only` never falls back: commands fail instead of running unsandboxed.
 //! Network stays on by default because builds fetch dependencies; `[sandbox] network = false` turns it off.
 //!
-//! Landlock also scopes ptrace: a sandboxed command cannot read `/proc/<pid>/environ` of the agent or its
-//! parents, which would otherwise show the keys they were started with.
+//! Landlock scopes ptrace (`/proc/<pid>/mem` of the agent is closed to commands) but, measured on 6.18, not
+//! `/proc/<pid>/environ`: keeping keys out of that is the job of `safety::secrets`.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -138,6 +138,10 @@ impl Sandbox {
     pub fn new(config: &SandboxConfig, checkout: &Path, common_dir: &Path, tmpdir: Option<PathBuf>) -> Sandbox {
         let mut mode = config.mode;
         let mut fallback = None;
+        // Network off is a request for the sandbox: it must not silently fall back.
+        if mode == Mode::Auto && !config.network {
+            mode = Mode::Workspace;
+        }
         if mode == Mode::Auto {
             if landlock_abi() >= 1 {
                 mode = Mode::Workspace;

@@ -5,9 +5,10 @@
 //! secret-looking variables are present, the agent re-executes itself without them and hands their values to
 //! the new image through an inherited pipe; from then on they live in memory only ([`var()`]).
 //!
-//! The agent's own parent (`git`, when run as `git agent`) still has them in its environment; under the
-//! sandbox, Landlock's ptrace scoping stops a command from reading any process outside its domain, which
-//! covers that too.
+//! Limit: the agent's own parent (`git`, when started as `git agent`) still has them in its environment, and
+//! Landlock does not close `/proc/<pid>/environ` (only ptrace-attach style access such as `/proc/<pid>/mem`).
+//! A PID namespace would hide it but needs a user namespace and a private `/proc` mount; not done. Keys from
+//! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -28,6 +28,8 @@ pub struct ToolContext {
     pub run_timeout: Duration,
     /// Set when the user interrupts (Ctrl-C): long-running tools stop as soon as they see it.
     pub cancel: Arc<AtomicBool>,
+    /// The sandbox `run` applies to its commands.
+    pub sandbox: Arc<crate::safety::sandbox::Sandbox>,
 }
 
 /// The result of one tool call.
@@ -275,6 +277,7 @@ pub(crate) mod testutil {
             root,
             run_timeout: Duration::from_secs(30),
             cancel: Arc::new(AtomicBool::new(false)),
+            sandbox: Arc::new(crate::safety::sandbox::Sandbox::off()),
         }
     }
 

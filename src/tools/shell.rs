@@ -78,8 +78,10 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
         None => ctx.run_timeout,
     };
     let started = Instant::now();
+    // Requested but impossible: the command fails rather than run unsandboxed.
+    let sandbox = ctx.sandbox.prepare().map_err(|e| e.to_string())?;
     let (mut child, capture, drained) =
-        spawn(ctx, command).map_err(|e| format!("cannot start bash: {e}"))?;
+        spawn(ctx, command, sandbox).map_err(|e| format!("cannot start bash: {e}"))?;
     let outcome = wait(&mut child, timeout, &ctx.cancel)
         .map_err(|e| format!("cannot wait for the command: {e}"))?;
     let complete = drained.recv_timeout(DRAIN_GRACE).is_ok();
@@ -87,7 +89,12 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .render();
-    Ok(report(output, &outcome, started.elapsed(), complete))
+    let mut out = report(output, &outcome, started.elapsed(), complete);
+    if ctx.sandbox.is_active() && crate::safety::sandbox::looks_denied(&out.content) {
+        out.content.push_str(&ctx.sandbox.describe());
+        out.content.push('\n');
+    }
+    Ok(out)
 }
 
 /// Starts `bash -c command` with stdout and stderr on one pipe (so they interleave as written), and a thread
@@ -95,6 +102,7 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
 fn spawn(
     ctx: &ToolContext,
     command: &str,
+    sandbox: Option<crate::safety::sandbox::Prepared>,
 ) -> io::Result<(Child, Arc<Mutex<Capture>>, mpsc::Receiver<()>)> {
     let (reader, writer) = io::pipe()?;
     let mut cmd = Command::new("bash");
@@ -112,6 +120,9 @@ fn spawn(
             cmd.env_remove(key);
         }
     }
+    if let Some(sandbox) = sandbox {
+        sandbox.install(&mut cmd);
+    }
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
     drop(cmd);
@@ -127,7 +138,7 @@ fn spawn(
 }
 
 fn is_secret_name(name: &str) -> bool {
-    name.to_ascii_uppercase().ends_with("_API_KEY")
+    crate::safety::redact::is_secret_name(name)
 }
 
 fn drain(mut reader: impl Read, capture: &Mutex<Capture>) {

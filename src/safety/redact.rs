@@ -227,6 +227,76 @@ pub fn withhold_user_file(workdir: &Path, rel: &Path) -> bool {
     }
 }
 
+/// A known secret found in an object that `git agent push` would send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefLeak {
+    /// The object id (blob, tree, commit or tag).
+    pub object: String,
+    /// The path of a blob in the pushed history, when known.
+    pub path: String,
+    /// The kind of secret (the variable it came from).
+    pub kind: String,
+}
+
+/// The known secrets in objects reachable from `refs` but not from the user's own branches, tags and remote
+/// branches: what a push of those refs would publish. `git agent push` refuses when this is not empty.
+/// Only known values count: a format match in pushed history might be a test fixture, a known key never is.
+pub fn secrets_in_refs(repo_dir: &Path, refs: &[&str], redactor: &Redactor) -> std::io::Result<Vec<RefLeak>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed = Command::new("git")
+        .args(["rev-list", "--objects"])
+        .args(refs)
+        // `agent/*` branches are what is pushed, so they do not count as already published.
+        .args(["--not", "--exclude=agent/*", "--branches", "--tags", "--remotes"])
+        .current_dir(repo_dir)
+        .stderr(Stdio::null())
+        .output()?;
+    if !listed.status.success() {
+        return Err(std::io::Error::other("git rev-list failed"));
+    }
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    let objects: Vec<(&str, &str)> = listing
+        .lines()
+        .map(|l| l.split_once(' ').unwrap_or((l, "")))
+        .collect();
+    let mut child = Command::new("git")
+        .args(["cat-file", "--batch"])
+        .current_dir(repo_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut input = String::new();
+    for (id, _) in &objects {
+        input.push_str(id);
+        input.push('\n');
+    }
+    let mut stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output()?;
+    writer.join().map_err(|_| std::io::Error::other("writer panicked"))??;
+    let mut leaks = Vec::new();
+    let mut data = &out.stdout[..];
+    for (id, path) in &objects {
+        // Each record: `<id> <type> <size>\n<content>\n`.
+        let Some(nl) = data.iter().position(|b| *b == b'\n') else { break };
+        let header = String::from_utf8_lossy(&data[..nl]).to_string();
+        let size: usize = header.rsplit(' ').next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let start = nl + 1;
+        let end = (start + size).min(data.len());
+        let text = String::from_utf8_lossy(&data[start..end]);
+        if let Some(f) = redactor.find_known(&text).first() {
+            leaks.push(RefLeak { object: id.to_string(), path: path.to_string(), kind: f.kind.clone() });
+        }
+        data = &data[(end + 1).min(data.len())..];
+    }
+    Ok(leaks)
+}
+
 fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
@@ -376,6 +446,43 @@ mod tests {
         for text in ["risk-assessment-of-the-module-here", "task-1234", "sk-short", "the AKIA prefix", "eyJ."] {
             assert_eq!(r.redact(text), text);
         }
+    }
+
+    #[test]
+    fn push_check_finds_known_values_in_agent_history_only() {
+        let dir = std::env::temp_dir().join(format!("git-agent-redact-push-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@e").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@e")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("a.txt"), "user's own file mentions hunter2hunter2\n").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-qm", "base"]);
+        git(&["checkout", "-qb", "agent/abc"]);
+        std::fs::write(dir.join("b.txt"), "clean\n").unwrap();
+        git(&["add", "b.txt"]);
+        git(&["commit", "-qm", "clean step"]);
+        let mut r = Redactor::default();
+        r.add_known("hunter2hunter2", "DB_PASSWORD");
+        // Already on main: not a leak of this push.
+        assert_eq!(secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap(), vec![]);
+        std::fs::write(dir.join("c.txt"), "key hunter2hunter2\n").unwrap();
+        git(&["add", "c.txt"]);
+        git(&["commit", "-qm", "leaky step"]);
+        let leaks = secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap();
+        assert_eq!(leaks.len(), 1, "{leaks:?}");
+        assert_eq!((leaks[0].path.as_str(), leaks[0].kind.as_str()), ("c.txt", "DB_PASSWORD"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -10,3 +10,5 @@ mod repo_fixture;
 mod ask;
 // Guard, rules, approvals, sandbox and the secret canary.
 mod safety;
+// The command line itself: help, version, usage errors, man pages.
+mod cli;

@@ -39,8 +39,14 @@ fn guard_refuses_and_tells_the_model_to_ask_the_user() {
     repo.git(&["branch", "feature"]);
     let before = user_state(&repo);
     let delete = call("run", json!({"command": "git branch -D feature"}));
-    let sneaky = call("run", json!({"command": "bash -c \"$(echo git stash clear)\""}));
-    let fine = call("run", json!({"command": "git commit -m 'rm -rf /' --allow-empty --dry-run; echo done"}));
+    let sneaky = call(
+        "run",
+        json!({"command": "bash -c \"$(echo git stash clear)\""}),
+    );
+    let fine = call(
+        "run",
+        json!({"command": "git commit -m 'rm -rf /' --allow-empty --dry-run; echo done"}),
+    );
     let server = Server::start(vec![
         Reply::tool_calls(vec![delete.clone(), sneaky.clone(), fine.clone()]),
         Reply::text("I was blocked."),
@@ -51,14 +57,22 @@ fn guard_refuses_and_tells_the_model_to_ask_the_user() {
     let refused = permission(&events, &delete.id);
     assert_eq!(refused["decision"], "deny");
     assert_eq!(refused["rule"], "guard:git-branch-delete");
-    assert_eq!(permission(&events, &sneaky.id)["rule"], "guard:uninspectable");
+    assert_eq!(
+        permission(&events, &sneaky.id)["rule"],
+        "guard:uninspectable"
+    );
     assert_eq!(permission(&events, &fine.id)["decision"], "allow");
     let last = server.requests().pop().expect("a follow-up request");
     let result = last.tool_result(&delete.id);
-    assert!(result.contains("blocked by guard:git-branch-delete"), "{result}");
+    assert!(
+        result.contains("blocked by guard:git-branch-delete"),
+        "{result}"
+    );
     assert!(result.contains("ask the user"), "{result}");
     assert!(last.tool_result(&fine.id).contains("done"));
-    assert!(repo.git(&["branch", "--list", "feature"]).contains("feature"));
+    assert!(repo
+        .git(&["branch", "--list", "feature"])
+        .contains("feature"));
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
@@ -76,18 +90,40 @@ fn rules_and_approvals_without_a_terminal() {
     ]);
     let out = repo.run_agent(
         &server,
-        &["ask", "--json", "--deny", "Run(ls:*)", "--allow", "Run(cat *)", "look"],
+        &[
+            "ask",
+            "--json",
+            "--deny",
+            "Run(ls:*)",
+            "--allow",
+            "Run(cat *)",
+            "look",
+        ],
     );
     out.assert_code(0);
     let events = json_events(out.stdout());
     assert_eq!(permission(&events, &ls.id)["rule"], "Run(ls:*)");
     let push_decision = permission(&events, &push.id);
-    assert_eq!((push_decision["decision"].as_str(), push_decision["rule"].as_str()), (Some("deny"), Some("approval")));
-    assert!(push_decision["reason"].as_str().unwrap_or_default().contains("cannot ask"));
+    assert_eq!(
+        (
+            push_decision["decision"].as_str(),
+            push_decision["rule"].as_str()
+        ),
+        (Some("deny"), Some("approval"))
+    );
+    assert!(push_decision["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("cannot ask"));
     assert_eq!(permission(&events, &cat.id)["rule"], "Run(cat *)");
     let bad = repo.run_agent(&server, &["ask", "--deny", "Frob(x)", "look"]);
     bad.assert_code(1);
-    assert!(bad.first_stderr_line().starts_with("error: invalid permission rule 'Frob(x)'"), "{}", bad.stderr());
+    assert!(
+        bad.first_stderr_line()
+            .starts_with("error: invalid permission rule 'Frob(x)'"),
+        "{}",
+        bad.stderr()
+    );
     assert_eq!(user_state(&repo), before);
 }
 
@@ -107,21 +143,40 @@ fn sandbox_confines_writes_and_keeps_git_read_only() {
         hook = hook.display()
     );
     let write = call("write_file", json!({"path": "w.sh", "content": script}));
-    let exec = call("run", json!({"command": "sh w.sh; git status --short >/dev/null && echo status-ok"}));
+    let exec = call(
+        "run",
+        json!({"command": "sh w.sh; git status --short >/dev/null && echo status-ok"}),
+    );
     let server = Server::start(vec![
         Reply::tool_calls(vec![write, exec.clone()]),
         Reply::text("done"),
     ]);
     let out = repo.run_agent(&server, &["ask", "--sandbox", "workspace", "try to escape"]);
     out.assert_code(0);
-    let result = server.requests().pop().expect("follow-up").tool_result(&exec.id);
-    assert!(!outside.exists(), "a write outside the checkout succeeded: {result}");
+    let result = server
+        .requests()
+        .pop()
+        .expect("follow-up")
+        .tool_result(&exec.id);
+    assert!(
+        !outside.exists(),
+        "a write outside the checkout succeeded: {result}"
+    );
     assert!(!hook.exists(), "a hook was planted: {result}");
     assert_eq!(repo.git(&["branch", "--list", "evil"]), "", "{result}");
-    assert!(result.contains("status-ok"), "git status must work in the checkout: {result}");
-    assert!(result.contains("[sandbox: commands may write only under"), "{result}");
+    assert!(
+        result.contains("status-ok"),
+        "git status must work in the checkout: {result}"
+    );
+    assert!(
+        result.contains("[sandbox: commands may write only under"),
+        "{result}"
+    );
     let id = session_id(&repo);
-    assert_eq!(repo.git(&["show", &format!("agent/{id}:inside.txt")]), "in\n");
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:inside.txt")]),
+        "in\n"
+    );
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
@@ -136,15 +191,29 @@ fn network_off_blocks_tcp_connect() {
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
     let repo = TestRepo::new();
     let before = user_state(&repo);
-    for (flags, expect_connect) in [(&["--sandbox", "workspace"][..], true), (&["--no-network"][..], false)] {
+    for (flags, expect_connect) in [
+        (&["--sandbox", "workspace"][..], true),
+        (&["--no-network"][..], false),
+    ] {
         let probe = call("run", json!({"command": connect}));
-        let server = Server::start(vec![Reply::tool_calls(vec![probe.clone()]), Reply::text("done")]);
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![probe.clone()]),
+            Reply::text("done"),
+        ]);
         let mut args = vec!["ask"];
         args.extend_from_slice(flags);
         args.push("probe the network");
         repo.run_agent(&server, &args).assert_code(0);
-        let result = server.requests().pop().expect("follow-up").tool_result(&probe.id);
-        assert_eq!(result.contains("connected\n"), expect_connect, "{flags:?}: {result}");
+        let result = server
+            .requests()
+            .pop()
+            .expect("follow-up")
+            .tool_result(&probe.id);
+        assert_eq!(
+            result.contains("connected\n"),
+            expect_connect,
+            "{flags:?}: {result}"
+        );
     }
     drop(listener);
     assert_eq!(user_state(&repo), before);
@@ -163,32 +232,67 @@ fn canary_secrets_never_reach_git() {
     );
     let read_env = call("read_file", json!({"path": ".env"}));
     let run_dump = call("run", json!({"command": dump}));
-    let leak = call("write_file", json!({"path": "notes.txt", "content": format!("the key is {ENV_CANARY}\n")}));
-    let fine = call("write_file", json!({"path": "ok.txt", "content": "nothing secret\n"}));
+    let leak = call(
+        "write_file",
+        json!({"path": "notes.txt", "content": format!("the key is {ENV_CANARY}\n")}),
+    );
+    let fine = call(
+        "write_file",
+        json!({"path": "ok.txt", "content": "nothing secret\n"}),
+    );
     let server = Server::start(vec![
         Reply::tool_calls(vec![read_env.clone(), run_dump.clone(), leak, fine]),
         Reply::text(&format!("done, the key was {ENV_CANARY}")),
     ]);
     // Unsandboxed: the re-exec alone must keep the key out of /proc/<agent>/environ.
-    let mut cmd = repo.agent(&server, &["ask", "--sandbox", "off", "dump the environment"]);
+    let mut cmd = repo.agent(
+        &server,
+        &["ask", "--sandbox", "off", "dump the environment"],
+    );
     cmd.env("ANTHROPIC_API_KEY", ENV_CANARY);
     let out = run(&mut cmd);
     out.assert_code(0);
     let last = server.requests().pop().expect("follow-up");
-    assert!(last.tool_result(&read_env.id).contains("blocked by sensitive-file"));
+    assert!(last
+        .tool_result(&read_env.id)
+        .contains("blocked by sensitive-file"));
     assert!(last.tool_result(&run_dump.id).contains("ok"));
     let id = session_id(&repo);
     let checkout = repo.path().join(".git/agent/worktrees").join(&id);
-    let dumped = fs::read_to_string(checkout.join("dump.txt")).expect("dump.txt stays in the checkout");
-    assert!(!dumped.contains(ENV_CANARY), "the key reached a command's environment");
-    assert!(dumped.contains(DOTENV_CANARY), "the test must put the .env value in a file");
-    assert!(out.stderr().contains("dump.txt was not committed"), "{}", out.stderr());
-    assert!(out.stderr().contains("notes.txt was not committed"), "{}", out.stderr());
-    assert_eq!(repo.git(&["show", &format!("agent/{id}:ok.txt")]), "nothing secret\n");
-    assert!(!checkout.join(".env").exists(), "the user's .env was captured into the session");
+    let dumped =
+        fs::read_to_string(checkout.join("dump.txt")).expect("dump.txt stays in the checkout");
+    assert!(
+        !dumped.contains(ENV_CANARY),
+        "the key reached a command's environment"
+    );
+    assert!(
+        dumped.contains(DOTENV_CANARY),
+        "the test must put the .env value in a file"
+    );
+    assert!(
+        out.stderr().contains("dump.txt was not committed"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("notes.txt was not committed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:ok.txt")]),
+        "nothing secret\n"
+    );
+    assert!(
+        !checkout.join(".env").exists(),
+        "the user's .env was captured into the session"
+    );
     let objects = all_objects(repo.path());
     for canary in [ENV_CANARY, DOTENV_CANARY] {
-        assert!(!objects.contains(canary), "{canary} is in the object database");
+        assert!(
+            !objects.contains(canary),
+            "{canary} is in the object database"
+        );
     }
     assert_eq!(user_state(&repo), before);
     fsck(&repo);

@@ -426,7 +426,10 @@ impl Turn<'_> {
             }
         }
         let changed = &changed[..];
-        if let Some(commit) = self.store.commit_step(&mut self.session, changed, &message)? {
+        if let Some(commit) = self
+            .store
+            .commit_step(&mut self.session, changed, &message)?
+        {
             let hex = commit.to_string();
             let step = self.session.steps;
             self.sink.emit(&Event::Step {
@@ -443,7 +446,10 @@ impl Turn<'_> {
     fn withhold_secrets(&self, changed: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
         let mut keep = Vec::new();
         let mut withheld = Vec::new();
-        let redactor = redact::global().read().map(|r| r.clone()).unwrap_or_default();
+        let redactor = redact::global()
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_default();
         for rel in changed {
             let abs = self.session.root.join(rel);
             let Ok(bytes) = std::fs::read(&abs) else {
@@ -462,8 +468,14 @@ impl Turn<'_> {
             }
             let before = self.committed(rel).unwrap_or_default();
             let before = String::from_utf8_lossy(&before);
-            if let Some(f) = found.iter().find(|f| !before.contains(&text[f.start..f.end])) {
-                withheld.push((rel.clone(), format!("it contains a new secret ({})", f.kind)));
+            if let Some(f) = found
+                .iter()
+                .find(|f| !before.contains(&text[f.start..f.end]))
+            {
+                withheld.push((
+                    rel.clone(),
+                    format!("it contains a new secret ({})", f.kind),
+                ));
                 continue;
             }
             keep.push(rel.clone());

@@ -73,9 +73,17 @@ struct Checker<'e> {
 
 /// Wrappers that run their arguments as a command, with the options that take a value.
 const WRAPPERS: &[(&str, &[&str])] = &[
-    ("sudo", &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "-R"]),
+    (
+        "sudo",
+        &[
+            "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "-R",
+        ],
+    ),
     ("doas", &["-u", "-C"]),
-    ("env", &["-u", "-C", "--unset", "--chdir", "-S", "--split-string"]),
+    (
+        "env",
+        &["-u", "-C", "--unset", "--chdir", "-S", "--split-string"],
+    ),
     ("timeout", &["-s", "-k", "--signal", "--kill-after"]),
     ("nice", &["-n", "--adjustment"]),
     ("nohup", &[]),
@@ -90,17 +98,64 @@ const WRAPPERS: &[(&str, &[&str])] = &[
     ("taskset", &[]),
     ("unbuffer", &[]),
     ("busybox", &[]),
-    ("xargs", &["-I", "-n", "-P", "-d", "-E", "-e", "-L", "-l", "-s", "-a", "--max-args", "--max-procs", "--delimiter", "--arg-file", "--replace"]),
+    (
+        "xargs",
+        &[
+            "-I",
+            "-n",
+            "-P",
+            "-d",
+            "-E",
+            "-e",
+            "-L",
+            "-l",
+            "-s",
+            "-a",
+            "--max-args",
+            "--max-procs",
+            "--delimiter",
+            "--arg-file",
+            "--replace",
+        ],
+    ),
     ("watch", &["-n", "-d", "--interval"]),
     ("flock", &["-w", "-E", "-c"]),
     ("strace", &["-o", "-e", "-p", "-s", "-u"]),
 ];
 
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "yash", "fish", "busybox-sh"];
+const SHELLS: &[&str] = &[
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "ash",
+    "mksh",
+    "yash",
+    "fish",
+    "busybox-sh",
+];
 
 const DB_CLIENTS: &[&str] = &[
-    "psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb", "sqlcmd", "clickhouse-client", "clickhouse",
-    "cockroach", "mongo", "mongosh", "redis-cli", "cqlsh", "snowsql", "usql", "pgcli", "mycli", "litecli",
+    "psql",
+    "mysql",
+    "mariadb",
+    "sqlite3",
+    "sqlite",
+    "duckdb",
+    "sqlcmd",
+    "clickhouse-client",
+    "clickhouse",
+    "cockroach",
+    "mongo",
+    "mongosh",
+    "redis-cli",
+    "cqlsh",
+    "snowsql",
+    "usql",
+    "pgcli",
+    "mycli",
+    "litecli",
 ];
 
 impl Checker<'_> {
@@ -142,8 +197,18 @@ impl Checker<'_> {
                 break;
             };
             match name.as_str() {
-                "sudo" | "doas" => self.found.risky.push(format!("`{name}` runs a command as root")),
-                "command" if words.iter().skip(1).any(|w| w.text == "-v" || w.text == "-V") => return Ok(()),
+                "sudo" | "doas" => self
+                    .found
+                    .risky
+                    .push(format!("`{name}` runs a command as root")),
+                "command"
+                    if words
+                        .iter()
+                        .skip(1)
+                        .any(|w| w.text == "-v" || w.text == "-V") =>
+                {
+                    return Ok(())
+                }
                 "xargs" => from_stdin = true,
                 "env" => {
                     if let Some(split) = env_split_string(&words) {
@@ -170,7 +235,10 @@ impl Checker<'_> {
         match name.as_str() {
             "eval" => {
                 if args.iter().any(Word::is_dynamic) {
-                    return block("uninspectable", "`eval` of text built at run time cannot be checked");
+                    return block(
+                        "uninspectable",
+                        "`eval` of text built at run time cannot be checked",
+                    );
                 }
                 self.nested(&join(args), depth, "eval")
             }
@@ -184,33 +252,72 @@ impl Checker<'_> {
             "dd" => dd(args),
             "kill" | "pkill" | "killall" => kill(&name, args),
             "git" => self.git(args),
-            n if n.starts_with("mkfs") || matches!(n, "mke2fs" | "mkswap" | "wipefs" | "fdisk" | "sfdisk" | "parted" | "sgdisk" | "blkdiscard") => {
+            n if n.starts_with("mkfs")
+                || matches!(
+                    n,
+                    "mke2fs"
+                        | "mkswap"
+                        | "wipefs"
+                        | "fdisk"
+                        | "sfdisk"
+                        | "parted"
+                        | "sgdisk"
+                        | "blkdiscard"
+                ) =>
+            {
                 block("disk", format!("`{n}` formats or repartitions a disk"))
             }
-            "shutdown" | "reboot" | "halt" | "poweroff" | "telinit" => {
-                block("shutdown", format!("`{name}` stops or restarts the machine"))
+            "shutdown" | "reboot" | "halt" | "poweroff" | "telinit" => block(
+                "shutdown",
+                format!("`{name}` stops or restarts the machine"),
+            ),
+            "init"
+                if args
+                    .first()
+                    .is_some_and(|a| matches!(a.text.as_str(), "0" | "6")) =>
+            {
+                block(
+                    "shutdown",
+                    "`init 0`/`init 6` stops or restarts the machine",
+                )
             }
-            "init" if args.first().is_some_and(|a| matches!(a.text.as_str(), "0" | "6")) => {
-                block("shutdown", "`init 0`/`init 6` stops or restarts the machine")
-            }
-            "systemctl" if args.iter().any(|a| matches!(a.text.as_str(), "poweroff" | "reboot" | "halt" | "kexec" | "suspend" | "hibernate")) => {
+            "systemctl"
+                if args.iter().any(|a| {
+                    matches!(
+                        a.text.as_str(),
+                        "poweroff" | "reboot" | "halt" | "kexec" | "suspend" | "hibernate"
+                    )
+                }) =>
+            {
                 block("shutdown", "`systemctl` would stop or restart the machine")
             }
             "shred" => self.paths_written(args),
             n if DB_CLIENTS.contains(&n) => database(script, cmd, n, args),
             "cp" | "mv" | "ln" | "install" | "rsync" => {
                 let (_, operands) = split_options(args);
-                let target = args.iter().position(|a| a.text == "-t").and_then(|p| args.get(p + 1)).or(operands.last());
+                let target = args
+                    .iter()
+                    .position(|a| a.text == "-t")
+                    .and_then(|p| args.get(p + 1))
+                    .or(operands.last());
                 target.map_or(Ok(()), |t| self.written_path(t))
             }
             "tee" | "touch" | "mkdir" | "truncate" | "rmdir" | "unlink" => self.paths_written(args),
-            "sed" | "perl" if args.iter().any(|a| a.text.starts_with("-i") || a.text == "--in-place") => {
+            "sed" | "perl"
+                if args
+                    .iter()
+                    .any(|a| a.text.starts_with("-i") || a.text == "--in-place") =>
+            {
                 self.paths_written(args)
             }
             "npm" | "cargo" | "yarn" | "pnpm" | "twine" | "gem"
-                if args.first().is_some_and(|a| a.text == "publish" || a.text == "push" || a.text == "upload") =>
+                if args.first().is_some_and(|a| {
+                    a.text == "publish" || a.text == "push" || a.text == "upload"
+                }) =>
             {
-                self.found.risky.push(format!("`{name} {}` publishes a package", args[0].text));
+                self.found
+                    .risky
+                    .push(format!("`{name} {}` publishes a package", args[0].text));
                 Ok(())
             }
             _ => Ok(()),
@@ -219,7 +326,10 @@ impl Checker<'_> {
 
     fn nested(&mut self, source: &str, depth: usize, what: &str) -> Verdict {
         if depth + 1 > shell::MAX_DEPTH {
-            return block("uninspectable", format!("`{what}` nests scripts too deeply to check"));
+            return block(
+                "uninspectable",
+                format!("`{what}` nests scripts too deeply to check"),
+            );
         }
         self.script(source, depth + 1)
     }
@@ -229,14 +339,24 @@ impl Checker<'_> {
         let mut i = 0;
         while i < args.len() {
             let a = &args[i];
-            if a.text == "-c" || (a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('c') && a.text.len() > 1 && a.text[1..].chars().all(|c| c.is_ascii_alphabetic())) {
+            if a.text == "-c"
+                || (a.text.starts_with('-')
+                    && !a.text.starts_with("--")
+                    && a.text.contains('c')
+                    && a.text.len() > 1
+                    && a.text[1..].chars().all(|c| c.is_ascii_alphabetic()))
+            {
                 let Some(code) = args.get(i + 1) else {
                     return block("unparsable", "`-c` without a script");
                 };
                 if code.is_dynamic() {
                     return block(
                         "uninspectable",
-                        format!("`{} -c` of a script built at run time (`{}`) cannot be checked", basename(&cmd_name(cmd)), code.text),
+                        format!(
+                            "`{} -c` of a script built at run time (`{}`) cannot be checked",
+                            basename(&cmd_name(cmd)),
+                            code.text
+                        ),
                     );
                 }
                 return self.nested(&code.text, depth, "-c");
@@ -251,7 +371,13 @@ impl Checker<'_> {
             }
             // A script file: it is part of the checkout (or the system); running it is like running a program.
             return if a.is_dynamic() {
-                block("uninspectable", format!("a shell running a script named at run time (`{}`) cannot be checked", a.text))
+                block(
+                    "uninspectable",
+                    format!(
+                        "a shell running a script named at run time (`{}`) cannot be checked",
+                        a.text
+                    ),
+                )
             } else {
                 Ok(())
             };
@@ -262,7 +388,10 @@ impl Checker<'_> {
         }
         for s in &cmd.here_strings {
             if s.is_dynamic() {
-                return block("uninspectable", "a shell reading a here-string built at run time cannot be checked");
+                return block(
+                    "uninspectable",
+                    "a shell reading a here-string built at run time cannot be checked",
+                );
             }
             self.nested(&s.text, depth, "here-string")?;
         }
@@ -283,7 +412,9 @@ impl Checker<'_> {
     }
 
     fn cd(&mut self, args: &[Word]) {
-        let target = args.iter().find(|a| !a.text.starts_with('-') || a.text == "-");
+        let target = args
+            .iter()
+            .find(|a| !a.text.starts_with('-') || a.text == "-");
         match target {
             None => {
                 if let Some(home) = &self.env.home {
@@ -319,7 +450,10 @@ impl Checker<'_> {
         if word.has_subst {
             return Some(Blocked {
                 rule: "dynamic-path",
-                reason: format!("the path `{}` is computed at run time; use a literal path", word.text),
+                reason: format!(
+                    "the path `{}` is computed at run time; use a literal path",
+                    word.text
+                ),
             });
         }
         let (path, is_glob) = if word.glob {
@@ -330,14 +464,24 @@ impl Checker<'_> {
             if rest.contains('/') {
                 return None;
             }
-            let dir = dir_part.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or(".");
+            let dir = dir_part
+                .rsplit_once('/')
+                .map(|(d, _)| if d.is_empty() { "/" } else { d })
+                .unwrap_or(".");
             (self.resolve(dir), true)
         } else {
             (self.resolve(&word.text), false)
         };
-        let what = if is_glob { format!("everything in {}", path.display()) } else { path.display().to_string() };
+        let what = if is_glob {
+            format!("everything in {}", path.display())
+        } else {
+            path.display().to_string()
+        };
         let hit = |rule: &'static str, why: &str| {
-            Some(Blocked { rule, reason: format!("`{}` is {what}: {why}", word.text) })
+            Some(Blocked {
+                rule,
+                reason: format!("`{}` is {what}: {why}", word.text),
+            })
         };
         if path == Path::new("/") {
             return hit("root", "the root of the file system");
@@ -352,7 +496,12 @@ impl Checker<'_> {
             }
             return None;
         }
-        if self.env.home.as_deref().is_some_and(|h| h.starts_with(&path)) {
+        if self
+            .env
+            .home
+            .as_deref()
+            .is_some_and(|h| h.starts_with(&path))
+        {
             return hit("home", "the home directory or a parent of it");
         }
         if self.env.checkout.starts_with(&path) || self.env.repo_root.starts_with(&path) {
@@ -362,7 +511,10 @@ impl Checker<'_> {
             return hit("git-dir", "inside a git directory");
         }
         if path.starts_with(&self.env.repo_root) {
-            return hit("user-worktree", "in the user's working tree, outside the session's checkout");
+            return hit(
+                "user-worktree",
+                "in the user's working tree, outside the session's checkout",
+            );
         }
         if is_system_path(&path) {
             return hit("system-dir", "a top-level or system directory");
@@ -375,11 +527,16 @@ impl Checker<'_> {
         if flags.iter().any(|f| f == "--no-preserve-root") {
             return block("root", "`rm --no-preserve-root` is never needed here");
         }
-        let recursive = has_short(&flags, 'r') || has_short(&flags, 'R') || flags.iter().any(|f| f == "--recursive");
+        let recursive = has_short(&flags, 'r')
+            || has_short(&flags, 'R')
+            || flags.iter().any(|f| f == "--recursive");
         for w in &operands {
             if recursive {
                 if let Some(b) = self.dangerous_target(w) {
-                    return Err(Blocked { rule: b.rule, reason: format!("recursive rm: {}", b.reason) });
+                    return Err(Blocked {
+                        rule: b.rule,
+                        reason: format!("recursive rm: {}", b.reason),
+                    });
                 }
             }
             self.written_path(w)?;
@@ -396,45 +553,90 @@ impl Checker<'_> {
         // The first operand is the mode or owner.
         for w in operands.iter().skip(1) {
             if let Some(b) = self.dangerous_target(w) {
-                return Err(Blocked { rule: b.rule, reason: format!("recursive {name}: {}", b.reason) });
+                return Err(Blocked {
+                    rule: b.rule,
+                    reason: format!("recursive {name}: {}", b.reason),
+                });
             }
         }
         Ok(())
     }
 
     fn find(&mut self, args: &[Word], depth: usize) -> Verdict {
-        let starts: Vec<&Word> = args.iter().take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!").collect();
+        let starts: Vec<&Word> = args
+            .iter()
+            .take_while(|a| !a.text.starts_with('-') && a.text != "(" && a.text != "!")
+            .collect();
         let rest = &args[starts.len()..];
-        let filtered = rest.iter().any(|a| matches!(a.text.as_str(), "-name" | "-iname" | "-path" | "-ipath" | "-regex" | "-iregex" | "-newer" | "-mtime" | "-mmin" | "-size" | "-empty"));
+        let filtered = rest.iter().any(|a| {
+            matches!(
+                a.text.as_str(),
+                "-name"
+                    | "-iname"
+                    | "-path"
+                    | "-ipath"
+                    | "-regex"
+                    | "-iregex"
+                    | "-newer"
+                    | "-mtime"
+                    | "-mmin"
+                    | "-size"
+                    | "-empty"
+            )
+        });
         let mut i = 0;
         while i < rest.len() {
             let a = rest[i].text.as_str();
             if a == "-delete" {
-                for s in starts.iter().copied().chain(std::iter::once(&Word::literal(".")).filter(|_| starts.is_empty())) {
-                    let inside_checkout = self.resolve(&s.text).starts_with(&self.env.checkout) && !s.is_dynamic();
+                for s in starts
+                    .iter()
+                    .copied()
+                    .chain(std::iter::once(&Word::literal(".")).filter(|_| starts.is_empty()))
+                {
+                    let inside_checkout =
+                        self.resolve(&s.text).starts_with(&self.env.checkout) && !s.is_dynamic();
                     if inside_checkout && filtered {
                         continue;
                     }
                     if let Some(b) = self.dangerous_target(s) {
-                        return Err(Blocked { rule: b.rule, reason: format!("find -delete: {}", b.reason) });
+                        return Err(Blocked {
+                            rule: b.rule,
+                            reason: format!("find -delete: {}", b.reason),
+                        });
                     }
                 }
             }
             if matches!(a, "-exec" | "-execdir" | "-ok" | "-okdir") {
-                let end = rest[i + 1..].iter().position(|w| w.text == ";" || w.text == "+").map_or(rest.len(), |p| i + 1 + p);
+                let end = rest[i + 1..]
+                    .iter()
+                    .position(|w| w.text == ";" || w.text == "+")
+                    .map_or(rest.len(), |p| i + 1 + p);
                 // `{}` is each file found: judge it as a path below the start directory.
-                let start = starts.first().map_or(".".to_string(), |s| s.text.trim_end_matches('/').to_string());
+                let start = starts.first().map_or(".".to_string(), |s| {
+                    s.text.trim_end_matches('/').to_string()
+                });
                 let inner: Vec<Word> = rest[i + 1..end]
                     .iter()
                     .map(|w| match w.text.contains("{}") {
-                        true if starts.iter().any(|s| s.is_dynamic()) => Word { has_subst: true, ..w.clone() },
-                        true => Word { text: w.text.replace("{}", &format!("{start}/found")), ..w.clone() },
+                        true if starts.iter().any(|s| s.is_dynamic()) => Word {
+                            has_subst: true,
+                            ..w.clone()
+                        },
+                        true => Word {
+                            text: w.text.replace("{}", &format!("{start}/found")),
+                            ..w.clone()
+                        },
                         false => w.clone(),
                     })
                     .collect();
                 if !inner.is_empty() {
-                    let cmd = Command { words: inner, ..Command::default() };
-                    let script = Script { commands: vec![cmd.clone()] };
+                    let cmd = Command {
+                        words: inner,
+                        ..Command::default()
+                    };
+                    let script = Script {
+                        commands: vec![cmd.clone()],
+                    };
                     self.command(&script, &cmd, depth + 1)?;
                 }
                 i = end + 1;
@@ -458,18 +660,33 @@ impl Checker<'_> {
                 || word.text.starts_with("/dev/udp/")
                 || word.text.starts_with("/dev/pts/")
                 || word.text.starts_with("/dev/shm/");
-            return if ok { Ok(()) } else { block("device", format!("writing to `{}` would overwrite a device", word.text)) };
+            return if ok {
+                Ok(())
+            } else {
+                block(
+                    "device",
+                    format!("writing to `{}` would overwrite a device", word.text),
+                )
+            };
         }
         let path = self.resolve(&word.text);
-        let in_checkout = path.starts_with(&self.env.checkout) && !has_git_component(path.strip_prefix(&self.env.checkout).unwrap_or(&path));
-        if !in_checkout && (path.starts_with(&self.env.common_dir) || path.starts_with(self.env.repo_root.join(".git"))) {
+        let in_checkout = path.starts_with(&self.env.checkout)
+            && !has_git_component(path.strip_prefix(&self.env.checkout).unwrap_or(&path));
+        if !in_checkout
+            && (path.starts_with(&self.env.common_dir)
+                || path.starts_with(self.env.repo_root.join(".git")))
+        {
             return block(
                 "shared-git-state",
                 format!("`{}` is in the repository's git dir, which the session shares with the user; it may not be written", word.text),
             );
         }
-        if in_checkout && has_git_component(path.strip_prefix(&self.env.checkout).unwrap_or(&path)) {
-            return block("shared-git-state", format!("`{}` is inside .git; it may not be written", word.text));
+        if in_checkout && has_git_component(path.strip_prefix(&self.env.checkout).unwrap_or(&path))
+        {
+            return block(
+                "shared-git-state",
+                format!("`{}` is inside .git; it may not be written", word.text),
+            );
         }
         Ok(())
     }
@@ -502,10 +719,16 @@ impl Checker<'_> {
                 _ => break,
             }
         }
-        let Some(sub) = args.get(i) else { return Ok(()) };
+        let Some(sub) = args.get(i) else {
+            return Ok(());
+        };
         let rest = &args[i + 1..];
         let (flags, operands) = split_options(rest);
-        let flag = |long: &str| flags.iter().any(|f| f == long || f.starts_with(&format!("{long}=")));
+        let flag = |long: &str| {
+            flags
+                .iter()
+                .any(|f| f == long || f.starts_with(&format!("{long}=")))
+        };
         let short = |c: char| has_short(&flags, c);
         let texts: Vec<&str> = operands.iter().map(|w| w.text.as_str()).collect();
         let first = texts.first().copied().unwrap_or("");
@@ -517,36 +740,60 @@ impl Checker<'_> {
         };
         match sub.text.as_str() {
             "push" => {
-                if flag("--force") || short('f') || flag("--force-with-lease") || flag("--force-if-includes") {
-                    return block("git-force-push", "`git push --force` rewrites history on the remote");
+                if flag("--force")
+                    || short('f')
+                    || flag("--force-with-lease")
+                    || flag("--force-if-includes")
+                {
+                    return block(
+                        "git-force-push",
+                        "`git push --force` rewrites history on the remote",
+                    );
                 }
                 if flag("--mirror") {
-                    return block("git-force-push", "`git push --mirror` overwrites every ref on the remote");
+                    return block(
+                        "git-force-push",
+                        "`git push --mirror` overwrites every ref on the remote",
+                    );
                 }
-                if flag("--delete") || short('d') || flag("--prune") || texts.iter().any(|r| r.starts_with(':')) {
+                if flag("--delete")
+                    || short('d')
+                    || flag("--prune")
+                    || texts.iter().any(|r| r.starts_with(':'))
+                {
                     return block("git-push-delete", "this push deletes refs on the remote");
                 }
                 if texts.iter().any(|r| r.starts_with('+')) {
                     return block("git-force-push", "a `+refspec` force-pushes");
                 }
                 if flag("--no-verify") {
-                    return block("git-no-verify", "`--no-verify` skips the repository's hooks");
+                    return block(
+                        "git-no-verify",
+                        "`--no-verify` skips the repository's hooks",
+                    );
                 }
                 self.found.risky.push("`git push` publishes commits".into());
                 Ok(())
             }
             "commit" => {
                 if flag("--no-verify") || short_in(rest, 'n', "mFCct") {
-                    return block("git-no-verify", "`--no-verify` skips the repository's hooks");
+                    return block(
+                        "git-no-verify",
+                        "`--no-verify` skips the repository's hooks",
+                    );
                 }
                 Ok(())
             }
-            "reset" if flag("--hard") || flag("--keep") || flag("--merge") => {
-                block("git-reset-hard", "`git reset --hard` discards uncommitted work")
-            }
+            "reset" if flag("--hard") || flag("--keep") || flag("--merge") => block(
+                "git-reset-hard",
+                "`git reset --hard` discards uncommitted work",
+            ),
             "checkout" => {
                 if flag("--force") || short('f') {
-                    return block("git-discard", "`git checkout --force` discards uncommitted work");
+                    return block(
+                        "git-discard",
+                        "`git checkout --force` discards uncommitted work",
+                    );
                 }
                 if let Some(b) = new_branch(rest, &["-b", "-B", "--orphan"]) {
                     return self.own_branch(&b, "a branch");
@@ -557,19 +804,28 @@ impl Checker<'_> {
                     None => texts.clone(),
                 };
                 if paths.iter().any(|p| whole_tree(p)) {
-                    return block("git-discard", "`git checkout -- .` discards uncommitted work");
+                    return block(
+                        "git-discard",
+                        "`git checkout -- .` discards uncommitted work",
+                    );
                 }
                 Ok(())
             }
-            "switch" => match new_branch(rest, &["-c", "-C", "--create", "--force-create", "--orphan"]) {
+            "switch" => match new_branch(
+                rest,
+                &["-c", "-C", "--create", "--force-create", "--orphan"],
+            ) {
                 Some(b) => self.own_branch(&b, "a branch"),
-                None if flag("--discard-changes") || short('f') || flag("--force") => {
-                    block("git-discard", "`git switch --discard-changes` discards uncommitted work")
-                }
+                None if flag("--discard-changes") || short('f') || flag("--force") => block(
+                    "git-discard",
+                    "`git switch --discard-changes` discards uncommitted work",
+                ),
                 None => Ok(()),
             },
             "restore" => {
-                if texts.iter().any(|p| whole_tree(p)) && !flag("--staged") || (flag("--worktree") && texts.iter().any(|p| whole_tree(p))) {
+                if texts.iter().any(|p| whole_tree(p)) && !flag("--staged")
+                    || (flag("--worktree") && texts.iter().any(|p| whole_tree(p)))
+                {
                     return block("git-discard", "`git restore .` discards uncommitted work");
                 }
                 Ok(())
@@ -580,7 +836,10 @@ impl Checker<'_> {
             "stash" => match first {
                 "" | "push" | "save" | "pop" | "drop" | "clear" | "store" | "branch" => {
                     if matches!(first, "drop" | "clear") {
-                        block("git-stash-drop", "`git stash drop/clear` destroys stashed work")
+                        block(
+                            "git-stash-drop",
+                            "`git stash drop/clear` destroys stashed work",
+                        )
                     } else {
                         shared("the stash")
                     }
@@ -589,11 +848,36 @@ impl Checker<'_> {
             },
             "branch" => {
                 if short('D') || (short('d') && short('f')) || flag("--delete") || short('d') {
-                    return block("git-branch-delete", "deleting a branch loses the user's work");
+                    return block(
+                        "git-branch-delete",
+                        "deleting a branch loses the user's work",
+                    );
                 }
-                let writes = short('m') || short('M') || short('c') || short('C') || short('f') || flag("--move") || flag("--copy") || flag("--force")
-                    || flag("--set-upstream-to") || short('u') || flag("--unset-upstream") || flag("--edit-description") || flag("--track");
-                let lists = short('l') || flag("--list") || short('a') || short('r') || short('v') || flag("--contains") || flag("--merged") || flag("--no-merged") || flag("--show-current") || flag("--points-at") || flag("--format") || flag("--sort");
+                let writes = short('m')
+                    || short('M')
+                    || short('c')
+                    || short('C')
+                    || short('f')
+                    || flag("--move")
+                    || flag("--copy")
+                    || flag("--force")
+                    || flag("--set-upstream-to")
+                    || short('u')
+                    || flag("--unset-upstream")
+                    || flag("--edit-description")
+                    || flag("--track");
+                let lists = short('l')
+                    || flag("--list")
+                    || short('a')
+                    || short('r')
+                    || short('v')
+                    || flag("--contains")
+                    || flag("--merged")
+                    || flag("--no-merged")
+                    || flag("--show-current")
+                    || flag("--points-at")
+                    || flag("--format")
+                    || flag("--sort");
                 if writes || (!lists && !texts.is_empty()) {
                     let name = first.to_string();
                     if !writes && self.is_own_branch(&name) {
@@ -604,7 +888,16 @@ impl Checker<'_> {
                 Ok(())
             }
             "tag" => {
-                let lists = short('l') || flag("--list") || short('v') || flag("--verify") || flag("--contains") || flag("--points-at") || flag("--merged") || flag("--sort") || flag("--format") || short('n');
+                let lists = short('l')
+                    || flag("--list")
+                    || short('v')
+                    || flag("--verify")
+                    || flag("--contains")
+                    || flag("--points-at")
+                    || flag("--merged")
+                    || flag("--sort")
+                    || flag("--format")
+                    || short('n');
                 if short('d') || flag("--delete") || (!lists && !texts.is_empty()) {
                     return shared("tags");
                 }
@@ -623,26 +916,69 @@ impl Checker<'_> {
                     None => Ok(()),
                 }
             }
-            "symbolic-ref" if texts.len() >= 2 && texts[0] != "HEAD" || short('d') || flag("--delete") => shared("refs"),
-            "reflog" if matches!(first, "expire" | "delete") => {
-                block("git-reflog-expire", "expiring the reflog throws away the record that makes recovery possible")
+            "symbolic-ref"
+                if texts.len() >= 2 && texts[0] != "HEAD" || short('d') || flag("--delete") =>
+            {
+                shared("refs")
             }
-            "gc" if flags.iter().any(|f| f == "--prune=now" || f == "--prune=all") => {
-                block("git-prune", "`git gc --prune=now` deletes unreachable objects the user may still need")
+            "reflog" if matches!(first, "expire" | "delete") => block(
+                "git-reflog-expire",
+                "expiring the reflog throws away the record that makes recovery possible",
+            ),
+            "gc" if flags
+                .iter()
+                .any(|f| f == "--prune=now" || f == "--prune=all") =>
+            {
+                block(
+                    "git-prune",
+                    "`git gc --prune=now` deletes unreachable objects the user may still need",
+                )
             }
-            "prune" if !(short('n') || flag("--dry-run")) => {
-                block("git-prune", "`git prune` deletes unreachable objects the user may still need")
-            }
+            "prune" if !(short('n') || flag("--dry-run")) => block(
+                "git-prune",
+                "`git prune` deletes unreachable objects the user may still need",
+            ),
             "config" => {
-                let reads = matches!(first, "get" | "list") || flag("--get") || flag("--get-all") || flag("--get-regexp") || flag("--list") || short('l') || flag("--get-urlmatch") || flag("--show-origin") && texts.len() < 2;
-                let writes = matches!(first, "set" | "unset" | "rename-section" | "remove-section" | "edit")
-                    || flag("--unset") || flag("--unset-all") || flag("--add") || flag("--replace-all") || flag("--rename-section") || flag("--remove-section") || flag("--edit") || short('e');
+                let reads = matches!(first, "get" | "list")
+                    || flag("--get")
+                    || flag("--get-all")
+                    || flag("--get-regexp")
+                    || flag("--list")
+                    || short('l')
+                    || flag("--get-urlmatch")
+                    || flag("--show-origin") && texts.len() < 2;
+                let writes = matches!(
+                    first,
+                    "set" | "unset" | "rename-section" | "remove-section" | "edit"
+                ) || flag("--unset")
+                    || flag("--unset-all")
+                    || flag("--add")
+                    || flag("--replace-all")
+                    || flag("--rename-section")
+                    || flag("--remove-section")
+                    || flag("--edit")
+                    || short('e');
                 if writes || (!reads && texts.len() >= 2) {
                     return shared("the repository's config");
                 }
                 Ok(())
             }
-            "remote" if matches!(first, "add" | "remove" | "rm" | "rename" | "set-url" | "set-head" | "set-branches" | "prune" | "update") => shared("the remotes"),
+            "remote"
+                if matches!(
+                    first,
+                    "add"
+                        | "remove"
+                        | "rm"
+                        | "rename"
+                        | "set-url"
+                        | "set-head"
+                        | "set-branches"
+                        | "prune"
+                        | "update"
+                ) =>
+            {
+                shared("the remotes")
+            }
             "fetch" | "pull" => shared("remote-tracking refs"),
             "notes" if !matches!(first, "list" | "show" | "") => shared("notes"),
             "worktree" if !matches!(first, "list" | "") => shared("the worktree list"),
@@ -691,7 +1027,12 @@ fn split_options(args: &[Word]) -> (Vec<String>, Vec<Word>) {
 /// True when a short option `c` appears alone or in a cluster (`-rf`).
 fn has_short(flags: &[String], c: char) -> bool {
     flags.iter().any(|f| {
-        !f.starts_with("--") && f.len() > 1 && f[1..].chars().take_while(|x| x.is_ascii_alphabetic()).any(|x| x == c)
+        !f.starts_with("--")
+            && f.len() > 1
+            && f[1..]
+                .chars()
+                .take_while(|x| x.is_ascii_alphabetic())
+                .any(|x| x == c)
     })
 }
 
@@ -723,7 +1064,9 @@ fn short_in(args: &[Word], c: char, valued: &str) -> bool {
 }
 
 fn new_branch(args: &[Word], options: &[&str]) -> Option<String> {
-    let pos = args.iter().position(|w| options.contains(&w.text.as_str()))?;
+    let pos = args
+        .iter()
+        .position(|w| options.contains(&w.text.as_str()))?;
     args.get(pos + 1).map(|w| w.text.clone())
 }
 
@@ -736,10 +1079,26 @@ fn git_config_override(kv: &str) -> Verdict {
     let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
     let key = key.to_ascii_lowercase();
     if key.starts_with("alias.") && value.trim_start().starts_with('!') {
-        return block("git-alias-exec", "`git -c alias.x='!...'` runs a shell command the guard cannot check");
+        return block(
+            "git-alias-exec",
+            "`git -c alias.x='!...'` runs a shell command the guard cannot check",
+        );
     }
-    if matches!(key.as_str(), "core.hookspath" | "core.fsmonitor" | "core.sshcommand" | "core.pager" | "core.editor" | "sequence.editor" | "diff.external" | "core.gitproxy") {
-        return block("git-config-exec", format!("`git -c {key}=...` makes git run another program"));
+    if matches!(
+        key.as_str(),
+        "core.hookspath"
+            | "core.fsmonitor"
+            | "core.sshcommand"
+            | "core.pager"
+            | "core.editor"
+            | "sequence.editor"
+            | "diff.external"
+            | "core.gitproxy"
+    ) {
+        return block(
+            "git-config-exec",
+            format!("`git -c {key}=...` makes git run another program"),
+        );
     }
     Ok(())
 }
@@ -747,7 +1106,12 @@ fn git_config_override(kv: &str) -> Verdict {
 fn dd(args: &[Word]) -> Verdict {
     for a in args {
         if let Some(target) = a.text.strip_prefix("of=") {
-            if target.starts_with("/dev/") && !matches!(target, "/dev/null" | "/dev/zero" | "/dev/stdout" | "/dev/stderr") {
+            if target.starts_with("/dev/")
+                && !matches!(
+                    target,
+                    "/dev/null" | "/dev/zero" | "/dev/stdout" | "/dev/stderr"
+                )
+            {
                 return block("device", format!("`dd of={target}` overwrites a device"));
             }
         }
@@ -766,8 +1130,14 @@ fn kill(name: &str, args: &[Word]) -> Verdict {
 fn destructive_with_stdin_targets(name: &str, args: &[Word]) -> bool {
     let (flags, _) = split_options(args);
     match name {
-        "rm" => has_short(&flags, 'r') || has_short(&flags, 'R') || flags.iter().any(|f| f == "--recursive"),
-        "chmod" | "chown" | "chgrp" => has_short(&flags, 'R') || flags.iter().any(|f| f == "--recursive"),
+        "rm" => {
+            has_short(&flags, 'r')
+                || has_short(&flags, 'R')
+                || flags.iter().any(|f| f == "--recursive")
+        }
+        "chmod" | "chown" | "chgrp" => {
+            has_short(&flags, 'R') || flags.iter().any(|f| f == "--recursive")
+        }
         "shred" => true,
         _ => false,
     }
@@ -786,14 +1156,20 @@ fn database(script: &Script, cmd: &Command, name: &str, args: &[Word]) -> Verdic
     }
     if name == "redis-cli" {
         let all = texts.join(" ").to_ascii_uppercase();
-        if all.split_whitespace().any(|w| w == "FLUSHALL" || w == "FLUSHDB") {
+        if all
+            .split_whitespace()
+            .any(|w| w == "FLUSHALL" || w == "FLUSHDB")
+        {
             return block("destructive-sql", "`FLUSHALL`/`FLUSHDB` deletes every key");
         }
         return Ok(());
     }
     for text in &texts {
         if let Some(what) = destructive_sql(text) {
-            return block("destructive-sql", format!("`{name}` would run {what}, which destroys data"));
+            return block(
+                "destructive-sql",
+                format!("`{name}` would run {what}, which destroys data"),
+            );
         }
     }
     Ok(())
@@ -812,9 +1188,21 @@ pub fn destructive_sql(text: &str) -> Option<&'static str> {
             .collect();
         let has = |w: &str| words.iter().any(|x| x == w);
         let first = words.first().map(String::as_str).unwrap_or("");
-        let objects = ["TABLE", "DATABASE", "SCHEMA", "INDEX", "VIEW", "COLLECTION", "USER", "ROLE", "KEYSPACE"];
+        let objects = [
+            "TABLE",
+            "DATABASE",
+            "SCHEMA",
+            "INDEX",
+            "VIEW",
+            "COLLECTION",
+            "USER",
+            "ROLE",
+            "KEYSPACE",
+        ];
         match first {
-            "DROP" if words.get(1).is_some_and(|w| objects.contains(&w.as_str())) => return Some("DROP"),
+            "DROP" if words.get(1).is_some_and(|w| objects.contains(&w.as_str())) => {
+                return Some("DROP")
+            }
             "TRUNCATE" => return Some("TRUNCATE"),
             "DELETE" if !has("WHERE") => return Some("DELETE without WHERE"),
             "UPDATE" if has("SET") && !has("WHERE") => return Some("UPDATE without WHERE"),
@@ -834,8 +1222,19 @@ fn piped_script(upstream: &Command) -> Option<String> {
         return None;
     }
     match name.as_str() {
-        "echo" => Some(join(&args.iter().filter(|a| !matches!(a.text.as_str(), "-n" | "-e" | "-E")).cloned().collect::<Vec<_>>())),
-        "printf" => Some(args.iter().map(|a| a.text.replace("\\n", "\n")).collect::<Vec<_>>().join(" ")),
+        "echo" => Some(join(
+            &args
+                .iter()
+                .filter(|a| !matches!(a.text.as_str(), "-n" | "-e" | "-E"))
+                .cloned()
+                .collect::<Vec<_>>(),
+        )),
+        "printf" => Some(
+            args.iter()
+                .map(|a| a.text.replace("\\n", "\n"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
         "cat" if args.is_empty() => upstream.heredocs.first().map(|h| h.body.clone()),
         _ => None,
     }
@@ -843,7 +1242,11 @@ fn piped_script(upstream: &Command) -> Option<String> {
 
 /// A fork bomb: a function piped into or backgrounding itself (`:(){ :|:& };:`).
 fn fork_bomb(script: &Script) -> Verdict {
-    let defined: Vec<&str> = script.commands.iter().filter_map(|c| c.defines.as_deref()).collect();
+    let defined: Vec<&str> = script
+        .commands
+        .iter()
+        .filter_map(|c| c.defines.as_deref())
+        .collect();
     if defined.is_empty() {
         return Ok(());
     }
@@ -853,9 +1256,15 @@ fn fork_bomb(script: &Script) -> Verdict {
         if !defined.contains(&name.as_str()) {
             continue;
         }
-        let piped_into_itself = cmd.piped_from.and_then(|i| name_of(&script.commands[i])).is_some_and(|n| n == name);
+        let piped_into_itself = cmd
+            .piped_from
+            .and_then(|i| name_of(&script.commands[i]))
+            .is_some_and(|n| n == name);
         if piped_into_itself || cmd.background {
-            return block("fork-bomb", "a function that starts copies of itself is a fork bomb");
+            return block(
+                "fork-bomb",
+                "a function that starts copies of itself is a fork bomb",
+            );
         }
     }
     Ok(())
@@ -869,7 +1278,8 @@ fn strip_keywords(words: &[Word]) -> Vec<Word> {
             break;
         }
         match w.text.as_str() {
-            "if" | "then" | "else" | "elif" | "fi" | "do" | "done" | "while" | "until" | "{" | "}" | "!" | "esac" | "in" => start += 1,
+            "if" | "then" | "else" | "elif" | "fi" | "do" | "done" | "while" | "until" | "{"
+            | "}" | "!" | "esac" | "in" => start += 1,
             "for" | "select" | "case" | "function" => return Vec::new(),
             _ => break,
         }
@@ -898,7 +1308,10 @@ fn unwrap(name: &str, args: &[Word], with_value: &[&str]) -> Vec<Word> {
             i += 1;
             continue;
         }
-        if matches!(name, "chrt" | "taskset") && t.chars().all(|c| c.is_ascii_hexdigit() || c == 'x' || c == ',' || c == '-') {
+        if matches!(name, "chrt" | "taskset")
+            && t.chars()
+                .all(|c| c.is_ascii_hexdigit() || c == 'x' || c == ',' || c == '-')
+        {
             i += 1;
             continue;
         }
@@ -916,7 +1329,9 @@ fn unwrap(name: &str, args: &[Word], with_value: &[&str]) -> Vec<Word> {
 }
 
 fn env_split_string(words: &[Word]) -> Option<String> {
-    let pos = words.iter().position(|w| w.text == "-S" || w.text == "--split-string")?;
+    let pos = words
+        .iter()
+        .position(|w| w.text == "-S" || w.text == "--split-string")?;
     let mut text = words.get(pos + 1)?.text.clone();
     for w in &words[pos + 2..] {
         text.push(' ');
@@ -926,7 +1341,10 @@ fn env_split_string(words: &[Word]) -> Option<String> {
 }
 
 fn cmd_name(cmd: &Command) -> String {
-    cmd.words.first().map(|w| w.text.clone()).unwrap_or_default()
+    cmd.words
+        .first()
+        .map(|w| w.text.clone())
+        .unwrap_or_default()
 }
 
 fn basename(path: &str) -> &str {
@@ -934,11 +1352,16 @@ fn basename(path: &str) -> &str {
 }
 
 fn join(words: &[Word]) -> String {
-    words.iter().map(|w| w.text.as_str()).collect::<Vec<_>>().join(" ")
+    words
+        .iter()
+        .map(|w| w.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn has_git_component(path: &Path) -> bool {
-    path.components().any(|c| matches!(c, Component::Normal(n) if n.eq_ignore_ascii_case(".git")))
+    path.components()
+        .any(|c| matches!(c, Component::Normal(n) if n.eq_ignore_ascii_case(".git")))
 }
 
 /// Removes `.` and `..` without touching the file system.
@@ -959,14 +1382,43 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// Top-level directories and the system's own trees (temp dirs excepted).
 fn is_system_path(path: &Path) -> bool {
     const SYSTEM: &[&str] = &[
-        "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/root", "/sbin", "/srv",
-        "/sys", "/usr", "/var", "/snap", "/nix", "/System", "/Library", "/Applications", "/private", "/Volumes",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/opt",
+        "/proc",
+        "/root",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/var",
+        "/snap",
+        "/nix",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/private",
+        "/Volumes",
     ];
-    const TEMP: &[&str] = &["/var/tmp", "/var/folders", "/private/tmp", "/private/var/folders"];
+    const TEMP: &[&str] = &[
+        "/var/tmp",
+        "/var/folders",
+        "/private/tmp",
+        "/private/var/folders",
+    ];
     if path.components().count() <= 2 {
         return true;
     }
-    if TEMP.iter().any(|t| path.starts_with(t) && path != Path::new(t)) {
+    if TEMP
+        .iter()
+        .any(|t| path.starts_with(t) && path != Path::new(t))
+    {
         return false;
     }
     SYSTEM.iter().any(|s| path.starts_with(s))

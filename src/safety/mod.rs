@@ -50,11 +50,19 @@ pub struct Decision {
 
 impl Decision {
     fn allow(rule: impl Into<String>) -> Decision {
-        Decision { outcome: Outcome::Allow, rule: rule.into(), reason: String::new() }
+        Decision {
+            outcome: Outcome::Allow,
+            rule: rule.into(),
+            reason: String::new(),
+        }
     }
 
     fn deny(rule: impl Into<String>, reason: impl Into<String>) -> Decision {
-        Decision { outcome: Outcome::Deny, rule: rule.into(), reason: reason.into() }
+        Decision {
+            outcome: Outcome::Deny,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
     }
 
     pub fn is_denied(&self) -> bool {
@@ -102,16 +110,27 @@ pub struct Policy {
 
 impl Policy {
     pub fn new(rules: Rules, guard: GuardEnv, approvals: Approvals) -> Policy {
-        Policy { rules, guard, approvals, always: Vec::new() }
+        Policy {
+            rules,
+            guard,
+            approvals,
+            always: Vec::new(),
+        }
     }
 
     /// Decides one tool call (arguments already parsed). May prompt the user.
     pub fn check(&mut self, tool: &str, args: &serde_json::Value) -> Decision {
         if let Some(rule) = self.rules.deny_tool(tool) {
-            return Decision::deny(rule.text.clone(), format!("the `{tool}` tool is denied by the user's rules"));
+            return Decision::deny(
+                rule.text.clone(),
+                format!("the `{tool}` tool is denied by the user's rules"),
+            );
         }
         if tool == "run" {
-            let command = args.get("command").and_then(|c| c.as_str()).unwrap_or_default();
+            let command = args
+                .get("command")
+                .and_then(|c| c.as_str())
+                .unwrap_or_default();
             return self.check_run(command);
         }
         let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
@@ -123,10 +142,15 @@ impl Policy {
     fn check_run(&mut self, command: &str) -> Decision {
         let inspection = match guard::inspect(command, &self.guard) {
             Ok(found) => found,
-            Err(blocked) => return Decision::deny(format!("guard:{}", blocked.rule), blocked.reason),
+            Err(blocked) => {
+                return Decision::deny(format!("guard:{}", blocked.rule), blocked.reason)
+            }
         };
         if let Some((rule, cmd)) = self.rules.deny_commands(&inspection.commands) {
-            return Decision::deny(rule.text.clone(), format!("`{cmd}` is denied by the user's rules"));
+            return Decision::deny(
+                rule.text.clone(),
+                format!("`{cmd}` is denied by the user's rules"),
+            );
         }
         if let Some(rules) = self.rules.allow_commands(&inspection.commands) {
             let mut names: Vec<&str> = rules.iter().map(|r| r.text.as_str()).collect();
@@ -161,7 +185,10 @@ impl Policy {
         let abs: PathBuf = root.join(rel);
         let home = self.guard.home.as_deref();
         if let Some(rule) = self.rules.deny_path(tool, rel, &abs, home) {
-            return Decision::deny(rule.text.clone(), format!("`{path}` is denied by the user's rules"));
+            return Decision::deny(
+                rule.text.clone(),
+                format!("`{path}` is denied by the user's rules"),
+            );
         }
         let allowed = self.rules.allow_path(tool, rel, &abs, home);
         if let Some(what) = redact::sensitive_path(rel) {
@@ -186,7 +213,10 @@ enum Answer {
 /// Asks on the terminal. Anything but y/yes/a/always is a no.
 fn prompt(command: &str, why: &str) -> Answer {
     let mut err = std::io::stderr();
-    let _ = write!(err, "\n{why}\n  {command}\nrun it? [y]es / [n]o / [a]lways: ");
+    let _ = write!(
+        err,
+        "\n{why}\n  {command}\nrun it? [y]es / [n]o / [a]lways: "
+    );
     let _ = err.flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -212,12 +242,19 @@ mod tests {
             home: Some(PathBuf::from("/home/u")),
             session_branch: "agent/a1".into(),
         };
-        Policy::new(Rules::from_lists(allow, deny).unwrap(), guard, Approvals::Never)
+        Policy::new(
+            Rules::from_lists(allow, deny).unwrap(),
+            guard,
+            Approvals::Never,
+        )
     }
 
     #[test]
     fn decisions_name_their_rule() {
-        let mut p = policy(&["Run(cargo test*)", "Read(.env)"], &["Run(curl:*)", "Edit(**/secrets/**)"]);
+        let mut p = policy(
+            &["Run(cargo test*)", "Read(.env)"],
+            &["Run(curl:*)", "Edit(**/secrets/**)"],
+        );
         let run = |p: &mut Policy, c: &str| p.check("run", &json!({"command": c}));
         assert_eq!(run(&mut p, "cargo test").rule, "Run(cargo test*)");
         assert_eq!(run(&mut p, "ls").rule, "default");
@@ -232,16 +269,27 @@ mod tests {
         assert!(!p.check("read_file", &json!({"path": ".env"})).is_denied());
         let d = p.check("edit_file", &json!({"path": ".env"}));
         assert_eq!(d.rule, "sensitive-file");
-        assert_eq!(p.check("write_file", &json!({"path": "a/secrets/x"})).rule, "Edit(**/secrets/**)");
-        assert_eq!(p.check("read_file", &json!({"path": "certs/k.pem"})).rule, "sensitive-file");
-        assert!(!p.check("read_file", &json!({"path": "src/main.rs"})).is_denied());
+        assert_eq!(
+            p.check("write_file", &json!({"path": "a/secrets/x"})).rule,
+            "Edit(**/secrets/**)"
+        );
+        assert_eq!(
+            p.check("read_file", &json!({"path": "certs/k.pem"})).rule,
+            "sensitive-file"
+        );
+        assert!(!p
+            .check("read_file", &json!({"path": "src/main.rs"}))
+            .is_denied());
     }
 
     #[test]
     fn allowed_risky_commands_do_not_ask() {
         let mut p = policy(&["Run(git push:*)"], &[]);
         let d = p.check("run", &json!({"command": "git push origin agent/a1"}));
-        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Allow, "Run(git push:*)"));
+        assert_eq!(
+            (d.outcome, d.rule.as_str()),
+            (Outcome::Allow, "Run(git push:*)")
+        );
         let mut p = policy(&[], &["run"]);
         assert_eq!(p.check("run", &json!({"command": "ls"})).rule, "run");
     }

@@ -40,7 +40,7 @@ impl Redactor {
             return;
         }
         self.known.push((value.to_string(), kind.to_string()));
-        self.known.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.known.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
     }
 
     /// Adds the secret-looking variables of an environment.
@@ -54,14 +54,18 @@ impl Redactor {
 
     /// Adds the values of `.env`-style files (`KEY=value` lines) found directly in `dir`.
     pub fn add_dotenv_files(&mut self, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
             if !is_dotenv_name(name) {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
             for line in text.lines() {
                 let line = line.trim().trim_start_matches("export ");
                 if let Some((key, value)) = line.split_once('=') {
@@ -160,16 +164,23 @@ pub fn redact(text: &str) -> String {
 /// containing `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`.
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    if ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "PRIVATE_KEY"]
-        .iter()
-        .any(|w| upper.contains(w))
+    if [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "APIKEY",
+        "PRIVATE_KEY",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
     {
         return true;
     }
-    upper
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| w == "KEY" || w == "KEYS" || (w.ends_with("KEY") && w.len() > 3 && !w.ends_with("MONKEY")))
-        && !matches!(upper.as_str(), "GPG_KEY_ID" | "XKB_KEYMAP")
+    upper.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        w == "KEY" || w == "KEYS" || (w.ends_with("KEY") && w.len() > 3 && !w.ends_with("MONKEY"))
+    }) && !matches!(upper.as_str(), "GPG_KEY_ID" | "XKB_KEYMAP")
 }
 
 /// `.env`, `.env.local`, `prod.env`; not the templates meant to be committed (`.env.example`).
@@ -192,14 +203,27 @@ pub fn sensitive_path(rel: &Path) -> Option<&'static str> {
     if key_ext.iter().any(|e| lower.ends_with(e)) {
         return Some("key material");
     }
-    if lower.starts_with("id_rsa") || lower.starts_with("id_ed25519") || lower.starts_with("id_ecdsa") || lower.starts_with("id_dsa") {
+    if lower.starts_with("id_rsa")
+        || lower.starts_with("id_ed25519")
+        || lower.starts_with("id_ecdsa")
+        || lower.starts_with("id_dsa")
+    {
         return Some("an SSH key");
     }
-    if matches!(lower.as_str(), ".netrc" | ".pgpass" | "credentials" | ".git-credentials") {
+    if matches!(
+        lower.as_str(),
+        ".netrc" | ".pgpass" | "credentials" | ".git-credentials"
+    ) {
         return Some("a credentials file");
     }
-    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
-    if parts.iter().any(|p| p == ".ssh" || p == ".aws" || p == ".gnupg") {
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if parts
+        .iter()
+        .any(|p| p == ".ssh" || p == ".aws" || p == ".gnupg")
+    {
         return Some("a credentials directory");
     }
     None
@@ -241,7 +265,11 @@ pub struct RefLeak {
 /// The known secrets in objects reachable from `refs` but not from the user's own branches, tags and remote
 /// branches: what a push of those refs would publish. `git agent push` refuses when this is not empty.
 /// Only known values count: a format match in pushed history might be a test fixture, a known key never is.
-pub fn secrets_in_refs(repo_dir: &Path, refs: &[&str], redactor: &Redactor) -> std::io::Result<Vec<RefLeak>> {
+pub fn secrets_in_refs(
+    repo_dir: &Path,
+    refs: &[&str],
+    redactor: &Redactor,
+) -> std::io::Result<Vec<RefLeak>> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     if refs.is_empty() {
@@ -251,7 +279,13 @@ pub fn secrets_in_refs(repo_dir: &Path, refs: &[&str], redactor: &Redactor) -> s
         .args(["rev-list", "--objects"])
         .args(refs)
         // `agent/*` branches are what is pushed, so they do not count as already published.
-        .args(["--not", "--exclude=agent/*", "--branches", "--tags", "--remotes"])
+        .args([
+            "--not",
+            "--exclude=agent/*",
+            "--branches",
+            "--tags",
+            "--remotes",
+        ])
         .current_dir(repo_dir)
         .stderr(Stdio::null())
         .output()?;
@@ -275,22 +309,37 @@ pub fn secrets_in_refs(repo_dir: &Path, refs: &[&str], redactor: &Redactor) -> s
         input.push_str(id);
         input.push('\n');
     }
-    let mut stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdin"))?;
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output()?;
-    writer.join().map_err(|_| std::io::Error::other("writer panicked"))??;
+    writer
+        .join()
+        .map_err(|_| std::io::Error::other("writer panicked"))??;
     let mut leaks = Vec::new();
     let mut data = &out.stdout[..];
     for (id, path) in &objects {
         // Each record: `<id> <type> <size>\n<content>\n`.
-        let Some(nl) = data.iter().position(|b| *b == b'\n') else { break };
+        let Some(nl) = data.iter().position(|b| *b == b'\n') else {
+            break;
+        };
         let header = String::from_utf8_lossy(&data[..nl]).to_string();
-        let size: usize = header.rsplit(' ').next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let size: usize = header
+            .rsplit(' ')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         let start = nl + 1;
         let end = (start + size).min(data.len());
         let text = String::from_utf8_lossy(&data[start..end]);
         if let Some(f) = redactor.find_known(&text).first() {
-            leaks.push(RefLeak { object: id.to_string(), path: path.to_string(), kind: f.kind.clone() });
+            leaks.push(RefLeak {
+                object: id.to_string(),
+                path: path.to_string(),
+                kind: f.kind.clone(),
+            });
         }
         data = &data[(end + 1).min(data.len())..];
     }
@@ -326,7 +375,9 @@ fn find_formats(text: &str) -> Vec<Finding> {
 /// The secret format starting at byte `i`, and where it ends.
 fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
     let rest = &text.as_bytes()[i..];
-    let run = |from: usize, ok: fn(u8) -> bool| from + rest[from..].iter().take_while(|b| ok(**b)).count();
+    let run = |from: usize, ok: fn(u8) -> bool| {
+        from + rest[from..].iter().take_while(|b| ok(**b)).count()
+    };
     let alnum = |b: u8| b.is_ascii_alphanumeric();
     let upper_digit = |b: u8| b.is_ascii_uppercase() || b.is_ascii_digit();
     if rest.starts_with(b"-----BEGIN ") {
@@ -362,7 +413,8 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         let end = run(6, is_token_char);
         return (end >= 6 + 20).then_some(("gitlab-token", i + end));
     }
-    if rest.starts_with(b"xox") && rest.len() > 4 && b"bpars".contains(&rest[3]) && rest[4] == b'-' {
+    if rest.starts_with(b"xox") && rest.len() > 4 && b"bpars".contains(&rest[3]) && rest[4] == b'-'
+    {
         let end = run(5, is_token_char);
         return (end >= 5 + 10).then_some(("slack-token", i + end));
     }
@@ -377,7 +429,8 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
     if rest.starts_with(b"eyJ") {
         return jwt(rest).map(|end| ("jwt", i + end));
     }
-    let lower_prefix = |p: &str| rest.len() >= p.len() && rest[..p.len()].eq_ignore_ascii_case(p.as_bytes());
+    let lower_prefix =
+        |p: &str| rest.len() >= p.len() && rest[..p.len()].eq_ignore_ascii_case(p.as_bytes());
     if lower_prefix("aws_secret_access_key") {
         let mut j = "aws_secret_access_key".len();
         while j < rest.len() && matches!(rest[j], b' ' | b'=' | b':' | b'"' | b'\'') {
@@ -439,18 +492,28 @@ mod tests {
         ];
         for (text, kind) in cases {
             let out = r.redact(text);
-            assert!(out.contains(&format!("[REDACTED:{kind}]")), "{text} -> {out}");
+            assert!(
+                out.contains(&format!("[REDACTED:{kind}]")),
+                "{text} -> {out}"
+            );
             assert!(!out.contains("EXAMPLE") && !out.contains("b3Blbn"), "{out}");
         }
         // Ordinary words are left alone.
-        for text in ["risk-assessment-of-the-module-here", "task-1234", "sk-short", "the AKIA prefix", "eyJ."] {
+        for text in [
+            "risk-assessment-of-the-module-here",
+            "task-1234",
+            "sk-short",
+            "the AKIA prefix",
+            "eyJ.",
+        ] {
             assert_eq!(r.redact(text), text);
         }
     }
 
     #[test]
     fn push_check_finds_known_values_in_agent_history_only() {
-        let dir = std::env::temp_dir().join(format!("git-agent-redact-push-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("git-agent-redact-push-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let git = |args: &[&str]| {
@@ -459,13 +522,24 @@ mod tests {
                 .current_dir(&dir)
                 .env("GIT_CONFIG_GLOBAL", "/dev/null")
                 .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@e").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@e")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@e")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@e")
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         };
         git(&["init", "-q", "-b", "main"]);
-        std::fs::write(dir.join("a.txt"), "user's own file mentions hunter2hunter2\n").unwrap();
+        std::fs::write(
+            dir.join("a.txt"),
+            "user's own file mentions hunter2hunter2\n",
+        )
+        .unwrap();
         git(&["add", "a.txt"]);
         git(&["commit", "-qm", "base"]);
         git(&["checkout", "-qb", "agent/abc"]);
@@ -475,29 +549,58 @@ mod tests {
         let mut r = Redactor::default();
         r.add_known("hunter2hunter2", "DB_PASSWORD");
         // Already on main: not a leak of this push.
-        assert_eq!(secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap(), vec![]);
+        assert_eq!(
+            secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap(),
+            vec![]
+        );
         std::fs::write(dir.join("c.txt"), "key hunter2hunter2\n").unwrap();
         git(&["add", "c.txt"]);
         git(&["commit", "-qm", "leaky step"]);
         let leaks = secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap();
         assert_eq!(leaks.len(), 1, "{leaks:?}");
-        assert_eq!((leaks[0].path.as_str(), leaks[0].kind.as_str()), ("c.txt", "DB_PASSWORD"));
+        assert_eq!(
+            (leaks[0].path.as_str(), leaks[0].kind.as_str()),
+            ("c.txt", "DB_PASSWORD")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn secret_names() {
-        for n in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "MY_APIKEY", "STRIPE_KEY"] {
+        for n in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "MY_APIKEY",
+            "STRIPE_KEY",
+        ] {
             assert!(is_secret_name(n), "{n}");
         }
-        for n in ["PATH", "HOME", "KEYBOARD", "MONKEY", "XKB_KEYMAP", "PWD", "TERM"] {
+        for n in [
+            "PATH",
+            "HOME",
+            "KEYBOARD",
+            "MONKEY",
+            "XKB_KEYMAP",
+            "PWD",
+            "TERM",
+        ] {
             assert!(!is_secret_name(n), "{n}");
         }
     }
 
     #[test]
     fn sensitive_paths() {
-        for p in [".env", "app/.env.local", "certs/server.pem", "id_rsa", "x/.ssh/config", "deploy.key"] {
+        for p in [
+            ".env",
+            "app/.env.local",
+            "certs/server.pem",
+            "id_rsa",
+            "x/.ssh/config",
+            "deploy.key",
+        ] {
             assert!(sensitive_path(Path::new(p)).is_some(), "{p}");
         }
         for p in [".env.example", "src/env.rs", "README.md", "keys.rs"] {

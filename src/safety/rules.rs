@@ -40,7 +40,14 @@ pub struct Rule {
     pattern: Option<String>,
 }
 
-const TOOLS: &[&str] = &["run", "read_file", "list_files", "search", "edit_file", "write_file"];
+const TOOLS: &[&str] = &[
+    "run",
+    "read_file",
+    "list_files",
+    "search",
+    "edit_file",
+    "write_file",
+];
 
 impl Rule {
     pub fn parse(text: &str) -> Result<Rule, RuleError> {
@@ -137,8 +144,14 @@ impl Rules {
     /// the outcome since deny wins).
     pub fn from_lists<S: AsRef<str>>(allow: &[S], deny: &[S]) -> Result<Rules, RuleError> {
         Ok(Rules {
-            allow: allow.iter().map(|r| Rule::parse(r.as_ref())).collect::<Result<_, _>>()?,
-            deny: deny.iter().map(|r| Rule::parse(r.as_ref())).collect::<Result<_, _>>()?,
+            allow: allow
+                .iter()
+                .map(|r| Rule::parse(r.as_ref()))
+                .collect::<Result<_, _>>()?,
+            deny: deny
+                .iter()
+                .map(|r| Rule::parse(r.as_ref()))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -150,7 +163,9 @@ impl Rules {
 
     /// The first deny rule that matches a bare tool name.
     pub fn deny_tool(&self, tool: &str) -> Option<&Rule> {
-        self.deny.iter().find(|r| r.is_bare() && r.covers_tool(tool))
+        self.deny
+            .iter()
+            .find(|r| r.is_bare() && r.covers_tool(tool))
     }
 
     /// The first deny rule covering any command of a `run` line.
@@ -175,13 +190,25 @@ impl Rules {
             .collect()
     }
 
-    pub fn deny_path(&self, tool: &str, rel: &Path, abs: &Path, home: Option<&Path>) -> Option<&Rule> {
+    pub fn deny_path(
+        &self,
+        tool: &str,
+        rel: &Path,
+        abs: &Path,
+        home: Option<&Path>,
+    ) -> Option<&Rule> {
         self.deny
             .iter()
             .find(|r| !r.is_bare() && r.covers_path(tool, rel, abs, home))
     }
 
-    pub fn allow_path(&self, tool: &str, rel: &Path, abs: &Path, home: Option<&Path>) -> Option<&Rule> {
+    pub fn allow_path(
+        &self,
+        tool: &str,
+        rel: &Path,
+        abs: &Path,
+        home: Option<&Path>,
+    ) -> Option<&Rule> {
         self.allow
             .iter()
             .find(|r| r.covers_path(tool, rel, abs, home))
@@ -253,8 +280,14 @@ mod tests {
 
     #[test]
     fn parse_errors_name_the_rule() {
-        assert!(Rule::parse("Run(cargo").unwrap_err().to_string().contains("'Run(cargo'"));
-        assert!(Rule::parse("Frobnicate(x)").unwrap_err().to_string().contains("unknown tool 'Frobnicate'"));
+        assert!(Rule::parse("Run(cargo")
+            .unwrap_err()
+            .to_string()
+            .contains("'Run(cargo'"));
+        assert!(Rule::parse("Frobnicate(x)")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown tool 'Frobnicate'"));
         assert!(Rule::parse("Run()").is_err());
         assert!(Rule::parse("read_file").unwrap().is_bare());
     }
@@ -277,12 +310,19 @@ mod tests {
     #[test]
     fn allow_needs_every_command_covered_and_deny_wins() {
         let rs = rules(&["Run(cargo test*)", "Run(ls:*)"], &["Run(git push:*)"]);
-        assert!(rs.allow_commands(&cmds(&["cargo test", "ls -la"])).is_some());
-        assert!(rs.allow_commands(&cmds(&["cargo test", "curl x"])).is_none());
+        assert!(rs
+            .allow_commands(&cmds(&["cargo test", "ls -la"]))
+            .is_some());
+        assert!(rs
+            .allow_commands(&cmds(&["cargo test", "curl x"]))
+            .is_none());
         assert!(rs.allow_commands(&[]).is_none());
         let line = cmds(&["ls", "git push origin x"]);
         let (rule, cmd) = rs.deny_commands(&line).unwrap();
-        assert_eq!((rule.text.as_str(), cmd), ("Run(git push:*)", "git push origin x"));
+        assert_eq!(
+            (rule.text.as_str(), cmd),
+            ("Run(git push:*)", "git push origin x")
+        );
         let bare = rules(&[], &["run"]);
         assert!(bare.deny_tool("run").is_some());
         assert!(bare.deny_tool("read_file").is_none());
@@ -292,17 +332,62 @@ mod tests {
     fn path_patterns() {
         let home = Path::new("/home/u");
         let edit_env = Rule::parse("Edit(**/.env)").unwrap();
-        assert!(edit_env.covers_path("write_file", Path::new(".env"), Path::new("/r/.env"), Some(home)));
-        assert!(edit_env.covers_path("edit_file", Path::new("a/b/.env"), Path::new("/r/a/b/.env"), Some(home)));
-        assert!(!edit_env.covers_path("read_file", Path::new(".env"), Path::new("/r/.env"), Some(home)));
-        assert!(!edit_env.covers_path("edit_file", Path::new(".envrc"), Path::new("/r/.envrc"), Some(home)));
+        assert!(edit_env.covers_path(
+            "write_file",
+            Path::new(".env"),
+            Path::new("/r/.env"),
+            Some(home)
+        ));
+        assert!(edit_env.covers_path(
+            "edit_file",
+            Path::new("a/b/.env"),
+            Path::new("/r/a/b/.env"),
+            Some(home)
+        ));
+        assert!(!edit_env.covers_path(
+            "read_file",
+            Path::new(".env"),
+            Path::new("/r/.env"),
+            Some(home)
+        ));
+        assert!(!edit_env.covers_path(
+            "edit_file",
+            Path::new(".envrc"),
+            Path::new("/r/.envrc"),
+            Some(home)
+        ));
         let ssh = Rule::parse("Read(~/.ssh/**)").unwrap();
-        assert!(ssh.covers_path("read_file", Path::new("x"), Path::new("/home/u/.ssh/id_rsa"), Some(home)));
-        assert!(!ssh.covers_path("read_file", Path::new("x"), Path::new("/home/v/.ssh/id_rsa"), Some(home)));
+        assert!(ssh.covers_path(
+            "read_file",
+            Path::new("x"),
+            Path::new("/home/u/.ssh/id_rsa"),
+            Some(home)
+        ));
+        assert!(!ssh.covers_path(
+            "read_file",
+            Path::new("x"),
+            Path::new("/home/v/.ssh/id_rsa"),
+            Some(home)
+        ));
         let pem = Rule::parse("Read(*.pem)").unwrap();
-        assert!(pem.covers_path("search", Path::new("certs/a.pem"), Path::new("/r/certs/a.pem"), None));
+        assert!(pem.covers_path(
+            "search",
+            Path::new("certs/a.pem"),
+            Path::new("/r/certs/a.pem"),
+            None
+        ));
         let src = Rule::parse("Edit(src/*.rs)").unwrap();
-        assert!(src.covers_path("edit_file", Path::new("src/a.rs"), Path::new("/r/src/a.rs"), None));
-        assert!(!src.covers_path("edit_file", Path::new("src/x/a.rs"), Path::new("/r/src/x/a.rs"), None));
+        assert!(src.covers_path(
+            "edit_file",
+            Path::new("src/a.rs"),
+            Path::new("/r/src/a.rs"),
+            None
+        ));
+        assert!(!src.covers_path(
+            "edit_file",
+            Path::new("src/x/a.rs"),
+            Path::new("/r/src/x/a.rs"),
+            None
+        ));
     }
 }

@@ -135,7 +135,12 @@ impl Sandbox {
 
     /// Works out the writable paths for a session whose checkout is `checkout` in the repository whose git
     /// dir is `common_dir`. `tmpdir` is created by the caller.
-    pub fn new(config: &SandboxConfig, checkout: &Path, common_dir: &Path, tmpdir: Option<PathBuf>) -> Sandbox {
+    pub fn new(
+        config: &SandboxConfig,
+        checkout: &Path,
+        common_dir: &Path,
+        tmpdir: Option<PathBuf>,
+    ) -> Sandbox {
         let mut mode = config.mode;
         let mut fallback = None;
         // Network off is a request for the sandbox: it must not silently fall back.
@@ -158,9 +163,19 @@ impl Sandbox {
             }
             writable.extend(tmpdir.clone());
             let home = dirs::home_dir();
-            let mut candidates: Vec<PathBuf> = vec![std::env::temp_dir(), PathBuf::from("/tmp"), PathBuf::from("/var/tmp")];
+            let mut candidates: Vec<PathBuf> = vec![
+                std::env::temp_dir(),
+                PathBuf::from("/tmp"),
+                PathBuf::from("/var/tmp"),
+            ];
             if let Some(home) = &home {
-                for c in [".cache", ".cargo/registry", ".cargo/git", ".npm", "go/pkg/mod"] {
+                for c in [
+                    ".cache",
+                    ".cargo/registry",
+                    ".cargo/git",
+                    ".npm",
+                    "go/pkg/mod",
+                ] {
                     candidates.push(home.join(c));
                 }
             }
@@ -192,9 +207,17 @@ impl Sandbox {
         let places = if self.mode == Mode::ReadOnly {
             "nowhere (read-only sandbox)".to_string()
         } else {
-            self.writable.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            self.writable
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        let network = if self.network { "" } else { "; network access is off" };
+        let network = if self.network {
+            ""
+        } else {
+            "; network access is off"
+        };
         format!(
             "[sandbox: commands may write only under {places}; the repository's git dir is read-only (the agent commits each step itself, so `git add`/`git commit` are not needed){network}]"
         )
@@ -208,7 +231,11 @@ impl Sandbox {
         let abi_version = landlock_abi();
         if abi_version < 1 {
             return Err(SandboxError::Unsupported {
-                mode: if self.mode == Mode::ReadOnly { "read-only" } else { "workspace" },
+                mode: if self.mode == Mode::ReadOnly {
+                    "read-only"
+                } else {
+                    "workspace"
+                },
             });
         }
         let abi = ABI::from(abi_version);
@@ -219,7 +246,9 @@ impl Sandbox {
             .map_err(|e| setup(&e))?;
         let landlock_net = !self.network && abi_version >= 4;
         if landlock_net {
-            ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| setup(&e))?;
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(|e| setup(&e))?;
         }
         let mut created = ruleset.create().map_err(|e| setup(&e))?;
         let root = PathFd::new("/").map_err(|e| setup(&e))?;
@@ -229,17 +258,31 @@ impl Sandbox {
         for dir in &self.writable {
             // A writable path that vanished (a cache removed meanwhile) is simply not writable.
             if let Ok(fd) = PathFd::new(dir) {
-                created = created.add_rule(PathBeneath::new(fd, AccessFs::from_all(abi))).map_err(|e| setup(&e))?;
+                created = created
+                    .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+                    .map_err(|e| setup(&e))?;
             }
         }
-        for dev in ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/urandom", "/dev/random"] {
+        for dev in [
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/tty",
+            "/dev/ptmx",
+            "/dev/urandom",
+            "/dev/random",
+        ] {
             if let Ok(fd) = PathFd::new(dev) {
-                created = created.add_rule(PathBeneath::new(fd, AccessFs::from_file(abi))).map_err(|e| setup(&e))?;
+                created = created
+                    .add_rule(PathBeneath::new(fd, AccessFs::from_file(abi)))
+                    .map_err(|e| setup(&e))?;
             }
         }
         for dir in ["/dev/pts", "/dev/shm"] {
             if let Ok(fd) = PathFd::new(dir) {
-                created = created.add_rule(PathBeneath::new(fd, AccessFs::from_all(abi))).map_err(|e| setup(&e))?;
+                created = created
+                    .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+                    .map_err(|e| setup(&e))?;
             }
         }
         let fd: Option<OwnedFd> = created.into();
@@ -266,7 +309,9 @@ impl Prepared {
         if let Some(tmp) = &self.tmpdir {
             cmd.env("TMPDIR", tmp);
         }
-        let Prepared { ruleset, seccomp, .. } = self;
+        let Prepared {
+            ruleset, seccomp, ..
+        } = self;
         // SAFETY: prctl and the Landlock syscall are async-signal-safe; they read only memory owned by the
         // closure (the filter) and an fd it keeps open.
         unsafe {
@@ -279,7 +324,12 @@ impl Prepared {
                         len: filter.len() as u16,
                         filter: filter.as_ptr() as *mut libc::sock_filter,
                     };
-                    if libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog) != 0 {
+                    if libc::prctl(
+                        libc::PR_SET_SECCOMP,
+                        libc::SECCOMP_MODE_FILTER,
+                        &prog as *const libc::sock_fprog,
+                    ) != 0
+                    {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
@@ -318,24 +368,29 @@ fn socket_filter() -> Vec<libc::sock_filter> {
     const ERRNO: u32 = 0x0005_0000;
     let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     vec![
-        op(LD_ABS, 0, 0, 4),                                     // 0: arch
-        op(JEQ, 1, 0, AUDIT_ARCH),                               // 1
-        op(RET, 0, 0, KILL_PROCESS),                             // 2
-        op(LD_ABS, 0, 0, 0),                                     // 3: syscall number
-        op(JGE, 5, 0, 0x4000_0000),                              // 4: x32 -> 10
-        op(JEQ, 2, 0, libc::SYS_socket as u32),                  // 5: -> 8
-        op(JEQ, 3, 0, libc::SYS_io_uring_setup as u32),          // 6: -> 10
-        op(RET, 0, 0, ALLOW),                                    // 7
-        op(LD_ABS, 0, 0, 16),                                    // 8: args[0], the domain
-        op(JEQ, 1, 0, libc::AF_UNIX as u32),                     // 9: -> 11
-        op(RET, 0, 0, ERRNO | libc::EACCES as u32),              // 10
-        op(RET, 0, 0, ALLOW),                                    // 11
+        op(LD_ABS, 0, 0, 4),                            // 0: arch
+        op(JEQ, 1, 0, AUDIT_ARCH),                      // 1
+        op(RET, 0, 0, KILL_PROCESS),                    // 2
+        op(LD_ABS, 0, 0, 0),                            // 3: syscall number
+        op(JGE, 5, 0, 0x4000_0000),                     // 4: x32 -> 10
+        op(JEQ, 2, 0, libc::SYS_socket as u32),         // 5: -> 8
+        op(JEQ, 3, 0, libc::SYS_io_uring_setup as u32), // 6: -> 10
+        op(RET, 0, 0, ALLOW),                           // 7
+        op(LD_ABS, 0, 0, 16),                           // 8: args[0], the domain
+        op(JEQ, 1, 0, libc::AF_UNIX as u32),            // 9: -> 11
+        op(RET, 0, 0, ERRNO | libc::EACCES as u32),     // 10
+        op(RET, 0, 0, ALLOW),                           // 11
     ]
 }
 
 /// True when command output looks like the sandbox refused something.
 pub fn looks_denied(output: &str) -> bool {
-    ["Permission denied", "Read-only file system", "Operation not permitted", "insufficient permission"]
-        .iter()
-        .any(|s| output.contains(s))
+    [
+        "Permission denied",
+        "Read-only file system",
+        "Operation not permitted",
+        "insufficient permission",
+    ]
+    .iter()
+    .any(|s| output.contains(s))
 }

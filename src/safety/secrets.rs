@@ -30,7 +30,10 @@ static SECRETS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 /// Call first thing in `main`: moves secret variables out of the environment, re-executing the binary if
 /// needed. Returns normally in the process that carries on (the original one only if re-exec failed).
 pub fn scrub_environment() {
-    if let Some(fd) = std::env::var(FD_VAR).ok().and_then(|v| v.parse::<RawFd>().ok()) {
+    if let Some(fd) = std::env::var(FD_VAR)
+        .ok()
+        .and_then(|v| v.parse::<RawFd>().ok())
+    {
         let secrets = read_secrets(fd);
         // SAFETY: single-threaded start-up, before anything reads the environment concurrently.
         unsafe { std::env::remove_var(FD_VAR) };

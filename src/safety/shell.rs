@@ -60,7 +60,12 @@ impl Redirect {
     /// True for redirections that write to their target.
     pub fn writes(&self) -> bool {
         matches!(self.op, ">" | ">>" | ">|" | "<>" | "&>" | "&>>")
-            || (self.op == ">&" && !self.target.text.chars().all(|c| c.is_ascii_digit() || c == '-'))
+            || (self.op == ">&"
+                && !self
+                    .target
+                    .text
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '-'))
     }
 }
 
@@ -152,7 +157,10 @@ struct Parser {
 
 /// Characters that end an unquoted word.
 fn is_meta(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')')
+    matches!(
+        c,
+        ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')'
+    )
 }
 
 /// Where the current simple command ends and how the next one relates to it.
@@ -333,17 +341,18 @@ impl Parser {
             .copied()
             .ok_or_else(|| ParseError("unexpected redirection".into()))?;
         self.skip_blanks();
-        if matches!(self.peek(), None | Some('\n' | ';' | '|' | '&' | '<' | '>' | ')')) {
+        if matches!(
+            self.peek(),
+            None | Some('\n' | ';' | '|' | '&' | '<' | '>' | ')')
+        ) {
             return Err(ParseError(format!("'{op}' has no target")));
         }
         let target = self.word()?;
         match op {
             "<<" | "<<-" => {
-                current.heredoc_requests.push((
-                    target.text.clone(),
-                    op == "<<-",
-                    !target.quoted,
-                ));
+                current
+                    .heredoc_requests
+                    .push((target.text.clone(), op == "<<-", !target.quoted));
             }
             "<<<" => current.here_strings.push(target),
             _ => current.redirects.push(Redirect { op, target }),
@@ -580,7 +589,12 @@ impl Parser {
     }
 
     /// Skips to the `close` that balances `open`, with `depth` opens already consumed.
-    fn skip_balanced(&mut self, open: char, close: char, mut depth: usize) -> Result<(), ParseError> {
+    fn skip_balanced(
+        &mut self,
+        open: char,
+        close: char,
+        mut depth: usize,
+    ) -> Result<(), ParseError> {
         while let Some(c) = self.peek() {
             self.pos += 1;
             if c == '\\' {

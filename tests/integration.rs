@@ -10,5 +10,7 @@ mod repo_fixture;
 mod ask;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// Guard, rules, approvals, sandbox and the secret canary.
+mod safety;
 // The command line itself: help, version, usage errors, man pages.
 mod cli;

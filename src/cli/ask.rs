@@ -7,6 +7,9 @@ use clap::Args;
 
 use crate::agent::{self, AskOptions};
 use crate::config;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Mode, SandboxConfig};
+use crate::safety::Approvals;
 use crate::ui;
 
 /// Run one task to completion and print the answer
@@ -34,6 +37,26 @@ pub struct AskArgs {
     /// Default timeout of shell commands the agent runs, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
+
+    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+
+    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)', 'Edit(**/migrations/**)', 'run'; deny wins over allow
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+
+    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
+    sandbox: String,
+
+    /// Turn network access off for shell commands (needs the sandbox)
+    #[arg(long)]
+    no_network: bool,
+
+    /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 /// Runs `ask` and returns the exit code.
@@ -42,7 +65,8 @@ pub fn run(args: AskArgs) -> i32 {
         Ok(prompt) => prompt,
         Err(message) => return fail(args.json, &message),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    // Secrets were moved out of the environment at start-up (safety::secrets); read them from memory.
+    let env = |name: &str| crate::safety::secrets::var(name);
     let model = match config::resolve(args.model.as_deref(), &env) {
         Ok(model) => model,
         Err(err) => return fail(args.json, &err.to_string()),
@@ -56,6 +80,10 @@ pub fn run(args: AskArgs) -> i32 {
             )
         }
     };
+    let safety = match safety_options(&args) {
+        Ok(safety) => safety,
+        Err(message) => return fail(args.json, &message),
+    };
     let options = AskOptions {
         prompt,
         model,
@@ -63,6 +91,7 @@ pub fn run(args: AskArgs) -> i32 {
         run_timeout: Duration::from_secs(args.run_timeout),
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(120),
+        safety,
     };
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,
@@ -79,6 +108,25 @@ pub fn run(args: AskArgs) -> i32 {
             1
         }
     }
+}
+
+/// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module), the
+/// sandbox mode and the approval mode.
+fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, String> {
+    let rules = Rules::from_lists(&args.allow, &args.deny).map_err(|e| e.to_string())?;
+    let mode: Mode = args.sandbox.parse()?;
+    if args.no_network && mode == Mode::Off {
+        return Err("--no-network needs the sandbox: drop --sandbox off".to_string());
+    }
+    Ok(agent::SafetyOptions {
+        rules,
+        sandbox: SandboxConfig {
+            mode,
+            network: !args.no_network,
+            writable: Vec::new(),
+        },
+        approvals: Approvals::detect(args.yes),
+    })
 }
 
 fn fail(json: bool, message: &str) -> i32 {

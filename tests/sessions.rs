@@ -557,11 +557,16 @@ fn push_refuses_a_key_value_in_a_session() {
     let server = Server::start(vec![
         Reply::tool_calls(vec![call(
             "write_file",
-            json!({"path": "leak.txt", "content": format!("key={}\n", crate::common::API_KEY)}),
+            json!({"path": "x.txt", "content": "x\n"}),
         )]),
         Reply::text("done"),
     ]);
-    repo.run_agent(&server, &["ask", "leak it"]).assert_code(0);
+    repo.run_agent(&server, &["ask", "write x"]).assert_code(0);
+    let id = session_id(&repo);
+    // git-agent redacts what it writes; plain git does not: a note with the key, added by hand.
+    let step = agent_commits(&repo, &id)[0].clone();
+    let leak = format!("key={}", crate::common::API_KEY);
+    repo.git(&["notes", "--ref=agent", "append", "-m", &leak, &step]);
     let out = agent(&repo, &["push"]);
     out.assert_code(1);
     assert!(

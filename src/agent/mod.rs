@@ -17,8 +17,13 @@ use crate::model::retry::RetryPolicy;
 use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
+use crate::safety::guard::GuardEnv;
+use crate::safety::redact;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::{Approvals, Policy};
 use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
-use crate::tools::{self, Tool, ToolContext, ToolOutput};
+use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
 use journal::Event as LogEvent;
 
@@ -36,6 +41,7 @@ pub struct AskOptions {
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    pub safety: SafetyOptions,
     /// Continue an earlier session instead of starting one.
     pub resume: Option<Resume>,
 }
@@ -47,6 +53,24 @@ pub enum Resume {
     Id(String),
     /// The newest session.
     Latest,
+}
+
+/// Permission rules, sandbox and approvals of one session.
+#[derive(Debug)]
+pub struct SafetyOptions {
+    pub rules: Rules,
+    pub sandbox: SandboxConfig,
+    pub approvals: Approvals,
+}
+
+impl Default for SafetyOptions {
+    fn default() -> Self {
+        SafetyOptions {
+            rules: Rules::default(),
+            sandbox: SandboxConfig::default(),
+            approvals: Approvals::Never,
+        }
+    }
 }
 
 /// The error returned by [`ask()`]: host failures that end the session. Failures the model can fix are tool
@@ -86,6 +110,13 @@ pub async fn ask(
         opts.idle_timeout,
     )?;
     let store = Store::open(cwd)?;
+    // Known secrets are registered before anything can be written into refs (step 0 included).
+    if let Some(key) = &opts.model.api_key {
+        redact::register(key, opts.model.api_key_env);
+    }
+    if let Ok(mut r) = redact::global().write() {
+        r.add_dotenv_files(store.workdir());
+    }
     let resumed = opts.resume.is_some();
     let (session, log, history) = match &opts.resume {
         None => {
@@ -125,8 +156,18 @@ pub async fn ask(
             (session, log, history)
         }
     };
+    let id = session.id.clone();
+    let (policy, sandbox) = safety_for(&store, &session, opts.safety);
+    if let Some(warning) = &sandbox.fallback {
+        sink.emit(&Event::Warning(warning));
+    }
     let (cancel, cancelled) = interrupt_flag();
+    let tool_state = Arc::new(SessionState::new(
+        Some(store.common_dir().join("agent").join("output").join(&id)),
+        vec![opts.model.api_key_env.to_string()],
+    ));
     let mut turn = Turn {
+        tool_state,
         store,
         client,
         session,
@@ -141,10 +182,14 @@ pub async fn ask(
         announced: false,
         model: opts.model,
         run_timeout: opts.run_timeout,
+        policy,
+        sandbox: Arc::new(sandbox),
         log,
         why: String::new(),
     };
     let result = turn.run(&opts.prompt, opts.max_steps, history).await;
+    // Background jobs (dev servers) never outlive the session, however it ended.
+    turn.tool_state.shutdown();
     if result.is_err() {
         turn.log.meta.status = "error".into();
         turn.log.meta.steps = turn.session.steps;
@@ -171,8 +216,28 @@ pub async fn ask(
             err => AgentError::Model(err),
         });
     }
+    if let Some(tmp) = &turn.sandbox.tmpdir {
+        // Best effort: it is the session's scratch space in the system temp dir.
+        let _ = std::fs::remove_dir_all(tmp);
+    }
     let outcome = result?;
     Ok(turn.finish(outcome))
+}
+
+/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
+fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+    let checkout = std::fs::canonicalize(&session.root).unwrap_or_else(|_| session.root.clone());
+    let guard = GuardEnv {
+        checkout: checkout.clone(),
+        repo_root: store.workdir().to_path_buf(),
+        common_dir: store.common_dir().to_path_buf(),
+        home: dirs::home_dir(),
+        session_branch: session.branch.trim_start_matches("refs/heads/").to_string(),
+    };
+    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
+    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
+    (Policy::new(opts.rules, guard, opts.approvals), sandbox)
 }
 
 /// How a session ended.
@@ -183,6 +248,8 @@ enum Outcome {
 }
 
 struct Turn<'s> {
+    /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
+    tool_state: Arc<SessionState>,
     store: Store,
     client: Client,
     retry: RetryPolicy,
@@ -200,6 +267,8 @@ struct Turn<'s> {
     announced: bool,
     model: ModelConfig,
     run_timeout: Duration,
+    policy: Policy,
+    sandbox: Arc<Sandbox>,
     /// The session log: every message, tool result and step is appended as it happens.
     log: SessionLog,
     /// The model's text before the tool calls being run, for the step notes.
@@ -371,6 +440,19 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
+        let decision = self.policy.check(tool.name(), &args);
+        self.sink.emit(&Event::Permission {
+            id: &call.id,
+            tool: tool.name(),
+            decision: decision.outcome.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+        });
+        if decision.is_denied() {
+            let output = ToolOutput::error(decision.message_for_model());
+            self.report(call, &output);
+            return Ok(output);
+        }
         let is_run = tool.name() == "run";
         if is_run && self.last_scan.is_none() {
             self.last_scan = Some(self.store.scan(&self.session)?);
@@ -420,6 +502,8 @@ impl Turn<'_> {
             root: self.session.root.clone(),
             run_timeout: self.run_timeout,
             cancel: Arc::clone(&self.cancel),
+            session: Arc::clone(&self.tool_state),
+            sandbox: Arc::clone(&self.sandbox),
         };
         // Tools block (file I/O, child processes); Ctrl-C reaches them through `ctx.cancel`.
         tokio::task::spawn_blocking(move || tools[index].execute(&ctx, &args))
@@ -437,10 +521,13 @@ impl Turn<'_> {
 
     /// What a shell command changed in the checkout since the last scan.
     fn scan_changes(&mut self) -> Result<Vec<PathBuf>, AgentError> {
-        let after = self.store.scan(&self.session)?;
-        let changed = match &self.last_scan {
-            Some(before) => Scan::diff(before, &after),
-            None => Vec::new(),
+        let (after, changed) = match &self.last_scan {
+            Some(before) => {
+                let after = before.rescan()?;
+                let changed = Scan::diff(before, &after);
+                (after, changed)
+            }
+            None => (self.store.scan(&self.session)?, Vec::new()),
         };
         self.last_scan = Some(after);
         Ok(changed)
@@ -452,7 +539,25 @@ impl Turn<'_> {
         label: &str,
         changed: &[PathBuf],
     ) -> Result<(), AgentError> {
-        if let Some(commit) = self.store.commit_step(&mut self.session, changed, label)? {
+        let (changed, withheld) = self.withhold_secrets(changed);
+        let mut message = redact::redact(label);
+        if !withheld.is_empty() {
+            message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+            for (path, why) in &withheld {
+                message.push_str(&format!("- {}: {why}\n", path.display()));
+                let warning = format!(
+                    "{} was not committed: {why}; it stays in the checkout ({})",
+                    path.display(),
+                    self.session.root.display()
+                );
+                self.sink.emit(&Event::Warning(&warning));
+            }
+        }
+        let changed = &changed[..];
+        if let Some(commit) = self
+            .store
+            .commit_step(&mut self.session, changed, &message)?
+        {
             let hex = commit.to_string();
             let step = self.session.steps;
             self.log.append(
@@ -472,6 +577,56 @@ impl Turn<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Splits `changed` into what may be committed and what is withheld: environment and key files, files
+    /// holding a known secret value, and files with a secret-format string their committed version lacked.
+    fn withhold_secrets(&self, changed: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+        let mut keep = Vec::new();
+        let mut withheld = Vec::new();
+        let redactor = redact::global()
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        for rel in changed {
+            let abs = self.session.root.join(rel);
+            let Ok(bytes) = std::fs::read(&abs) else {
+                keep.push(rel.clone());
+                continue;
+            };
+            if let Some(what) = redact::sensitive_path(rel) {
+                withheld.push((rel.clone(), format!("it is {what}")));
+                continue;
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            let found = redactor.find(&text);
+            if let Some(f) = found.iter().find(|f| f.known) {
+                withheld.push((rel.clone(), format!("it contains the value of {}", f.kind)));
+                continue;
+            }
+            let before = self.committed(rel).unwrap_or_default();
+            let before = String::from_utf8_lossy(&before);
+            if let Some(f) = found
+                .iter()
+                .find(|f| !before.contains(&text[f.start..f.end]))
+            {
+                withheld.push((
+                    rel.clone(),
+                    format!("it contains a new secret ({})", f.kind),
+                ));
+                continue;
+            }
+            keep.push(rel.clone());
+        }
+        (keep, withheld)
+    }
+
+    /// The content of `rel` at the session's tip, if it is a blob there.
+    fn committed(&self, rel: &std::path::Path) -> Option<Vec<u8>> {
+        let repo = self.store.repo();
+        let tree = repo.find_commit(self.session.tip).ok()?.tree().ok()?;
+        let entry = tree.lookup_entry_by_path(rel).ok()??;
+        Some(entry.object().ok()?.data.clone())
     }
 
     fn session_event_fields(&self) -> SessionLine {

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use crate::store::share::{env_secrets, PUSH_REFSPECS};
+use crate::safety::redact;
+use crate::store::share::PUSH_REFSPECS;
 
 /// Push sessions (refs/agent/*), session branches (agent/*) and notes (refs/notes/agent) to a remote
 ///
@@ -17,20 +18,36 @@ pub struct PushArgs {
 
 pub fn run(args: PushArgs) -> Result<i32, String> {
     let store = super::open_store()?;
-    let secrets = env_secrets();
-    if let Some((name, blob)) = store.find_secret(&secrets).map_err(|e| e.to_string())? {
-        return Err(format!(
-            "refusing to push: object {blob} under refs/agent, agent/* or refs/notes/agent contains the value of ${name}\n\
-             hint: find it with `git log --all --find-object={blob}`, then discard that session (`git agent discard --purge <id>`)"
-        ));
-    }
-    let mut cmd = super::git_inherit(store.workdir());
-    cmd.args(["push", &args.remote]);
-    // A missing notes ref would fail the whole push.
+    // A missing notes ref would fail the whole push (and the secret scan).
     let has_notes = store
         .ref_target(crate::store::NOTES_REF)
         .map_err(|e| e.to_string())?
         .is_some();
+    let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
+    if has_notes {
+        refs.push(crate::store::NOTES_REF);
+    }
+    let leaks = {
+        let redactor = redact::global()
+            .read()
+            .map_err(|_| "the secret list is unavailable".to_string())?;
+        redact::secrets_in_refs(store.workdir(), &refs, &redactor)
+            .map_err(|e| format!("could not check what would be pushed for secrets: {e}"))?
+    };
+    if let Some(leak) = leaks.first() {
+        let place = if leak.path.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", leak.path)
+        };
+        return Err(format!(
+            "refusing to push: object {}{place} under refs/agent, agent/* or refs/notes/agent holds a known secret ({})\n\
+             hint: find it with `git log --all --find-object={}`, then remove that session (`git agent discard --purge <id>`)",
+            leak.object, leak.kind, leak.object
+        ));
+    }
+    let mut cmd = super::git_inherit(store.workdir());
+    cmd.args(["push", &args.remote]);
     cmd.args(
         PUSH_REFSPECS
             .iter()

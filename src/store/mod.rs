@@ -323,10 +323,9 @@ impl Store {
 
 /// The one choke point for text written into `refs/notes/agent` and the session logs (which users push).
 ///
-/// This is the redaction hook: secret redaction (known key values, common key formats) plugs in here. For now
-/// the text passes unchanged; `git agent push` still refuses to push known key values (see `Store::push`).
+/// Secret redaction (known key values, common key formats) happens here, so nothing reaches those refs around it.
 pub fn sanitize(text: &str) -> String {
-    text.to_owned()
+    crate::safety::redact::redact(text)
 }
 
 /// A crash-test hook: with `GIT_AGENT_CRASH_AT=N` set, the process kills itself with SIGKILL at the N-th call

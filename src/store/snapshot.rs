@@ -46,6 +46,9 @@ impl Store {
             .split(|b| *b == 0)
             .filter(|rec| rec.len() > 3)
             .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
+            // The user's secrets (.env, keys, files holding known key values) never go into agent refs; a
+            // withheld file is also absent from the checkout.
+            .filter(|rel| !crate::safety::redact::withhold_user_file(&self.workdir, rel))
             .collect();
         if paths.is_empty() && head.is_some() {
             return Ok(None);

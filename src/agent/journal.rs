@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::{Item as PlanItem, Plan};
 use crate::model::{Message, ThinkingBlock, ToolCall};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
@@ -53,6 +54,27 @@ pub enum Event {
     },
     /// `git agent discard`: checkout and branch removed (the branch pointed at `tip`).
     Discard { tip: String },
+    /// A message the agent itself added to the conversation (as a user message): `kind` is `instructions`
+    /// (a deeper AGENTS.md, `path` names it), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
+    Context {
+        kind: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        path: String,
+        content: String,
+    },
+    /// The plan after a `plan_update`; kept here, outside the conversation, so compaction cannot lose it.
+    Plan { items: Vec<PlanItem> },
+    /// Everything before the last `kept` messages was replaced by one user message holding `summary`
+    /// (a model-written summary, or a note that messages were dropped when `fallback`).
+    Compaction {
+        summary: String,
+        kept: u64,
+        replaced: u64,
+        #[serde(default)]
+        fallback: bool,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
 }
 
 impl Event {
@@ -109,11 +131,75 @@ pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
                     content,
                 });
             }
+            Event::Context { content, .. } => {
+                close_open(&mut messages, &mut open);
+                messages.push(Message::User { content });
+            }
+            Event::Compaction { summary, kept, .. } => {
+                close_open(&mut messages, &mut open);
+                let kept = usize::try_from(kept)
+                    .unwrap_or(usize::MAX)
+                    .min(messages.len());
+                let tail = messages.split_off(messages.len() - kept);
+                messages.clear();
+                messages.push(Message::User { content: summary });
+                messages.extend(tail);
+            }
             _ => {}
         }
     }
     close_open(&mut messages, &mut open);
     messages
+}
+
+/// The session's plan: the last one recorded.
+pub fn plan(events: &[serde_json::Value]) -> Plan {
+    events
+        .iter()
+        .rev()
+        .filter_map(Event::from_json)
+        .find_map(|e| match e {
+            Event::Plan { items } => Some(Plan { items }),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The deeper instruction files already added to the conversation.
+pub fn loaded_instructions(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(Event::from_json)
+        .filter_map(|e| match e {
+            Event::Context { kind, path, .. } if kind == "instructions" => Some(path),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The step commits, as `step N: <short id> (files)` lines for summaries.
+pub fn step_lines(events: &[serde_json::Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(Event::from_json)
+        .filter_map(|e| match e {
+            Event::Step {
+                step,
+                commit,
+                files,
+            } => Some(step_line(step, &commit, &files)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One step commit as a line: `step 3: 1a2b3c4 (src/a.rs, src/b.rs)`.
+pub fn step_line(step: u32, commit: &str, files: &[String]) -> String {
+    format!(
+        "step {step}: {} ({})",
+        commit.get(..7).unwrap_or(commit),
+        files.join(", ")
+    )
 }
 
 fn close_open(messages: &mut Vec<Message>, open: &mut Vec<String>) {
@@ -185,5 +271,44 @@ mod tests {
                 content: INTERRUPTED.into()
             }
         );
+    }
+
+    #[test]
+    fn compaction_replaces_all_but_the_kept_tail() {
+        let user = |c: &str| Event::User { content: c.into() };
+        let events: Vec<serde_json::Value> = [
+            user("goal"),
+            Event::Assistant {
+                content: "".into(),
+                tool_calls: vec![call("a")],
+                thinking: vec![],
+            },
+            user("more"),
+            Event::Context {
+                kind: "reminder".into(),
+                path: String::new(),
+                content: "careful".into(),
+            },
+            Event::Compaction {
+                summary: "S".into(),
+                kept: 2,
+                replaced: 3,
+                fallback: false,
+                tokens_before: 10,
+                tokens_after: 5,
+            },
+            user("after"),
+        ]
+        .iter()
+        .map(Event::to_json)
+        .collect();
+        let contents: Vec<String> = rebuild(&events)
+            .into_iter()
+            .map(|m| match m {
+                Message::User { content } => content,
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(contents, ["S", "more", "careful", "after"]);
     }
 }

@@ -2,13 +2,17 @@
 //! commit what changed as one step on the session's branch, feed the results back, and repeat until the model
 //! answers without tool calls or a guard stops it.
 
+mod context;
+mod guards;
+mod instructions;
 pub mod journal;
+pub mod plan;
 mod prompt;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 
@@ -25,9 +29,14 @@ use crate::safety::{Approvals, Policy};
 use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
+use context::ContextState;
+pub use context::Settings as ContextSettings;
+use guards::{Budget, Guards, Verdict};
+use instructions::Instructions;
 use journal::Event as LogEvent;
+use plan::{Finish, Plan};
 
-/// Exit code when the task stopped unfinished (step limit, guard).
+/// Exit code when the task stopped unfinished (budget, loop guard, blocked).
 pub const EXIT_UNFINISHED: i32 = 3;
 /// Exit code when the user interrupted.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -38,6 +47,10 @@ pub struct AskOptions {
     pub prompt: String,
     pub model: ModelConfig,
     pub max_steps: u32,
+    /// Stop (exit 3) once this much time has passed.
+    pub max_time: Option<Duration>,
+    /// Stop (exit 3) once the session's requests used this many tokens (input plus output).
+    pub max_tokens: Option<u64>,
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
@@ -118,7 +131,8 @@ pub async fn ask(
         r.add_dotenv_files(store.workdir());
     }
     let resumed = opts.resume.is_some();
-    let (session, log, history) = match &opts.resume {
+    let started = Instant::now();
+    let (session, log, events) = match &opts.resume {
         None => {
             let id = store.new_session_id();
             let session = store.start_session(&id, true)?;
@@ -149,11 +163,11 @@ pub async fn ask(
             let id = store.resolve_session(prefix)?;
             let mut log = store.open_log(&id)?;
             let session = store.reopen_session(&log.meta)?;
-            let history = journal::rebuild(&store.read_log(&id)?.events);
+            let events = store.read_log(&id)?.events;
             log.append(LogEvent::Resume {}.to_json())?;
             log.meta.status = "running".into();
             log.fold(&store)?;
-            (session, log, history)
+            (session, log, events)
         }
     };
     let id = session.id.clone();
@@ -166,7 +180,34 @@ pub async fn ask(
         Some(store.common_dir().join("agent").join("output").join(&id)),
         vec![opts.model.api_key_env.to_string()],
     ));
+    let settings = context::Settings::resolve(&opts.model);
+    let mut schemas: Vec<_> = tools::registry().iter().map(|t| t.schema()).collect();
+    schemas.extend(plan::schemas());
+    let mut instructions = Instructions::new(&session.root);
+    for path in journal::loaded_instructions(&events) {
+        instructions.already_loaded(&path);
+    }
+    let goal = if resumed {
+        format!("{}\n\n(continued with:) {}", log.meta.prompt, opts.prompt)
+    } else {
+        opts.prompt.clone()
+    };
     let mut turn = Turn {
+        context: ContextState::new(settings, &schemas),
+        schemas,
+        plan: journal::plan(&events),
+        step_lines: journal::step_lines(&events),
+        guards: Guards::default(),
+        instructions,
+        cwd: relative_cwd(&store, cwd),
+        goal,
+        budget: Budget {
+            max_steps: opts.max_steps,
+            deadline: opts.max_time.map(|t| started + t),
+            max_time: opts.max_time,
+            max_tokens: opts.max_tokens,
+        },
+        spent: 0,
         tool_state,
         store,
         client,
@@ -187,7 +228,8 @@ pub async fn ask(
         log,
         why: String::new(),
     };
-    let result = turn.run(&opts.prompt, opts.max_steps, history).await;
+    let history = journal::rebuild(&events);
+    let result = turn.run(&opts.prompt, history, resumed).await;
     // Background jobs (dev servers) never outlive the session, however it ended.
     turn.tool_state.shutdown();
     if result.is_err() {
@@ -240,14 +282,47 @@ fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy,
     (Policy::new(opts.rules, guard, opts.approvals), sandbox)
 }
 
+/// The working directory relative to the repository root (where project instructions are looked up to).
+fn relative_cwd(store: &Store, cwd: &std::path::Path) -> PathBuf {
+    let root = std::fs::canonicalize(store.workdir()).unwrap_or_else(|_| store.workdir().into());
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.into());
+    cwd.strip_prefix(&root)
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
 /// How a session ended.
 enum Outcome {
+    /// Plain text without tool calls.
     Answered(String),
-    StepLimit(u32),
+    /// The `finish` tool.
+    Finished(Finish),
+    /// A budget or a loop guard; `status` is what the log records (`max_steps`, `loop`, ...).
+    Stopped {
+        status: &'static str,
+        reason: String,
+    },
     Interrupted(String),
 }
 
 struct Turn<'s> {
+    /// Window, accounting, compaction state.
+    context: ContextState,
+    /// What the model is offered: the registry's tools, then `plan_update` and `finish`.
+    schemas: Vec<crate::model::ToolSchema>,
+    /// The plan, kept outside the conversation (see [`plan`]).
+    plan: Plan,
+    /// `step N: <commit> (files)` for summaries and stop reports.
+    step_lines: Vec<String>,
+    guards: Guards,
+    instructions: Instructions,
+    /// The working directory relative to the repository root.
+    cwd: PathBuf,
+    /// The user's goal, restated in every compaction summary.
+    goal: String,
+    budget: Budget,
+    /// Tokens used by the session's requests: the provider's figures, or estimates where it gave none.
+    spent: u64,
     /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
     tool_state: Arc<SessionState>,
     store: Store,
@@ -278,48 +353,57 @@ struct Turn<'s> {
 impl Turn<'_> {
     async fn run(
         &mut self,
-        goal: &str,
-        max_steps: u32,
+        prompt: &str,
         history: Vec<Message>,
+        resumed: bool,
     ) -> Result<Outcome, AgentError> {
-        let checkout = self.session.root.display().to_string();
-        let branch = self.short_branch();
-        let base = self.session.base.to_string();
-        let env = prompt::Environment {
-            checkout: &checkout,
-            branch: &branch,
-            base: &base,
-            date: &today(),
-        };
         let mut messages = vec![Message::System {
-            content: prompt::system_prompt(&env),
+            content: self.system_prompt(),
         }];
         messages.extend(history);
+        if resumed && !self.plan.is_empty() {
+            let text = format!(
+                "Your plan so far (from plan_update):\n{}",
+                self.plan.render()
+            );
+            self.add_context(&mut messages, "plan", "", text)?;
+        }
         messages.push(Message::User {
-            content: goal.into(),
+            content: prompt.into(),
         });
         self.log.append(
             LogEvent::User {
-                content: goal.into(),
+                content: prompt.into(),
             }
             .to_json(),
         )?;
-        let schemas: Vec<_> = self.tools.iter().map(|t| t.schema()).collect();
+        let schemas = self.schemas.clone();
+        self.turns(&mut messages, &schemas).await
+    }
+
+    /// The loop proper: one model request and its tool calls per round.
+    async fn turns(
+        &mut self,
+        messages: &mut Vec<Message>,
+        schemas: &[crate::model::ToolSchema],
+    ) -> Result<Outcome, AgentError> {
         let model = self.model.model.clone();
         loop {
-            if self.requests >= max_steps {
-                return Ok(Outcome::StepLimit(max_steps));
+            if let Some((status, reason)) = self.budget.exceeded(self.requests, self.spent) {
+                return Ok(Outcome::Stopped { status, reason });
             }
+            self.manage_context(messages).await?;
             let request = Request {
                 model: &model,
-                messages: &messages,
-                tools: &schemas,
+                messages,
+                tools: schemas,
                 max_tokens: None,
             };
             let response = match self.request(&request).await? {
                 Some(response) => response,
                 None => return Ok(Outcome::Interrupted(String::new())),
             };
+            self.count_tokens(messages, &response);
             let calls = response.tool_calls.clone();
             let cut_off = response.finish_reason == Some(FinishReason::Length);
             self.record_reply(&response)?;
@@ -330,36 +414,259 @@ impl Turn<'_> {
                 thinking: response.thinking.clone(),
             });
             if calls.is_empty() {
-                return Ok(Outcome::Answered(response.text));
+                // Plain text ends the task, unless the plan still has open items (one reminder).
+                match self.guards.may_finish(&self.plan) {
+                    Ok(()) => return Ok(Outcome::Answered(response.text)),
+                    Err(reminder) => {
+                        self.add_context(messages, "reminder", "", reminder)?;
+                        continue;
+                    }
+                }
             }
+            let mut round = Round::default();
             for (i, call) in calls.iter().enumerate() {
                 // With finish_reason `length`, the last call's arguments may have been cut off mid-way: never run
                 // something that merely looks complete.
                 let truncated = cut_off && i + 1 == calls.len();
                 let output = if self.is_cancelled() {
                     ToolOutput::error("interrupted by the user before this call ran")
+                } else if round.stop.is_some() {
+                    ToolOutput::error("not run: the loop guard stopped the session")
                 } else {
-                    self.call_tool(call, truncated).await?
+                    self.dispatch(call, truncated, &mut round).await?
                 };
-                let (ok, summary) = (!output.is_error, output.summary.clone());
-                let content = model_view(output);
-                self.log.append(
-                    LogEvent::ToolResult {
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        ok,
-                        summary,
-                        content: content.clone(),
-                    }
-                    .to_json(),
-                )?;
-                messages.push(Message::Tool {
-                    tool_call_id: call.id.clone(),
-                    content,
+                self.push_result(messages, call, output)?;
+            }
+            for (kind, path, text) in std::mem::take(&mut round.context) {
+                self.add_context(messages, kind, &path, text)?;
+            }
+            if let Some(reason) = round.stop {
+                return Ok(Outcome::Stopped {
+                    status: "loop",
+                    reason,
                 });
             }
             if self.is_cancelled() {
                 return Ok(Outcome::Interrupted(response.text));
+            }
+            if let Some(finish) = round.finish {
+                return Ok(Outcome::Finished(finish));
+            }
+            if let Some(reminder) = self.guards.stale_plan(&self.plan) {
+                self.add_context(messages, "reminder", "", reminder)?;
+            }
+        }
+    }
+
+    /// The system prompt: fixed sections, the project instructions found from the root down to the working
+    /// directory, the environment.
+    fn system_prompt(&mut self) -> String {
+        let checkout = self.session.root.display().to_string();
+        let branch = self.short_branch();
+        let base = self.session.base.to_string();
+        let env = prompt::Environment {
+            checkout: &checkout,
+            branch: &branch,
+            base: &base,
+            date: &today(),
+        };
+        let cwd = self.cwd.clone();
+        let files = self.instructions.initial(&cwd);
+        let section = if files.is_empty() {
+            String::new()
+        } else {
+            instructions::section(&files)
+        };
+        prompt::system_prompt(&env, &section)
+    }
+
+    /// Runs one call: the agent's own tools (plan, finish) here, the others through the guards and the
+    /// registry. What the round must do afterwards (reminders, instructions, stop, finish) goes into `round`.
+    async fn dispatch(
+        &mut self,
+        call: &ToolCall,
+        truncated: bool,
+        round: &mut Round,
+    ) -> Result<ToolOutput, AgentError> {
+        if call.name == plan::PLAN_TOOL || call.name == plan::FINISH_TOOL {
+            return self.own_tool(call, truncated, round);
+        }
+        match self.guards.before_call(call) {
+            Verdict::Run => {}
+            Verdict::Remind(text) => self.remind(round, text),
+            Verdict::Stop(reason) => {
+                round.stop = Some(reason.clone());
+                return Ok(ToolOutput::error(format!("not run: {reason}")));
+            }
+        }
+        let output = self.call_tool(call, truncated).await?;
+        match self
+            .guards
+            .after_call(call, output.is_error, &output.content)
+        {
+            Verdict::Run => {}
+            Verdict::Remind(text) => self.remind(round, text),
+            Verdict::Stop(reason) => round.stop = Some(reason),
+        }
+        if !output.is_error {
+            self.touch_for_instructions(call, round);
+        }
+        Ok(output)
+    }
+
+    fn remind(&mut self, round: &mut Round, text: String) {
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        self.sink.emit(&Event::Warning(&first));
+        round.context.push(("reminder", String::new(), text));
+    }
+
+    /// `plan_update` and `finish`: session state, not files, so no policy check, sandbox or step commit.
+    fn own_tool(
+        &mut self,
+        call: &ToolCall,
+        truncated: bool,
+        round: &mut Round,
+    ) -> Result<ToolOutput, AgentError> {
+        let args = match parse_args(call, truncated) {
+            Ok(args) => args,
+            Err(message) => return Ok(self.own_result(call, ToolOutput::error(message))),
+        };
+        let label = match call.name.as_str() {
+            plan::PLAN_TOOL => "plan".to_owned(),
+            _ => format!("finish {}", args["status"].as_str().unwrap_or("?")),
+        };
+        self.sink.emit(&Event::ToolCall {
+            id: &call.id,
+            name: &call.name,
+            label: &label,
+            input: &args,
+        });
+        let output = if call.name == plan::PLAN_TOOL {
+            match Plan::from_args(&args) {
+                Ok(plan) => {
+                    self.log.append(
+                        LogEvent::Plan {
+                            items: plan.items.clone(),
+                        }
+                        .to_json(),
+                    )?;
+                    self.plan = plan;
+                    self.guards.plan_updated();
+                    let summary = format!("{} of {} done", self.plan.done(), self.plan.items.len());
+                    ToolOutput::ok(format!("plan updated: {summary}"), summary)
+                }
+                Err(message) => ToolOutput::error(message),
+            }
+        } else {
+            match Finish::from_args(&args) {
+                Ok(finish) => {
+                    let reminder = if finish.completed {
+                        self.guards.may_finish(&self.plan).err()
+                    } else {
+                        None
+                    };
+                    match reminder {
+                        // Refused once: the reminder is the result, and the model goes on.
+                        Some(reminder) => ToolOutput::error(reminder),
+                        None => {
+                            round.finish = Some(finish);
+                            ToolOutput::ok("finished", "finished")
+                        }
+                    }
+                }
+                Err(message) => ToolOutput::error(message),
+            }
+        };
+        Ok(self.own_result(call, output))
+    }
+
+    fn own_result(&mut self, call: &ToolCall, output: ToolOutput) -> ToolOutput {
+        self.report(call, &output);
+        output
+    }
+
+    /// A file tool touched a directory: bring in project instructions found there for the first time.
+    fn touch_for_instructions(&mut self, call: &ToolCall, round: &mut Round) {
+        if !matches!(
+            call.name.as_str(),
+            "read_file" | "list_files" | "search" | "edit_file" | "write_file"
+        ) {
+            return;
+        }
+        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
+            return;
+        };
+        let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
+            return;
+        };
+        for file in self.instructions.touch(path) {
+            let text = instructions::message(&file);
+            round.context.push(("instructions", file.path, text));
+        }
+    }
+
+    /// Appends a tool result to the conversation and the log.
+    fn push_result(
+        &mut self,
+        messages: &mut Vec<Message>,
+        call: &ToolCall,
+        output: ToolOutput,
+    ) -> Result<(), AgentError> {
+        let (ok, summary) = (!output.is_error, output.summary.clone());
+        let content = model_view(output);
+        self.log.append(
+            LogEvent::ToolResult {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok,
+                summary,
+                content: content.clone(),
+            }
+            .to_json(),
+        )?;
+        messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            content,
+        });
+        Ok(())
+    }
+
+    /// Adds a message of the agent's own (instructions, a reminder, the plan) to the conversation and the log.
+    fn add_context(
+        &mut self,
+        messages: &mut Vec<Message>,
+        kind: &str,
+        path: &str,
+        content: String,
+    ) -> Result<(), AgentError> {
+        self.log.append(
+            LogEvent::Context {
+                kind: kind.into(),
+                path: path.into(),
+                content: content.clone(),
+            }
+            .to_json(),
+        )?;
+        messages.push(Message::User { content });
+        Ok(())
+    }
+
+    /// Calibrates the estimate with the provider's figures and counts the request against `--max-tokens`.
+    fn count_tokens(&mut self, messages: &[Message], response: &Response) {
+        match &response.usage {
+            Some(usage) => {
+                self.context.accounting.calibrate(messages, usage);
+                self.spent += usage.input_tokens + usage.output_tokens;
+            }
+            None => {
+                let output = (response.text.len()
+                    + response
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.arguments.len())
+                        .sum::<usize>())
+                    / 4;
+                self.spent += self.context.accounting.tokens(messages) + output as u64;
             }
         }
     }
@@ -568,6 +875,8 @@ impl Turn<'_> {
                 }
                 .to_json(),
             )?;
+            let files: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+            self.step_lines.push(journal::step_line(step, &hex, &files));
             let note = journal::step_note(step, call, label, &self.why);
             self.store.add_note(commit, &note)?;
             self.sink.emit(&Event::Step {
@@ -666,17 +975,39 @@ impl Turn<'_> {
         self.log.fold(&self.store)
     }
 
+    /// The answer of a stopped session: why, what was committed, and the plan.
+    fn stop_report(&self, reason: &str) -> String {
+        let mut out = format!("Stopped unfinished: {reason}.\n");
+        if self.step_lines.is_empty() {
+            out.push_str("\nNo step was committed.\n");
+        } else {
+            out.push_str(&format!("\nCommitted on {}:\n", self.short_branch()));
+            for line in &self.step_lines {
+                out.push_str(&format!("- {line}\n"));
+            }
+        }
+        if !self.plan.is_empty() {
+            out.push_str(&format!("\nPlan:\n{}", self.plan.render()));
+        }
+        out
+    }
+
     /// Reports the end of the session and returns the exit code.
     fn finish(&mut self, outcome: Outcome) -> i32 {
         let (status, answer, code) = match outcome {
             Outcome::Answered(answer) => ("done", answer, 0),
-            Outcome::StepLimit(n) => {
-                let message = format!(
-                    "stopped after {n} model requests (--max-steps {n}); the work so far is on {}",
-                    self.short_branch()
-                );
+            Outcome::Finished(Finish {
+                completed: true,
+                summary,
+            }) => ("done", summary, 0),
+            Outcome::Finished(Finish {
+                completed: false,
+                summary,
+            }) => ("blocked", summary, EXIT_UNFINISHED),
+            Outcome::Stopped { status, reason } => {
+                let message = format!("{reason}; the work so far is on {}", self.short_branch());
                 self.sink.emit(&Event::Error(&message));
-                ("max_steps", String::new(), EXIT_UNFINISHED)
+                (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             Outcome::Interrupted(partial) => ("interrupted", partial, EXIT_INTERRUPTED),
         };
@@ -712,6 +1043,16 @@ impl Turn<'_> {
     }
 }
 
+/// What one round of tool calls leaves for the loop to do once every call has its result.
+#[derive(Default)]
+struct Round {
+    /// Messages to add after the results: `(kind, path, text)` as in [`LogEvent::Context`].
+    context: Vec<(&'static str, String, String)>,
+    /// The loop guard's reason to stop.
+    stop: Option<String>,
+    finish: Option<Finish>,
+}
+
 /// The fields of the `session` event, kept until it is shown.
 #[derive(Clone)]
 struct SessionLine {
@@ -738,13 +1079,6 @@ fn parse_call(
     call: &ToolCall,
     truncated: bool,
 ) -> Result<(usize, serde_json::Value), String> {
-    if truncated {
-        return Err(format!(
-            "the arguments of this {} call were cut off by the output token limit, so it was not run; \
-             make the call again with shorter arguments (e.g. split a large write into several edits)",
-            call.name
-        ));
-    }
     let index = tools
         .iter()
         .position(|t| t.name() == call.name)
@@ -756,6 +1090,18 @@ fn parse_call(
                 names.join(", ")
             )
         })?;
+    Ok((index, parse_args(call, truncated)?))
+}
+
+/// Parses a call's arguments as a JSON object, or says what is wrong.
+fn parse_args(call: &ToolCall, truncated: bool) -> Result<serde_json::Value, String> {
+    if truncated {
+        return Err(format!(
+            "the arguments of this {} call were cut off by the output token limit, so it was not run; \
+             make the call again with shorter arguments (e.g. split a large write into several edits)",
+            call.name
+        ));
+    }
     let text = call.arguments.trim();
     let args = if text.is_empty() {
         serde_json::Value::Object(Default::default())
@@ -766,7 +1112,7 @@ fn parse_call(
     if !args.is_object() {
         return Err("the arguments must be a JSON object".to_string());
     }
-    Ok((index, args))
+    Ok(args)
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.

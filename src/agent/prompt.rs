@@ -1,4 +1,8 @@
-//! The system prompt. Stable parts come first so providers that cache prompt prefixes can reuse them.
+//! The system prompt, assembled from sections ordered from most to least stable: identity and rules (the same
+//! for every session of this version), the project's instructions (the same for every session in the repo),
+//! then the environment (this session's checkout, branch and date). Providers cache prompt prefixes (OpenAI
+//! automatically, Anthropic up to the `cache_control` mark the Anthropic client puts on the system block), so
+//! what changes least goes first. Memory and skills will slot in after the instructions.
 
 use std::fmt::Write;
 
@@ -25,13 +29,21 @@ Do not run git commit, git checkout, git reset or git push yourself.
 - Shell commands run with bash -c, without a terminal and without input; do not start interactive programs. \
 Servers and watchers run as background jobs (run with background: true); read their output and stop them with \
 the job tool.
-- When the goal is reached (or cannot be), stop calling tools and answer with a short summary of what you did \
-and anything the user must know.";
+- For a task of more than a couple of steps, keep a plan with plan_update and keep it current; it survives when \
+older messages are summarised to save context.
+- When the goal is reached, call finish with status \"completed\" and a short summary of what you did and anything \
+the user must know (or simply answer without calling tools). If it cannot be reached without the user, call \
+finish with status \"blocked\" and say what is missing.
+- Old tool output may be shown as a one-line [output pruned ...] stub: make the call again if you need it.";
 
-/// Builds the system prompt for one session.
-pub fn system_prompt(env: &Environment<'_>) -> String {
-    let mut prompt = String::with_capacity(IDENTITY.len() + 256);
+/// Builds the system prompt for one session; `instructions` is the project-instructions section (may be empty).
+pub fn system_prompt(env: &Environment<'_>, instructions: &str) -> String {
+    let mut prompt = String::with_capacity(IDENTITY.len() + instructions.len() + 256);
     prompt.push_str(IDENTITY);
+    if !instructions.is_empty() {
+        prompt.push_str("\n\n");
+        prompt.push_str(instructions.trim_end());
+    }
     let _ = write!(
         prompt,
         "\n\nEnvironment:\n- checkout: {}\n- branch: {} (base commit {})\n- OS: {}\n- date: {}\n",

@@ -34,6 +34,14 @@ pub struct AskArgs {
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     max_steps: u32,
 
+    /// Stop with exit code 3 after this long: seconds, or with a unit (90s, 20m, 2h)
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    max_time: Option<Duration>,
+
+    /// Stop with exit code 3 once the session's model requests used this many tokens (input plus output)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_tokens: Option<u64>,
+
     /// Default timeout of shell commands the agent runs, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
@@ -96,6 +104,8 @@ pub fn run(args: AskArgs) -> i32 {
         prompt,
         model,
         max_steps: args.max_steps,
+        max_time: args.max_time,
+        max_tokens: args.max_tokens,
         run_timeout: Duration::from_secs(args.run_timeout),
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(120),
@@ -148,6 +158,28 @@ fn fail(json: bool, message: &str) -> i32 {
     }
     super::print_error(message);
     1
+}
+
+/// `90`, `90s`, `20m` or `2h` as a duration.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration: use seconds, or 90s, 20m, 2h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("unknown unit in '{text}': use s, m or h")),
+    };
+    if secs == 0 {
+        return Err("the duration must be more than 0".into());
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// The prompt words joined by spaces, or stdin when the only word is `-`.

@@ -118,6 +118,46 @@ fn render(log: &LogContents) -> String {
                 let _ = writeln!(out, "-- discarded (checkout and branch removed)");
             }
             Event::Usage { .. } => {}
+            Event::Context {
+                kind,
+                path,
+                content,
+            } => {
+                out.extend(step_line.take());
+                let what = if kind == "instructions" {
+                    format!("instructions from {path}")
+                } else {
+                    format!("{kind}: {}", crate::tools::short(&content, 100))
+                };
+                let _ = writeln!(out, "-- {what}");
+            }
+            Event::Plan { items } => {
+                out.extend(step_line.take());
+                let plan = crate::agent::plan::Plan { items };
+                let _ = writeln!(
+                    out,
+                    "-- plan ({} of {} done)",
+                    plan.done(),
+                    plan.items.len()
+                );
+                for line in plan.render().lines() {
+                    let _ = writeln!(out, "   {line}");
+                }
+            }
+            Event::Compaction {
+                replaced,
+                fallback,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                out.extend(step_line.take());
+                let how = if fallback { "dropped" } else { "summarised" };
+                let _ = writeln!(
+                    out,
+                    "-- context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
+                );
+            }
         }
     }
     out.extend(step_line.take());

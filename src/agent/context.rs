@@ -1,0 +1,672 @@
+//! Keeping the conversation inside the model's context window: token accounting, pruning of old tool output,
+//! and compaction of older messages into a structured summary.
+//!
+//! The order of defences, cheapest first:
+//! 1. **Pruning** (every request): tool results older than the last few turns become one-line stubs naming the
+//!    call and the size cut. Old file contents and command output are what fills a window; the model's own
+//!    reasoning and the user's messages are small and stay. A pruned stub never changes again, so the prompt
+//!    prefix before the newest stub stays cacheable.
+//! 2. **Compaction** (when the next request would pass the threshold, 80% of the window by default): the older
+//!    messages are summarised by the model into goal / done so far (with commits) / confirmed facts / guesses /
+//!    open questions / next step, and replaced by that summary plus the plan; the recent tail is kept verbatim,
+//!    starting at a user or assistant message (a tool result without its call would be refused). The
+//!    replacement is recorded in the session log, so `--resume` continues from the compacted state.
+//! 3. **Dropping** (when summarising fails, or the threshold is passed again right after a compaction): the
+//!    oldest messages go, with a note saying so. Compaction never runs twice in a row, so a tail that is itself
+//!    too large cannot make the session summarise in a loop.
+//!
+//! Token counts are estimates (4 bytes a token) calibrated by the provider's reported prompt tokens whenever a
+//! reply carries usage, so the estimate tracks the real tokenizer without shipping one.
+
+use crate::config::ModelConfig;
+use crate::model::{Message, Request, ToolSchema, Usage};
+
+use super::journal::Event as LogEvent;
+use super::{AgentError, Turn};
+
+/// Tool results in this many most recent assistant turns are never pruned.
+const KEEP_TURNS: usize = 3;
+/// Tool results shorter than this are not worth a stub.
+const PRUNE_MIN_CHARS: usize = 400;
+/// The share of the window the kept tail may use after a compaction.
+const TAIL_SHARE: f64 = 0.3;
+/// The share of the window the transcript sent to the summariser may use.
+const SUMMARISE_SHARE: f64 = 0.5;
+/// Requests that must pass after a compaction before the model is asked to summarise again.
+const COMPACT_COOLDOWN: u32 = 3;
+/// The window assumed for a model the table does not know and no setting names.
+pub const DEFAULT_WINDOW: u64 = 32_768;
+/// The first line of a compaction summary or drop note in the conversation.
+pub const SUMMARY_MARK: &str = "[Context summary]";
+/// The first line of a pruned tool result.
+const PRUNED_MARK: &str = "[output pruned";
+
+/// How the context is managed for one session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The model's context window in tokens.
+    pub window: u64,
+    /// Compact when the next request would pass this share of the window.
+    pub threshold: f64,
+    pub prune: bool,
+    pub compact: bool,
+}
+
+impl Settings {
+    /// The one place the context settings come from. Today: `GIT_AGENT_CONTEXT_WINDOW`, else the table of known
+    /// models, else [`DEFAULT_WINDOW`]; `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0` and
+    /// `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark). The config file's `context_window` belongs
+    /// here, between the variable and the table.
+    pub fn resolve(model: &ModelConfig) -> Settings {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let window = var("GIT_AGENT_CONTEXT_WINDOW")
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|w: &u64| *w > 0)
+            .or_else(|| known_window(&model.model))
+            .unwrap_or(DEFAULT_WINDOW);
+        let threshold = var("GIT_AGENT_COMPACT_AT")
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|t: &f64| *t > 0.1 && *t <= 1.0)
+            .unwrap_or(0.8);
+        let off = |name: &str| {
+            var(name).is_some_and(|v| matches!(v.trim(), "0" | "off" | "false" | "no"))
+        };
+        Settings {
+            window,
+            threshold,
+            prune: !off("GIT_AGENT_PRUNE"),
+            compact: !off("GIT_AGENT_COMPACT"),
+        }
+    }
+}
+
+/// Context windows of well-known model families, matched on the model name without its provider.
+pub fn known_window(model: &str) -> Option<u64> {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    const TABLE: &[(&str, u64)] = &[
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("o4-mini", 200_000),
+        ("o3", 200_000),
+        ("claude", 200_000),
+        ("gemini", 1_048_576),
+        ("deepseek", 128_000),
+        ("mistral-large", 128_000),
+        ("codestral", 256_000),
+        ("llama3.1", 131_072),
+        ("llama-3.1", 131_072),
+        ("qwen3", 40_960),
+        ("qwen2.5-coder", 32_768),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, window)| *window)
+}
+
+/// Token accounting: a byte-count estimate, calibrated against what the provider reported.
+#[derive(Debug, Clone)]
+pub struct Accounting {
+    /// Reported prompt tokens / estimated tokens of the last request that carried usage.
+    ratio: f64,
+    /// Estimated tokens of the tool schemas (sent with every request).
+    schema_tokens: u64,
+}
+
+impl Accounting {
+    pub fn new(schemas: &[ToolSchema]) -> Accounting {
+        let bytes: usize = schemas
+            .iter()
+            .map(|s| s.name.len() + s.description.len() + s.parameters.to_string().len() + 40)
+            .sum();
+        Accounting {
+            ratio: 1.0,
+            schema_tokens: (bytes / 4) as u64,
+        }
+    }
+
+    /// Estimated prompt tokens of a request carrying `messages` (and the schemas).
+    pub fn tokens(&self, messages: &[Message]) -> u64 {
+        ((self.raw(messages) as f64) * self.ratio).ceil() as u64
+    }
+
+    fn raw(&self, messages: &[Message]) -> u64 {
+        self.schema_tokens + messages.iter().map(message_tokens).sum::<u64>()
+    }
+
+    /// Learns from the provider's count for the request that carried `messages`. The ratio is bounded so one
+    /// odd report (a server that counts nothing, or caches) cannot make the estimate absurd.
+    pub fn calibrate(&mut self, messages: &[Message], usage: &Usage) {
+        let raw = self.raw(messages);
+        let reported = usage.input_tokens + usage.cached_tokens.min(usage.input_tokens / 2);
+        if raw > 0 && usage.input_tokens > 0 {
+            self.ratio = (reported as f64 / raw as f64).clamp(0.5, 2.0);
+        }
+    }
+}
+
+/// Estimated tokens of one message: its text and tool-call arguments at 4 bytes a token, plus overhead.
+fn message_tokens(message: &Message) -> u64 {
+    let bytes = match message {
+        Message::System { content } | Message::User { content } => content.len(),
+        Message::Tool {
+            content,
+            tool_call_id,
+        } => content.len() + tool_call_id.len(),
+        Message::Assistant {
+            content,
+            tool_calls,
+            thinking,
+        } => {
+            content.len()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len() + c.id.len() + 30)
+                    .sum::<usize>()
+                + thinking
+                    .iter()
+                    .map(|t| serde_json::to_string(t).map_or(0, |s| s.len()))
+                    .sum::<usize>()
+        }
+    };
+    (bytes / 4) as u64 + 8
+}
+
+/// Replaces tool results older than the last [`KEEP_TURNS`] assistant turns by one-line stubs; returns how
+/// many it replaced (0 when there was nothing new to prune).
+pub fn prune(messages: &mut [Message]) -> usize {
+    let turns: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::Assistant { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&cut) = turns
+        .len()
+        .checked_sub(KEEP_TURNS)
+        .and_then(|i| turns.get(i))
+    else {
+        return 0;
+    };
+    let mut calls = std::collections::HashMap::new();
+    for message in &messages[..cut] {
+        if let Message::Assistant { tool_calls, .. } = message {
+            for call in tool_calls {
+                calls.insert(call.id.clone(), call.clone());
+            }
+        }
+    }
+    let mut pruned = 0;
+    for message in &mut messages[..cut] {
+        let Message::Tool {
+            tool_call_id,
+            content,
+        } = message
+        else {
+            continue;
+        };
+        if content.len() < PRUNE_MIN_CHARS || content.starts_with(PRUNED_MARK) {
+            continue;
+        }
+        let call = calls
+            .get(tool_call_id)
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c.name,
+                    crate::tools::short(c.arguments.trim(), 160)
+                )
+            })
+            .unwrap_or_else(|| "this call".to_owned());
+        *content = format!(
+            "{PRUNED_MARK} to save context: {call} returned {} bytes ({} lines); make the call again if you \
+             need it]",
+            content.len(),
+            content.lines().count()
+        );
+        pruned += 1;
+    }
+    pruned
+}
+
+/// Where the kept tail starts: the earliest user or assistant message such that everything from it fits in
+/// `budget` tokens, never before index 2 (the system prompt and one message are always replaced). `None` when
+/// there is nothing older to replace.
+fn tail_start(messages: &[Message], acct: &Accounting, budget: u64) -> Option<usize> {
+    let mut used = 0u64;
+    let mut start = messages.len();
+    for (i, message) in messages.iter().enumerate().rev() {
+        used += (message_tokens(message) as f64 * acct.ratio) as u64;
+        if used > budget || i < 2 {
+            break;
+        }
+        start = i;
+    }
+    // A tail must begin with a call's assistant message or a user message, never with a tool result.
+    while start < messages.len() && matches!(messages[start], Message::Tool { .. }) {
+        start += 1;
+    }
+    if start >= messages.len() {
+        // Even the newest turn does not fit: keep it anyway, the model needs the results of its last calls.
+        start = messages
+            .iter()
+            .rposition(|m| !matches!(m, Message::Tool { .. }))?;
+    }
+    (start >= 2).then_some(start)
+}
+
+/// Replaces `messages[1..start]` by one user message holding `text`.
+fn replace_prefix(messages: &mut Vec<Message>, start: usize, text: String) {
+    let tail = messages.split_off(start);
+    messages.truncate(1);
+    messages.push(Message::User { content: text });
+    messages.extend(tail);
+}
+
+/// The instructions of the summarising request.
+const SUMMARISER: &str = "\
+You summarise the earlier part of a coding agent's session so the agent can continue without it. The agent will \
+see only your summary, its plan and the most recent messages. Be specific: file paths, function names, commands, \
+error messages, commit ids. Write exactly these sections in Markdown:
+
+## Goal
+The user's goal, in their words where possible.
+## Done so far
+What was changed and verified, with the step commit ids given below.
+## Confirmed facts
+Only what tool output showed (file contents, test results). 
+## Guesses
+Beliefs not yet verified; label them as such.
+## Open questions
+## Next step
+The single next action.";
+
+/// The older messages as text for the summariser, each tool result cut, the whole at most `max` bytes (the
+/// middle goes first: the start holds the goal, the end the latest state).
+fn transcript(messages: &[Message], max: usize) -> String {
+    let mut out = String::new();
+    for message in messages {
+        match message {
+            Message::System { .. } => {}
+            Message::User { content } => out.push_str(&format!("[user]\n{content}\n\n")),
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                out.push_str("[assistant]\n");
+                if !content.trim().is_empty() {
+                    out.push_str(content.trim());
+                    out.push('\n');
+                }
+                for call in tool_calls {
+                    out.push_str(&format!(
+                        "call {} {}\n",
+                        call.name,
+                        crate::tools::short(call.arguments.trim(), 300)
+                    ));
+                }
+                out.push('\n');
+            }
+            Message::Tool { content, .. } => {
+                out.push_str(&format!("[tool result]\n{}\n\n", head_tail(content, 1500)));
+            }
+        }
+    }
+    head_tail(&out, max)
+}
+
+/// At most `max` bytes of `text`: its head and tail with a marker between them.
+fn head_tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let half = max / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[… {} bytes cut …]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
+}
+
+/// What the session knows outside the conversation, re-stated in every summary.
+pub struct Facts<'a> {
+    pub goal: &'a str,
+    pub plan: &'a super::plan::Plan,
+    /// `step N: <commit> (files)` lines.
+    pub steps: &'a [String],
+}
+
+/// The message that replaces the older part of the conversation.
+fn summary_message(how: &str, body: &str, facts: &Facts<'_>) -> String {
+    let mut out = format!(
+        "{SUMMARY_MARK}\n{how}\n\nThe user's goal (verbatim):\n{}\n",
+        facts.goal.trim()
+    );
+    if !body.trim().is_empty() {
+        out.push_str(&format!("\n{}\n", body.trim()));
+    }
+    if !facts.plan.is_empty() {
+        out.push_str(&format!(
+            "\nYour plan (from plan_update):\n{}",
+            facts.plan.render()
+        ));
+    }
+    if !facts.steps.is_empty() {
+        out.push_str("\nStep commits so far:\n");
+        for step in facts.steps {
+            out.push_str(&format!("- {step}\n"));
+        }
+    }
+    out
+}
+
+/// The body of an earlier summary, so a drop note does not lose it.
+fn earlier_summary(messages: &[Message]) -> Option<String> {
+    match messages.get(1) {
+        Some(Message::User { content }) if content.starts_with(SUMMARY_MARK) => {
+            Some(content.clone())
+        }
+        _ => None,
+    }
+}
+
+/// What context management did before one request.
+#[derive(Debug)]
+pub struct ContextState {
+    pub settings: Settings,
+    pub accounting: Accounting,
+    /// The request count at the last compaction or drop.
+    last_compaction: Option<u32>,
+}
+
+impl ContextState {
+    pub fn new(settings: Settings, schemas: &[ToolSchema]) -> ContextState {
+        ContextState {
+            settings,
+            accounting: Accounting::new(schemas),
+            last_compaction: None,
+        }
+    }
+}
+
+impl Turn<'_> {
+    /// Prunes, and compacts or drops when the next request would pass the threshold. Called before every
+    /// request; never fails the task (a failed summary falls back to dropping).
+    pub(super) async fn manage_context(
+        &mut self,
+        messages: &mut Vec<Message>,
+    ) -> Result<(), AgentError> {
+        let settings = self.context.settings;
+        let acct = self.context.accounting.clone();
+        if settings.prune {
+            prune(messages);
+        }
+        let limit = (settings.window as f64 * settings.threshold) as u64;
+        let before = acct.tokens(messages);
+        if !settings.compact || before <= limit {
+            return Ok(());
+        }
+        let recent = self
+            .context
+            .last_compaction
+            .is_some_and(|at| self.requests < at + COMPACT_COOLDOWN);
+        let tail_budget = (settings.window as f64 * TAIL_SHARE) as u64;
+        let Some(start) = tail_start(messages, &acct, tail_budget) else {
+            return Ok(());
+        };
+        let summary = if recent {
+            None
+        } else {
+            self.summarise(&messages[1..start], &settings, &acct)
+                .await?
+        };
+        let facts = Facts {
+            goal: &self.goal,
+            plan: &self.plan,
+            steps: &self.step_lines,
+        };
+        let (text, fallback) = match summary {
+            Some(body) => (
+                summary_message(
+                    "Earlier messages of this session were replaced by this summary.",
+                    &body,
+                    &facts,
+                ),
+                false,
+            ),
+            None => {
+                let how = format!(
+                    "{} earlier messages were dropped to fit the context window{}.",
+                    start - 1,
+                    if recent {
+                        ""
+                    } else {
+                        " (summarising them failed)"
+                    }
+                );
+                let body = earlier_summary(messages).unwrap_or_default();
+                (summary_message(&how, &body, &facts), true)
+            }
+        };
+        let replaced = start - 1;
+        replace_prefix(messages, start, text.clone());
+        let after = acct.tokens(messages);
+        self.context.last_compaction = Some(self.requests);
+        self.log.append(
+            LogEvent::Compaction {
+                summary: text,
+                kept: (messages.len() - 2) as u64,
+                replaced: replaced as u64,
+                fallback,
+                tokens_before: before,
+                tokens_after: after,
+            }
+            .to_json(),
+        )?;
+        let what = if fallback { "dropped" } else { "summarised" };
+        let note = format!(
+            "context: {replaced} older messages {what} ({before} → {after} tokens of {})",
+            settings.window
+        );
+        self.sink.emit(&crate::ui::Event::Warning(&note));
+        Ok(())
+    }
+
+    /// Asks the model for the summary of `older`; `None` when it fails (the caller drops instead).
+    async fn summarise(
+        &mut self,
+        older: &[Message],
+        settings: &Settings,
+        acct: &Accounting,
+    ) -> Result<Option<String>, AgentError> {
+        let max_bytes = (settings.window as f64 * SUMMARISE_SHARE / acct.ratio * 4.0) as usize;
+        let mut text = format!(
+            "The session so far:\n\n{}",
+            transcript(older, max_bytes.max(2000))
+        );
+        if !self.step_lines.is_empty() {
+            text.push_str("\nStep commits (use these ids):\n");
+            for step in &self.step_lines {
+                text.push_str(&format!("- {step}\n"));
+            }
+        }
+        let messages = [
+            Message::System {
+                content: SUMMARISER.to_owned(),
+            },
+            Message::User { content: text },
+        ];
+        let request = Request {
+            model: &self.model.model,
+            messages: &messages,
+            tools: &[],
+            max_tokens: Some(2000),
+        };
+        let mut quiet = |_: &crate::model::StreamEvent| {};
+        let mut no_retry_note = |_: &crate::model::ModelError, _: std::time::Duration, _: u32| {};
+        let result = self
+            .client
+            .stream_with_retries(&request, &mut quiet, &self.retry, &mut no_retry_note)
+            .await;
+        match result {
+            Ok(response) if !response.text.trim().is_empty() => {
+                if let Some(usage) = &response.usage {
+                    self.usage.add(usage);
+                    self.log.append(
+                        LogEvent::Usage {
+                            input_tokens: usage.input_tokens,
+                            output_tokens: usage.output_tokens,
+                        }
+                        .to_json(),
+                    )?;
+                }
+                Ok(Some(response.text))
+            }
+            Ok(_) => Ok(None),
+            Err(err) => {
+                let message = format!("could not summarise older messages ({err}); dropping them");
+                self.sink.emit(&crate::ui::Event::Warning(&message));
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+
+    fn turn(id: &str, output: &str) -> Vec<Message> {
+        vec![
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: id.into(),
+                    name: "read_file".into(),
+                    arguments: format!(r#"{{"path":"{id}.rs"}}"#),
+                }],
+                thinking: vec![],
+            },
+            Message::Tool {
+                tool_call_id: id.into(),
+                content: output.into(),
+            },
+        ]
+    }
+
+    fn conversation(turns: usize, size: usize) -> Vec<Message> {
+        let mut m = vec![
+            Message::System {
+                content: "sys".into(),
+            },
+            Message::User {
+                content: "goal".into(),
+            },
+        ];
+        for i in 0..turns {
+            m.extend(turn(&format!("c{i}"), &"x".repeat(size)));
+        }
+        m
+    }
+
+    #[test]
+    fn pruning_keeps_the_last_turns_and_names_the_call() {
+        let mut m = conversation(5, 1000);
+        assert_eq!(prune(&mut m), 2);
+        assert_eq!(prune(&mut m), 0, "idempotent");
+        let Message::Tool { content, .. } = &m[3] else {
+            panic!()
+        };
+        assert!(content.starts_with(PRUNED_MARK), "{content}");
+        assert!(
+            content.contains(r#"read_file {"path":"c0.rs"}"#),
+            "{content}"
+        );
+        assert!(content.contains("1000 bytes"), "{content}");
+        let Message::Tool { content, .. } = &m[7] else {
+            panic!()
+        };
+        assert_eq!(content.len(), 1000, "the last three turns stay");
+    }
+
+    #[test]
+    fn the_tail_never_starts_at_a_tool_result() {
+        let m = conversation(10, 400);
+        let acct = Accounting::new(&[]);
+        for budget in [0, 50, 150, 250, 400, 10_000] {
+            if let Some(start) = tail_start(&m, &acct, budget) {
+                assert!(start >= 2);
+                assert!(matches!(
+                    m[start],
+                    Message::Assistant { .. } | Message::User { .. }
+                ));
+            }
+        }
+        // Nothing fits: the newest turn is kept anyway.
+        assert_eq!(tail_start(&m, &acct, 0), Some(m.len() - 2));
+        let mut m = m;
+        replace_prefix(&mut m, 18, "summary".into());
+        assert_eq!(m.len(), 1 + 1 + 4);
+        assert!(matches!(&m[1], Message::User { content } if content == "summary"));
+    }
+
+    #[test]
+    fn calibration_follows_the_provider() {
+        let m = conversation(2, 4000);
+        let mut acct = Accounting::new(&[]);
+        let estimate = acct.tokens(&m);
+        acct.calibrate(
+            &m,
+            &Usage {
+                input_tokens: estimate * 3 / 2,
+                ..Usage::default()
+            },
+        );
+        let calibrated = acct.tokens(&m);
+        assert!(calibrated > estimate * 14 / 10 && calibrated < estimate * 16 / 10);
+        acct.calibrate(
+            &m,
+            &Usage {
+                input_tokens: 1,
+                ..Usage::default()
+            },
+        );
+        assert!(acct.tokens(&m) >= estimate / 2, "bounded");
+    }
+
+    #[test]
+    fn known_windows() {
+        assert_eq!(known_window("claude-sonnet-4-5"), Some(200_000));
+        assert_eq!(
+            known_window("openrouter/anthropic/claude-3.7"),
+            Some(200_000)
+        );
+        assert_eq!(known_window("qwen3:8b"), Some(40_960));
+        assert_eq!(known_window("test-model"), None);
+    }
+
+    #[test]
+    fn transcripts_are_capped_in_the_middle() {
+        let m = conversation(40, 3000);
+        let t = transcript(&m[1..], 5000);
+        assert!(t.len() < 5100);
+        assert!(t.starts_with("[user]\ngoal"));
+        assert!(t.contains("bytes cut"));
+    }
+}

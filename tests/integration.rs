@@ -16,3 +16,5 @@ mod safety;
 mod cli;
 // Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
 mod sessions;
+// Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
+mod context;

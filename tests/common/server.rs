@@ -118,9 +118,15 @@ fn finish(mut events: Vec<Value>, reason: &str) -> Reply {
                        "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
                                  "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}}));
     let mut writes = Vec::new();
-    for event in events {
+    let usage = events.len() - 1;
+    for (i, event) in events.into_iter().enumerate() {
         let line = format!("data: {event}\n\n");
-        writes.extend(split_n(&line, 2).into_iter().map(str::to_string));
+        if i == usage {
+            // Whole, so the server can put the real prompt size in (see `Server::count_prompt_tokens`).
+            writes.push(line);
+        } else {
+            writes.extend(split_n(&line, 2).into_iter().map(str::to_string));
+        }
     }
     writes.push("data: [DONE]\n\n".to_string());
     Reply::Sse(writes)
@@ -175,6 +181,29 @@ impl Request {
             .unwrap_or_default()
     }
 
+    /// The system message's text (empty if none).
+    pub fn system(&self) -> String {
+        self.messages()
+            .iter()
+            .find(|m| m["role"] == "system")
+            .map(|m| content_text(&m["content"]))
+            .unwrap_or_default()
+    }
+
+    /// The text of every `role: user` message, in order (the prompt, and messages the agent adds).
+    pub fn user_texts(&self) -> Vec<String> {
+        self.messages()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| content_text(&m["content"]))
+            .collect()
+    }
+
+    /// Whether the request offered tools (the agent's summarising requests offer none).
+    pub fn has_tools(&self) -> bool {
+        self.body.get("tools").is_some()
+    }
+
     /// `(tool_call_id, content)` of every `role: tool` message, in conversation order.
     pub fn tool_results(&self) -> Vec<(String, String)> {
         self.messages()
@@ -205,6 +234,11 @@ impl Request {
     }
 }
 
+/// The prompt size the server reports for `request` under [`Server::count_prompt_tokens`]: body bytes / 4.
+pub fn prompt_tokens(request: &Request) -> u64 {
+    request.raw_body.len() as u64 / 4
+}
+
 /// A message content as text: either a string or an array of `{type:"text", text}` parts.
 fn content_text(content: &Value) -> String {
     match content {
@@ -222,6 +256,10 @@ struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Request>>,
     stop: AtomicBool,
+    /// Report `prompt_tokens` as the request body's bytes / 4 instead of [`PROMPT_TOKENS`].
+    count_tokens: AtomicBool,
+    /// The answer to requests that offer no tools (the agent's summarising requests), outside the script.
+    summary: Mutex<Option<Reply>>,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -241,6 +279,8 @@ impl Server {
             script: Mutex::new(script.into()),
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            count_tokens: AtomicBool::new(false),
+            summary: Mutex::new(None),
         });
         let accept = thread::spawn({
             let shared = Arc::clone(&shared);
@@ -283,6 +323,22 @@ impl Server {
             .clone()
     }
 
+    /// Makes every reply report the request's real size as its prompt tokens (body bytes / 4), so token
+    /// accounting and context limits can be tested; the figure is [`prompt_tokens`] of the request.
+    pub fn count_prompt_tokens(&self) {
+        self.shared.count_tokens.store(true, Ordering::SeqCst);
+    }
+
+    /// Answers requests that carry no tools (the agent's summarising requests) with `reply`, every time,
+    /// without taking a reply from the script.
+    pub fn answer_summaries(&self, reply: Reply) {
+        *self
+            .shared
+            .summary
+            .lock()
+            .expect("no panics while holding the lock") = Some(reply);
+    }
+
     /// How many scripted replies are still unused.
     pub fn remaining(&self) -> usize {
         self.shared
@@ -317,12 +373,24 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
         let is_chat = request.method == "POST"
             && (request.path == "/v1/chat/completions" || request.path == "/chat/completions");
+        let tokens = prompt_tokens(&request);
+        let summary = if request.body.get("tools").is_none() {
+            shared
+                .summary
+                .lock()
+                .expect("no panics while holding the lock")
+                .clone()
+        } else {
+            None
+        };
         shared
             .requests
             .lock()
             .expect("no panics while holding the lock")
             .push(request);
-        let reply = if is_chat {
+        let reply = if let (true, Some(summary)) = (is_chat, summary) {
+            summary
+        } else if is_chat {
             let next = shared
                 .script
                 .lock()
@@ -331,6 +399,14 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             next.unwrap_or_else(|| Reply::text("(script exhausted)"))
         } else {
             Reply::status(404, "no such route on the scripted test server")
+        };
+        let reply = match reply {
+            Reply::Sse(writes) if shared.count_tokens.load(Ordering::SeqCst) => {
+                let from = format!("\"prompt_tokens\":{PROMPT_TOKENS},");
+                let to = format!("\"prompt_tokens\":{tokens},");
+                Reply::Sse(writes.iter().map(|w| w.replace(&from, &to)).collect())
+            }
+            reply => reply,
         };
         write_reply(&mut out, &reply, close)?;
         if close {

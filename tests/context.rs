@@ -1,0 +1,377 @@
+//! Context engineering end to end (issue 7): project instructions, staying inside a small context window by
+//! pruning and compaction, resume after compaction, loop guards, the plan and the finish tool.
+//!
+//! Every assertion is on what the scripted server received, or on what the user sees.
+
+use serde_json::json;
+
+use crate::common::server::prompt_tokens;
+use crate::common::{call, run, session_id, Output, Reply, Server, TestRepo};
+
+/// The window the long session runs against, in tokens.
+const WINDOW: u64 = 14_000;
+/// What the scripted model answers when the agent asks for a summary.
+const SUMMARY: &str = "## Goal\nread every file\n## Done so far\nread files 1 to many (SUMMARY-MARK-5521)\n\
+## Confirmed facts\nfiles hold lines\n## Guesses\nnone\n## Open questions\nnone\n## Next step\nread on";
+
+fn agent_with(repo: &TestRepo, server: &Server, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = repo.agent(server, args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(&mut cmd)
+}
+
+#[test]
+fn agents_md_at_root_in_the_system_prompt_and_subdirectory_after_first_read_once() {
+    let repo = TestRepo::new();
+    repo.write("AGENTS.md", "ROOT-RULES-7781: run make check\n");
+    repo.write("sub/AGENTS.md", "SUB-RULES-4412: tabs, not spaces\n");
+    repo.write("sub/code.txt", "alpha\nbeta\n");
+    repo.write("other/x.txt", "x\n");
+    repo.commit_all("instructions");
+    let read_sub = call("read_file", json!({"path": "sub/code.txt"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("read_file", json!({"path": "other/x.txt"}))]),
+        Reply::tool_calls(vec![read_sub.clone()]),
+        Reply::tool_calls(vec![call("list_files", json!({"path": "sub"}))]),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "read things"])
+        .assert_code(0);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 4);
+    assert!(
+        sent[0].system().contains("ROOT-RULES-7781"),
+        "{}",
+        sent[0].system()
+    );
+    let subs = |i: usize| sent[i].raw_body.matches("SUB-RULES-4412").count();
+    assert_eq!((subs(0), subs(1)), (0, 0), "not before sub/ is touched");
+    assert_eq!(subs(2), 1, "after the first read in sub/");
+    assert_eq!(subs(3), 1, "once, not again on the next call there");
+    // It comes right after the result of the call that touched the directory.
+    let messages = sent[2].messages();
+    let at = messages
+        .iter()
+        .position(|m| m["tool_call_id"] == read_sub.id.as_str())
+        .expect("the read's result");
+    assert!(messages[at + 1]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("SUB-RULES-4412") && c.contains("sub/AGENTS.md")));
+    let show = repo.run_agent(&server, &["show"]);
+    assert!(
+        show.stdout().contains("-- instructions from sub/AGENTS.md"),
+        "{show}"
+    );
+}
+
+/// A file of about 6 KB whose lines name it, so a test can tell which reads are still in a request.
+fn big_file(n: usize) -> String {
+    (0..90)
+        .map(|l| format!("FILE-{n:02}-LINE-{l:03} the quick brown fox jumps over the lazy dog\n"))
+        .collect()
+}
+
+/// The fixed 60-request session: a plan, 57 reads of 6 KB files, the plan marked done, finish.
+fn long_session(repo: &TestRepo) -> Vec<Reply> {
+    for n in 0..57 {
+        repo.write(&format!("data/f{n:02}.txt"), &big_file(n));
+    }
+    repo.commit_all("data");
+    let plan = |status: &str| {
+        call(
+            "plan_update",
+            json!({"items": [
+                {"step": "PLAN-ITEM-READ-ALL the data files", "status": status},
+                {"step": "PLAN-ITEM-REPORT what they hold", "status": status}
+            ]}),
+        )
+    };
+    let mut script = vec![Reply::tool_calls(vec![plan("in_progress")])];
+    for n in 0..57 {
+        script.push(Reply::text_and_tool_calls(
+            &format!("Reading file {n}."),
+            vec![call(
+                "read_file",
+                json!({"path": format!("data/f{n:02}.txt")}),
+            )],
+        ));
+    }
+    script.push(Reply::tool_calls(vec![plan("done")]));
+    script.push(Reply::tool_calls(vec![call(
+        "finish",
+        json!({"status": "completed", "summary": "Read all 57 files."}),
+    )]));
+    script
+}
+
+#[test]
+fn long_session_stays_under_a_small_window_compacts_at_the_threshold_and_resumes_from_it() {
+    let repo = TestRepo::new();
+    let script = long_session(&repo);
+    assert_eq!(script.len(), 60);
+    let server = Server::start(script);
+    server.count_prompt_tokens();
+    server.answer_summaries(Reply::text(SUMMARY));
+    let window = WINDOW.to_string();
+    let out = agent_with(
+        &repo,
+        &server,
+        &[("GIT_AGENT_CONTEXT_WINDOW", &window)],
+        &["ask", "--max-steps", "100", "read every data file"],
+    );
+    out.assert_code(0);
+    assert!(out.stdout().contains("Read all 57 files."), "{out}");
+    let sent = server.requests();
+    for (i, r) in sent.iter().enumerate() {
+        assert!(
+            prompt_tokens(r) <= WINDOW,
+            "request {i} has {} tokens, over the window of {WINDOW}",
+            prompt_tokens(r)
+        );
+    }
+    let summaries: Vec<usize> = (0..sent.len()).filter(|&i| !sent[i].has_tools()).collect();
+    let sizes: Vec<u64> = sent.iter().map(prompt_tokens).collect();
+    assert!(
+        !summaries.is_empty(),
+        "a 60-step session of 6 KB reads must compact: {sizes:?}"
+    );
+    let at = summaries[0];
+    // At the threshold: the request before the compaction was near 80% of the window (within one step's
+    // growth of it), not far below.
+    let threshold = WINDOW * 8 / 10;
+    let before = prompt_tokens(&sent[at - 1]);
+    assert!(
+        before + 2_500 > threshold && before <= threshold,
+        "compaction came at {before} tokens, threshold {threshold}"
+    );
+    // The summarising request carries the older messages, not the tools.
+    assert!(
+        sent[at].raw_body.contains("FILE-00-LINE-000")
+            || sent[at].raw_body.contains("data/f00.txt")
+    );
+    // The request after it: the summary and the plan, and the oldest reads are gone.
+    let after = &sent[at + 1];
+    let first_user = &after.user_texts()[0];
+    assert!(first_user.contains("SUMMARY-MARK-5521"), "{first_user}");
+    assert!(first_user.contains("PLAN-ITEM-READ-ALL"), "{first_user}");
+    assert!(
+        first_user.contains("read every data file"),
+        "the goal, verbatim"
+    );
+    assert!(
+        !after.raw_body.contains("data/f00.txt"),
+        "old calls are replaced"
+    );
+    assert!(prompt_tokens(after) < before, "compaction made room");
+    // Never compacted in a loop: compactions are far apart.
+    for pair in summaries.windows(2) {
+        assert!(pair[1] - pair[0] > 5, "compactions at {summaries:?}");
+    }
+    let show = repo.run_agent(&server, &["show"]);
+    assert!(
+        show.stdout().contains("older messages summarised"),
+        "{show}"
+    );
+    assert!(show.stdout().contains("-- plan (2 of 2 done)"), "{show}");
+
+    // Resume: the conversation continues from the compacted state, not from the full history.
+    let id = session_id(&repo);
+    let resumed = Server::start(vec![Reply::text("resumed")]);
+    resumed.count_prompt_tokens();
+    let out = agent_with(
+        &repo,
+        &resumed,
+        &[("GIT_AGENT_CONTEXT_WINDOW", &window)],
+        &["ask", "--resume", &id, "anything left?"],
+    );
+    out.assert_code(0);
+    let first = &resumed.requests()[0];
+    let last_summary = sent[*summaries.last().expect("one at least") + 1].user_texts()[0].clone();
+    assert_eq!(
+        first.user_texts()[0],
+        last_summary,
+        "starts from the summary"
+    );
+    assert!(!first.raw_body.contains("data/f00.txt"));
+    assert!(
+        first.raw_body.contains("PLAN-ITEM-REPORT"),
+        "the plan comes back"
+    );
+    assert!(prompt_tokens(first) <= WINDOW);
+}
+
+#[test]
+fn the_same_call_repeated_is_reminded_then_stopped_with_exit_3() {
+    let repo = TestRepo::new();
+    let same = || Reply::tool_calls(vec![call("read_file", json!({"path": "file.txt"}))]);
+    let server = Server::start(vec![same(), same(), same(), same(), same(), same()]);
+    let out = repo.run_agent(&server, &["ask", "loop"]);
+    out.assert_code(3);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 4, "stopped at the fourth repeat");
+    let reminded = |i: usize| {
+        sent[i]
+            .user_texts()
+            .iter()
+            .any(|t| t.contains("Loop guard"))
+    };
+    assert!(!reminded(2), "not before the third call");
+    assert!(reminded(3), "after the third call");
+    assert!(out.stderr().contains("repeated"), "{out}");
+    assert!(
+        out.stdout().contains("Stopped unfinished"),
+        "a summary: {out}"
+    );
+    let show = repo.run_agent(&server, &["show"]);
+    assert!(show.stdout().contains("-- loop"), "{show}");
+}
+
+#[test]
+fn the_same_failing_check_after_edits_is_reminded_then_stopped() {
+    let repo = TestRepo::new();
+    repo.write(
+        "check.sh",
+        "echo 'assertion failed: SAME-FAILURE'; exit 1\n",
+    );
+    repo.commit_all("check");
+    let check = || Reply::tool_calls(vec![call("run", json!({"command": "sh check.sh"}))]);
+    let edit = |n: u32| {
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "fix.txt", "content": format!("attempt {n}\n")}),
+        )])
+    };
+    let server = Server::start(vec![
+        check(),
+        edit(1),
+        check(),
+        edit(2),
+        check(),
+        edit(3),
+        check(),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "make the check pass"]);
+    out.assert_code(3);
+    let sent = server.requests();
+    assert_eq!(sent.len(), 5, "stopped after the third identical failure");
+    assert!(sent[3]
+        .user_texts()
+        .iter()
+        .any(|t| t.contains("same output")));
+    assert!(out.stderr().contains("same output"), "{out}");
+}
+
+#[test]
+fn open_plan_items_get_a_reminder_before_the_session_may_finish() {
+    let repo = TestRepo::new();
+    let plan = call(
+        "plan_update",
+        json!({"items": [{"step": "OPEN-STEP-1", "status": "done"}, {"step": "OPEN-STEP-2", "status": "pending"}]}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![plan]),
+        Reply::text("all done"),
+        Reply::tool_calls(vec![call(
+            "finish",
+            json!({"status": "completed", "summary": "done for real"}),
+        )]),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "two steps"]);
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "done for real");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 3, "the plain answer did not end the session");
+    let reminder = sent[2].user_texts().last().cloned().unwrap_or_default();
+    assert!(
+        reminder.contains("1 open item") && reminder.contains("[ ] OPEN-STEP-2"),
+        "{reminder}"
+    );
+    let show = repo.run_agent(&server, &["show"]);
+    assert!(show.stdout().contains("[x] OPEN-STEP-1"), "{show}");
+}
+
+#[test]
+fn finish_blocked_exits_3_with_the_summary_as_the_answer() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::tool_calls(vec![call(
+        "finish",
+        json!({"status": "blocked", "summary": "BLOCKED: the API key for the staging server is missing"}),
+    )])]);
+    let out = repo.run_agent(&server, &["ask", "deploy"]);
+    out.assert_code(3);
+    assert_eq!(
+        out.stdout().trim(),
+        "BLOCKED: the API key for the staging server is missing"
+    );
+    let log = repo.run_agent(&server, &["log"]);
+    assert!(log.stdout().contains("blocked"), "{log}");
+}
+
+#[test]
+fn token_and_time_budgets_stop_with_exit_3() {
+    let repo = TestRepo::new();
+    let read = || Reply::tool_calls(vec![call("read_file", json!({"path": "README.md"}))]);
+    let server = Server::start(vec![read(), read()]);
+    server.count_prompt_tokens();
+    let out = repo.run_agent(&server, &["ask", "--max-tokens", "100", "read"]);
+    out.assert_code(3);
+    assert!(out.stderr().contains("--max-tokens 100"), "{out}");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the budget is checked before each request"
+    );
+
+    let sleep = Reply::tool_calls(vec![call("run", json!({"command": "sleep 2"}))]);
+    let server = Server::start(vec![sleep, Reply::text("never sent")]);
+    let out = repo.run_agent(&server, &["ask", "--max-time", "1s", "sleep"]);
+    out.assert_code(3);
+    assert!(out.stderr().contains("--max-time 1"), "{out}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// `scripts/bench-context.sh`: total input tokens and the largest request of the fixed 60-request session, with
+/// pruning and compaction on (at a 14k window) and with both off.
+#[test]
+#[ignore]
+fn bench_context_60_steps() {
+    let mut figures = Vec::new();
+    for (name, env) in [
+        ("on", vec![]),
+        (
+            "off",
+            vec![("GIT_AGENT_PRUNE", "0"), ("GIT_AGENT_COMPACT", "0")],
+        ),
+    ] {
+        let repo = TestRepo::new();
+        let server = Server::start(long_session(&repo));
+        server.count_prompt_tokens();
+        server.answer_summaries(Reply::text(SUMMARY));
+        let window = WINDOW.to_string();
+        let mut env = env;
+        env.push(("GIT_AGENT_CONTEXT_WINDOW", &window));
+        agent_with(
+            &repo,
+            &server,
+            &env,
+            &["ask", "--max-steps", "100", "read every data file"],
+        )
+        .assert_code(0);
+        let sent = server.requests();
+        let total: u64 = sent.iter().map(prompt_tokens).sum();
+        let largest = sent.iter().map(prompt_tokens).max().unwrap_or(0);
+        let summaries = sent.iter().filter(|r| !r.has_tools()).count();
+        println!(
+            "BENCH context_{name} requests={} summaries={summaries} total_input_tokens={total} largest_request_tokens={largest}",
+            sent.len()
+        );
+        figures.push((total, largest));
+    }
+    println!(
+        "BENCH ratio_total_input_on_vs_off={:.3} ratio_largest_on_vs_off={:.3}",
+        figures[0].0 as f64 / figures[1].0 as f64,
+        figures[0].1 as f64 / figures[1].1 as f64
+    );
+}

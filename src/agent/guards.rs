@@ -193,7 +193,10 @@ fn normalise_output(output: &str) -> String {
     words
         .iter()
         .enumerate()
-        .filter(|(i, w)| !is_duration(w.trim()) && !(number(w.trim()) && unit(words.get(i + 1))))
+        .filter(|(i, w)| {
+            let timing = is_duration(w.trim()) || (number(w.trim()) && unit(words.get(i + 1)));
+            !timing
+        })
         .map(|(_, w)| *w)
         .collect()
 }

@@ -519,14 +519,17 @@ impl Turn<'_> {
         };
         let mut quiet = |_: &crate::model::StreamEvent| {};
         let mut no_retry_note = |_: &crate::model::ModelError, _: std::time::Duration, _: u32| {};
-        let result = self
-            .client
-            .stream_with_retries(&request, &mut quiet, &self.retry, &mut no_retry_note)
-            .await;
+        let mut cancelled = self.cancelled.clone();
+        // Ctrl-C drops the request at once; the next model request then ends the turn as interrupted.
+        let result = tokio::select! {
+            result = self.client.stream_with_retries(&request, &mut quiet, &self.retry, &mut no_retry_note) => result,
+            _ = cancelled.wait_for(|c| *c) => return Ok(None),
+        };
         match result {
             Ok(response) if !response.text.trim().is_empty() => {
                 if let Some(usage) = &response.usage {
                     self.usage.add(usage);
+                    self.spent += usage.input_tokens + usage.output_tokens;
                     self.log.append(
                         LogEvent::Usage {
                             input_tokens: usage.input_tokens,

@@ -43,10 +43,6 @@ pub fn run(args: AskArgs) -> i32 {
         Err(message) => return fail(args.json, &message),
     };
     let env = |name: &str| std::env::var(name).ok();
-    let model = match config::resolve(args.model.as_deref(), &env) {
-        Ok(model) => model,
-        Err(err) => return fail(args.json, &err.to_string()),
-    };
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(err) => {
@@ -56,13 +52,25 @@ pub fn run(args: AskArgs) -> i32 {
             )
         }
     };
+    let settings = match config::Settings::load(&cwd, &env) {
+        Ok(settings) => settings,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
+    let resolved = settings
+        .resolve(args.model.as_deref(), &env)
+        .and_then(|model| Ok((model, settings.timeouts(&env)?)));
+    let (model, (connect_timeout, idle_timeout)) = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
     let options = AskOptions {
         prompt,
         model,
         max_steps: args.max_steps,
         run_timeout: Duration::from_secs(args.run_timeout),
-        connect_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(120),
+        connect_timeout,
+        idle_timeout,
+        retry: settings.retry_policy(),
     };
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,

@@ -2,6 +2,7 @@
 //! exit codes and `error:` lines.
 
 mod ask;
+mod config;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Config(config::ConfigArgs),
 }
 
 /// Parses the command line, runs the subcommand and returns the process exit code.
@@ -36,6 +38,7 @@ pub fn run() -> i32 {
     };
     match cli.command {
         Command::Ask(args) => ask::run(args),
+        Command::Config(args) => config::run(args),
     }
 }
 

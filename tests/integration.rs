@@ -8,3 +8,5 @@ mod sse_server;
 mod repo_fixture;
 // `git agent ask` end to end against scripted models.
 mod ask;
+// Providers (OpenAI, Anthropic), settings files, `git agent config`, and network faults.
+mod models;

@@ -3,6 +3,7 @@
 //! answers without tool calls or a guard stops it.
 
 mod prompt;
+mod trim;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -166,6 +167,7 @@ impl Turn<'_> {
         ];
         let schemas: Vec<_> = self.tools.iter().map(|t| t.schema()).collect();
         let model = self.model.model.clone();
+        let mut trimmed = false;
         loop {
             if self.requests >= max_steps {
                 return Ok(Outcome::StepLimit(max_steps));
@@ -176,7 +178,21 @@ impl Turn<'_> {
                 tools: &schemas,
                 max_tokens: None,
             };
-            let response = match self.request(&request).await? {
+            let response = match self.request(&request).await {
+                // The conversation outgrew the model: trim old tool output once, then try again.
+                Err(AgentError::Model(err)) if err.is_context_overflow() && !trimmed => {
+                    trimmed = trim::old_tool_results(&mut messages);
+                    if !trimmed {
+                        return Err(err.into());
+                    }
+                    let message = format!("{err}; trimmed old tool output and trying again");
+                    self.sink.emit(&Event::Warning(&message));
+                    continue;
+                }
+                result => result?,
+            };
+            trimmed = false;
+            let response = match response {
                 Some(response) => response,
                 None => return Ok(Outcome::Interrupted(std::mem::take(&mut self.partial))),
             };

@@ -80,10 +80,11 @@ pub fn run(args: AskArgs) -> i32 {
     match runtime.block_on(agent::ask(&cwd, options, sink.as_mut())) {
         Ok(code) => code,
         Err(err) => {
+            // Through the sink, so the error starts on its own line after streamed text.
+            sink.emit(&ui::Event::Error(&err.to_string()));
             if args.json {
-                sink.emit(&ui::Event::Error(&err.to_string()));
+                super::print_error(&err.to_string());
             }
-            super::print_error(&err.to_string());
             1
         }
     }

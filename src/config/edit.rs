@@ -42,7 +42,7 @@ pub fn get(text: &str, key: &str) -> Result<Option<String>, ConfigError> {
 pub fn set(text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
     let path = key_path(key)?;
     let kind = key_type(&path).expect("key_path checked the key exists");
-    let new = typed_value(key, kind, value)?;
+    let new = typed_value(kind, value);
     let mut doc = parse(text)?;
     let (last, parents) = path.split_last().expect("a key has at least one part");
     let mut table: &mut dyn TableLike = doc.as_table_mut();
@@ -79,22 +79,22 @@ fn parse(text: &str) -> Result<DocumentMut, ConfigError> {
     })
 }
 
-fn typed_value(key: &str, kind: KeyType, text: &str) -> Result<Value, ConfigError> {
+/// The value typed on the command line as TOML: text for string settings; otherwise TOML syntax (`30`,
+/// `["a", "b"]`), a comma-separated list for lists, and text as the last resort, which validation then
+/// rejects with the same message a bad value in the file gets.
+fn typed_value(kind: KeyType, text: &str) -> Value {
     if kind == KeyType::String {
-        return Ok(Value::from(text));
+        return Value::from(text);
     }
     if let Ok(value) = text.trim().parse::<Value>() {
-        return Ok(value);
+        return value;
     }
     if kind == KeyType::StringList {
         // `drop_params temperature,top_p` without TOML's brackets and quotes.
         let items: toml_edit::Array = text.split(',').map(str::trim).collect();
-        return Ok(Value::Array(items));
+        return Value::Array(items);
     }
-    Err(ConfigError::Key {
-        key: key.to_string(),
-        message: format!("{text:?} is not a valid value here"),
-    })
+    Value::from(text)
 }
 
 /// An item as the user would type it back: strings bare, everything else in TOML syntax.

@@ -10,3 +10,5 @@ mod repo_fixture;
 mod ask;
 // Providers (OpenAI, Anthropic), settings files, `git agent config`, and network faults.
 mod models;
+// Opt-in: a real llama.cpp server (GIT_AGENT_REAL_SERVER=1; see scripts/try-local.sh --test).
+mod real_server;

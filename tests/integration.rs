@@ -12,3 +12,5 @@ mod ask;
 mod models;
 // Opt-in: a real llama.cpp server (GIT_AGENT_REAL_SERVER=1; see scripts/try-local.sh --test).
 mod real_server;
+// Benchmarks (`#[ignore]`d; scripts/bench-models.sh runs them in release).
+mod bench_models;

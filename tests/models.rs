@@ -86,6 +86,9 @@ fn tool_session(provider: Provider) {
     assert_eq!(out.stdout().trim(), "Wrote and checked the note.");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
+    // The body is read to its end after the end-of-stream event, so one connection serves the session
+    // (no new TCP and TLS handshake per step).
+    assert_eq!(server.connections(), 1);
     let (path, key_header) = match provider {
         Provider::OpenAi => ("/v1/chat/completions", "authorization"),
         Provider::Anthropic => ("/v1/messages", "x-api-key"),

@@ -432,6 +432,8 @@ struct Shared {
     stop: AtomicBool,
     /// Stalled replies whose client hung up before the stall ended.
     hangups: AtomicUsize,
+    /// Connections accepted.
+    connections: AtomicUsize,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -452,6 +454,7 @@ impl Server {
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             hangups: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
         });
         let accept = thread::spawn({
             let shared = Arc::clone(&shared);
@@ -461,6 +464,7 @@ impl Server {
                         break;
                     }
                     if let Ok(stream) = stream {
+                        shared.connections.fetch_add(1, Ordering::SeqCst);
                         let shared = Arc::clone(&shared);
                         thread::spawn(move || {
                             let _ = serve(stream, &shared);
@@ -497,6 +501,11 @@ impl Server {
     /// How many stalled replies saw the client close the connection before the stall was over.
     pub fn hangups(&self) -> usize {
         self.shared.hangups.load(Ordering::SeqCst)
+    }
+
+    /// How many connections the server accepted (keep-alive reuse shows as fewer than requests).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
     }
 
     /// `http://127.0.0.1:PORT`, as `ANTHROPIC_BASE_URL` is usually spelt (`base_url()` works too).
@@ -702,11 +711,15 @@ fn write_sse_head(out: &mut TcpStream, connection: &str) -> io::Result<()> {
 
 fn write_chunks(out: &mut TcpStream, writes: &[String]) -> io::Result<()> {
     // An empty chunk would end the body early, so empty writes are skipped.
-    for payload in writes.iter().filter(|w| !w.is_empty()) {
+    let writes: Vec<&String> = writes.iter().filter(|w| !w.is_empty()).collect();
+    for (n, payload) in writes.iter().enumerate() {
         write!(out, "{:x}\r\n{payload}\r\n", payload.len())?;
         out.flush()?;
-        // Lets each write leave as its own segment, so the client reads events in pieces.
-        thread::sleep(Duration::from_millis(1));
+        // Lets each write leave as its own segment, so the client reads events in pieces; after the last
+        // one there is nothing left to separate, and the body's end follows at once, as real servers do.
+        if n + 1 < writes.len() {
+            thread::sleep(Duration::from_millis(1));
+        }
     }
     Ok(())
 }

@@ -14,3 +14,7 @@ mod models;
 mod real_server;
 // Benchmarks (`#[ignore]`d; scripts/bench-models.sh runs them in release).
 mod bench_models;
+// The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
+mod tools;
+// The command line itself: help, version, usage errors, man pages.
+mod cli;

@@ -18,7 +18,7 @@ use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
 use crate::store::{Scan, Session, Store, StoreError};
-use crate::tools::{self, Tool, ToolContext, ToolOutput};
+use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
 
 /// Exit code when the task stopped unfinished (step limit, guard).
@@ -76,7 +76,12 @@ pub async fn ask(
     let id = store.new_session_id();
     let session = store.start_session(&id, true)?;
     let (cancel, cancelled) = interrupt_flag();
+    let tool_state = Arc::new(SessionState::new(
+        Some(store.common_dir().join("agent").join("output").join(&id)),
+        vec![opts.model.api_key_env.to_string()],
+    ));
     let mut turn = Turn {
+        tool_state,
         store,
         client,
         session,
@@ -94,6 +99,8 @@ pub async fn ask(
         run_timeout: opts.run_timeout,
     };
     let result = turn.run(&opts.prompt, opts.max_steps).await;
+    // Background jobs (dev servers) never outlive the session, however it ended.
+    turn.tool_state.shutdown();
     if let Err(AgentError::Model(err)) = result {
         if !turn.announced {
             // The model never answered: leave no trace of a session that never started (no partial refs).
@@ -125,6 +132,8 @@ enum Outcome {
 }
 
 struct Turn<'s> {
+    /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
+    tool_state: Arc<SessionState>,
     store: Store,
     client: Client,
     retry: RetryPolicy,
@@ -346,6 +355,7 @@ impl Turn<'_> {
             root: self.session.root.clone(),
             run_timeout: self.run_timeout,
             cancel: Arc::clone(&self.cancel),
+            session: Arc::clone(&self.tool_state),
         };
         // Tools block (file I/O, child processes); Ctrl-C reaches them through `ctx.cancel`.
         tokio::task::spawn_blocking(move || tools[index].execute(&ctx, &args))
@@ -363,10 +373,13 @@ impl Turn<'_> {
 
     /// What a shell command changed in the checkout since the last scan.
     fn scan_changes(&mut self) -> Result<Vec<PathBuf>, AgentError> {
-        let after = self.store.scan(&self.session)?;
-        let changed = match &self.last_scan {
-            Some(before) => Scan::diff(before, &after),
-            None => Vec::new(),
+        let (after, changed) = match &self.last_scan {
+            Some(before) => {
+                let after = before.rescan()?;
+                let changed = Scan::diff(before, &after);
+                (after, changed)
+            }
+            None => (self.store.scan(&self.session)?, Vec::new()),
         };
         self.last_scan = Some(after);
         Ok(changed)

@@ -22,8 +22,9 @@ Rules:
 unless replace_all is set. Read a file before you edit it. Use write_file only for new files or full rewrites.
 - Every change you make is committed for you, one commit per step, on a scratch branch the user will review. \
 Do not run git commit, git checkout, git reset or git push yourself.
-- Shell commands run with bash -c, without a terminal and without input; do not start interactive programs or \
-servers that never exit.
+- Shell commands run with bash -c, without a terminal and without input; do not start interactive programs. \
+Servers and watchers run as background jobs (run with background: true); read their output and stop them with \
+the job tool.
 - When the goal is reached (or cannot be), stop calling tools and answer with a short summary of what you did \
 and anything the user must know.";
 

@@ -4,10 +4,9 @@
 //! that lie inside it; nothing else. `.git` is out of bounds at any depth, because a write there could rewrite
 //! history or plant a hook, and reading it only wastes context.
 //!
-//! This is the portable version: it checks the path, then the caller opens it, so a process that swaps a
-//! directory for a symlink between the two steps can still escape. A race-free version built on `openat2`
-//! with `RESOLVE_BENEATH` (Linux) comes later; until then the checks here stop the model, not an adversary
-//! racing it.
+//! This module decides, on paths: it returns the canonical form of a path the model may use. The open itself
+//! goes through [`super::beneath`], which refuses any symlink met on the way, so a directory swapped for a
+//! link to `/etc` between this check and the open is refused rather than followed.
 
 use std::ffi::OsStr;
 use std::fs;

@@ -8,12 +8,20 @@
 //!
 //! Limitation: a tracked file matching an ignore rule (force-added) is invisible to the walk, like any ignored
 //! file; tools that know which files they wrote pass those paths to `commit_step` directly.
+//!
+//! [`Scan::rescan()`] is the fast path for the scan after a command: when no directory of the checkout
+//! changed (creating, deleting or renaming an entry changes its directory's mtime and ctime; modifying a file
+//! does not), the set of files is the same as last time, so neither a directory read nor an ignore rule is
+//! needed: only an `lstat` of each known file, in parallel. Anything else (a changed directory, a changed
+//! ignore file, a directory modified too recently to trust its timestamp) falls back to the full walk.
 
 use std::cmp::Ordering;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
@@ -48,7 +56,19 @@ pub struct Scan {
     root: PathBuf,
     /// Absolute paths (kept as the walker made them: no per-file allocation), sorted by their bytes.
     files: Vec<(PathBuf, Stat)>,
+    /// The directories walked, root included, for [`Scan::rescan()`].
+    dirs: Vec<(PathBuf, Stat)>,
+    /// When the scan started, in ns since the epoch: a directory changed after (or just before) this cannot
+    /// be trusted to show a later change in its timestamp, on file systems with coarse timestamps.
+    started_ns: i128,
 }
+
+/// Directories modified less than this before a scan started are rescanned in full (git's "racily clean"
+/// problem: a second change within the timestamp granularity would not show).
+const RACY_NS: i128 = 2_000_000_000;
+
+/// Chunk of stats one thread claims at a time during a rescan.
+const CHUNK: usize = 512;
 
 fn bytes(p: &Path) -> &[u8] {
     p.as_os_str().as_bytes()
@@ -109,8 +129,50 @@ impl Scan {
         self.files.is_empty()
     }
 
+    /// A scan of the same checkout now: the fast path of the module docs when no directory changed, the full
+    /// walk otherwise.
+    pub fn rescan(&self) -> Result<Scan, StoreError> {
+        match self.restat() {
+            Some(scan) => Ok(scan),
+            None => Scan::of_dir(&self.root),
+        }
+    }
+
+    /// The fast path: `None` when a directory changed (or may have), so the full walk is needed.
+    fn restat(&self) -> Option<Scan> {
+        let started_ns = now_ns();
+        if self.dirs.is_empty() {
+            return None;
+        }
+        let dirs = stat_all(&self.dirs)?;
+        let stable = dirs.iter().zip(&self.dirs).all(|(now, (_, before))| {
+            now.as_ref()
+                .is_some_and(|now| now == before && before.mtime_ns < self.started_ns - RACY_NS)
+        });
+        if !stable {
+            return None;
+        }
+        let stats = stat_all(&self.files)?;
+        let mut files = Vec::with_capacity(self.files.len());
+        for ((path, before), now) in self.files.iter().zip(stats) {
+            // A vanished file or a changed ignore file changes what the walk would find.
+            let now = now?;
+            if now != *before && is_ignore_file(path) {
+                return None;
+            }
+            files.push((path.clone(), now));
+        }
+        Some(Scan {
+            root: self.root.clone(),
+            files,
+            dirs: self.dirs.clone(),
+            started_ns,
+        })
+    }
+
     /// Stat every file below `root` that git would consider (not ignored, `.git` skipped), in parallel.
     pub fn of_dir(root: &Path) -> Result<Scan, StoreError> {
+        let started_ns = now_ns();
         let mut walk = WalkBuilder::new(root);
         walk.hidden(false)
             // Ignore rules as git applies them, and only git's: no `.ignore`/`.rgignore`, no rules from the
@@ -129,14 +191,62 @@ impl Scan {
         };
         walk.build_parallel().visit(&mut builder);
         let batches = std::mem::take(&mut *sink.lock().map_err(|_| poisoned(root))?);
-        let mut files = Vec::with_capacity(batches.iter().map(Vec::len).sum());
-        files.extend(batches.into_iter().flatten());
+        let mut files = Vec::with_capacity(batches.iter().map(|b| b.files.len()).sum());
+        let mut dirs = Vec::new();
+        for batch in batches {
+            files.extend(batch.files);
+            dirs.extend(batch.dirs);
+        }
         files.sort_unstable_by(|a, b| bytes(&a.0).cmp(bytes(&b.0)));
         Ok(Scan {
             root: root.to_owned(),
             files,
+            dirs,
+            started_ns,
         })
     }
+}
+
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+fn is_ignore_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == ".gitignore" || n == ".ignore")
+}
+
+/// `lstat` of every path, spread over the available cores in chunks; `None` in a slot whose path is gone,
+/// `None` overall if a thread died.
+fn stat_all(items: &[(PathBuf, Stat)]) -> Option<Vec<Option<Stat>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, usize::from)
+        .min(items.len().div_ceil(CHUNK))
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let mut out: Vec<Option<Stat>> = vec![None; items.len()];
+    // Each thread claims chunks by index and writes only its own chunks' slots.
+    let slots: Vec<Mutex<&mut [Option<Stat>]>> = out.chunks_mut(CHUNK).map(Mutex::new).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(slot) = slots.get(i) else { return };
+                let Ok(mut slot) = slot.lock() else {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                };
+                for (k, (path, _)) in items[i * CHUNK..].iter().take(slot.len()).enumerate() {
+                    slot[k] = std::fs::symlink_metadata(path).ok().map(|md| Stat::of(&md));
+                }
+            });
+        }
+    });
+    drop(slots);
+    (!failed.load(std::sync::atomic::Ordering::Relaxed)).then_some(out)
 }
 
 fn poisoned(root: &Path) -> StoreError {
@@ -147,7 +257,12 @@ fn poisoned(root: &Path) -> StoreError {
     }
 }
 
-type Batch = Vec<(PathBuf, Stat)>;
+/// One walker thread's findings.
+#[derive(Default)]
+struct Batch {
+    files: Vec<(PathBuf, Stat)>,
+    dirs: Vec<(PathBuf, Stat)>,
+}
 
 struct Collector {
     sink: Arc<Mutex<Vec<Batch>>>,
@@ -156,7 +271,7 @@ struct Collector {
 impl<'s> ParallelVisitorBuilder<'s> for Collector {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
-            batch: Vec::new(),
+            batch: Batch::default(),
             sink: Arc::clone(&self.sink),
         })
     }
@@ -174,12 +289,16 @@ impl ParallelVisitor for Visitor {
         let Ok(entry) = entry else {
             return WalkState::Continue;
         };
-        let is_file = entry
-            .file_type()
-            .is_some_and(|t| t.is_file() || t.is_symlink());
-        if is_file {
+        let Some(kind) = entry.file_type() else {
+            return WalkState::Continue;
+        };
+        if kind.is_file() || kind.is_symlink() {
             if let Ok(md) = entry.metadata() {
-                self.batch.push((entry.into_path(), Stat::of(&md)));
+                self.batch.files.push((entry.into_path(), Stat::of(&md)));
+            }
+        } else if kind.is_dir() {
+            if let Ok(md) = entry.metadata() {
+                self.batch.dirs.push((entry.into_path(), Stat::of(&md)));
             }
         }
         WalkState::Continue
@@ -198,5 +317,85 @@ impl Store {
     /// Stat the session's checkout; diff two scans with [`Scan::diff()`] to learn what a command changed.
     pub fn scan(&self, s: &Session) -> Result<Scan, StoreError> {
         Scan::of_dir(&s.root)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    /// Sets a directory's mtime 100 s into the past, so the racy-timestamp rule does not force a full walk.
+    fn age(dir: &Path) {
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let past = libc::timespec {
+            tv_sec: (now_ns() / 1_000_000_000) as libc::time_t - 100,
+            tv_nsec: 0,
+        };
+        let times = [past, past];
+        // SAFETY: a valid path and two timespecs, as utimensat wants.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
+            0
+        );
+    }
+
+    fn tree(tag: &str) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("git-agent-scan-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::write(root.join("src/a.rs"), "a\n").unwrap();
+        std::fs::write(root.join("src/deep/b.rs"), "b\n").unwrap();
+        std::fs::write(root.join("x.log"), "ignored\n").unwrap();
+        for dir in ["", "src", "src/deep"] {
+            age(&root.join(dir));
+        }
+        root
+    }
+
+    #[test]
+    fn rescan_takes_the_fast_path_only_when_no_directory_changed() {
+        let root = tree("fast");
+        let before = Scan::of_dir(&root).unwrap();
+        assert_eq!(before.len(), 3);
+        std::fs::write(root.join("src/deep/b.rs"), "b changed\n").unwrap();
+        let fast = before.restat().expect("no directory changed");
+        assert_eq!(Scan::diff(&before, &fast), [PathBuf::from("src/deep/b.rs")]);
+        assert_eq!(
+            Scan::diff(&before, &before.rescan().unwrap()),
+            [PathBuf::from("src/deep/b.rs")]
+        );
+
+        // A new file changes its directory: the full walk finds it (and still skips ignored files).
+        std::fs::write(root.join("src/new.rs"), "n\n").unwrap();
+        std::fs::write(root.join("src/new.log"), "n\n").unwrap();
+        assert!(fast.restat().is_none());
+        let full = fast.rescan().unwrap();
+        assert_eq!(Scan::diff(&fast, &full), [PathBuf::from("src/new.rs")]);
+    }
+
+    #[test]
+    fn changed_ignore_rules_and_recent_directories_force_the_walk() {
+        let root = tree("rules");
+        let before = Scan::of_dir(&root).unwrap();
+        std::fs::write(root.join(".gitignore"), "# nothing ignored now\n").unwrap();
+        assert!(
+            before.restat().is_none(),
+            "a changed .gitignore can reveal files"
+        );
+        let after = before.rescan().unwrap();
+        assert_eq!(
+            Scan::diff(&before, &after),
+            [".gitignore", "x.log"].map(PathBuf::from)
+        );
+        // The directories of `after` were aged before it, but `src` changes now and its mtime is recent.
+        std::fs::write(root.join("src/c.rs"), "c\n").unwrap();
+        let recent = Scan::of_dir(&root).unwrap();
+        assert!(
+            recent.restat().is_none(),
+            "a just-modified directory is not trusted"
+        );
     }
 }

@@ -1,17 +1,23 @@
-//! `edit_file`: replace an exact piece of a file.
+//! `edit_file`: replace exact pieces of one file, all or nothing.
 //!
-//! Exact byte matching keeps edits predictable: `old_string` must occur exactly once (or `replace_all`), so
-//! the model cannot change the wrong copy of a line. When it misses, the error carries what it needs to retry:
-//! the closest region of the file (no match) or the line of every match (several).
+//! Exact byte matching keeps edits predictable: each `old_string` must occur exactly once (or `replace_all`),
+//! so the model cannot change the wrong copy of a line. When it misses, the error carries what it needs to
+//! retry: the closest region of the file (no match) or the line of every match (several). Several edits in
+//! one call apply in order to the result of the previous one, in memory; the file is written once, so a
+//! failing edit leaves it untouched.
+//!
+//! Everything outside the replaced spans is kept byte for byte (BOM, missing final newline, CRLF); the
+//! replacement text of a CRLF file gets CRLF line ends, since the model sees lines without `\r`. The file
+//! is replaced atomically, keeping its mode, and refused when it changed since the model last read it.
 
-use std::fs;
-use std::io;
+use std::io::Read;
 
 use serde_json::json;
 use similar::{ChangeTag, TextDiff};
 
-use super::write::write_atomic;
-use super::{bool_arg, confine, looks_binary, str_arg, Tool, ToolContext, ToolOutput};
+use super::read::binary_kind;
+use super::state::fingerprint;
+use super::{bool_arg, confine, looks_binary, str_arg, Confined, Tool, ToolContext, ToolOutput};
 use crate::safety::path::Access;
 
 /// Below this similarity the closest region is noise, and showing it would mislead.
@@ -20,6 +26,10 @@ const MIN_SIMILARITY: f64 = 0.4;
 const CONTEXT_LINES: usize = 2;
 /// Line numbers listed when `old_string` matches in many places.
 const MAX_LISTED_MATCHES: usize = 20;
+/// Candidate regions (by the cheap score) that `similar` ranks precisely.
+const CANDIDATES: usize = 8;
+/// Edited regions shown back to the model after a multi-edit.
+const MAX_SNIPPETS: usize = 5;
 
 pub struct EditFile;
 
@@ -31,8 +41,10 @@ impl Tool for EditFile {
     fn description(&self) -> &'static str {
         "Replace text in an existing file. `old_string` must match the file exactly (whitespace and \
          indentation included, without the line numbers read_file shows) and occur exactly once; include \
-         enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. To \
-         create a file or rewrite all of it, use write_file."
+         enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. For \
+         several changes to one file, pass `edits` (a list of {old_string, new_string, replace_all}) instead: \
+         they apply in order, all or none. Read the file first: an edit to a file that changed since you \
+         read it is refused. To create a file or rewrite all of it, use write_file."
     }
 
     fn parameters(&self) -> serde_json::Value {
@@ -42,17 +54,31 @@ impl Tool for EditFile {
                 "path": {"type": "string", "description": "File path relative to the repository root"},
                 "old_string": {"type": "string", "description": "The exact text to replace"},
                 "new_string": {"type": "string", "description": "The text to put in its place"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+                "edits": {
+                    "type": "array",
+                    "description": "Several replacements in this file, applied in order, all or none",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "old_string": {"type": "string"},
+                            "new_string": {"type": "string"},
+                            "replace_all": {"type": "boolean"}
+                        },
+                        "required": ["old_string", "new_string"]
+                    }
+                }
             },
-            "required": ["path", "old_string", "new_string"]
+            "required": ["path"]
         })
     }
 
     fn label(&self, args: &serde_json::Value) -> String {
-        format!(
-            "edit {}",
-            args.get("path").and_then(|v| v.as_str()).unwrap_or("?")
-        )
+        let path = args.get("path").and_then(|v| v.as_str()).unwrap_or("?");
+        match args.get("edits").and_then(|v| v.as_array()) {
+            Some(edits) if edits.len() > 1 => format!("edit {path} ({} edits)", edits.len()),
+            _ => format!("edit {path}"),
+        }
     }
 
     fn execute(&self, ctx: &ToolContext, args: &serde_json::Value) -> ToolOutput {
@@ -63,11 +89,40 @@ impl Tool for EditFile {
     }
 }
 
-fn edit(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String> {
-    let path = str_arg(args, "path")?;
+/// One replacement the model asked for.
+#[derive(Debug)]
+struct Spec {
+    old: String,
+    new: String,
+    replace_all: bool,
+}
+
+/// The edits of one call: the single form, `edits`, or both (the single one first).
+fn specs(args: &serde_json::Value) -> Result<Vec<Spec>, String> {
+    let mut specs = Vec::new();
+    if args.get("old_string").is_some() || args.get("edits").is_none() {
+        specs.push(spec(args)?);
+    }
+    match args.get("edits") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                specs.push(spec(item).map_err(|e| format!("edits[{i}]: {e}"))?);
+            }
+        }
+        Some(_) => {
+            return Err("argument `edits` must be a list of {old_string, new_string}".into())
+        }
+    }
+    if specs.is_empty() {
+        return Err("`edits` is empty; give at least one {old_string, new_string}".into());
+    }
+    Ok(specs)
+}
+
+fn spec(args: &serde_json::Value) -> Result<Spec, String> {
     let old = str_arg(args, "old_string")?;
     let new = str_arg(args, "new_string")?;
-    let replace_all = bool_arg(args, "replace_all")?;
     if old.is_empty() {
         return Err(
             "old_string is empty; to create a file or replace all of it, use write_file"
@@ -77,53 +132,132 @@ fn edit(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
     if old == new {
         return Err("old_string and new_string are the same; nothing would change".to_string());
     }
+    Ok(Spec {
+        old: old.to_string(),
+        new: new.to_string(),
+        replace_all: bool_arg(args, "replace_all")?,
+    })
+}
+
+/// Where an applied edit's new text sits in the final buffer.
+struct Placed {
+    start: usize,
+    new_lines: usize,
+    count: usize,
+}
+
+fn edit(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String> {
+    let path = str_arg(args, "path")?;
+    let specs = specs(args)?;
     let target = confine(ctx, path, Access::Write)?;
-    let (bytes, perms) = read_text(&target.abs, path)?;
-    let found = find_with_line_endings(&bytes, old, new);
-    match found.starts.len() {
-        0 => return Err(not_found(path, &bytes, old)),
-        n if n > 1 && !replace_all => return Err(ambiguous(path, &bytes, &found.starts)),
-        _ => {}
+    let (bytes, perms) = read_text(&target, path)?;
+    ctx.session.check_fresh(&target.rel, fingerprint(&bytes))?;
+    let crlf = is_crlf(&bytes);
+    let mut buf = bytes;
+    let mut placed: Vec<Placed> = Vec::new();
+    let (mut added, mut removed) = (0, 0);
+    for (i, spec) in specs.iter().enumerate() {
+        let found = find_with_line_endings(&buf, &spec.old, &spec.new, crlf);
+        let fail = match found.starts.len() {
+            0 => Some(not_found(path, &buf, &spec.old)),
+            n if n > 1 && !spec.replace_all => Some(ambiguous(path, &buf, &found.starts)),
+            _ => None,
+        };
+        if let Some(message) = fail {
+            return Err(if specs.len() > 1 {
+                format!(
+                    "edit {} of {} failed, so none was applied (the file is unchanged): {message}",
+                    i + 1,
+                    specs.len()
+                )
+            } else {
+                message
+            });
+        }
+        let (old_len, new_len) = (found.old.len(), found.new.len());
+        for p in &mut placed {
+            let before = found.starts.iter().filter(|&&s| s < p.start).count();
+            p.start = (p.start + before * new_len) - before * old_len;
+        }
+        buf = splice(&buf, &found.starts, old_len, found.new.as_bytes());
+        placed.push(Placed {
+            start: found.starts[0],
+            new_lines: found.new.lines().count().max(1),
+            count: found.starts.len(),
+        });
+        let (a, r) = line_delta(&spec.old, &spec.new);
+        added += a * found.starts.len();
+        removed += r * found.starts.len();
     }
-    let updated = splice(&bytes, &found.starts, found.old.len(), found.new.as_bytes());
-    write_atomic(&target.abs, &updated, Some(perms))
-        .map_err(|e| format!("cannot write '{path}': {e}"))?;
-    let (added, removed) = line_delta(old, new);
-    let count = found.starts.len();
-    let summary = format!("+{} -{} lines", added * count, removed * count);
-    let first_line = line_of(&bytes, found.starts[0]);
-    let snippet = numbered_window(&updated, first_line, found.new.lines().count().max(1));
-    let occurrences = if count == 1 {
-        "1 occurrence".to_string()
-    } else {
-        format!("{count} occurrences")
-    };
-    let content = format!(
-        "edited {}: replaced {occurrences} ({summary})\n{snippet}",
-        target.display()
-    );
+    target
+        .write_atomic(&buf, Some(perms), false)
+        .map_err(|e| target.io_error("write", &e))?;
+    ctx.session.saw(&target.rel, fingerprint(&buf));
+    let summary = format!("+{added} -{removed} lines");
+    let content = describe(&target, &buf, &placed, &summary);
     let mut out = ToolOutput::ok(content, summary);
     out.changed = vec![target.rel];
     Ok(out)
 }
 
+/// What the model sees after a successful edit: what was replaced and the new text, numbered.
+fn describe(target: &Confined, buf: &[u8], placed: &[Placed], summary: &str) -> String {
+    let total: usize = placed.iter().map(|p| p.count).sum();
+    let what = match (placed.len(), total) {
+        (1, 1) => "replaced 1 occurrence".to_string(),
+        (1, n) => format!("replaced {n} occurrences"),
+        (e, n) => format!("applied {e} edits ({n} replacements)"),
+    };
+    let mut content = format!(
+        "edited {}: {what} ({summary})
+",
+        target.display()
+    );
+    for (i, p) in placed.iter().enumerate().take(MAX_SNIPPETS) {
+        if i > 0 {
+            content.push_str(
+                "...
+",
+            );
+        }
+        content.push_str(&numbered_window(
+            buf,
+            line_of(buf, p.start.min(buf.len())),
+            p.new_lines,
+        ));
+    }
+    content
+}
+
 /// The file's bytes and permissions, or a message: missing files, directories and binary files are refused.
-fn read_text(abs: &std::path::Path, path: &str) -> Result<(Vec<u8>, fs::Permissions), String> {
-    let meta = fs::metadata(abs).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => format!("'{path}' does not exist; use write_file to create it"),
-        _ => format!("cannot read '{path}': {e}"),
+/// Read through the confined descriptor, so what is checked is what is edited.
+fn read_text(target: &Confined, path: &str) -> Result<(Vec<u8>, std::fs::Permissions), String> {
+    let mut file = target.open_read().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("'{path}' does not exist; use write_file to create it")
+        }
+        _ => target.io_error("read", &e),
     })?;
+    let meta = file.metadata().map_err(|e| target.io_error("read", &e))?;
     if meta.is_dir() {
         return Err(format!("'{path}' is a directory; give the path of a file"));
     }
-    let bytes = fs::read(abs).map_err(|e| format!("cannot read '{path}': {e}"))?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| target.io_error("read", &e))?;
     if looks_binary(&bytes) {
         return Err(format!(
-            "'{path}' is a binary file ({} bytes); edit_file only changes text",
+            "'{path}' is a binary file ({}, {} bytes); edit_file only changes text",
+            binary_kind(&bytes),
             bytes.len()
         ));
     }
     Ok((bytes, meta.permissions()))
+}
+
+/// Whether the file's lines end in CRLF (judged by its first line end).
+fn is_crlf(bytes: &[u8]) -> bool {
+    memchr::memchr(b'\n', bytes).is_some_and(|i| i > 0 && bytes[i - 1] == b'\r')
 }
 
 /// Where `old` occurs, and the exact strings to swap.
@@ -135,19 +269,19 @@ struct Found {
 
 /// Finds `old` as given; failing that, in a CRLF file, with its `\n` turned into `\r\n`. The model sees
 /// lines without `\r` (read_file strips it), so without this retry every multi-line edit of a Windows-style
-/// file would miss.
-fn find_with_line_endings(bytes: &[u8], old: &str, new: &str) -> Found {
+/// file would miss. In a CRLF file the new text gets CRLF line ends too.
+fn find_with_line_endings(bytes: &[u8], old: &str, new: &str, crlf: bool) -> Found {
+    let to_crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
+    let new = if crlf { to_crlf(new) } else { new.to_string() };
     let starts = find_all(bytes, old.as_bytes());
-    let crlf_file = bytes.windows(2).any(|w| w == b"\r\n");
-    if !starts.is_empty() || !crlf_file || !old.contains('\n') || old.contains("\r\n") {
+    if !starts.is_empty() || !crlf || !old.contains('\n') {
         return Found {
             starts,
             old: old.to_string(),
-            new: new.to_string(),
+            new,
         };
     }
-    let to_crlf = |s: &str| s.replace("\r\n", "\n").replace('\n', "\r\n");
-    let (old, new) = (to_crlf(old), to_crlf(new));
+    let old = to_crlf(old);
     Found {
         starts: find_all(bytes, old.as_bytes()),
         old,
@@ -155,21 +289,14 @@ fn find_with_line_endings(bytes: &[u8], old: &str, new: &str) -> Found {
     }
 }
 
-/// Start offsets of the non-overlapping occurrences of `needle`.
+/// Start offsets of the non-overlapping occurrences of `needle` (memchr's SIMD substring search).
 fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    let finder = memchr::memmem::Finder::new(needle);
     let mut starts = Vec::new();
     let mut at = 0;
-    while at + needle.len() <= haystack.len() {
-        match haystack[at..]
-            .windows(needle.len())
-            .position(|w| w == needle)
-        {
-            Some(i) => {
-                starts.push(at + i);
-                at += i + needle.len();
-            }
-            None => break,
-        }
+    while let Some(i) = finder.find(&haystack[at..]) {
+        starts.push(at + i);
+        at += i + needle.len();
     }
     starts
 }
@@ -200,19 +327,26 @@ fn line_delta(old: &str, new: &str) -> (usize, usize) {
 
 /// 1-based line number of a byte offset.
 fn line_of(bytes: &[u8], offset: usize) -> usize {
-    bytes[..offset].iter().filter(|&&b| b == b'\n').count() + 1
+    memchr::memchr_iter(b'\n', &bytes[..offset]).count() + 1
 }
 
-/// Lines `first..first+count` (1-based) with a little context, numbered like read_file.
+/// Lines `first..first+count` (1-based) with a little context, numbered like read_file. Only the window is
+/// decoded, so this stays cheap on a 10 MB file.
 fn numbered_window(bytes: &[u8], first: usize, count: usize) -> String {
-    let text = String::from_utf8_lossy(bytes);
     let from = first.saturating_sub(CONTEXT_LINES).max(1);
     let to = first + count - 1 + CONTEXT_LINES;
+    // Byte offset where line `from` starts.
+    let start = if from == 1 {
+        0
+    } else {
+        memchr::memchr_iter(b'\n', bytes)
+            .nth(from - 2)
+            .map_or(bytes.len(), |i| i + 1)
+    };
+    let text = String::from_utf8_lossy(&bytes[start..]);
     text.lines()
-        .enumerate()
-        .map(|(i, line)| (i + 1, line))
-        .filter(|(n, _)| (from..=to).contains(n))
-        .map(|(n, line)| format!("{n:>6}\t{}\n", line.trim_end_matches('\r')))
+        .zip(from..=to)
+        .map(|(line, n)| format!("{n:>6}\t{}\n", line.trim_end_matches('\r')))
         .collect()
 }
 
@@ -265,26 +399,46 @@ fn looks_numbered(line: &str) -> bool {
 }
 
 /// The window of lines most like `needle`: (first line, 1-based; number of lines; similarity 0..=1).
-/// Each window is scored line by line with a bigram Dice coefficient on trimmed lines, which is cheap
-/// (linear in the line lengths) and forgives indentation, the most common reason an edit misses.
+/// Every window is first scored line by line with a bigram Dice coefficient on trimmed lines, which is cheap
+/// (linear in the line lengths) and forgives indentation, the most common reason an edit misses; the best
+/// few are then ranked by `similar`'s character diff ratio on the trimmed text, which is precise but too
+/// slow to run over a whole large file.
 fn closest_region(text: &str, needle: &str) -> Option<(usize, usize, f64)> {
-    let lines: Vec<Vec<(char, char)>> = text.lines().map(bigrams).collect();
+    let all: Vec<&str> = text.lines().collect();
+    let lines: Vec<Vec<(char, char)>> = all.iter().map(|l| bigrams(l)).collect();
     let wanted: Vec<Vec<(char, char)>> = needle.lines().map(bigrams).collect();
     if lines.is_empty() || wanted.is_empty() {
         return None;
     }
     let width = wanted.len().min(lines.len());
-    let mut best: Option<(usize, f64)> = None;
-    for start in 0..=lines.len() - width {
-        let total: f64 = (0..width)
-            .map(|k| dice(&lines[start + k], &wanted[k]))
-            .sum();
-        let score = total / wanted.len() as f64;
-        if best.is_none_or(|(_, b)| score > b) {
-            best = Some((start, score));
-        }
-    }
-    best.map(|(start, score)| (start + 1, width, score))
+    let mut scored: Vec<(usize, f64)> = (0..=lines.len() - width)
+        .map(|start| {
+            let total: f64 = (0..width)
+                .map(|k| dice(&lines[start + k], &wanted[k]))
+                .sum();
+            (start, total / wanted.len() as f64)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let trimmed = |ls: &[&str]| ls.iter().map(|l| l.trim()).collect::<Vec<_>>().join("\n");
+    let needle_lines: Vec<&str> = needle.lines().collect();
+    let wanted_text = trimmed(&needle_lines);
+    scored
+        .iter()
+        .take(CANDIDATES)
+        .map(|&(start, _)| {
+            let window = trimmed(&all[start..start + width]);
+            let ratio = f64::from(TextDiff::from_chars(&window, &wanted_text).ratio());
+            (start, ratio)
+        })
+        .fold(
+            None,
+            |best: Option<(usize, f64)>, (start, ratio)| match best {
+                Some((_, b)) if b >= ratio => best,
+                _ => Some((start, ratio)),
+            },
+        )
+        .map(|(start, score)| (start + 1, width, score))
 }
 
 /// Sorted character bigrams of a trimmed line.
@@ -319,6 +473,7 @@ fn dice(a: &[(char, char)], b: &[(char, char)]) -> f64 {
 mod tests {
     use super::*;
     use crate::tools::testutil::{put, temp_ctx};
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
 
@@ -446,5 +601,123 @@ mod tests {
             .contains("does not exist"));
         assert!(edit(&ctx, "b.bin", "a", "b").content.contains("binary"));
         assert!(edit(&ctx, ".git/config", "a", "b").content.contains(".git"));
+    }
+
+    #[test]
+    fn bom_crlf_new_lines_and_no_final_newline() {
+        let ctx = temp_ctx("edit-bom");
+        put(&ctx, "bom.txt", "\u{feff}first\r\nsecond\r\nlast");
+        let out = edit(&ctx, "bom.txt", "second", "2nd\nextra");
+        assert!(!out.is_error, "{}", out.content);
+        // The BOM stays, the inserted line gets the file's CRLF, the missing final newline stays missing.
+        assert_eq!(
+            read(&ctx, "bom.txt"),
+            "\u{feff}first\r\n2nd\r\nextra\r\nlast"
+        );
+        let out = edit(&ctx, "bom.txt", "first", "1st");
+        assert!(!out.is_error, "{}", out.content);
+        assert!(read(&ctx, "bom.txt").starts_with("\u{feff}1st\r\n"));
+    }
+
+    #[test]
+    fn multi_edit_applies_in_order_all_or_none() {
+        let ctx = temp_ctx("edit-multi");
+        put(&ctx, "m.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [
+                {"old_string": "fn a() {}", "new_string": "fn a() {\n    1\n}"},
+                {"old_string": "fn c", "new_string": "fn see"},
+                {"old_string": "fn see() {}", "new_string": "fn see() { 3 }"}
+            ]}),
+        );
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(
+            read(&ctx, "m.rs"),
+            "fn a() {\n    1\n}\nfn b() {}\nfn see() { 3 }\n"
+        );
+        assert!(out.content.contains("applied 3 edits"), "{}", out.content);
+        assert!(
+            out.content.contains("     5\tfn see() { 3 }"),
+            "{}",
+            out.content
+        );
+        // The second edit misses: nothing is written, and the message says which one failed.
+        let before = read(&ctx, "m.rs");
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [
+                {"old_string": "fn b() {}", "new_string": "fn bee() {}"},
+                {"old_string": "fn missing() {}", "new_string": "x"}
+            ]}),
+        );
+        assert!(out.is_error);
+        assert!(
+            out.content
+                .starts_with("edit 2 of 2 failed, so none was applied"),
+            "{}",
+            out.content
+        );
+        assert_eq!(read(&ctx, "m.rs"), before);
+        let out = EditFile.execute(
+            &ctx,
+            &json!({"path": "m.rs", "edits": [{"old_string": "x"}]}),
+        );
+        assert!(out
+            .content
+            .contains("edits[0]: missing required string argument `new_string`"));
+    }
+
+    #[test]
+    fn stale_read_refused_until_read_again() {
+        let ctx = temp_ctx("edit-stale");
+        put(&ctx, "s.txt", "alpha\nbeta\n");
+        let read_file = |ctx: &ToolContext| {
+            crate::tools::read::ReadFile.execute(ctx, &json!({"path": "s.txt", "limit": 1}))
+        };
+        assert!(!read_file(&ctx).is_error);
+        assert!(!edit(&ctx, "s.txt", "alpha", "ALPHA").is_error);
+        // Our own edit keeps the guard current; a change behind the model's back trips it.
+        assert!(!edit(&ctx, "s.txt", "beta", "BETA").is_error);
+        put(&ctx, "s.txt", "ALPHA\nBETA\ngamma\n");
+        let out = edit(&ctx, "s.txt", "ALPHA", "a");
+        assert!(out.is_error);
+        assert!(
+            out.content.contains("changed since you last read it"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("read it again with read_file"));
+        assert_eq!(read(&ctx, "s.txt"), "ALPHA\nBETA\ngamma\n");
+        assert!(!read_file(&ctx).is_error);
+        assert!(!edit(&ctx, "s.txt", "ALPHA", "a").is_error);
+    }
+
+    #[test]
+    fn symlink_swapped_in_after_the_check_is_refused() {
+        let ctx = temp_ctx("edit-race");
+        let outside = ctx.root.parent().unwrap().join(format!(
+            "{}-outside",
+            ctx.root.file_name().unwrap().to_string_lossy()
+        ));
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("f.txt"), "secret\n").unwrap();
+        put(&ctx, "dir/f.txt", "secret\n");
+        let target = crate::tools::confine(&ctx, "dir/f.txt", Access::Write).unwrap();
+        // Between the check and the use, `dir` becomes a link out of the checkout.
+        fs::remove_dir_all(ctx.root.join("dir")).unwrap();
+        std::os::unix::fs::symlink(&outside, ctx.root.join("dir")).unwrap();
+        let err = target.open_read().unwrap_err();
+        assert!(
+            target.io_error("read", &err).contains("symlink appeared"),
+            "{err}"
+        );
+        let err = target.write_atomic(b"pwned\n", None, false).unwrap_err();
+        assert!(crate::safety::beneath::is_link_refusal(&err), "{err}");
+        assert_eq!(
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "secret\n"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
     }
 }

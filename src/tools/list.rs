@@ -1,17 +1,16 @@
 //! `list_files`: the files under a directory, as git would see them.
 //!
 //! Ignored files (`.gitignore`, `.ignore`, `.git/info/exclude`) are left out, as they would be in `git status`,
-//! so build output and vendored trees do not drown the listing. Hidden files stay in: `.github/` and
-//! `.env.example` matter to a coding agent.
+//! so build output and vendored trees do not drown the listing. It is `rg --files` on the walk `search` uses
+//! ([`super::walk`]), with one different default: hidden files stay in, because `.github/` and `.env.example`
+//! matter to a coding agent looking for what a project contains.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{
-    confine, display_rel, glob_matcher, glob_matches, opt_str_arg, walker, Tool, ToolContext,
-    ToolOutput,
-};
+use super::walk::{self, Filters};
+use super::{confine, display_rel, opt_str_arg, Tool, ToolContext, ToolOutput};
 use crate::safety::path::Access;
 
 /// Entries shown before the listing is cut.
@@ -26,8 +25,9 @@ impl Tool for ListFiles {
 
     fn description(&self) -> &'static str {
         "List the files under a directory of the repository (recursively), skipping files ignored by \
-         .gitignore. Paths are relative to the repository root, sorted. `pattern` filters with a glob such as \
-         `**/*.rs` or `*.md` (a glob without `/` matches file names at any depth)."
+         .gitignore, like `rg --files`. Paths are relative to the repository root, sorted. `pattern` filters \
+         with a glob such as `src/**/*.rs` or `*.md` (a glob without `/` matches file names at any depth; \
+         a leading `!` excludes); `type` by ripgrep file type (`rust`, `py`, ...)."
     }
 
     fn parameters(&self) -> serde_json::Value {
@@ -35,7 +35,9 @@ impl Tool for ListFiles {
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "Directory relative to the repository root (default: the root)"},
-                "pattern": {"type": "string", "description": "Glob filter, e.g. `**/*.rs`"}
+                "pattern": {"type": "string", "description": "Glob filter relative to the repository root, e.g. `src/**/*.rs`"},
+                "type": {"type": "string", "description": "File type as in ripgrep: rust, py, js, ts, go, md, ..."},
+                "hidden": {"type": "boolean", "description": "Include hidden files (default true)"}
             }
         })
     }
@@ -67,31 +69,21 @@ impl Tool for ListFiles {
 fn list(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String> {
     let path = opt_str_arg(args, "path")?.unwrap_or(".");
     let pattern = opt_str_arg(args, "pattern")?.filter(|p| !p.is_empty());
+    let mut filters = Filters::from_args(args, true)?;
+    filters.globs.extend(pattern.map(str::to_string));
     let dir = confine(ctx, path, Access::Read)?;
     if !dir.abs.exists() {
         return Err(format!("'{path}' does not exist"));
     }
-    let matcher = pattern.map(|p| glob_matcher(&dir.abs, p)).transpose()?;
-    let mut files: Vec<PathBuf> = Vec::new();
-    for entry in walker(&dir.abs).build().filter_map(Result::ok) {
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
-        }
-        let under_dir = entry.path().strip_prefix(&dir.abs).unwrap_or(entry.path());
-        if matcher
-            .as_ref()
-            .is_some_and(|m| !glob_matches(m, under_dir))
-        {
-            continue;
-        }
-        files.push(
-            entry
-                .path()
-                .strip_prefix(&dir.root)
-                .unwrap_or(entry.path())
-                .to_path_buf(),
-        );
-    }
+    let builder = walk::builder(&dir.root, &dir.abs, &filters)?;
+    let mut files: Vec<PathBuf> = walk::files(&builder, &ctx.cancel)
+        .into_iter()
+        .map(|p| {
+            p.strip_prefix(&dir.root)
+                .map(Path::to_path_buf)
+                .unwrap_or(p)
+        })
+        .collect();
     files.sort();
     Ok(render(&files, &dir.display(), pattern))
 }

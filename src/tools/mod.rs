@@ -4,19 +4,30 @@
 //! A failure the model can fix (bad arguments, a missing file, a non-unique match) is returned to it as an
 //! error [`ToolOutput`]; only host failures would abort a turn, and tools have none of those.
 
+#[cfg(test)]
+mod bench;
 pub mod edit;
+pub mod jobs;
 pub mod list;
 pub mod read;
+#[cfg(test)]
+mod rg_parity;
 pub mod search;
 pub mod shell;
+pub mod state;
+pub mod walk;
 pub mod write;
 
+pub use state::SessionState;
+
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::ToolSchema;
+use crate::safety::beneath;
 use crate::safety::path::{self, Access};
 
 /// What a tool needs from the session it runs in.
@@ -28,6 +39,16 @@ pub struct ToolContext {
     pub run_timeout: Duration,
     /// Set when the user interrupts (Ctrl-C): long-running tools stop as soon as they see it.
     pub cancel: Arc<AtomicBool>,
+    /// What the session's tool calls share: read fingerprints (the stale-read guard), saved command
+    /// output, background jobs.
+    pub session: Arc<SessionState>,
+}
+
+impl ToolContext {
+    /// True once the user interrupted.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// The result of one tool call.
@@ -98,6 +119,7 @@ pub fn registry() -> Vec<Box<dyn Tool>> {
         Box::new(edit::EditFile),
         Box::new(write::WriteFile),
         Box::new(shell::Run),
+        Box::new(jobs::Job),
     ]
 }
 
@@ -128,6 +150,35 @@ impl Confined {
     /// The relative path as the model should see it (`.` for the root).
     pub fn display(&self) -> String {
         display_rel(&self.rel)
+    }
+
+    /// Opens the file (or directory) read-only, refusing any symlink swapped in since the check.
+    pub fn open_read(&self) -> io::Result<std::fs::File> {
+        beneath::open_read(&self.root, &self.rel)
+    }
+
+    /// Replaces the file's content atomically (temp file + rename in its directory), never through a link.
+    pub fn write_atomic(
+        &self,
+        bytes: &[u8],
+        mode: Option<std::fs::Permissions>,
+        create_dirs: bool,
+    ) -> io::Result<()> {
+        beneath::write_atomic(&self.root, &self.rel, bytes, mode, create_dirs)
+    }
+
+    /// An I/O error of this path as a sentence for the model; `verb` is `read` or `write`.
+    pub fn io_error(&self, verb: &str, err: &io::Error) -> String {
+        let shown = self.display();
+        if beneath::is_link_refusal(err) {
+            format!(
+                "cannot {verb} '{shown}': a symlink appeared in the path after it was checked; refused"
+            )
+        } else if err.kind() == io::ErrorKind::NotFound {
+            format!("'{shown}' does not exist; use list_files or search to find the file")
+        } else {
+            format!("cannot {verb} '{shown}': {err}")
+        }
     }
 }
 
@@ -195,40 +246,6 @@ pub fn looks_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0)
 }
 
-/// A directory walk that honours `.gitignore`, `.ignore` and `.git/info/exclude`, includes hidden files, and
-/// never enters `.git`. Shared by `list_files` and `search` so both see the same files.
-pub fn walker(dir: &Path) -> ignore::WalkBuilder {
-    let mut builder = ignore::WalkBuilder::new(dir);
-    builder
-        .hidden(false)
-        // A session checkout may be a worktree or a plain export; apply .gitignore either way.
-        .require_git(false)
-        .filter_entry(|entry| {
-            !entry
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.eq_ignore_ascii_case(".git"))
-        });
-    builder
-}
-
-/// A glob (`*.rs`, `src/**/*.ts`) matched with gitignore semantics relative to `dir`: a pattern without a
-/// slash matches the file name at any depth. Used as a filter after the walk, so ignore rules still apply.
-pub fn glob_matcher(dir: &Path, glob: &str) -> Result<ignore::gitignore::Gitignore, String> {
-    let mut builder = ignore::gitignore::GitignoreBuilder::new(dir);
-    builder
-        .add_line(None, glob)
-        .map_err(|e| format!("invalid glob '{glob}': {e}"))?;
-    builder
-        .build()
-        .map_err(|e| format!("invalid glob '{glob}': {e}"))
-}
-
-/// Whether `path` (relative to the matcher's root) matches the glob.
-pub fn glob_matches(matcher: &ignore::gitignore::Gitignore, path: &Path) -> bool {
-    matcher.matched_path_or_any_parents(path, false).is_ignore()
-}
-
 /// Shortens a label argument to its first line and about `max` characters.
 pub fn short(text: &str, max: usize) -> String {
     let first = text.lines().next().unwrap_or_default();
@@ -272,6 +289,10 @@ pub(crate) mod testutil {
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let root: PathBuf = std::fs::canonicalize(dir).unwrap();
         ToolContext {
+            session: Arc::new(super::SessionState::new(
+                Some(root.join(".git/agent/output/test")),
+                Vec::new(),
+            )),
             root,
             run_timeout: Duration::from_secs(30),
             cancel: Arc::new(AtomicBool::new(false)),

@@ -3,12 +3,14 @@
 //! The numbers let the model cite lines and pick the next `offset`; the window and the per-line cut keep one
 //! minified file or log from flooding the context.
 
-use std::fs::{self, File};
+use std::fs;
+use std::hash::Hasher;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde_json::json;
 
+use super::state::Fingerprinter;
 use super::{
     confine, cut_line, looks_binary, str_arg, u64_arg, Tool, ToolContext, ToolOutput, BINARY_SNIFF,
 };
@@ -73,25 +75,61 @@ fn read(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
     let offset = u64_arg(args, "offset")?.unwrap_or(1).max(1);
     let limit = u64_arg(args, "limit")?.unwrap_or(DEFAULT_LIMIT).max(1);
     let target = confine(ctx, path, Access::Read)?;
-    let meta = fs::metadata(&target.abs).map_err(|e| open_error(path, &e))?;
+    let mut file = target
+        .open_read()
+        .map_err(|e| target.io_error("read", &e))?;
+    let meta = file.metadata().map_err(|e| target.io_error("read", &e))?;
     if meta.is_dir() {
         return list_dir(&target.abs, &target.display());
     }
-    let mut file = File::open(&target.abs).map_err(|e| open_error(path, &e))?;
     let mut head = Vec::with_capacity(BINARY_SNIFF);
     (&mut file)
         .take(BINARY_SNIFF as u64)
         .read_to_end(&mut head)
-        .map_err(|e| open_error(path, &e))?;
+        .map_err(|e| target.io_error("read", &e))?;
     if looks_binary(&head) {
         return Err(format!(
-            "'{path}' is a binary file ({} bytes); it cannot be shown as text",
+            "'{path}' is a binary file ({}, {} bytes); it cannot be shown as text",
+            binary_kind(&head),
             meta.len()
         ));
     }
     let reader = BufReader::new(io::Cursor::new(head).chain(file));
-    let window = number_lines(reader, offset, limit).map_err(|e| open_error(path, &e))?;
+    let window = number_lines(reader, offset, limit).map_err(|e| target.io_error("read", &e))?;
+    // What the model now knows the file to be: an edit is refused if it changes before then.
+    ctx.session.saw(&target.rel, window.fingerprint);
     window.into_output(path, offset)
+}
+
+/// A name for common binary formats, from their magic numbers; what `file(1)` would say, in short.
+pub fn binary_kind(head: &[u8]) -> &'static str {
+    const MAGIC: &[(&[u8], &str)] = &[
+        (b"\x89PNG", "PNG image"),
+        (b"\xff\xd8\xff", "JPEG image"),
+        (b"GIF8", "GIF image"),
+        (b"%PDF", "PDF document"),
+        (b"PK\x03\x04", "zip archive"),
+        (b"\x1f\x8b", "gzip data"),
+        (b"\x7fELF", "ELF executable"),
+        (b"\0asm", "WebAssembly module"),
+        (b"SQLite format 3", "SQLite database"),
+        (b"\xca\xfe\xba\xbe", "Java class or Mach-O"),
+        (b"\xcf\xfa\xed\xfe", "Mach-O executable"),
+        (b"MZ", "Windows executable"),
+        (b"\x28\xb5\x2f\xfd", "zstd data"),
+        (b"BZh", "bzip2 data"),
+        (b"\xfd7zXZ", "xz data"),
+        (b"RIFF", "RIFF media"),
+        (b"OggS", "Ogg media"),
+        (b"ID3", "MP3 audio"),
+        (b"wOFF", "WOFF font"),
+        (b"wOF2", "WOFF2 font"),
+    ];
+    MAGIC
+        .iter()
+        .find(|(magic, _)| head.starts_with(magic))
+        .map(|(_, kind)| *kind)
+        .unwrap_or("data with NUL bytes")
 }
 
 /// The numbered lines of one window, and how many lines the file has in all.
@@ -99,6 +137,8 @@ struct Window {
     text: String,
     shown: u64,
     total: u64,
+    /// Of the whole file, for the stale-read guard.
+    fingerprint: u64,
 }
 
 /// Reads every line (to count them) but keeps only the requested window, so memory stays bounded.
@@ -107,13 +147,17 @@ fn number_lines(mut reader: impl BufRead, offset: u64, limit: u64) -> io::Result
         text: String::new(),
         shown: 0,
         total: 0,
+        fingerprint: 0,
     };
+    let mut hasher = Fingerprinter::new();
     let mut buf = Vec::new();
     loop {
         buf.clear();
         if reader.read_until(b'\n', &mut buf)? == 0 {
+            window.fingerprint = hasher.finish();
             return Ok(window);
         }
+        hasher.write(&buf);
         window.total += 1;
         let full = window.text.len() >= MAX_OUTPUT_BYTES;
         if window.total < offset || window.shown >= limit || full {
@@ -191,12 +235,7 @@ fn list_dir(dir: &Path, shown: &str) -> Result<ToolOutput, String> {
 }
 
 fn open_error(path: &str, err: &io::Error) -> String {
-    match err.kind() {
-        io::ErrorKind::NotFound => {
-            format!("'{path}' does not exist; use list_files or search to find the file")
-        }
-        _ => format!("cannot read '{path}': {err}"),
-    }
+    format!("cannot read '{path}': {err}")
 }
 
 #[cfg(test)]
@@ -256,7 +295,10 @@ mod tests {
         put(&ctx, "d/sub/y.txt", "y");
         let out = run(&ctx, json!({"path": "b.bin"}));
         assert!(
-            out.is_error && out.content.contains("binary file (7 bytes)"),
+            out.is_error
+                && out
+                    .content
+                    .contains("binary file (data with NUL bytes, 7 bytes)"),
             "{}",
             out.content
         );

@@ -2,12 +2,16 @@
 //!
 //! The command runs as `bash -c` in its own process group, so a timeout or a Ctrl-C can kill everything it
 //! started (test runners, servers, `sleep &`) with one `killpg`. Output is streamed through a fixed-size head
-//! and tail, so `yes` or a runaway log costs 32 KiB, not gigabytes, and the model still sees how it began and
-//! how it ended.
+//! and tail, so `yes` or a runaway log costs 32 KiB of memory and context, not gigabytes, and the model still
+//! sees how it began and how it ended; the full output goes to a file under `<git dir>/agent/output/`, whose
+//! path the model gets when something was cut. Commands that do not end by themselves (dev servers) become
+//! background jobs ([`super::jobs`]). Provider keys and other secrets are removed from the environment.
 
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -16,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use super::jobs::{self, looks_like_server};
+use super::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
 
 /// Per-call timeouts above this are capped: one call should not hold the session for longer.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -27,6 +32,35 @@ const TAIL_BYTES: usize = 16 * 1024;
 /// How long to wait for the output pipe to close once the process group is gone. Only a process that left
 /// the group (`setsid`) can keep it open; we stop waiting for it rather than hang.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long a background job runs before `run` reports its first output.
+const BACKGROUND_SETTLE: Duration = Duration::from_secs(2);
+
+/// Environment variables never passed to commands, beyond the patterns of [`is_secret_name`]: credentials
+/// that commonly sit in a developer's shell and that nothing the agent runs should need.
+const SECRET_NAMES: &[&str] = &[
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_ADMIN_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_OPENAI_KEY",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITLAB_TOKEN",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "NPM_TOKEN",
+    "CARGO_REGISTRY_TOKEN",
+    "PYPI_TOKEN",
+];
+/// Name endings that mark a secret (`OPENAI_API_KEY`, `FOO_AUTH_TOKEN`, ...).
+const SECRET_SUFFIXES: &[&str] = &[
+    "_API_KEY",
+    "_APIKEY",
+    "_AUTH_TOKEN",
+    "_ACCESS_TOKEN",
+    "_SECRET_KEY",
+    "_SECRET",
+];
 
 pub struct Run;
 
@@ -38,8 +72,11 @@ impl Tool for Run {
     fn description(&self) -> &'static str {
         "Run a shell command with bash in the repository root, e.g. to build, run tests, or use git. stdin is \
          empty; stdout and stderr come back together, with the exit code. Long output keeps its first and last \
-         16 KiB. The command is killed (with everything it started) after the timeout; processes still running \
-         in the background when it exits are killed too."
+         16 KiB (the full output is saved to a file whose path is given). The command is killed (with \
+         everything it started) after the timeout; processes still running in the background when it exits \
+         are killed too. Servers and watchers (`npm run dev`, `flask run`, `uvicorn`, ...), or any command with \
+         `background: true`, run as background jobs instead: you get the first output and a job id for the \
+         `job` tool."
     }
 
     fn parameters(&self) -> serde_json::Value {
@@ -47,7 +84,8 @@ impl Tool for Run {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The bash command line"},
-                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Timeout in seconds (default set by the session)"}
+                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Timeout in seconds (default set by the session)"},
+                "background": {"type": "boolean", "description": "Run as a background job (for servers and watchers); default: detected from the command"}
             },
             "required": ["command"]
         })
@@ -73,28 +111,84 @@ impl Tool for Run {
 
 fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String> {
     let command = str_arg(args, "command")?;
+    let background = match args.get("background") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(_) => Some(bool_arg(args, "background")?),
+    };
+    let server = looks_like_server(command);
+    match (background, server) {
+        (Some(true), _) => {
+            return jobs::start_for_run(ctx, command, "as asked", BACKGROUND_SETTLE);
+        }
+        (None, Some(kind)) => {
+            let why = format!("it looks like {kind}; pass background=false to wait for it instead");
+            return jobs::start_for_run(ctx, command, &why, BACKGROUND_SETTLE);
+        }
+        _ => {}
+    }
     let timeout = match u64_arg(args, "timeout_secs")? {
         Some(secs) => Duration::from_secs(secs.max(1)).min(MAX_TIMEOUT),
         None => ctx.run_timeout,
     };
     let started = Instant::now();
+    let log = full_output_path(ctx);
     let (mut child, capture, drained) =
-        spawn(ctx, command).map_err(|e| format!("cannot start bash: {e}"))?;
+        spawn(ctx, command, log.as_ref()).map_err(|e| format!("cannot start bash: {e}"))?;
     let outcome = wait(&mut child, timeout, &ctx.cancel)
         .map_err(|e| format!("cannot wait for the command: {e}"))?;
     let complete = drained.recv_timeout(DRAIN_GRACE).is_ok();
-    let output = capture
+    let capture = capture
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .render();
-    Ok(report(output, &outcome, started.elapsed(), complete))
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let saved = match log {
+        Some(path) if capture.is_cut() => Some(path),
+        Some(path) => {
+            // Nothing was cut: the model saw it all, and the file would only take space.
+            let _ = fs::remove_file(path);
+            None
+        }
+        None => None,
+    };
+    let mut out = report(capture.render(), &outcome, started.elapsed(), complete);
+    if let Some(path) = saved {
+        let note = format!(
+            "[the full output ({} bytes) is in {}; look into it with run, e.g. grep or sed -n]\n",
+            thousands(capture.total),
+            path.display()
+        );
+        out.content.push_str(&note);
+    }
+    Ok(out)
+}
+
+/// `<output dir>/<n>.log` for this call's full output, with its directory made; `None` when the session keeps
+/// no output or the directory cannot be made (the capped output still reaches the model).
+fn full_output_path(ctx: &ToolContext) -> Option<PathBuf> {
+    let dir = ctx.session.output_dir.as_ref()?;
+    fs::create_dir_all(dir).ok()?;
+    Some(dir.join(format!("{}.log", ctx.session.next_run())))
+}
+
+/// Removes provider keys and other secrets from a command's environment: the model's commands have no
+/// business with them, and a test that prints its environment would put them into the transcript.
+pub fn scrub_env(cmd: &mut Command, ctx: &ToolContext) {
+    for (key, _) in std::env::vars_os() {
+        let secret = key
+            .to_str()
+            .is_none_or(|k| is_secret_name(k) || ctx.session.secret_env.iter().any(|s| s == k));
+        if secret {
+            cmd.env_remove(key);
+        }
+    }
 }
 
 /// Starts `bash -c command` with stdout and stderr on one pipe (so they interleave as written), and a thread
-/// draining that pipe into a [`Capture`]; the channel says when the pipe closed.
+/// draining that pipe into a [`Capture`] (and the whole of it into `log`); the channel says when the pipe
+/// closed.
 fn spawn(
     ctx: &ToolContext,
     command: &str,
+    log: Option<&PathBuf>,
 ) -> io::Result<(Child, Arc<Mutex<Capture>>, mpsc::Receiver<()>)> {
     let (reader, writer) = io::pipe()?;
     let mut cmd = Command::new("bash");
@@ -105,13 +199,8 @@ fn spawn(
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .process_group(0);
-    // The model's commands have no business with our provider keys, and a test that prints its environment
-    // would put them into the transcript.
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(is_secret_name) {
-            cmd.env_remove(key);
-        }
-    }
+    scrub_env(&mut cmd, ctx);
+    let log = log.map(File::create).transpose()?;
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
     drop(cmd);
@@ -119,7 +208,7 @@ fn spawn(
     let (done, drained) = mpsc::channel();
     let sink = Arc::clone(&capture);
     thread::spawn(move || {
-        drain(reader, &sink);
+        drain(reader, &sink, log);
         // The receiver may have given up waiting; nothing to do then.
         let _ = done.send(());
     });
@@ -127,18 +216,29 @@ fn spawn(
 }
 
 fn is_secret_name(name: &str) -> bool {
-    name.to_ascii_uppercase().ends_with("_API_KEY")
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAMES.contains(&upper.as_str()) || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
 }
 
-fn drain(mut reader: impl Read, capture: &Mutex<Capture>) {
+fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<File>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return,
-            Ok(n) => capture
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push(&buf[..n]),
+            Ok(n) => {
+                // A full disk must not stop the drain (the command would block on a full pipe); the log is
+                // then incomplete, the capped output is not.
+                if log
+                    .as_mut()
+                    .is_some_and(|f| f.write_all(&buf[..n]).is_err())
+                {
+                    log = None;
+                }
+                capture
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .push(&buf[..n])
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -270,6 +370,11 @@ impl Capture {
         let overflow = (self.tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
         self.tail.drain(..overflow);
         self.tail.extend(keep);
+    }
+
+    /// True when some of the output is not in [`Capture::render`].
+    fn is_cut(&self) -> bool {
+        (self.head.len() + self.tail.len()) as u64 != self.total
     }
 
     fn render(&self) -> String {
@@ -413,10 +518,27 @@ mod tests {
         let out = run_cmd(&ctx, json!({"command": "yes | head -c 50000000"}));
         assert_eq!(out.summary, "exit 0");
         assert!(
-            out.content.len() < HEAD_BYTES + TAIL_BYTES + 200,
+            out.content.len() < HEAD_BYTES + TAIL_BYTES + 400,
             "{} bytes",
             out.content.len()
         );
+        // The whole output is saved, and the model is told where.
+        let saved = ctx.root.join(".git/agent/output/test");
+        let logs: Vec<_> = fs::read_dir(&saved)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        assert_eq!(fs::metadata(&logs[0]).unwrap().len(), 50_000_000);
+        assert!(
+            out.content
+                .contains(&format!("is in {}", logs[0].display())),
+            "{}",
+            &out.content[out.content.len() - 300..]
+        );
+        // Short output is not kept.
+        run_cmd(&ctx, json!({"command": "echo short"}));
+        assert_eq!(fs::read_dir(&saved).unwrap().count(), 1);
         assert!(
             out.content.contains("cut: 50,000,000 bytes in total ...]"),
             "{}",
@@ -429,7 +551,108 @@ mod tests {
     fn api_keys_not_passed_on() {
         assert!(is_secret_name("OPENAI_API_KEY"));
         assert!(is_secret_name("anthropic_api_key"));
+        assert!(is_secret_name("ANTHROPIC_AUTH_TOKEN"));
+        assert!(is_secret_name("GITHUB_TOKEN"));
+        assert!(is_secret_name("MY_SERVICE_SECRET"));
         assert!(!is_secret_name("PATH"));
+        assert!(!is_secret_name("TOKENIZERS_PARALLELISM"));
+    }
+
+    #[test]
+    fn servers_are_detected() {
+        for cmd in [
+            "npm run dev",
+            "cd web && npm start",
+            "PORT=3000 yarn dev",
+            "flask run --port 5000",
+            "uvicorn app:app --reload",
+            "python3 -m http.server 8000",
+            "python manage.py runserver",
+            "bundle exec rails s",
+            "npx vite",
+            "php -S localhost:8000",
+        ] {
+            assert!(looks_like_server(cmd).is_some(), "{cmd}");
+        }
+        for cmd in [
+            "npm test",
+            "npm run build",
+            "cargo test",
+            "python -m pytest",
+            "vite build",
+            "docker compose up -d",
+            "echo flask run",
+        ] {
+            assert!(looks_like_server(cmd).is_none(), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn background_job_started_read_and_stopped() {
+        let ctx = temp_ctx("run-background");
+        let out = run_cmd(
+            &ctx,
+            json!({"command": "echo listening; while true; do sleep 0.1; done", "background": true}),
+        );
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(out.summary, "job 1 started in the background");
+        assert!(out.content.contains("listening\n"), "{}", out.content);
+        let pid: i32 = out
+            .content
+            .split("running (pid ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let job = |args| crate::tools::jobs::Job.execute(&ctx, &args);
+        let listed = job(json!({"action": "list"}));
+        assert!(
+            listed.content.starts_with("job 1: running"),
+            "{}",
+            listed.content
+        );
+        let more = job(json!({"id": 1}));
+        assert_eq!(more.content.lines().nth(1), Some("(no output yet)"));
+        let stopped = job(json!({"id": 1, "action": "stop"}));
+        assert_eq!(stopped.summary, "job 1 stopped");
+        // SAFETY: signal 0 only checks whether the process exists.
+        assert_ne!(
+            unsafe { libc::kill(pid, 0) },
+            0,
+            "the job's shell is still alive"
+        );
+        assert!(job(json!({"id": 7})).content.contains("there is no job 7"));
+    }
+
+    #[test]
+    fn session_end_kills_background_jobs() {
+        let ctx = temp_ctx("run-bg-end");
+        let out = run_cmd(
+            &ctx,
+            json!({"command": "sleep 1000 & sleep 1000", "background": true}),
+        );
+        let pid: i32 = out
+            .content
+            .split("running (pid ")
+            .nth(1)
+            .unwrap()
+            .split(')')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        ctx.session.shutdown();
+        // Killed children are reaped by init asynchronously; give that a moment.
+        // SAFETY: signal 0 only checks whether the process group still has members.
+        let alive = || unsafe { libc::killpg(pid, 0) } == 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(), "the job's group is still alive");
     }
 
     #[test]

@@ -1,15 +1,13 @@
 //! `write_file`: create or replace a whole file, atomically.
 //!
-//! Also home of [`write_atomic`], which `edit_file` shares: a reader (an editor, a running test, the snapshot
-//! scan) sees the old content or the new, never half a file.
+//! A reader (an editor, a running test, the snapshot scan) sees the old content or the new, never half a
+//! file; the write goes through [`crate::safety::beneath`], so it never follows a link out of the checkout.
 
-use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
 
 use serde_json::json;
 
+use super::state::fingerprint;
 use super::{confine, str_arg, Tool, ToolContext, ToolOutput};
 use crate::safety::path::Access;
 
@@ -55,20 +53,21 @@ fn write(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Stri
     let path = str_arg(args, "path")?;
     let content = str_arg(args, "content")?;
     let target = confine(ctx, path, Access::Write)?;
-    let existing = match fs::metadata(&target.abs) {
+    let existing = match target.open_read().and_then(|f| f.metadata()) {
         Ok(meta) if meta.is_dir() => {
             return Err(format!("'{path}' is a directory; give the path of a file"))
         }
         Ok(meta) => Some(meta.permissions()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot write '{path}': {e}")),
+        // A symlink in the final position is replaced by the file, never written through.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
+        Err(e) => return Err(target.io_error("write", &e)),
     };
-    if let Some(parent) = target.abs.parent() {
-        fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create the directories for '{path}': {e}"))?;
-    }
-    write_atomic(&target.abs, content.as_bytes(), existing.clone())
-        .map_err(|e| format!("cannot write '{path}': {e}"))?;
+    target
+        .write_atomic(content.as_bytes(), existing.clone(), true)
+        .map_err(|e| target.io_error("write", &e))?;
+    ctx.session
+        .saw(&target.rel, fingerprint(content.as_bytes()));
     let lines = content.lines().count();
     let verb = if existing.is_some() {
         "replaced"
@@ -84,48 +83,13 @@ fn write(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Stri
     Ok(out)
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory and a rename, so the file is never
-/// seen half-written. `mode` (the replaced file's permissions) is set on the temp file before the rename, so
-/// an executable script stays executable throughout.
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> io::Result<()> {
-    let temp = temp_path(path)?;
-    let result = write_temp(&temp, bytes, mode).and_then(|()| fs::rename(&temp, path));
-    if result.is_err() {
-        // Best effort: the temp file is ours and useless now; the original error is what matters.
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
-fn write_temp(temp: &Path, bytes: &[u8], mode: Option<Permissions>) -> io::Result<()> {
-    let mut file: File = OpenOptions::new().write(true).create_new(true).open(temp)?;
-    file.write_all(bytes)?;
-    if let Some(mode) = mode {
-        file.set_permissions(mode)?;
-    }
-    file.sync_all()
-}
-
-/// `.name.git-agent-<pid>-<n>.tmp` next to `path`: same directory so the rename stays on one file system.
-fn temp_path(path: &Path) -> io::Result<PathBuf> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let temp = format!(
-        ".{}.git-agent-{}-{n}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    );
-    Ok(path.with_file_name(temp))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tools::testutil::{put, temp_ctx};
+    use std::fs::{self, Permissions};
     use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
 
     #[test]
     fn creates_with_parents_and_replaces() {

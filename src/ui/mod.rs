@@ -289,6 +289,12 @@ impl Sink for HumanSink {
                 }
                 if self.answer_on_stdout && !answer.is_empty() {
                     let mut out = io::stdout().lock();
+                    // Raw into a file or pipe (`> answer.md`), neutralised on a terminal.
+                    let answer = if out.is_terminal() {
+                        neutralize(answer)
+                    } else {
+                        (*answer).into()
+                    };
                     let _ = writeln!(out, "{}", answer.trim_end());
                     let _ = out.flush();
                 }
@@ -298,7 +304,7 @@ impl Sink for HumanSink {
                 self.line(&text);
             }
             Event::Error(message) => {
-                let text = format!("error: {message}");
+                let text = format!("error: {}", neutralize(message));
                 self.line(&text);
             }
         }
@@ -320,25 +326,22 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Replaces control characters (ANSI escapes included) so text from the model or a tool cannot drive the
-/// terminal; newlines and tabs stay.
+/// Replaces control characters (ANSI escapes included, C1 controls too) and bidirectional overrides with
+/// U+FFFD, so text from the model or a tool cannot drive the terminal (retitle it, clear it, hide text) or
+/// make displayed text read differently from what it is ("Trojan Source"); newlines and tabs stay.
 pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
+    if !text.chars().any(is_unsafe) {
         return std::borrow::Cow::Borrowed(text);
     }
     text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
+        .map(|c| if is_unsafe(c) { '\u{fffd}' } else { c })
         .collect::<String>()
         .into()
+}
+
+fn is_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -349,5 +352,8 @@ mod tests {
     fn escape_sequences_are_neutralized() {
         assert_eq!(neutralize("a\x1b[31mb\tc\n"), "a\u{fffd}[31mb\tc\n");
         assert!(matches!(neutralize("plain"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(neutralize("a\u{9b}31mb"), "a\u{fffd}31mb");
+        assert_eq!(neutralize("x\u{202e}y\r"), "x\u{fffd}y\u{fffd}");
+        assert_eq!(neutralize("naïve — ok"), "naïve — ok");
     }
 }

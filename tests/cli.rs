@@ -1,0 +1,141 @@
+//! The command line as a user meets it: help, version, usage errors, and the man pages behind `git help agent`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{run, TestRepo};
+
+fn agent_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_git-agent")
+}
+
+fn man_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("man")
+}
+
+/// The subcommands listed under "Commands:" in `git-agent --help` (without clap's own `help`).
+fn listed_commands() -> Vec<String> {
+    let out = Command::new(agent_bin())
+        .arg("--help")
+        .output()
+        .expect("run git-agent --help");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).expect("help is UTF-8");
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_subcommand_has_a_man_page_and_its_own_help() {
+    let commands = listed_commands();
+    assert!(commands.contains(&"ask".to_string()), "{commands:?}");
+    let overview = std::fs::read_to_string(man_dir().join("git-agent.1")).expect("man/git-agent.1");
+    for name in &commands {
+        let page = man_dir().join(format!("git-agent-{name}.1"));
+        assert!(page.exists(), "missing man page {}", page.display());
+        assert!(
+            overview.contains(&format!("\\fB{name}\\fR")),
+            "git-agent.1 does not list {name}"
+        );
+        let out = Command::new(agent_bin())
+            .args([name.as_str(), "--help"])
+            .output()
+            .expect("run help");
+        assert!(out.status.success(), "{name} --help failed");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage: git agent"),
+            "{name} --help"
+        );
+    }
+}
+
+#[test]
+fn version_and_usage_errors() {
+    let out = Command::new(agent_bin())
+        .arg("--version")
+        .output()
+        .expect("run --version");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        concat!("git-agent ", env!("CARGO_PKG_VERSION"))
+    );
+
+    let out = Command::new(agent_bin())
+        .args(["ask", "--no-such-flag", "x"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "));
+
+    let out = Command::new(agent_bin()).arg("ask").output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing prompt is a usage error"
+    );
+}
+
+#[test]
+fn empty_prompt_is_refused_before_anything_happens() {
+    let repo = TestRepo::new();
+    let server = crate::common::Server::start(vec![]);
+    let mut cmd = repo.agent(&server, &["ask", "  "]);
+    let out = run(&mut cmd);
+    out.assert_code(1);
+    assert!(out.first_stderr_line().contains("prompt is empty"), "{out}");
+    assert!(server.requests().is_empty());
+}
+
+/// `git agent --help` is turned by git into `git help agent`, which opens `git-agent(1)` with man.
+#[test]
+fn git_help_agent_opens_the_man_page() {
+    if Command::new("man").arg("--version").output().is_err() {
+        eprintln!("SKIPPED git_help_agent_opens_the_man_page: man is not installed");
+        return;
+    }
+    let repo = TestRepo::new();
+    let manpath = repo.root().join("share/man");
+    let man1 = manpath.join("man1");
+    std::fs::create_dir_all(&man1).expect("create man1");
+    for entry in std::fs::read_dir(man_dir()).expect("read man/") {
+        let path = entry.expect("dir entry").path();
+        std::fs::copy(&path, man1.join(path.file_name().expect("file name"))).expect("copy page");
+    }
+    let bin_dir = Path::new(agent_bin()).parent().expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for args in [&["help", "agent"][..], &["agent", "--help"][..]] {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .env("PATH", &path)
+            .env("MANPATH", &manpath)
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .env("MANWIDTH", "100")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("run git help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("git-agent - a git-native coding agent"),
+            "git {args:?} showed:\n{text}"
+        );
+    }
+}

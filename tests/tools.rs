@@ -1,0 +1,244 @@
+//! The tools through the real binary: what the model gets back, and what they leave alone.
+//!
+//! Contract (issue 5): confinement (`..`, absolute paths, links out, `.git`) with nothing outside read or
+//! written; the stale-read guard; `run` without the provider's key or other secrets in its environment;
+//! background servers that never outlive the session; terminal output free of escape sequences.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::{call, session_id, user_state, Reply, Server, TestRepo, API_KEY};
+
+#[test]
+fn confinement_refuses_escapes_and_touches_nothing_outside() {
+    let repo = TestRepo::new();
+    let outside = repo.root().join("outside.txt");
+    fs::write(&outside, "OUTSIDE-SECRET\n").expect("write outside");
+    std::os::unix::fs::symlink("/etc", repo.path().join("etc-link")).expect("symlink");
+    std::os::unix::fs::symlink(&outside, repo.path().join("out-link")).expect("symlink");
+    repo.commit_all("links");
+    let before = user_state(&repo);
+    let calls = vec![
+        call("read_file", json!({"path": "../../../../outside.txt"})),
+        call("read_file", json!({"path": "/etc/passwd"})),
+        call("read_file", json!({"path": "etc-link/passwd"})),
+        call("read_file", json!({"path": "out-link"})),
+        call(
+            "write_file",
+            json!({"path": "out-link", "content": "pwned"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": "etc-link/agent-was-here", "content": "x"}),
+        ),
+        call(
+            "edit_file",
+            json!({"path": ".git/config", "old_string": "[core]", "new_string": "[x]"}),
+        ),
+        call(
+            "write_file",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+        ),
+        call("search", json!({"pattern": "root", "path": "/etc"})),
+        call("list_files", json!({"path": "../.."})),
+    ];
+    let server = Server::start(vec![Reply::tool_calls(calls.clone()), Reply::text("done")]);
+
+    let out = repo.run_agent(&server, &["ask", "escape"]);
+
+    out.assert_code(0);
+    let requests = server.requests();
+    for c in &calls {
+        let result = requests[1].tool_result(&c.id);
+        assert!(result.starts_with("error"), "{}: {result}", c.arguments);
+        assert!(
+            !result.contains("OUTSIDE-SECRET") && !result.contains("root:x:0"),
+            "{result}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(&outside).expect("read"),
+        "OUTSIDE-SECRET\n"
+    );
+    assert!(!std::path::Path::new("/etc/agent-was-here").exists());
+    assert_eq!(user_state(&repo), before);
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]),
+        repo.git(&["rev-parse", "HEAD"])
+    );
+}
+
+#[test]
+fn edit_after_a_command_changed_the_file_is_refused_until_read_again() {
+    let repo = TestRepo::new();
+    let read = call("read_file", json!({"path": "file.txt"}));
+    let change = call("run", json!({"command": "echo four >> file.txt"}));
+    let stale = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "two", "new_string": "2"}),
+    );
+    let reread = call("read_file", json!({"path": "file.txt"}));
+    let edit = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "two", "new_string": "2"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![read, change]),
+        Reply::tool_calls(vec![stale.clone()]),
+        Reply::tool_calls(vec![reread, edit.clone()]),
+        Reply::text("done"),
+    ]);
+
+    let out = repo.run_agent(&server, &["ask", "edit"]);
+
+    out.assert_code(0);
+    let requests = server.requests();
+    let refused = requests[2].tool_result(&stale.id);
+    assert!(
+        refused.contains("changed since you last read it") && refused.contains("read_file"),
+        "{refused}"
+    );
+    assert!(!requests[3].tool_result(&edit.id).starts_with("error"));
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:file.txt")]),
+        "one\n2\nthree\nfour\n"
+    );
+}
+
+#[test]
+fn commands_see_no_keys_or_secrets() {
+    let repo = TestRepo::new();
+    let env = call("run", json!({"command": "env"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![env.clone()]),
+        Reply::text("ok"),
+    ]);
+
+    let out = crate::common::run(
+        repo.agent(&server, &["ask", "print the environment"])
+            .env("ANTHROPIC_AUTH_TOKEN", "anthropic-token-value")
+            .env("GITHUB_TOKEN", "github-token-value")
+            .env("HARMLESS_SETTING", "visible-value"),
+    );
+
+    out.assert_code(0);
+    let result = server.requests()[1].tool_result(&env.id);
+    assert!(
+        result.contains("HARMLESS_SETTING=visible-value"),
+        "env ran: {result}"
+    );
+    for secret in [
+        API_KEY,
+        "OPENAI_API_KEY",
+        "anthropic-token-value",
+        "github-token-value",
+    ] {
+        assert!(
+            !result.contains(secret),
+            "{secret} leaked into the command's environment"
+        );
+    }
+}
+
+#[test]
+fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
+    let repo = TestRepo::new();
+    let pid_file = repo.root().join("server.pid");
+    let serve = call(
+        "run",
+        json!({"command": format!("echo $$ > {}; exec python3 -m http.server 0 --bind 127.0.0.1", pid_file.display())}),
+    );
+    let look = call("job", json!({"id": 1, "action": "output"}));
+    let stop = call("job", json!({"id": 1, "action": "stop"}));
+    let left = call("run", json!({"command": "sleep 1000", "background": true}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![serve.clone()]),
+        Reply::tool_calls(vec![look.clone(), stop.clone()]),
+        Reply::tool_calls(vec![left.clone()]),
+        Reply::text("done"),
+    ]);
+
+    let started = Instant::now();
+    let out = repo.run_agent(&server, &["ask", "serve"]);
+
+    out.assert_code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a server hung the turn"
+    );
+    let requests = server.requests();
+    let first = requests[1].tool_result(&serve.id);
+    assert!(
+        first.contains("started in the background as job 1"),
+        "{first}"
+    );
+    assert!(first.contains("looks like a Python server"), "{first}");
+    let looked = requests[2].tool_result(&look.id);
+    assert!(looked.starts_with("job 1: running"), "{looked}");
+    let stopped = requests[2].tool_result(&stop.id);
+    assert!(stopped.starts_with("job 1 stopped"), "{stopped}");
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .expect("the server wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // SAFETY: signal 0 only asks whether the process exists.
+    assert_ne!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "the stopped server still runs"
+    );
+    let second = requests[3].tool_result(&left.id);
+    assert!(second.contains("job 2"), "{second}");
+    // The job left running was killed when the session ended (the binary has exited by now).
+    let job2_pid: i32 = second
+        .split("running (pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .expect("job 2 reports its pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // SAFETY: signal 0 only asks whether the group still has members.
+    while unsafe { libc::killpg(job2_pid, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(
+        unsafe { libc::killpg(job2_pid, 0) },
+        0,
+        "job 2 outlived the session"
+    );
+    let id = session_id(&repo);
+    let log = repo
+        .path()
+        .join(format!(".git/agent/output/{id}/job-1.log"));
+    assert!(
+        log.exists(),
+        "the job's log is kept under .git/agent/output"
+    );
+}
+
+#[test]
+fn escape_sequences_from_tools_never_reach_the_terminal() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![
+            call(
+                "run",
+                json!({"command": "printf 'x\\033]0;pwned\\007'; echo '\u{1b}[2J'"}),
+            ),
+            call("read_file", json!({"path": "\u{1b}[31mred.txt"})),
+        ]),
+        Reply::text("done \u{1b}[5m"),
+    ]);
+
+    let out = repo.run_agent(&server, &["ask", "escapes"]);
+
+    out.assert_code(0);
+    assert!(!out.stderr().contains('\u{1b}'), "{:?}", out.stderr());
+    assert!(!out.stderr().contains('\u{7}'), "{:?}", out.stderr());
+    assert!(out.stderr().contains('\u{fffd}'), "{:?}", out.stderr());
+}

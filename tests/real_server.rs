@@ -93,7 +93,9 @@ fn a_real_llama_cpp_server_end_to_end() {
         of("usage").all(|u| u["input_tokens"].as_u64() > Some(0)),
         "{out}"
     );
-    let done = of("done").next().expect("a done event");
+    let done = of("done")
+        .next()
+        .unwrap_or_else(|| panic!("no done event\n{out}"));
     assert!(
         [0, 3].contains(&done["exit_code"].as_i64().unwrap_or(-1)),
         "{out}"

@@ -66,7 +66,7 @@ fn message_json(message: &Message) -> Value {
                 .map(|call| {
                     json!({"id": call.id, "type": "function", "function": {
                         "name": call.name,
-                        "arguments": call.arguments,
+                        "arguments": sent_arguments(&call.arguments),
                     }})
                 })
                 .collect();
@@ -83,6 +83,18 @@ fn message_json(message: &Message) -> Value {
             tool_call_id,
             content,
         } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+    }
+}
+
+/// The arguments of an earlier call as sent back in the history. Arguments that are not JSON (cut off by the
+/// token limit, or malformed; the model was told so in the call's result) go back as `{}`: llama.cpp's server
+/// parses them to render its chat template and answers HTTP 500 to the whole request otherwise, which a
+/// real-server run showed.
+fn sent_arguments(arguments: &str) -> &str {
+    if serde_json::from_str::<Value>(arguments).is_ok() {
+        arguments
+    } else {
+        "{}"
     }
 }
 
@@ -597,6 +609,28 @@ mod tests {
         assert_eq!(response.finish_reason, Some(FinishReason::Stop));
         assert_eq!(response.usage, Some(usage));
         assert!(response.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn malformed_arguments_go_back_as_an_empty_object() {
+        let messages = [Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![
+                call("a", "read_file", "{\"path\": \"cut off"),
+                call("b", "read_file", "{\"path\": \"x\"}"),
+            ],
+            thinking: Vec::new(),
+        }];
+        let req = Request {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+        };
+        let body = request_body(&req);
+        let calls = &body["messages"][0]["tool_calls"];
+        assert_eq!(calls[0]["function"]["arguments"], "{}");
+        assert_eq!(calls[1]["function"]["arguments"], "{\"path\": \"x\"}");
     }
 
     #[test]

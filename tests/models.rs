@@ -174,7 +174,7 @@ fn a_stall_past_the_idle_timeout_is_retried() {
     assert_eq!(out.stdout().trim(), "After the stall.");
     assert!(warnings(&out)[0].contains("idle timeout"), "{out}");
     // The stalled connection was closed by the client, not left to time out on the server.
-    assert_eq!(server.hangups(), 1);
+    assert_eq!(server.wait_for_hangups(1), 1);
 }
 
 #[test]
@@ -423,6 +423,13 @@ fn a_tool_call_cut_by_finish_reason_length_is_not_run() {
         result.contains("cut off by the output token limit"),
         "{result}"
     );
+    // The cut-off arguments are not sent back as they were: llama.cpp's server rejects invalid JSON there.
+    let assistant = requests[1]
+        .messages()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("assistant turn");
+    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
     let id = session_id(&repo);
     assert!(agent_commits(&repo, &id).is_empty());
     assert!(!repo.root().join("big.txt").exists());
@@ -725,7 +732,7 @@ fn ctrl_c_closes_the_connection_at_once_and_keeps_the_partial_text() {
     assert_eq!(status.code(), Some(130), "{}", stderr.lock().expect("lock"));
     assert_eq!(stdout.trim(), "partial answer,");
     // The server saw the hang-up while it was still stalling: the provider stops generating.
-    assert_eq!(server.hangups(), 1);
+    assert_eq!(server.wait_for_hangups(1), 1);
     assert_eq!(server.requests().len(), 1);
 }
 

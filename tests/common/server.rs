@@ -503,6 +503,16 @@ impl Server {
         self.shared.hangups.load(Ordering::SeqCst)
     }
 
+    /// Waits (up to 10 s) until `n` stalled replies have seen their client hang up, and returns the count;
+    /// the server notices a hang-up within one poll of its stall loop, not at the instant it happens.
+    pub fn wait_for_hangups(&self, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.hangups() < n && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.hangups()
+    }
+
     /// How many connections the server accepted (keep-alive reuse shows as fewer than requests).
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::SeqCst)

@@ -16,5 +16,9 @@ mod real_server;
 mod bench_models;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// Guard, rules, approvals, sandbox and the secret canary.
+mod safety;
 // The command line itself: help, version, usage errors, man pages.
 mod cli;
+// Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
+mod sessions;

@@ -2,6 +2,7 @@
 //! commit what changed as one step on the session's branch, feed the results back, and repeat until the model
 //! answers without tool calls or a guard stops it.
 
+pub mod journal;
 mod prompt;
 mod trim;
 
@@ -17,9 +18,15 @@ use crate::model::retry::RetryPolicy;
 use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
-use crate::store::{Scan, Session, Store, StoreError};
+use crate::safety::guard::GuardEnv;
+use crate::safety::redact;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::{Approvals, Policy};
+use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
+use journal::Event as LogEvent;
 
 /// Exit code when the task stopped unfinished (step limit, guard).
 pub const EXIT_UNFINISHED: i32 = 3;
@@ -36,6 +43,36 @@ pub struct AskOptions {
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
     pub retry: RetryPolicy,
+    pub safety: SafetyOptions,
+    /// Continue an earlier session instead of starting one.
+    pub resume: Option<Resume>,
+}
+
+/// Which session `--resume` / `--continue` means.
+#[derive(Debug, Clone)]
+pub enum Resume {
+    /// A session id or unique prefix.
+    Id(String),
+    /// The newest session.
+    Latest,
+}
+
+/// Permission rules, sandbox and approvals of one session.
+#[derive(Debug)]
+pub struct SafetyOptions {
+    pub rules: Rules,
+    pub sandbox: SandboxConfig,
+    pub approvals: Approvals,
+}
+
+impl Default for SafetyOptions {
+    fn default() -> Self {
+        SafetyOptions {
+            rules: Rules::default(),
+            sandbox: SandboxConfig::default(),
+            approvals: Approvals::Never,
+        }
+    }
 }
 
 /// The error returned by [`ask()`]: host failures that end the session. Failures the model can fix are tool
@@ -73,8 +110,57 @@ pub async fn ask(
         opts.model.tuning.clone(),
     )?;
     let store = Store::open(cwd)?;
-    let id = store.new_session_id();
-    let session = store.start_session(&id, true)?;
+    // Known secrets are registered before anything can be written into refs (step 0 included).
+    if let Some(key) = &opts.model.api_key {
+        redact::register(key, &opts.model.api_key_env);
+    }
+    if let Ok(mut r) = redact::global().write() {
+        r.add_dotenv_files(store.workdir());
+    }
+    let resumed = opts.resume.is_some();
+    let (session, log, history) = match &opts.resume {
+        None => {
+            let id = store.new_session_id();
+            let session = store.start_session(&id, true)?;
+            let meta = Meta {
+                id: id.clone(),
+                prompt: opts.prompt.clone(),
+                model: opts.model.display_name(),
+                branch: session.branch.clone(),
+                base: session.base.to_string(),
+                step0: session.step0.map(|c| c.to_string()),
+                status: "running".into(),
+                ..Meta::default()
+            };
+            let log = match store.create_log(meta) {
+                Ok(log) => log,
+                Err(err) => {
+                    let _ = store.rollback_session(&session);
+                    return Err(err.into());
+                }
+            };
+            (session, log, Vec::new())
+        }
+        Some(which) => {
+            let prefix = match which {
+                Resume::Id(prefix) => Some(prefix.as_str()),
+                Resume::Latest => None,
+            };
+            let id = store.resolve_session(prefix)?;
+            let mut log = store.open_log(&id)?;
+            let session = store.reopen_session(&log.meta)?;
+            let history = journal::rebuild(&store.read_log(&id)?.events);
+            log.append(LogEvent::Resume {}.to_json())?;
+            log.meta.status = "running".into();
+            log.fold(&store)?;
+            (session, log, history)
+        }
+    };
+    let id = session.id.clone();
+    let (policy, sandbox) = safety_for(&store, &session, opts.safety);
+    if let Some(warning) = &sandbox.fallback {
+        sink.emit(&Event::Warning(warning));
+    }
     let (cancel, cancelled) = interrupt_flag();
     let tool_state = Arc::new(SessionState::new(
         Some(store.common_dir().join("agent").join("output").join(&id)),
@@ -97,15 +183,26 @@ pub async fn ask(
         announced: false,
         model: opts.model,
         run_timeout: opts.run_timeout,
+        policy,
+        sandbox: Arc::new(sandbox),
+        log,
+        why: String::new(),
     };
-    let result = turn.run(&opts.prompt, opts.max_steps).await;
+    let result = turn.run(&opts.prompt, opts.max_steps, history).await;
     // Background jobs (dev servers) never outlive the session, however it ended.
     turn.tool_state.shutdown();
+    if result.is_err() {
+        turn.log.meta.status = "error".into();
+        turn.log.meta.steps = turn.session.steps;
+        // Best effort: the error itself is what the user needs to see.
+        let _ = turn.log.fold(&turn.store);
+    }
     if let Err(AgentError::Model(err)) = result {
-        if !turn.announced {
+        if !turn.announced && !resumed {
             // The model never answered: leave no trace of a session that never started (no partial refs).
             // Best effort: the model error is what the user needs to see.
             let _ = turn.store.rollback_session(&turn.session);
+            let _ = turn.store.delete_log(&turn.session.id);
         }
         return Err(match err {
             ModelError::Auth { .. } => AgentError::Auth {
@@ -120,8 +217,28 @@ pub async fn ask(
             err => AgentError::Model(err),
         });
     }
+    if let Some(tmp) = &turn.sandbox.tmpdir {
+        // Best effort: it is the session's scratch space in the system temp dir.
+        let _ = std::fs::remove_dir_all(tmp);
+    }
     let outcome = result?;
     Ok(turn.finish(outcome))
+}
+
+/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
+fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+    let checkout = std::fs::canonicalize(&session.root).unwrap_or_else(|_| session.root.clone());
+    let guard = GuardEnv {
+        checkout: checkout.clone(),
+        repo_root: store.workdir().to_path_buf(),
+        common_dir: store.common_dir().to_path_buf(),
+        home: dirs::home_dir(),
+        session_branch: session.branch.trim_start_matches("refs/heads/").to_string(),
+    };
+    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
+    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
+    (Policy::new(opts.rules, guard, opts.approvals), sandbox)
 }
 
 /// How a session ended.
@@ -153,10 +270,21 @@ struct Turn<'s> {
     announced: bool,
     model: ModelConfig,
     run_timeout: Duration,
+    policy: Policy,
+    sandbox: Arc<Sandbox>,
+    /// The session log: every message, tool result and step is appended as it happens.
+    log: SessionLog,
+    /// The model's text before the tool calls being run, for the step notes.
+    why: String,
 }
 
 impl Turn<'_> {
-    async fn run(&mut self, goal: &str, max_steps: u32) -> Result<Outcome, AgentError> {
+    async fn run(
+        &mut self,
+        goal: &str,
+        max_steps: u32,
+        history: Vec<Message>,
+    ) -> Result<Outcome, AgentError> {
         let checkout = self.session.root.display().to_string();
         let branch = self.short_branch();
         let base = self.session.base.to_string();
@@ -166,14 +294,19 @@ impl Turn<'_> {
             base: &base,
             date: &today(),
         };
-        let mut messages = vec![
-            Message::System {
-                content: prompt::system_prompt(&env),
-            },
-            Message::User {
+        let mut messages = vec![Message::System {
+            content: prompt::system_prompt(&env),
+        }];
+        messages.extend(history);
+        messages.push(Message::User {
+            content: goal.into(),
+        });
+        self.log.append(
+            LogEvent::User {
                 content: goal.into(),
-            },
-        ];
+            }
+            .to_json(),
+        )?;
         let schemas: Vec<_> = self.tools.iter().map(|t| t.schema()).collect();
         let model = self.model.model.clone();
         let mut trimmed = false;
@@ -207,6 +340,8 @@ impl Turn<'_> {
             };
             let calls = response.tool_calls.clone();
             let cut_off = response.finish_reason == Some(FinishReason::Length);
+            self.record_reply(&response)?;
+            self.why = response.text.clone();
             messages.push(Message::Assistant {
                 content: response.text.clone(),
                 tool_calls: calls.clone(),
@@ -224,9 +359,21 @@ impl Turn<'_> {
                 } else {
                     self.call_tool(call, truncated).await?
                 };
+                let (ok, summary) = (!output.is_error, output.summary.clone());
+                let content = model_view(output);
+                self.log.append(
+                    LogEvent::ToolResult {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok,
+                        summary,
+                        content: content.clone(),
+                    }
+                    .to_json(),
+                )?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
-                    content: model_view(output),
+                    content,
                 });
             }
             if self.is_cancelled() {
@@ -328,6 +475,19 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
+        let decision = self.policy.check(tool.name(), &args);
+        self.sink.emit(&Event::Permission {
+            id: &call.id,
+            tool: tool.name(),
+            decision: decision.outcome.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+        });
+        if decision.is_denied() {
+            let output = ToolOutput::error(decision.message_for_model());
+            self.report(call, &output);
+            return Ok(output);
+        }
         let is_run = tool.name() == "run";
         if is_run && self.last_scan.is_none() {
             self.last_scan = Some(self.store.scan(&self.session)?);
@@ -340,9 +500,31 @@ impl Turn<'_> {
             std::mem::take(&mut output.changed)
         };
         if !changed.is_empty() {
-            self.commit(&label, &changed)?;
+            self.commit(call, &label, &changed)?;
         }
         Ok(output)
+    }
+
+    /// Appends a model reply and its usage to the session log.
+    fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        self.log.append(
+            LogEvent::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking.clone(),
+            }
+            .to_json(),
+        )?;
+        if let Some(usage) = &response.usage {
+            self.log.append(
+                LogEvent::Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                }
+                .to_json(),
+            )?;
+        }
+        Ok(())
     }
 
     async fn execute(
@@ -356,6 +538,7 @@ impl Turn<'_> {
             run_timeout: self.run_timeout,
             cancel: Arc::clone(&self.cancel),
             session: Arc::clone(&self.tool_state),
+            sandbox: Arc::clone(&self.sandbox),
         };
         // Tools block (file I/O, child processes); Ctrl-C reaches them through `ctx.cancel`.
         tokio::task::spawn_blocking(move || tools[index].execute(&ctx, &args))
@@ -385,10 +568,43 @@ impl Turn<'_> {
         Ok(changed)
     }
 
-    fn commit(&mut self, label: &str, changed: &[PathBuf]) -> Result<(), AgentError> {
-        if let Some(commit) = self.store.commit_step(&mut self.session, changed, label)? {
+    fn commit(
+        &mut self,
+        call: &ToolCall,
+        label: &str,
+        changed: &[PathBuf],
+    ) -> Result<(), AgentError> {
+        let (changed, withheld) = self.withhold_secrets(changed);
+        let mut message = redact::redact(label);
+        if !withheld.is_empty() {
+            message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+            for (path, why) in &withheld {
+                message.push_str(&format!("- {}: {why}\n", path.display()));
+                let warning = format!(
+                    "{} was not committed: {why}; it stays in the checkout ({})",
+                    path.display(),
+                    self.session.root.display()
+                );
+                self.sink.emit(&Event::Warning(&warning));
+            }
+        }
+        let changed = &changed[..];
+        if let Some(commit) = self
+            .store
+            .commit_step(&mut self.session, changed, &message)?
+        {
             let hex = commit.to_string();
             let step = self.session.steps;
+            self.log.append(
+                LogEvent::Step {
+                    step,
+                    commit: hex.clone(),
+                    files: changed.iter().map(|p| p.display().to_string()).collect(),
+                }
+                .to_json(),
+            )?;
+            let note = journal::step_note(step, call, label, &self.why);
+            self.store.add_note(commit, &note)?;
             self.sink.emit(&Event::Step {
                 commit: &hex,
                 step,
@@ -396,6 +612,56 @@ impl Turn<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Splits `changed` into what may be committed and what is withheld: environment and key files, files
+    /// holding a known secret value, and files with a secret-format string their committed version lacked.
+    fn withhold_secrets(&self, changed: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+        let mut keep = Vec::new();
+        let mut withheld = Vec::new();
+        let redactor = redact::global()
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        for rel in changed {
+            let abs = self.session.root.join(rel);
+            let Ok(bytes) = std::fs::read(&abs) else {
+                keep.push(rel.clone());
+                continue;
+            };
+            if let Some(what) = redact::sensitive_path(rel) {
+                withheld.push((rel.clone(), format!("it is {what}")));
+                continue;
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            let found = redactor.find(&text);
+            if let Some(f) = found.iter().find(|f| f.known) {
+                withheld.push((rel.clone(), format!("it contains the value of {}", f.kind)));
+                continue;
+            }
+            let before = self.committed(rel).unwrap_or_default();
+            let before = String::from_utf8_lossy(&before);
+            if let Some(f) = found
+                .iter()
+                .find(|f| !before.contains(&text[f.start..f.end]))
+            {
+                withheld.push((
+                    rel.clone(),
+                    format!("it contains a new secret ({})", f.kind),
+                ));
+                continue;
+            }
+            keep.push(rel.clone());
+        }
+        (keep, withheld)
+    }
+
+    /// The content of `rel` at the session's tip, if it is a blob there.
+    fn committed(&self, rel: &std::path::Path) -> Option<Vec<u8>> {
+        let repo = self.store.repo();
+        let tree = repo.find_commit(self.session.tip).ok()?.tree().ok()?;
+        let entry = tree.lookup_entry_by_path(rel).ok()??;
+        Some(entry.object().ok()?.data.clone())
     }
 
     fn session_event_fields(&self) -> SessionLine {
@@ -418,6 +684,23 @@ impl Turn<'_> {
             .to_string()
     }
 
+    /// Records the end of the turn in the session log and folds it into the ref.
+    fn close_log(&mut self, status: &str, answer: &str) -> Result<(), StoreError> {
+        self.log.append(
+            LogEvent::End {
+                status: status.into(),
+                answer: answer.into(),
+            }
+            .to_json(),
+        )?;
+        let meta = &mut self.log.meta;
+        meta.status = status.into();
+        meta.steps = self.session.steps;
+        meta.input_tokens += self.usage.input_tokens;
+        meta.output_tokens += self.usage.output_tokens;
+        self.log.fold(&self.store)
+    }
+
     /// Reports the end of the session and returns the exit code.
     fn finish(&mut self, outcome: Outcome) -> i32 {
         let (status, answer, code) = match outcome {
@@ -432,6 +715,11 @@ impl Turn<'_> {
             }
             Outcome::Interrupted(partial) => ("interrupted", partial, EXIT_INTERRUPTED),
         };
+        if let Err(err) = self.close_log(status, &answer) {
+            // The work is on the branch and the events are in the journal; the next start folds them.
+            let message = format!("could not save the session log: {err}");
+            self.sink.emit(&Event::Warning(&message));
+        }
         self.sink.emit(&Event::Usage(&self.usage));
         let branch = self.short_branch();
         let steps = self.session.steps;

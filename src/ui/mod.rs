@@ -32,6 +32,16 @@ pub enum Event<'a> {
         ok: bool,
         summary: &'a str,
     },
+    /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
+    Permission {
+        id: &'a str,
+        tool: &'a str,
+        /// `allow`, `deny` or `approved`.
+        decision: &'a str,
+        /// The rule that decided (`Run(cargo test*)`, `guard:git-force-push`, `default`, ...).
+        rule: &'a str,
+        reason: &'a str,
+    },
     Step {
         commit: &'a str,
         step: u32,
@@ -102,6 +112,15 @@ impl Sink for JsonSink {
             }
             Event::ToolResult { id, ok, summary } => {
                 json!({"type": "tool_result", "id": id, "ok": ok, "summary": summary})
+            }
+            Event::Permission {
+                id,
+                tool,
+                decision,
+                rule,
+                reason,
+            } => {
+                json!({"type": "permission", "id": id, "tool": tool, "decision": decision, "rule": rule, "reason": reason})
             }
             Event::Step {
                 commit,
@@ -258,6 +277,14 @@ impl Sink for HumanSink {
             Event::ToolCall { label, .. } => {
                 let bullet = self.paint("36", "●");
                 self.line(&format!("{bullet} {}", neutralize(label)));
+            }
+            // Refusals show up as the tool result; the terminal only names the rule.
+            Event::Permission { decision, rule, .. } => {
+                if *decision != "allow" {
+                    let text = format!("  ⎿ {decision} ({})", neutralize(rule));
+                    let painted = self.paint("33", &text);
+                    self.line(&painted);
+                }
             }
             Event::ToolResult { ok, summary, .. } => {
                 let text = format!("  ⎿ {}", neutralize(summary));

@@ -53,6 +53,8 @@ pub enum Reply {
     Text(String),
     /// Tool calls, streamed in the wire format of the route called.
     ToolCalls(Vec<ToolCall>),
+    /// Text, then tool calls, in one response.
+    TextAndToolCalls(String, Vec<ToolCall>),
     /// Any status with extra headers and a body sent verbatim.
     StatusWith {
         code: u16,
@@ -86,6 +88,11 @@ impl Reply {
     /// arguments split across at least three further events.
     pub fn tool_calls(calls: Vec<ToolCall>) -> Reply {
         Reply::ToolCalls(calls)
+    }
+
+    /// Text first (the model saying why), then tool calls, in one response.
+    pub fn text_and_tool_calls(text: &str, calls: Vec<ToolCall>) -> Reply {
+        Reply::TextAndToolCalls(text.to_string(), calls)
     }
 
     /// One tool call whose arguments are sent verbatim, e.g. `"{not json"`.
@@ -155,9 +162,17 @@ fn render(reply: &Reply, wire: Wire) -> Rendered {
     match (reply, wire) {
         (Reply::Sse(writes), _) => Rendered::Sse(writes.clone()),
         (Reply::Text(text), Wire::OpenAi) => Rendered::Sse(openai_text(text)),
-        (Reply::ToolCalls(calls), Wire::OpenAi) => Rendered::Sse(openai_tool_calls(calls)),
+        (Reply::ToolCalls(calls), Wire::OpenAi) => Rendered::Sse(openai_tool_calls("", calls)),
+        (Reply::TextAndToolCalls(text, calls), Wire::OpenAi) => {
+            Rendered::Sse(openai_tool_calls(text, calls))
+        }
+        (Reply::TextAndToolCalls(text, calls), Wire::Anthropic) => {
+            Rendered::Sse(anthropic::text_and_tool_calls(text, calls))
+        }
         (Reply::Text(text), Wire::Anthropic) => Rendered::Sse(anthropic::text(text)),
-        (Reply::ToolCalls(calls), Wire::Anthropic) => Rendered::Sse(anthropic::tool_calls(calls)),
+        (Reply::ToolCalls(calls), Wire::Anthropic) => {
+            Rendered::Sse(anthropic::text_and_tool_calls("", calls))
+        }
         (Reply::Status(code, message), _) => {
             let body = match wire {
                 Wire::OpenAi => {
@@ -197,8 +212,16 @@ fn openai_text(text: &str) -> Vec<String> {
     finish(events, "stop")
 }
 
-fn openai_tool_calls(calls: &[ToolCall]) -> Vec<String> {
-    let mut events = vec![chunk(json!({"role": "assistant", "content": null}), None)];
+fn openai_tool_calls(text: &str, calls: &[ToolCall]) -> Vec<String> {
+    let content = if text.is_empty() {
+        Value::Null
+    } else {
+        text.into()
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": content}),
+        None,
+    )];
     for (index, c) in calls.iter().enumerate() {
         let first = json!({"index": index, "id": c.id, "type": "function",
                            "function": {"name": c.name, "arguments": ""}});
@@ -279,9 +302,17 @@ pub mod anthropic {
         writes(&events)
     }
 
-    pub fn tool_calls(calls: &[ToolCall]) -> Vec<String> {
+    pub fn text_and_tool_calls(text: &str, calls: &[ToolCall]) -> Vec<String> {
         let mut events = vec![message_start()];
-        for (index, c) in calls.iter().enumerate() {
+        let first = usize::from(!text.is_empty());
+        if !text.is_empty() {
+            events.push(json!({"type": "content_block_start", "index": 0,
+                               "content_block": {"type": "text", "text": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "text_delta", "text": text}}));
+            events.push(json!({"type": "content_block_stop", "index": 0}));
+        }
+        for (index, c) in (first..).zip(calls) {
             events.push(json!({"type": "content_block_start", "index": index,
                                "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}));
             for part in split_n(&c.arguments, 3) {

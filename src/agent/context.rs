@@ -53,14 +53,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The one place the context settings come from. Today: `GIT_AGENT_CONTEXT_WINDOW`, else the table of known
-    /// models, else [`DEFAULT_WINDOW`]; `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0` and
-    /// `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark). The config file's `context_window` belongs
-    /// here, between the variable and the table.
+    /// The one place the context settings come from. The window: `GIT_AGENT_CONTEXT_WINDOW`, else the config's
+    /// `context_window`, else the table of known models, else [`DEFAULT_WINDOW`] (and a context-overflow error
+    /// lowers it for the rest of the session). `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0`
+    /// and `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark).
     pub fn resolve(model: &ModelConfig) -> Settings {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let window = var("GIT_AGENT_CONTEXT_WINDOW")
             .and_then(|v| v.trim().parse().ok())
+            .or(model.context_window)
             .filter(|w: &u64| *w > 0)
             .or_else(|| known_window(&model.model))
             .unwrap_or(DEFAULT_WINDOW);
@@ -485,6 +486,25 @@ impl Turn<'_> {
         );
         self.sink.emit(&crate::ui::Event::Warning(&note));
         Ok(())
+    }
+
+    /// The provider refused `messages` as too long: the window is at most their size, whatever the settings
+    /// say, and an overflow is not a compaction loop, so the cooldown starts over.
+    pub(super) fn learn_window(&mut self, messages: &[Message]) {
+        let refused = self.context.accounting.tokens(messages);
+        let window = &mut self.context.settings.window;
+        *window = (*window).min(refused).max(1024);
+        self.context.last_compaction = None;
+    }
+
+    /// Prunes and compacts against the (learned) window now; true when the conversation got smaller.
+    pub(super) async fn make_room(
+        &mut self,
+        messages: &mut Vec<Message>,
+    ) -> Result<bool, AgentError> {
+        let before = self.context.accounting.tokens(messages);
+        self.manage_context(messages).await?;
+        Ok(self.context.accounting.tokens(messages) < before)
     }
 
     /// Asks the model for the summary of `older`; `None` when it fails (the caller drops instead).

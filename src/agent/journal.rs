@@ -222,9 +222,10 @@ pub fn step_note(step: u32, call: &ToolCall, label: &str, why: &str) -> String {
     } else {
         why.to_owned()
     };
+    // The label already names the action (`edit src/a.rs`, `run cargo test`); the call line names the tool.
     format!(
-        "step {step}: {} {label}\ncall: {} {args}\nwhy: {why}\n",
-        call.name, call.name
+        "step {step}: {label}\ncall: {} {args}\nwhy: {why}\n",
+        call.name
     )
 }
 

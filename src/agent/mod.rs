@@ -8,6 +8,7 @@ mod instructions;
 pub mod journal;
 pub mod plan;
 mod prompt;
+mod trim;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +55,7 @@ pub struct AskOptions {
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
     pub safety: SafetyOptions,
     /// Continue an earlier session instead of starting one.
     pub resume: Option<Resume>,
@@ -97,14 +99,11 @@ pub enum AgentError {
     #[error("{source}\nhint: check {env}, the API key of the '{provider}' provider")]
     Auth {
         source: ModelError,
-        env: &'static str,
-        provider: &'static str,
+        env: String,
+        provider: String,
     },
     #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
-    Unreachable {
-        source: ModelError,
-        env: &'static str,
-    },
+    Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
 }
@@ -115,17 +114,18 @@ pub async fn ask(
     opts: AskOptions,
     sink: &mut dyn Sink,
 ) -> Result<i32, AgentError> {
-    let client = Client::new(
+    let client = Client::new_tuned(
         opts.model.wire,
         opts.model.base_url.clone(),
         opts.model.api_key.clone(),
         opts.connect_timeout,
         opts.idle_timeout,
+        opts.model.tuning.clone(),
     )?;
     let store = Store::open(cwd)?;
     // Known secrets are registered before anything can be written into refs (step 0 included).
     if let Some(key) = &opts.model.api_key {
-        redact::register(key, opts.model.api_key_env);
+        redact::register(key, &opts.model.api_key_env);
     }
     if let Ok(mut r) = redact::global().write() {
         r.add_dotenv_files(store.workdir());
@@ -213,13 +213,14 @@ pub async fn ask(
         client,
         session,
         sink,
-        retry: RetryPolicy::default(),
+        retry: opts.retry,
         tools: Arc::new(tools::registry()),
         cancel,
         cancelled,
         usage: Usage::default(),
         last_scan: None,
         requests: 0,
+        partial: String::new(),
         announced: false,
         model: opts.model,
         run_timeout: opts.run_timeout,
@@ -248,12 +249,12 @@ pub async fn ask(
         return Err(match err {
             ModelError::Auth { .. } => AgentError::Auth {
                 source: err,
-                env: turn.model.api_key_env,
-                provider: turn.model.provider,
+                env: turn.model.api_key_env.clone(),
+                provider: turn.model.provider.clone(),
             },
             ModelError::Connect { refused: true, .. } => AgentError::Unreachable {
                 source: err,
-                env: turn.model.base_url_env,
+                env: turn.model.base_url_env.clone(),
             },
             err => AgentError::Model(err),
         });
@@ -337,6 +338,8 @@ struct Turn<'s> {
     /// The checkout as of the last scan, so a `run` command's changes are found by comparing two scans.
     last_scan: Option<Scan>,
     requests: u32,
+    /// The answer text streamed by the request in flight, kept when Ctrl-C cuts it off.
+    partial: String,
     /// The session line is shown once the model first answers, so a session that fails to reach the model
     /// leaves one clean error line and no refs.
     announced: bool,
@@ -388,20 +391,41 @@ impl Turn<'_> {
         schemas: &[crate::model::ToolSchema],
     ) -> Result<Outcome, AgentError> {
         let model = self.model.model.clone();
+        let mut trimmed = false;
         loop {
             if let Some((status, reason)) = self.budget.exceeded(self.requests, self.spent) {
                 return Ok(Outcome::Stopped { status, reason });
             }
-            self.manage_context(messages).await?;
+            if !trimmed {
+                // Not on the retry after an overflow: room was just made for it.
+                self.manage_context(messages).await?;
+            }
             let request = Request {
                 model: &model,
                 messages,
                 tools: schemas,
                 max_tokens: None,
             };
-            let response = match self.request(&request).await? {
+            let response = match self.request(&request).await {
+                // The conversation outgrew the model, so the window is smaller than the settings say: learn it
+                // for the rest of the session, make room at once (trim old tool output; compact if there is
+                // none), and try again, once.
+                Err(AgentError::Model(err)) if err.is_context_overflow() && !trimmed => {
+                    trimmed = true;
+                    self.learn_window(messages);
+                    if !trim::old_tool_results(messages) && !self.make_room(messages).await? {
+                        return Err(err.into());
+                    }
+                    let message = format!("{err}; made room in the context and trying again");
+                    self.sink.emit(&Event::Warning(&message));
+                    continue;
+                }
+                result => result?,
+            };
+            trimmed = false;
+            let response = match response {
                 Some(response) => response,
-                None => return Ok(Outcome::Interrupted(String::new())),
+                None => return Ok(Outcome::Interrupted(std::mem::take(&mut self.partial))),
             };
             self.count_tokens(messages, &response);
             let calls = response.tool_calls.clone();
@@ -679,19 +703,29 @@ impl Turn<'_> {
         // Both callbacks write to the sink; the future must stay `Send`, hence a mutex rather than a RefCell.
         let sink = std::sync::Mutex::new(&mut *self.sink);
         let mut pending = announcement.clone();
+        // The text of the attempt in flight; a retried attempt's text belongs to a discarded reply.
+        let partial = std::sync::Mutex::new(String::new());
         let mut on_event = |event: &StreamEvent| {
             let Ok(mut sink) = sink.lock() else { return };
             if let Some(fields) = pending.take() {
                 fields.emit(*sink);
             }
             match event {
-                StreamEvent::TextDelta(text) => sink.emit(&Event::Text(text)),
+                StreamEvent::TextDelta(text) => {
+                    if let Ok(mut partial) = partial.lock() {
+                        partial.push_str(text);
+                    }
+                    sink.emit(&Event::Text(text));
+                }
                 StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning(text)),
                 StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
             }
         };
         let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {
             let Ok(mut sink) = sink.lock() else { return };
+            if let Ok(mut partial) = partial.lock() {
+                partial.clear();
+            }
             let message = format!(
                 "model request failed ({err}); retrying in {:.1} s (attempt {} of {})",
                 wait.as_secs_f64(),
@@ -703,7 +737,10 @@ impl Turn<'_> {
         let mut cancelled = self.cancelled.clone();
         let response = tokio::select! {
             response = self.client.stream_with_retries(request, &mut on_event, &self.retry, &mut on_retry) => response?,
-            _ = cancelled.wait_for(|c| *c) => return Ok(None),
+            _ = cancelled.wait_for(|c| *c) => {
+                self.partial = partial.lock().map(|text| text.clone()).unwrap_or_default();
+                return Ok(None);
+            }
         };
         if let Some(fields) = pending {
             if let Ok(mut sink) = sink.lock() {
@@ -713,6 +750,10 @@ impl Turn<'_> {
         self.announced = true;
         if let Some(usage) = &response.usage {
             self.usage.add(usage);
+            self.sink.emit(&Event::RequestUsage {
+                request: self.requests,
+                usage,
+            });
         }
         Ok(Some(response))
     }
@@ -1028,10 +1069,9 @@ impl Turn<'_> {
         crate::ui::note(
             self.sink.is_json(),
             &format!(
-                "\n{branch}: {steps} step{} · tokens {} in, {} out\nreview: git log -p {base}..{branch}",
+                "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
                 if steps == 1 { "" } else { "s" },
-                self.usage.input_tokens,
-                self.usage.output_tokens,
+                usage_line(&self.usage, self.requests),
             ),
         );
         self.sink.emit(&Event::Done {
@@ -1051,6 +1091,21 @@ struct Round {
     /// The loop guard's reason to stop.
     stop: Option<String>,
     finish: Option<Finish>,
+}
+
+/// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
+fn usage_line(usage: &Usage, requests: u32) -> String {
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} cached)", usage.cached_tokens)
+    } else {
+        String::new()
+    };
+    format!(
+        "tokens {} in{cached}, {} out over {requests} request{}",
+        usage.input_tokens,
+        usage.output_tokens,
+        if requests == 1 { "" } else { "s" }
+    )
 }
 
 /// The fields of the `session` event, kept until it is shown.

@@ -83,10 +83,6 @@ pub fn run(args: AskArgs) -> i32 {
     };
     // Secrets were moved out of the environment at start-up (safety::secrets); read them from memory.
     let env = |name: &str| crate::safety::secrets::var(name);
-    let model = match config::resolve(args.model.as_deref(), &env) {
-        Ok(model) => model,
-        Err(err) => return fail(args.json, &err.to_string()),
-    };
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(err) => {
@@ -95,6 +91,17 @@ pub fn run(args: AskArgs) -> i32 {
                 &format!("cannot read the current directory: {err}"),
             )
         }
+    };
+    let settings = match config::Settings::load(&cwd, &env) {
+        Ok(settings) => settings,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
+    let resolved = settings
+        .resolve(args.model.as_deref(), &env)
+        .and_then(|model| Ok((model, settings.timeouts(&env)?)));
+    let (model, (connect_timeout, idle_timeout)) = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => return fail(args.json, &err.to_string()),
     };
     let safety = match safety_options(&args) {
         Ok(safety) => safety,
@@ -107,8 +114,9 @@ pub fn run(args: AskArgs) -> i32 {
         max_time: args.max_time,
         max_tokens: args.max_tokens,
         run_timeout: Duration::from_secs(args.run_timeout),
-        connect_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(120),
+        connect_timeout,
+        idle_timeout,
+        retry: settings.retry_policy(),
         resume: match (args.resume, args.continue_latest) {
             (Some(id), _) => Some(Resume::Id(id)),
             (None, true) => Some(Resume::Latest),
@@ -124,10 +132,11 @@ pub fn run(args: AskArgs) -> i32 {
     match runtime.block_on(agent::ask(&cwd, options, sink.as_mut())) {
         Ok(code) => code,
         Err(err) => {
+            // Through the sink, so the error starts on its own line after streamed text.
+            sink.emit(&ui::Event::Error(&err.to_string()));
             if args.json {
-                sink.emit(&ui::Event::Error(&err.to_string()));
+                super::print_error(&err.to_string());
             }
-            super::print_error(&err.to_string());
             1
         }
     }

@@ -3,6 +3,7 @@
 
 mod accept;
 mod ask;
+mod config;
 mod diff;
 mod discard;
 mod log;
@@ -30,6 +31,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
     Diff(diff::DiffArgs),
@@ -52,6 +54,7 @@ pub fn run() -> i32 {
     };
     match cli.command {
         Command::Ask(args) => ask::run(args),
+        Command::Config(args) => config::run(args),
         Command::Log(args) => report(log::run(args)),
         Command::Show(args) => report(show::run(args)),
         Command::Diff(args) => report(diff::run(args)),

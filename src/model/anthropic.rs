@@ -9,14 +9,12 @@
 //! results go back as one user message), thinking blocks must be returned verbatim with their signature,
 //! and every content block has an explicit end, which is what tells a complete tool call from a cut one.
 
-use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::http::{preview, provider_error, redact, redacted_key, StreamParser, Transport};
+use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
 use super::sse::SseEvent;
 use super::{
     FinishReason, Message, ModelError, Request, Response, StreamEvent, ThinkingBlock, ToolCall,
@@ -529,23 +527,9 @@ impl StreamParser for EventParser {
 }
 
 /// A streaming client for the Anthropic Messages API or a server that speaks it.
+#[derive(Debug)]
 pub struct AnthropicClient {
-    transport: Transport,
-    base_url: String,
-    api_key: Option<String>,
-    tuning: Tuning,
-}
-
-// Written by hand so the key can never reach a log or an error report.
-impl fmt::Debug for AnthropicClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicClient")
-            .field("base_url", &self.base_url)
-            .field("api_key", &redacted_key(&self.api_key))
-            .field("idle_timeout", &self.transport.idle_timeout())
-            .field("tuning", &self.tuning)
-            .finish_non_exhaustive()
-    }
+    http: Endpoint,
 }
 
 impl AnthropicClient {
@@ -558,37 +542,35 @@ impl AnthropicClient {
         connect_timeout: Duration,
         idle_timeout: Duration,
     ) -> Result<Self, ModelError> {
-        Ok(AnthropicClient {
-            transport: Transport::new(connect_timeout, idle_timeout)?,
-            base_url: base_url.trim_end_matches('/').to_string(),
+        let http = Endpoint::new(
+            base_url,
             api_key,
-            tuning: Tuning::default(),
-        })
+            KeyHeader::XApiKey,
+            connect_timeout,
+            idle_timeout,
+        )?;
+        Ok(AnthropicClient { http })
     }
 
     /// Applies `tuning` (headers, body adjustments) to every request.
-    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning;
-        self
+    pub fn with_tuning(self, tuning: Tuning) -> Self {
+        AnthropicClient {
+            http: self.http.with_tuning(tuning),
+        }
     }
 
-    /// The JSON body sent for `req`, with the tuning applied.
+    /// The JSON body sent for `req`, with the tuning applied (Anthropic's `max_tokens` keeps its name).
     pub fn body(&self, req: &Request<'_>) -> Value {
-        let req = Request {
-            max_tokens: req.max_tokens.or(self.tuning.max_tokens),
-            ..req.clone()
-        };
-        let mut body = request_body(&req);
-        self.tuning.apply(&mut body, false);
-        body
+        self.http.body(req, request_body, false)
     }
 
     /// The URL requests are POSTed to.
     pub fn endpoint(&self) -> String {
-        if self.base_url.ends_with("/v1") {
-            format!("{}/messages", self.base_url)
+        let base = self.http.base_url();
+        if base.ends_with("/v1") {
+            format!("{base}/messages")
         } else {
-            format!("{}/v1/messages", self.base_url)
+            format!("{base}/v1/messages")
         }
     }
 
@@ -600,35 +582,10 @@ impl AnthropicClient {
         req: &Request<'_>,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Response, ModelError> {
-        self.stream_inner(req, on_event)
-            .await
-            .map_err(|err| redact(err, self.api_key.as_deref()))
-    }
-
-    async fn stream_inner(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        let url = self.endpoint();
-        let mut builder = self
-            .transport
-            .post(&url, self.body(req).to_string())
-            .header("anthropic-version", API_VERSION);
-        for (name, value) in &self.tuning.headers {
-            builder = builder.header(name, value);
-        }
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key).map_err(|_| {
-                ModelError::Client("the API key contains characters not allowed in a header".into())
-            })?;
-            // Kept out of any debug output of the request.
-            value.set_sensitive(true);
-            builder = builder.header("x-api-key", value);
-        }
-        let response = self.transport.send(builder, &url).await?;
-        self.transport
-            .read_sse(response, EventParser::new(), on_event)
+        let body = self.body(req);
+        let headers = [("anthropic-version", API_VERSION)];
+        self.http
+            .stream(&self.endpoint(), &body, &headers, EventParser::new(), on_event)
             .await
     }
 }

@@ -2,17 +2,19 @@
 //! turning a failed status into a [`ModelError`] (with the provider's own message and its `Retry-After`),
 //! driving an SSE body through a provider's parser, and keeping the API key out of every error.
 //!
-//! The providers differ only in the JSON they send and the events they stream; keeping everything else here
-//! means a fix to timeouts or error reporting reaches both.
+//! The providers differ only in the JSON they send, the header their key goes in and the events they stream;
+//! keeping everything else here (in [`Endpoint`] and [`Transport`]) means a fix to timeouts, error reporting
+//! or key handling reaches both.
 
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 
 use super::retry::parse_retry_after;
 use super::sse::{SseDecoder, SseEvent};
-use super::{ModelError, Response, StreamEvent};
+use super::{ModelError, Request, Response, StreamEvent, Tuning};
 
 /// How much of an error body is read: enough for any JSON error, not a whole HTML error page.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -27,7 +29,182 @@ pub(crate) trait StreamParser {
     fn is_done(&self) -> bool;
     /// The assembled reply, or an error if the stream was cut off.
     fn into_response(self) -> Result<Response, ModelError>;
+    /// Takes a whole JSON reply, from a server that ignored `stream: true`. Wire formats without such a
+    /// fallback refuse it as the event-stream reader would.
+    fn push_whole(&mut self, body: &str) -> Result<Vec<StreamEvent>, ModelError> {
+        Err(ModelError::Stream(format!(
+            "expected server-sent events, got content-type \"application/json\": {}",
+            preview(body)
+        )))
+    }
 }
+
+/// Which header carries the API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer <key>` (OpenAI and every compatible server).
+    Bearer,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
+}
+
+/// One provider endpoint: where it is, the key and how it is sent, and the [`Tuning`] every request gets.
+/// Both clients wrap one and add only their wire format.
+pub(crate) struct Endpoint {
+    transport: Transport,
+    base_url: String,
+    api_key: Option<String>,
+    key_header: KeyHeader,
+    tuning: Tuning,
+}
+
+// Written by hand so the key can never reach a log or an error report.
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("idle_timeout", &self.transport.idle_timeout)
+            .field("tuning", &self.tuning)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// `base_url` is kept without its trailing slash; `idle_timeout` bounds the wait for the response
+    /// headers and then for each read of the body.
+    pub(crate) fn new(
+        base_url: String,
+        api_key: Option<String>,
+        key_header: KeyHeader,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Result<Self, ModelError> {
+        Ok(Endpoint {
+            transport: Transport::new(connect_timeout, idle_timeout)?,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            key_header,
+            tuning: Tuning::default(),
+        })
+    }
+
+    pub(crate) fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The body `build` makes of `req`, with the tuning's token limit and body adjustments applied;
+    /// `rename_max_tokens` as in [`Tuning::apply`].
+    pub(crate) fn body(
+        &self,
+        req: &Request<'_>,
+        build: fn(&Request<'_>) -> Value,
+        rename_max_tokens: bool,
+    ) -> Value {
+        let req = Request {
+            max_tokens: req.max_tokens.or(self.tuning.max_tokens),
+            ..req.clone()
+        };
+        let mut body = build(&req);
+        self.tuning.apply(&mut body, rename_max_tokens);
+        body
+    }
+
+    /// POSTs `body` to `url` with `headers`, the key and the tuning's headers, and streams the reply through
+    /// `parser` (a whole JSON reply goes to [`StreamParser::push_whole`]). Errors never contain the key.
+    pub(crate) async fn stream<P: StreamParser + Send>(
+        &self,
+        url: &str,
+        body: &Value,
+        headers: &[(&'static str, &'static str)],
+        parser: P,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Result<Response, ModelError> {
+        self.stream_inner(url, body, headers, parser, on_event)
+            .await
+            .map_err(|err| redact(err, self.api_key.as_deref()))
+    }
+
+    async fn stream_inner<P: StreamParser + Send>(
+        &self,
+        url: &str,
+        body: &Value,
+        headers: &[(&'static str, &'static str)],
+        mut parser: P,
+        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
+    ) -> Result<Response, ModelError> {
+        let mut builder = self.transport.post(url, body.to_string());
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut response = self.transport.send(self.authorize(builder)?, url).await?;
+        if content_type(response.headers()).starts_with("application/json") {
+            let body = self.transport.read_body(&mut response, usize::MAX).await?;
+            parser.push_whole(&body)?.iter().for_each(on_event);
+            return parser.into_response();
+        }
+        self.transport.read_sse(response, parser, on_event).await
+    }
+
+    /// A JSON answer to a metadata request (a GET, or a POST of `body`), or `None` on any failure: these
+    /// requests only refine defaults, so nothing about them may fail a session. Waits `wait` at most.
+    pub(crate) async fn fetch_json(
+        &self,
+        url: &str,
+        body: Option<&Value>,
+        wait: Duration,
+    ) -> Option<Value> {
+        let builder = match body {
+            Some(body) => self.transport.post(url, body.to_string()),
+            None => self.transport.http.get(url),
+        };
+        let builder = self.authorize(builder).ok()?;
+        let fetch = async {
+            let mut response = builder.send().await.ok()?;
+            let ok = response.status().is_success();
+            // Read to the end either way, so the connection goes back to the pool for the session.
+            let text = self
+                .transport
+                .read_body(&mut response, METADATA_BODY_LIMIT)
+                .await
+                .ok()?;
+            ok.then(|| serde_json::from_str(&text).ok()).flatten()
+        };
+        tokio::time::timeout(wait, fetch).await.ok().flatten()
+    }
+
+    /// Adds the key (marked sensitive, so it stays out of any debug output of the request) and the
+    /// tuning's headers.
+    fn authorize(
+        &self,
+        mut builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, ModelError> {
+        if let Some(key) = &self.api_key {
+            let (name, text) = match self.key_header {
+                KeyHeader::Bearer => (AUTHORIZATION.as_str(), format!("Bearer {key}")),
+                KeyHeader::XApiKey => ("x-api-key", key.clone()),
+            };
+            let mut value = HeaderValue::from_str(&text).map_err(|_| {
+                ModelError::Client("the API key contains characters not allowed in a header".into())
+            })?;
+            value.set_sensitive(true);
+            builder = builder.header(name, value);
+        }
+        for (name, value) in &self.tuning.headers {
+            builder = builder.header(name, value);
+        }
+        Ok(builder)
+    }
+}
+
+/// How much of a metadata answer is read; llama.cpp's `/props` carries the chat template, OpenRouter's model
+/// list runs to a few hundred KiB.
+const METADATA_BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 /// A reqwest client plus the idle timeout every read is bounded by.
 #[derive(Debug)]
@@ -48,10 +225,6 @@ impl Transport {
             .build()
             .map_err(|err| ModelError::Client(error_chain(&err)))?;
         Ok(Transport { http, idle_timeout })
-    }
-
-    pub(crate) fn idle_timeout(&self) -> Duration {
-        self.idle_timeout
     }
 
     /// A JSON POST to `url`, for the caller to add its auth headers to.
@@ -352,11 +525,6 @@ pub(crate) fn redact(error: ModelError, key: Option<&str>) -> ModelError {
         ModelError::Stream(message) => ModelError::Stream(clean(message)),
         timeout @ ModelError::Timeout { .. } => timeout,
     }
-}
-
-/// A `Debug` stand-in for an optional key, so a client's `Debug` output never shows it.
-pub(crate) fn redacted_key(key: &Option<String>) -> Option<&'static str> {
-    key.as_ref().map(|_| "<redacted>")
 }
 
 /// A loopback HTTP server for the clients' tests: canned responses, one per connection, in order.

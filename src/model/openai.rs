@@ -7,15 +7,12 @@
 //! details of streamed tool calls; each tolerance below names the server that needs it.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::http::{
-    content_type, preview, provider_error, redact, redacted_key, StreamParser, Transport,
-};
+use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
 use super::sse::SseEvent;
 use super::think::{Piece, ThinkSplitter};
 use super::{
@@ -437,23 +434,9 @@ fn finish_reason(reason: &str) -> FinishReason {
 }
 
 /// A streaming client for one OpenAI-compatible endpoint.
+#[derive(Debug)]
 pub struct OpenAiClient {
-    transport: Transport,
-    base_url: String,
-    api_key: Option<String>,
-    tuning: Tuning,
-}
-
-// Written by hand so the key can never reach a log or an error report.
-impl fmt::Debug for OpenAiClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiClient")
-            .field("base_url", &self.base_url)
-            .field("api_key", &redacted_key(&self.api_key))
-            .field("idle_timeout", &self.transport.idle_timeout())
-            .field("tuning", &self.tuning)
-            .finish_non_exhaustive()
-    }
+    http: Endpoint,
 }
 
 impl OpenAiClient {
@@ -465,34 +448,31 @@ impl OpenAiClient {
         connect_timeout: Duration,
         idle_timeout: Duration,
     ) -> Result<Self, ModelError> {
-        Ok(OpenAiClient {
-            transport: Transport::new(connect_timeout, idle_timeout)?,
-            base_url: base_url.trim_end_matches('/').to_string(),
+        let http = Endpoint::new(
+            base_url,
             api_key,
-            tuning: Tuning::default(),
-        })
+            KeyHeader::Bearer,
+            connect_timeout,
+            idle_timeout,
+        )?;
+        Ok(OpenAiClient { http })
     }
 
     /// Applies `tuning` (headers, body adjustments) to every request.
-    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
-        self.tuning = tuning;
-        self
+    pub fn with_tuning(self, tuning: Tuning) -> Self {
+        OpenAiClient {
+            http: self.http.with_tuning(tuning),
+        }
     }
 
     /// The JSON body sent for `req`, with the tuning applied.
     pub fn body(&self, req: &Request<'_>) -> Value {
-        let req = Request {
-            max_tokens: req.max_tokens.or(self.tuning.max_tokens),
-            ..req.clone()
-        };
-        let mut body = request_body(&req);
-        self.tuning.apply(&mut body, true);
-        body
+        self.http.body(req, request_body, true)
     }
 
     /// The URL requests are POSTed to.
     pub fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
+        format!("{}/chat/completions", self.http.base_url())
     }
 
     /// Sends `req` and streams the reply, calling `on_event` for each event as it arrives.
@@ -503,33 +483,9 @@ impl OpenAiClient {
         req: &Request<'_>,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Response, ModelError> {
-        self.stream_inner(req, on_event)
-            .await
-            .map_err(|err| redact(err, self.api_key.as_deref()))
-    }
-
-    async fn stream_inner(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        let url = self.endpoint();
-        let mut builder = self.transport.post(&url, self.body(req).to_string());
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
-        }
-        for (name, value) in &self.tuning.headers {
-            builder = builder.header(name, value);
-        }
-        let mut response = self.transport.send(builder, &url).await?;
-        if content_type(response.headers()).starts_with("application/json") {
-            let body = self.transport.read_body(&mut response, usize::MAX).await?;
-            let mut parser = ChunkParser::new();
-            parser.push_completion(&body)?.iter().for_each(on_event);
-            return parser.finish();
-        }
-        self.transport
-            .read_sse(response, ChunkParser::new(), on_event)
+        let body = self.body(req);
+        self.http
+            .stream(&self.endpoint(), &body, &[], ChunkParser::new(), on_event)
             .await
     }
 }
@@ -552,6 +508,10 @@ impl StreamParser for ChunkParser {
 
     fn into_response(self) -> Result<Response, ModelError> {
         self.finish()
+    }
+
+    fn push_whole(&mut self, body: &str) -> Result<Vec<StreamEvent>, ModelError> {
+        self.push_completion(body)
     }
 }
 

@@ -202,6 +202,157 @@ fn long_session_stays_under_a_small_window_compacts_at_the_threshold_and_resumes
     assert!(prompt_tokens(first) <= WINDOW);
 }
 
+/// Twelve 6 KB reads, then an answer, with pruning off so each step adds about 1,500 tokens: the largest
+/// request is near 20,000 tokens, so a window under that must show as compaction at 80% of it.
+fn twelve_reads(repo: &TestRepo) -> Server {
+    for n in 0..12 {
+        repo.write(&format!("data/f{n:02}.txt"), &big_file(n));
+    }
+    repo.commit_all("data");
+    let mut script: Vec<Reply> = (0..12)
+        .map(|n| {
+            Reply::tool_calls(vec![call(
+                "read_file",
+                json!({"path": format!("data/f{n:02}.txt")}),
+            )])
+        })
+        .collect();
+    script.push(Reply::text("READ-ALL-DONE"));
+    let server = Server::start(script);
+    server.count_prompt_tokens();
+    server.answer_summaries(Reply::text(SUMMARY));
+    server
+}
+
+/// Runs the twelve reads against `server` with no window set anywhere (the test model is in no table);
+/// returns the model requests.
+fn run_twelve_reads(repo: &TestRepo, server: &Server) -> Vec<crate::common::server::Request> {
+    run_twelve_reads_with(repo, server, &[])
+}
+
+fn run_twelve_reads_with(
+    repo: &TestRepo,
+    server: &Server,
+    env: &[(&str, &str)],
+) -> Vec<crate::common::server::Request> {
+    let mut env = env.to_vec();
+    env.push(("GIT_AGENT_PRUNE", "0"));
+    let out = agent_with(
+        repo,
+        server,
+        &env,
+        &["ask", "--max-steps", "30", "read the data files"],
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "READ-ALL-DONE", "{out}");
+    assert!(!out.stderr().contains("error"), "{out}");
+    server.requests()
+}
+
+/// The window the server reported is the one the session kept to: every request fits in it, and the first
+/// compaction came within one step below 80% of it (so neither the default nor a smaller window was used).
+fn assert_kept_to(sent: &[crate::common::server::Request], window: u64) {
+    let sizes: Vec<u64> = sent.iter().map(prompt_tokens).collect();
+    assert!(
+        sizes.iter().all(|&size| size <= window),
+        "every request under {window}: {sizes:?}"
+    );
+    let at = (0..sent.len())
+        .find(|&i| !sent[i].has_tools())
+        .unwrap_or_else(|| panic!("no compaction under a window of {window}: {sizes:?}"));
+    let threshold = window * 8 / 10;
+    let before = sizes[at - 1];
+    assert!(
+        before + 2_500 > threshold && before <= threshold,
+        "compaction came at {before} tokens, threshold {threshold}: {sizes:?}"
+    );
+}
+
+fn probed_paths(server: &Server) -> Vec<String> {
+    server
+        .probes()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[test]
+fn the_window_llama_cpp_reports_in_props_is_the_window_the_session_keeps_to() {
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    server.props(12_000);
+    // A list that would say otherwise is not asked once /props answered.
+    server.models(vec![json!({"id": "test-model", "max_model_len": 100_000})]);
+    let sent = run_twelve_reads(&repo, &server);
+    assert_kept_to(&sent, 12_000);
+    assert_eq!(probed_paths(&server), ["GET /props"], "asked once");
+    let probe = &server.probes()[0];
+    assert!(
+        probe
+            .header("authorization")
+            .is_some_and(|v| v.contains(crate::common::API_KEY)),
+        "the key goes along (servers started with --api-key want it)"
+    );
+}
+
+#[test]
+fn the_window_vllm_lists_as_max_model_len_is_the_window_the_session_keeps_to() {
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    server.models(vec![
+        json!({"id": "other-model", "object": "model", "max_model_len": 100_000}),
+        json!({"id": "test-model", "object": "model", "owned_by": "vllm", "max_model_len": 10_000}),
+    ]);
+    let sent = run_twelve_reads(&repo, &server);
+    assert_kept_to(&sent, 10_000);
+    assert_eq!(
+        probed_paths(&server),
+        ["GET /props", "GET /v1/models"],
+        "/props answered 404, so the model list was asked"
+    );
+}
+
+#[test]
+fn the_context_length_ollama_shows_is_the_window_the_session_keeps_to() {
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    server.ollama_show(json!({
+        "parameters": "temperature 0.6",
+        "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 11_000},
+    }));
+    server.props(100_000);
+    let base = server.base_url();
+    let sent = run_twelve_reads_with(
+        &repo,
+        &server,
+        &[
+            ("GIT_AGENT_MODEL", "ollama/test-model"),
+            ("OLLAMA_BASE_URL", &base),
+        ],
+    );
+    assert_kept_to(&sent, 11_000);
+    assert_eq!(probed_paths(&server), ["POST /api/show"]);
+    assert_eq!(server.probes()[0].body, json!({"model": "test-model"}));
+}
+
+#[test]
+fn a_server_answering_404_to_both_falls_back_to_the_default_window_without_error() {
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let sent = run_twelve_reads(&repo, &server);
+    assert_eq!(probed_paths(&server), ["GET /props", "GET /v1/models"]);
+    let sizes: Vec<u64> = sent.iter().map(prompt_tokens).collect();
+    assert!(
+        sent.iter().all(|r| r.has_tools()),
+        "no compaction under the default window: {sizes:?}"
+    );
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    assert!(
+        largest > 12_000,
+        "the session ran past the windows the other tests report: {sizes:?}"
+    );
+}
+
 #[test]
 fn the_same_call_repeated_is_reminded_then_stopped_with_exit_3() {
     let repo = TestRepo::new();

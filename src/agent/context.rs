@@ -54,17 +54,24 @@ pub struct Settings {
 
 impl Settings {
     /// The one place the context settings come from. The window: `GIT_AGENT_CONTEXT_WINDOW`, else the config's
-    /// `context_window`, else the table of known models, else [`DEFAULT_WINDOW`] (and a context-overflow error
-    /// lowers it for the rest of the session). `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0`
-    /// and `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark).
-    pub fn resolve(model: &ModelConfig) -> Settings {
+    /// `context_window`, else the table of known models, else what the endpoint `reports` (awaited only when
+    /// nothing before it names a window), else [`DEFAULT_WINDOW`] (and a context-overflow error lowers it for
+    /// the rest of the session). `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0` and
+    /// `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark).
+    pub async fn resolve(
+        model: &ModelConfig,
+        reports: impl std::future::Future<Output = Option<u64>>,
+    ) -> Settings {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let window = var("GIT_AGENT_CONTEXT_WINDOW")
+        let named = var("GIT_AGENT_CONTEXT_WINDOW")
             .and_then(|v| v.trim().parse().ok())
             .or(model.context_window)
             .filter(|w: &u64| *w > 0)
-            .or_else(|| known_window(&model.model))
-            .unwrap_or(DEFAULT_WINDOW);
+            .or_else(|| known_window(&model.model));
+        let window = match named {
+            Some(window) => window,
+            None => reports.await.unwrap_or(DEFAULT_WINDOW),
+        };
         let threshold = var("GIT_AGENT_COMPACT_AT")
             .and_then(|v| v.trim().parse().ok())
             .filter(|t: &f64| *t > 0.1 && *t <= 1.0)

@@ -180,7 +180,9 @@ pub async fn ask(
         Some(store.common_dir().join("agent").join("output").join(&id)),
         vec![opts.model.api_key_env.to_string()],
     ));
-    let settings = context::Settings::resolve(&opts.model);
+    let ollama = opts.model.provider == "ollama";
+    let reported = client.context_window(&opts.model.model, ollama);
+    let settings = context::Settings::resolve(&opts.model, reported).await;
     let mut schemas: Vec<_> = tools::registry().iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
     let mut instructions = Instructions::new(&session.root);

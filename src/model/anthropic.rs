@@ -585,7 +585,13 @@ impl AnthropicClient {
         let body = self.body(req);
         let headers = [("anthropic-version", API_VERSION)];
         self.http
-            .stream(&self.endpoint(), &body, &headers, EventParser::new(), on_event)
+            .stream(
+                &self.endpoint(),
+                &body,
+                &headers,
+                EventParser::new(),
+                on_event,
+            )
             .await
     }
 }

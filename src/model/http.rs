@@ -152,30 +152,22 @@ impl Endpoint {
     }
 
     /// A JSON answer to a metadata request (a GET, or a POST of `body`), or `None` on any failure: these
-    /// requests only refine defaults, so nothing about them may fail a session. Waits `wait` at most.
-    pub(crate) async fn fetch_json(
-        &self,
-        url: &str,
-        body: Option<&Value>,
-        wait: Duration,
-    ) -> Option<Value> {
+    /// requests only refine defaults, so nothing about them may fail a session. The caller bounds the wait.
+    pub(crate) async fn fetch_json(&self, url: &str, body: Option<&Value>) -> Option<Value> {
         let builder = match body {
             Some(body) => self.transport.post(url, body.to_string()),
             None => self.transport.http.get(url),
         };
         let builder = self.authorize(builder).ok()?;
-        let fetch = async {
-            let mut response = builder.send().await.ok()?;
-            let ok = response.status().is_success();
-            // Read to the end either way, so the connection goes back to the pool for the session.
-            let text = self
-                .transport
-                .read_body(&mut response, METADATA_BODY_LIMIT)
-                .await
-                .ok()?;
-            ok.then(|| serde_json::from_str(&text).ok()).flatten()
-        };
-        tokio::time::timeout(wait, fetch).await.ok().flatten()
+        let mut response = builder.send().await.ok()?;
+        let ok = response.status().is_success();
+        // Read to the end either way, so the connection goes back to the pool for the session.
+        let text = self
+            .transport
+            .read_body(&mut response, METADATA_BODY_LIMIT)
+            .await
+            .ok()?;
+        ok.then(|| serde_json::from_str(&text).ok()).flatten()
     }
 
     /// Adds the key (marked sensitive, so it stays out of any debug output of the request) and the

@@ -9,6 +9,7 @@ pub mod openai;
 pub mod retry;
 pub mod sse;
 pub mod think;
+mod window;
 
 use std::time::Duration;
 
@@ -340,6 +341,15 @@ impl Client {
         match self {
             Client::OpenAi(client) => client.endpoint(),
             Client::Anthropic(client) => client.endpoint(),
+        }
+    }
+
+    /// The context window the server reports for `model` (llama.cpp, vLLM, OpenRouter, LM Studio; Ollama
+    /// when `ollama`), within about two seconds, or `None` on any failure. Anthropic's API reports none.
+    pub async fn context_window(&self, model: &str, ollama: bool) -> Option<u64> {
+        match self {
+            Client::OpenAi(client) => client.context_window(model, ollama).await,
+            Client::Anthropic(_) => None,
         }
     }
 

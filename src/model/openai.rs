@@ -475,6 +475,11 @@ impl OpenAiClient {
         format!("{}/chat/completions", self.http.base_url())
     }
 
+    /// The context window the server reports for `model` within about two seconds, if it reports one.
+    pub async fn context_window(&self, model: &str, ollama: bool) -> Option<u64> {
+        super::window::probe(&self.http, model, ollama).await
+    }
+
     /// Sends `req` and streams the reply, calling `on_event` for each event as it arrives.
     ///
     /// On error, events already delivered belong to a failed reply: show them if you like, never act on them.

@@ -7,6 +7,11 @@
 //! `Reply::text` and `Reply::tool_calls` are rendered in the wire format of the route that was called, so
 //! one script drives either provider. Faults of the real network can be scripted too: a connection that
 //! drops mid-stream, a stall, any status with any headers.
+//!
+//! The metadata routes a client may ask before the session (llama.cpp's `GET /props`, `GET /v1/models`,
+//! Ollama's `POST /api/show`) answer 404 unless a test sets them ([`Server::props`], [`Server::models`],
+//! [`Server::ollama_show`]); they take no reply from the script and are recorded apart, in
+//! [`Server::probes`], so [`Server::requests`] holds the model requests only.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -507,6 +512,10 @@ struct Shared {
     count_tokens: AtomicBool,
     /// The answer to requests that offer no tools (the agent's summarising requests), outside the script.
     summary: Mutex<Option<Reply>>,
+    /// Metadata requests received, apart from the model requests.
+    probes: Mutex<Vec<Request>>,
+    /// JSON bodies of the metadata routes, by path; a route not here answers 404.
+    metadata: Mutex<Vec<(String, Value)>>,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -530,6 +539,8 @@ impl Server {
             connections: AtomicUsize::new(0),
             count_tokens: AtomicBool::new(false),
             summary: Mutex::new(None),
+            probes: Mutex::new(Vec::new()),
+            metadata: Mutex::new(Vec::new()),
         });
         let accept = thread::spawn({
             let shared = Arc::clone(&shared);
@@ -573,6 +584,48 @@ impl Server {
             .summary
             .lock()
             .expect("no panics while holding the lock") = Some(reply);
+    }
+
+    /// Serves llama.cpp's `GET /props` with the context of each request (`default_generation_settings.n_ctx`).
+    pub fn props(&self, n_ctx: u64) {
+        let props = json!({
+            "default_generation_settings": {"n_ctx": n_ctx, "n_predict": -1, "temperature": 0.8},
+            "total_slots": 1,
+            "chat_template": "{{ messages }}",
+        });
+        self.set_metadata("/props", props);
+    }
+
+    /// Serves `GET /v1/models` (and `/models`) listing `entries`, e.g. `json!({"id": "test-model",
+    /// "max_model_len": 8192})` as vLLM lists a model.
+    pub fn models(&self, entries: Vec<Value>) {
+        let list = json!({"object": "list", "data": entries});
+        self.set_metadata("/v1/models", list.clone());
+        self.set_metadata("/models", list);
+    }
+
+    /// Serves Ollama's `POST /api/show` with `body`, whatever model is asked about.
+    pub fn ollama_show(&self, body: Value) {
+        self.set_metadata("/api/show", body);
+    }
+
+    fn set_metadata(&self, path: &str, body: Value) {
+        let mut routes = self
+            .shared
+            .metadata
+            .lock()
+            .expect("no panics while holding the lock");
+        routes.retain(|(p, _)| p != path);
+        routes.push((path.to_string(), body));
+    }
+
+    /// The metadata requests received so far (`/props`, `/v1/models`, `/api/show`), in order.
+    pub fn probes(&self) -> Vec<Request> {
+        self.shared
+            .probes
+            .lock()
+            .expect("no panics while holding the lock")
+            .clone()
     }
 
     /// `http://127.0.0.1:PORT/v1`, as `OPENAI_BASE_URL` expects it.
@@ -646,6 +699,19 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        if is_metadata(&request) {
+            let reply = metadata_reply(&request, shared);
+            shared
+                .probes
+                .lock()
+                .expect("no panics while holding the lock")
+                .push(request);
+            write_reply(&mut out, &reply, close)?;
+            if close {
+                break;
+            }
+            continue;
+        }
         let wire = match (request.method.as_str(), request.path.as_str()) {
             ("POST", "/v1/chat/completions" | "/chat/completions") => Some(Wire::OpenAi),
             ("POST", "/v1/messages") => Some(Wire::Anthropic),
@@ -715,6 +781,32 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A request for what the server runs rather than for the model: any GET, and Ollama's `/api/show`.
+fn is_metadata(request: &Request) -> bool {
+    request.method == "GET" || request.path == "/api/show"
+}
+
+/// The JSON a test set for the route, else a 404 such as servers that lack the route send.
+fn metadata_reply(request: &Request, shared: &Shared) -> Rendered {
+    let routes = shared
+        .metadata
+        .lock()
+        .expect("no panics while holding the lock");
+    match routes.iter().find(|(path, _)| *path == request.path) {
+        Some((_, body)) => Rendered::Status {
+            code: 200,
+            headers: Vec::new(),
+            body: body.to_string(),
+        },
+        None => Rendered::Status {
+            code: 404,
+            headers: Vec::new(),
+            body: json!({"error": {"message": "File Not Found", "type": "not_found_error"}})
+                .to_string(),
+        },
+    }
 }
 
 fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Request>> {
@@ -861,6 +953,7 @@ fn wait_for_hangup(out: &TcpStream, stall: Duration) -> bool {
 
 fn reason(code: u16) -> &'static str {
     match code {
+        200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

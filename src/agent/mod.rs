@@ -16,7 +16,7 @@ use crate::model::retry::RetryPolicy;
 use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
-use crate::store::{Scan, Session, Store, StoreError};
+use crate::store::{ChangeTracker, Session, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
 
@@ -76,6 +76,7 @@ pub async fn ask(
     let id = store.new_session_id();
     let session = store.start_session(&id, true)?;
     let (cancel, cancelled) = interrupt_flag();
+    let changes = ChangeTracker::new(&session.root);
     let tool_state = Arc::new(SessionState::new(
         Some(store.common_dir().join("agent").join("output").join(&id)),
         vec![opts.model.api_key_env.to_string()],
@@ -91,7 +92,7 @@ pub async fn ask(
         cancel,
         cancelled,
         usage: Usage::default(),
-        last_scan: None,
+        changes,
         requests: 0,
         announced: false,
         model: opts.model,
@@ -142,8 +143,8 @@ struct Turn<'s> {
     cancel: Arc<AtomicBool>,
     cancelled: watch::Receiver<bool>,
     usage: Usage,
-    /// The checkout as of the last scan, so a `run` command's changes are found by comparing two scans.
-    last_scan: Option<Scan>,
+    /// What `run` commands changed in the checkout (inotify, or a stat scan).
+    changes: ChangeTracker,
     requests: u32,
     /// The session line is shown once the model first answers, so a session that fails to reach the model
     /// leaves one clean error line and no refs.
@@ -294,13 +295,13 @@ impl Turn<'_> {
             input: &args,
         });
         let is_run = tool.name() == "run";
-        if is_run && self.last_scan.is_none() {
-            self.last_scan = Some(self.store.scan(&self.session)?);
+        if is_run {
+            self.changes.before_run()?;
         }
         let mut output = self.execute(index, args).await?;
         self.report(call, &output);
         let changed = if is_run {
-            self.scan_changes()?
+            self.changes.after_run()?
         } else {
             std::mem::take(&mut output.changed)
         };
@@ -334,20 +335,6 @@ impl Turn<'_> {
             ok: !output.is_error,
             summary: &output.summary,
         });
-    }
-
-    /// What a shell command changed in the checkout since the last scan.
-    fn scan_changes(&mut self) -> Result<Vec<PathBuf>, AgentError> {
-        let (after, changed) = match &self.last_scan {
-            Some(before) => {
-                let after = before.rescan()?;
-                let changed = Scan::diff(before, &after);
-                (after, changed)
-            }
-            None => (self.store.scan(&self.session)?, Vec::new()),
-        };
-        self.last_scan = Some(after);
-        Ok(changed)
     }
 
     fn commit(&mut self, label: &str, changed: &[PathBuf]) -> Result<(), AgentError> {

@@ -141,11 +141,11 @@ impl Scan {
             .map(|(p, _)| p.strip_prefix(&self.root).unwrap_or(p).to_owned())
     }
 
-    /// Stats the checkout-relative paths `rel` again and records what is there now (a file or symlink, or
-    /// nothing), keeping the scan in step with the checkout without a walk. Returns the paths that are there
-    /// now or were before (a path that came and went in between is nobody's business).
+    /// Stats the (distinct) checkout-relative paths `rel` again and records what is there now (a file or
+    /// symlink, or nothing), keeping the scan in step with the checkout without a walk. Returns the paths that
+    /// are there now or were before (a path that came and went in between is nobody's business).
     pub(super) fn refresh<'p>(&mut self, rel: impl IntoIterator<Item = &'p Path>) -> Vec<PathBuf> {
-        let mut out = Vec::new();
+        let (mut out, mut gone, mut new) = (Vec::new(), Vec::new(), Vec::new());
         for rel in rel {
             let path = self.root.join(rel);
             let now = std::fs::symlink_metadata(&path)
@@ -157,13 +157,25 @@ impl Scan {
                 .binary_search_by(|(p, _)| bytes(p).cmp(bytes(&path)));
             match (at, now) {
                 (Ok(i), Some(stat)) => self.files[i].1 = stat,
-                (Ok(i), None) => {
-                    self.files.remove(i);
-                }
-                (Err(i), Some(stat)) => self.files.insert(i, (path, stat)),
+                (Ok(i), None) => gone.push(i),
+                (Err(_), Some(stat)) => new.push((path, stat)),
                 (Err(_), None) => continue,
             }
             out.push(rel.to_owned());
+        }
+        // One pass each, however many paths: a new directory can bring thousands of files.
+        if !gone.is_empty() {
+            gone.sort_unstable();
+            let mut i = 0;
+            self.files.retain(|_| {
+                i += 1;
+                gone.binary_search(&(i - 1)).is_err()
+            });
+        }
+        if !new.is_empty() {
+            self.files.extend(new);
+            // A long sorted run and a short one: the stable sort merges them in about linear time.
+            self.files.sort_by(|a, b| bytes(&a.0).cmp(bytes(&b.0)));
         }
         out
     }
@@ -349,7 +361,7 @@ impl ParallelVisitor for Visitor<'_> {
                 self.batch.files.push((entry.into_path(), Stat::of(&md)));
             }
         } else if kind.is_dir() {
-            // The walker reads a directory after visiting it, so the hook runs first.
+            // The walker lists a directory's entries after visiting it, so the hook runs first.
             if let (Some(on_dir), 1..) = (self.on_dir, entry.depth()) {
                 on_dir(entry.path());
             }

@@ -310,6 +310,9 @@ impl Watcher {
                     _ => return Err(Fallback::Lost(format!("reading inotify events: {err}"))),
                 }
             }
+            if n == 0 {
+                return Ok(events);
+            }
             parse(&buf[..n as usize], &mut events);
         }
     }

@@ -1,10 +1,26 @@
-//! Model selection and provider endpoints (DESIGN section 3).
+//! Model selection, provider endpoints and the settings files (DESIGN section 3).
 //!
 //! A model is `provider/model`; when the first segment is not a known provider the whole string is a model
 //! on the default provider (`openai`), so `GIT_AGENT_MODEL=qwen3:8b` with `OPENAI_BASE_URL` pointing at a local
-//! server just works. Keys only ever come from the environment and are never printed.
+//! server just works. Providers are the built-in presets plus the `[providers.<name>]` tables of the user's
+//! config, which may also override a preset. Keys come from an environment variable or from a command the
+//! user configured (run once per process); they are never printed.
+//!
+//! Precedence, highest first: command-line flag, environment, the repository's `.git-agent.toml`, the user's
+//! config file, built-in defaults.
 
+pub mod edit;
+pub mod file;
+
+use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::model::retry::RetryPolicy;
+use crate::model::{MaxTokensParam, Tuning};
+use file::{FileConfig, ProviderTable, Scope, REPO_FILE};
 
 /// The provider used when a model name carries no known provider prefix.
 pub const DEFAULT_PROVIDER: &str = "openai";
@@ -112,30 +128,54 @@ pub const PRESETS: &[Preset] = &[
     local("lmstudio", "http://127.0.0.1:1234/v1", "LMSTUDIO_BASE_URL"),
 ];
 
-/// The error returned by [`resolve()`].
+/// The error returned by [`resolve()`], [`Settings::load`] and [`Settings::resolve`].
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("no model endpoint configured: set OPENAI_API_KEY (for api.openai.com) or OPENAI_BASE_URL (for an OpenAI-compatible server such as llama.cpp, vLLM or Ollama)")]
     NoEndpoint,
     #[error("no API key for provider '{provider}': set {env}")]
-    NoKey {
-        provider: &'static str,
-        env: &'static str,
-    },
+    NoKey { provider: String, env: String },
     #[error("invalid model '{0}': expected <provider>/<model> or <model>")]
     BadModel(String),
+    /// A settings file has an unknown key or a bad value.
+    #[error("{}:{line}: {}{message}", .path.display(), if .key.is_empty() { String::new() } else { format!("{key}: ") })]
+    File {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
+    #[error("cannot read {}: {message}", .path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("provider '{provider}' has no base_url\nhint: add base_url to [providers.{provider}] in {}", .path.display())]
+    NoBaseUrl { provider: String, path: PathBuf },
+    /// The configured `api_key_command` failed; its output is never shown (it may be a key).
+    #[error("the api_key_command of provider '{provider}' failed: {message}")]
+    KeyCommand { provider: String, message: String },
+    #[error("invalid {name}: {message}")]
+    Env { name: String, message: String },
+    /// `config get|set` was given a key that names no setting, or a value it cannot take.
+    #[error("{}{message}", if .key.is_empty() { String::new() } else { format!("{key}: ") })]
+    Key { key: String, message: String },
 }
 
 /// Everything needed to talk to one model. The key is kept out of `Debug` output.
 #[derive(Clone)]
 pub struct ModelConfig {
-    pub provider: &'static str,
+    pub provider: String,
     pub wire: WireFormat,
     pub model: String,
     pub base_url: String,
     pub api_key: Option<String>,
-    pub api_key_env: &'static str,
-    pub base_url_env: &'static str,
+    /// Where the key comes from, for hints: an environment variable's name, or the provider's
+    /// `api_key_command`.
+    pub api_key_env: String,
+    /// What sets the endpoint, for hints: an environment variable's name or a config file.
+    pub base_url_env: String,
+    /// Headers, body adjustments and the token limit of `[providers.<name>]`.
+    pub tuning: Tuning,
+    /// The model's context window in tokens, when the config states it.
+    pub context_window: Option<u64>,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -145,6 +185,7 @@ impl fmt::Debug for ModelConfig {
             .field("model", &self.model)
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("tuning", &self.tuning)
             .finish()
     }
 }
@@ -156,61 +197,286 @@ impl ModelConfig {
     }
 }
 
-/// Resolves the model to use from the `--model` flag and the environment (`env` is `std::env::var` in the
-/// binary; tests pass their own).
+/// Resolves the model from the `--model` flag and the environment alone, with no settings files (`env` is
+/// `std::env::var` in the binary; tests pass their own).
 pub fn resolve(
     flag: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ModelConfig, ConfigError> {
-    let spec = flag
-        .map(str::to_string)
-        .or_else(|| env("GIT_AGENT_MODEL"))
-        .unwrap_or_else(|| format!("{DEFAULT_PROVIDER}/{DEFAULT_MODEL}"));
-    let (preset, model) = split_model(&spec)?;
-    let non_empty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let api_key = non_empty(preset.api_key_env);
-    let base_override = non_empty(preset.base_url_env);
-    if preset.name == "openai" && api_key.is_none() && base_override.is_none() {
-        return Err(ConfigError::NoEndpoint);
-    }
-    if preset.key_required && api_key.is_none() && base_override.is_none() {
-        return Err(ConfigError::NoKey {
-            provider: preset.name,
-            env: preset.api_key_env,
-        });
-    }
-    let base_url = base_override
-        .or_else(|| preset.base_url.map(str::to_string))
-        .ok_or(ConfigError::NoEndpoint)?;
-    Ok(ModelConfig {
-        provider: preset.name,
-        wire: preset.wire,
-        model: model.to_string(),
-        base_url: base_url.trim_end_matches('/').to_string(),
-        api_key,
-        api_key_env: preset.api_key_env,
-        base_url_env: preset.base_url_env,
-    })
+    Settings::default().resolve(flag, env)
 }
 
-fn split_model(spec: &str) -> Result<(&'static Preset, &str), ConfigError> {
-    let spec = spec.trim();
-    if spec.is_empty() {
-        return Err(ConfigError::BadModel(spec.to_string()));
+/// The user's config file: `$GIT_AGENT_CONFIG`, else `<config dir>/git-agent/config.toml`.
+pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(path) = env("GIT_AGENT_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
     }
-    let default = preset(DEFAULT_PROVIDER).expect("the default provider is a preset");
-    match spec.split_once('/') {
-        Some((provider, model)) => {
-            if let Some(p) = preset(provider) {
+    dirs::config_dir().map(|dir| dir.join("git-agent").join("config.toml"))
+}
+
+/// The repository's `.git-agent.toml`: at the top of the work tree holding `cwd`, if `cwd` is in one.
+pub fn repo_config_path(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(|root| root.join(REPO_FILE))
+}
+
+/// The settings files, loaded and validated.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub user: FileConfig,
+    pub repo: FileConfig,
+}
+
+impl Settings {
+    /// Loads the user's file and, when `cwd` is in a repository, its `.git-agent.toml`. Missing files are
+    /// empty; a file with an unknown key or a bad value is an error naming its line.
+    pub fn load(cwd: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
+        let user = match user_config_path(env) {
+            Some(path) => file::load(&path, Scope::User)?,
+            None => FileConfig::default(),
+        };
+        let repo = match repo_config_path(cwd) {
+            Some(path) => file::load(&path, Scope::Repo)?,
+            None => FileConfig::default(),
+        };
+        Ok(Settings { user, repo })
+    }
+
+    /// The model asked for: `--model`, `GIT_AGENT_MODEL`, the repo file, the user file, the default.
+    pub fn model_spec(&self, flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> String {
+        flag.map(str::to_string)
+            .or_else(|| env("GIT_AGENT_MODEL").filter(|m| !m.trim().is_empty()))
+            .or_else(|| self.repo.model.clone())
+            .or_else(|| self.user.model.clone())
+            .unwrap_or_else(|| format!("{DEFAULT_PROVIDER}/{DEFAULT_MODEL}"))
+    }
+
+    /// Connect and idle timeouts: `GIT_AGENT_CONNECT_TIMEOUT` / `GIT_AGENT_IDLE_TIMEOUT` (seconds), the
+    /// repo file, the user file, then 10 s and 120 s.
+    pub fn timeouts(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Duration, Duration), ConfigError> {
+        let connect = env_seconds(env, "GIT_AGENT_CONNECT_TIMEOUT")?
+            .or(self.repo.connect_timeout)
+            .or(self.user.connect_timeout)
+            .unwrap_or(Duration::from_secs(10));
+        let idle = env_seconds(env, "GIT_AGENT_IDLE_TIMEOUT")?
+            .or(self.repo.idle_timeout)
+            .or(self.user.idle_timeout)
+            .unwrap_or(Duration::from_secs(120));
+        Ok((connect, idle))
+    }
+
+    /// The `[retry]` settings over the defaults.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let (repo, user) = (&self.repo.retry, &self.user.retry);
+        let default = RetryPolicy::default();
+        RetryPolicy {
+            max_attempts: repo
+                .max_attempts
+                .or(user.max_attempts)
+                .unwrap_or(default.max_attempts),
+            base_delay: repo
+                .base_delay
+                .or(user.base_delay)
+                .unwrap_or(default.base_delay),
+            max_delay: repo
+                .max_delay
+                .or(user.max_delay)
+                .unwrap_or(default.max_delay),
+            max_retry_after: repo
+                .max_retry_after
+                .or(user.max_retry_after)
+                .unwrap_or(default.max_retry_after),
+        }
+    }
+
+    /// The model to use and how to reach it.
+    pub fn resolve(
+        &self,
+        flag: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ModelConfig, ConfigError> {
+        let spec = self.model_spec(flag, env);
+        let (provider, model) = self.split_model(&spec)?;
+        let preset = preset(&provider);
+        let table = self.provider_table(&provider);
+        let non_empty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let env_base = preset.and_then(|p| non_empty(p.base_url_env));
+        let base_override = env_base.is_some() || table.base_url.is_some();
+        let base_url = env_base
+            .or_else(|| table.base_url.clone())
+            .or_else(|| preset.and_then(|p| p.base_url.map(str::to_string)))
+            .ok_or_else(|| ConfigError::NoBaseUrl {
+                provider: provider.clone(),
+                path: self.user.path.clone(),
+            })?;
+        let base_url_env = match preset {
+            Some(p) if non_empty(p.base_url_env).is_some() || table.base_url.is_none() => {
+                p.base_url_env.to_string()
+            }
+            _ => format!("base_url in {}", self.user.path.display()),
+        };
+        let (api_key, key_source) = self.api_key(&provider, preset, &table, env)?;
+        if provider == "openai" && api_key.is_none() && !base_override {
+            return Err(ConfigError::NoEndpoint);
+        }
+        let key_required = preset.is_some_and(|p| p.key_required);
+        if key_required && api_key.is_none() && !base_override {
+            return Err(ConfigError::NoKey {
+                provider,
+                env: key_source,
+            });
+        }
+        let default_param = match preset {
+            // OpenAI's reasoning models reject `max_tokens`; compatible servers often know only that name.
+            Some(p) if p.name == "openai" && !base_override => MaxTokensParam::MaxCompletionTokens,
+            _ => MaxTokensParam::MaxTokens,
+        };
+        Ok(ModelConfig {
+            wire: table
+                .kind
+                .or(preset.map(|p| p.wire))
+                .unwrap_or(WireFormat::OpenAiChat),
+            model: model.to_string(),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            api_key_env: key_source,
+            base_url_env,
+            tuning: Tuning {
+                headers: table.headers,
+                extra_body: table.extra_body,
+                drop_params: table.drop_params,
+                max_tokens_param: table.max_tokens_param.unwrap_or(default_param),
+                max_tokens: table.max_tokens,
+            },
+            context_window: table.context_window,
+            provider,
+        })
+    }
+
+    /// The key and where it came from: the provider's `api_key_command`, else its `api_key_env` or the
+    /// preset's variable.
+    fn api_key(
+        &self,
+        provider: &str,
+        preset: Option<&Preset>,
+        table: &ProviderTable,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(Option<String>, String), ConfigError> {
+        if let Some(command) = &table.api_key_command {
+            let key = run_key_command(provider, command)?;
+            return Ok((
+                Some(key),
+                format!("the api_key_command of [providers.{provider}]"),
+            ));
+        }
+        let name = table
+            .api_key_env
+            .clone()
+            .or_else(|| preset.map(|p| p.api_key_env.to_string()));
+        match name {
+            Some(name) => Ok((env(&name).filter(|v| !v.trim().is_empty()), name)),
+            None => Ok((None, format!("api_key_env in [providers.{provider}]"))),
+        }
+    }
+
+    /// The user's table for `name` with the repo's tuning over it.
+    fn provider_table(&self, name: &str) -> ProviderTable {
+        let mut table = self.user.providers.get(name).cloned().unwrap_or_default();
+        if let Some(repo) = self.repo.providers.get(name) {
+            table.kind = repo.kind.or(table.kind);
+            if !repo.extra_body.is_empty() {
+                table.extra_body.extend(repo.extra_body.clone());
+            }
+            if !repo.drop_params.is_empty() {
+                table.drop_params = repo.drop_params.clone();
+            }
+            table.max_tokens_param = repo.max_tokens_param.or(table.max_tokens_param);
+            table.max_tokens = repo.max_tokens.or(table.max_tokens);
+            table.context_window = repo.context_window.or(table.context_window);
+        }
+        table
+    }
+
+    fn is_provider(&self, name: &str) -> bool {
+        preset(name).is_some() || self.user.providers.contains_key(name)
+    }
+
+    fn split_model(&self, spec: &str) -> Result<(String, String), ConfigError> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err(ConfigError::BadModel(spec.to_string()));
+        }
+        match spec.split_once('/') {
+            Some((provider, model)) if self.is_provider(provider) => {
                 if model.is_empty() {
                     return Err(ConfigError::BadModel(spec.to_string()));
                 }
-                return Ok((p, model));
+                Ok((provider.to_string(), model.to_string()))
             }
-            Ok((default, spec))
+            _ => Ok((DEFAULT_PROVIDER.to_string(), spec.to_string())),
         }
-        None => Ok((default, spec)),
     }
+}
+
+/// A number of seconds from an environment variable.
+fn env_seconds(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(text) = env(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .map(Some)
+        .ok_or_else(|| ConfigError::Env {
+            name: name.to_string(),
+            message: format!("expected a number of seconds, got {text:?}"),
+        })
+}
+
+/// Runs an `api_key_command` with `sh -c` once per process and caches its output; the key never reaches
+/// an error message (only the exit status and the command's stderr do).
+fn run_key_command(provider: &str, command: &str) -> Result<String, ConfigError> {
+    static CACHE: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(key) = cache.lock().ok().and_then(|c| c.get(command).cloned()) {
+        return Ok(key);
+    }
+    let fail = |message: String| ConfigError::KeyCommand {
+        provider: provider.to_string(),
+        message,
+    };
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|err| fail(format!("cannot run sh: {err}")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().next().unwrap_or("").trim();
+        return Err(fail(
+            format!("{} {first}", output.status).trim().to_string(),
+        ));
+    }
+    let key = String::from_utf8(output.stdout)
+        .map_err(|_| fail("it printed something that is not UTF-8".to_string()))?
+        .trim()
+        .to_string();
+    if key.is_empty() {
+        return Err(fail("it printed nothing".to_string()));
+    }
+    if let Ok(mut cache) = cache.lock() {
+        cache.insert(command.to_string(), key.clone());
+    }
+    Ok(key)
 }
 
 fn preset(name: &str) -> Option<&'static Preset> {
@@ -280,5 +546,130 @@ mod tests {
     fn key_is_not_in_debug_output() {
         let cfg = resolve(None, &env_of(&[("OPENAI_API_KEY", "sk-secret")])).unwrap();
         assert!(!format!("{cfg:?}").contains("sk-secret"));
+    }
+
+    fn settings(user: &str, repo: &str) -> Settings {
+        Settings {
+            user: file::parse(Path::new("/home/u/config.toml"), user, Scope::User).expect("user"),
+            repo: file::parse(Path::new("/r/.git-agent.toml"), repo, Scope::Repo).expect("repo"),
+        }
+    }
+
+    #[test]
+    fn model_selection_order() {
+        let s = settings(
+            "model = \"openai/from-user\"",
+            "model = \"openai/from-repo\"",
+        );
+        let env = env_of(&[("OPENAI_API_KEY", "k")]);
+        assert_eq!(s.resolve(None, &env).unwrap().model, "from-repo");
+        let s = settings("model = \"openai/from-user\"", "");
+        assert_eq!(s.resolve(None, &env).unwrap().model, "from-user");
+        let env = env_of(&[
+            ("OPENAI_API_KEY", "k"),
+            ("GIT_AGENT_MODEL", "openai/from-env"),
+        ]);
+        assert_eq!(s.resolve(None, &env).unwrap().model, "from-env");
+        assert_eq!(s.resolve(Some("openai/flag"), &env).unwrap().model, "flag");
+    }
+
+    #[test]
+    fn custom_provider_with_key_command_and_tuning() {
+        let s = settings(
+            r#"
+model = "corp/big-model"
+[providers.corp]
+kind = "anthropic"
+base_url = "https://llm.corp.example/"
+api_key_command = "printf '%s\n' corp-secret"
+headers = { "X-Team" = "core" }
+max_tokens = 2048
+"#,
+            "[providers.corp]\ndrop_params = [\"temperature\"]\n",
+        );
+        let cfg = s.resolve(None, &env_of(&[])).unwrap();
+        assert_eq!(cfg.display_name(), "corp/big-model");
+        assert_eq!(cfg.wire, WireFormat::AnthropicMessages);
+        assert_eq!(cfg.base_url, "https://llm.corp.example");
+        assert_eq!(cfg.api_key.as_deref(), Some("corp-secret"));
+        assert!(cfg.api_key_env.contains("api_key_command"));
+        assert_eq!(cfg.tuning.max_tokens, Some(2048));
+        assert_eq!(cfg.tuning.drop_params, vec!["temperature"]);
+        assert!(!format!("{cfg:?}").contains("corp-secret"));
+        assert!(!format!("{cfg:?}").contains("core"));
+    }
+
+    #[test]
+    fn failing_key_command_and_missing_base_url() {
+        let s = settings(
+            "[providers.x]\nbase_url = \"http://h/v1\"\napi_key_command = \"echo sk-leak; echo nope >&2; exit 3\"\n",
+            "",
+        );
+        let err = s
+            .resolve(Some("x/m"), &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("api_key_command of provider 'x' failed"),
+            "{err}"
+        );
+        assert!(err.contains("nope") && !err.contains("sk-leak"), "{err}");
+        let s = settings("[providers.y]\nmax_tokens = 5\n", "");
+        let err = s
+            .resolve(Some("y/m"), &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("provider 'y' has no base_url"), "{err}");
+    }
+
+    #[test]
+    fn preset_override_and_env_wins_over_file() {
+        let s = settings(
+            "[providers.openai]\nbase_url = \"http://file/v1\"\napi_key_env = \"MY_KEY\"\n",
+            "",
+        );
+        let cfg = s
+            .resolve(Some("openai/m"), &env_of(&[("MY_KEY", "k2")]))
+            .unwrap();
+        assert_eq!(cfg.base_url, "http://file/v1");
+        assert_eq!(cfg.api_key.as_deref(), Some("k2"));
+        assert_eq!(cfg.tuning.max_tokens_param, MaxTokensParam::MaxTokens);
+        let cfg = s
+            .resolve(
+                Some("openai/m"),
+                &env_of(&[("OPENAI_BASE_URL", "http://env/v1")]),
+            )
+            .unwrap();
+        assert_eq!(cfg.base_url, "http://env/v1");
+        let plain = resolve(Some("openai/o3"), &env_of(&[("OPENAI_API_KEY", "k")])).unwrap();
+        assert_eq!(
+            plain.tuning.max_tokens_param,
+            MaxTokensParam::MaxCompletionTokens
+        );
+    }
+
+    #[test]
+    fn timeouts_and_retry_from_files_and_env() {
+        let s = settings(
+            "idle_timeout = 7\n[retry]\nbase_delay = 0.01\n",
+            "connect_timeout = 2",
+        );
+        let (connect, idle) = s.timeouts(&env_of(&[])).unwrap();
+        assert_eq!(
+            (connect, idle),
+            (Duration::from_secs(2), Duration::from_secs(7))
+        );
+        let (_, idle) = s
+            .timeouts(&env_of(&[("GIT_AGENT_IDLE_TIMEOUT", "0.25")]))
+            .unwrap();
+        assert_eq!(idle, Duration::from_millis(250));
+        assert!(s
+            .timeouts(&env_of(&[("GIT_AGENT_IDLE_TIMEOUT", "x")]))
+            .is_err());
+        assert_eq!(s.retry_policy().base_delay, Duration::from_millis(10));
+        assert_eq!(
+            s.retry_policy().max_attempts,
+            RetryPolicy::default().max_attempts
+        );
     }
 }

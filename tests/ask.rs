@@ -457,6 +457,7 @@ fn json_output_is_one_event_per_line() {
         "text",
         "tool_call",
         "tool_result",
+        "permission",
         "step",
         "usage",
         "done",
@@ -466,7 +467,14 @@ fn json_output_is_one_event_per_line() {
         types.iter().all(|t| known.contains(t)),
         "unknown event type in {types:?}"
     );
-    for wanted in ["session", "tool_call", "tool_result", "step", "done"] {
+    for wanted in [
+        "session",
+        "tool_call",
+        "permission",
+        "tool_result",
+        "step",
+        "done",
+    ] {
         assert!(types.contains(&wanted), "no {wanted} event in {types:?}");
     }
     assert_eq!(types.last(), Some(&"done"), "done comes last");

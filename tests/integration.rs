@@ -8,7 +8,17 @@ mod sse_server;
 mod repo_fixture;
 // `git agent ask` end to end against scripted models.
 mod ask;
+// Providers (OpenAI, Anthropic), settings files, `git agent config`, and network faults.
+mod models;
+// Opt-in: a real llama.cpp server (GIT_AGENT_REAL_SERVER=1; see scripts/try-local.sh --test).
+mod real_server;
+// Benchmarks (`#[ignore]`d; scripts/bench-models.sh runs them in release).
+mod bench_models;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// Guard, rules, approvals, sandbox and the secret canary.
+mod safety;
 // The command line itself: help, version, usage errors, man pages.
 mod cli;
+// Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
+mod sessions;

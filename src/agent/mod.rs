@@ -2,7 +2,9 @@
 //! commit what changed as one step on the session's branch, feed the results back, and repeat until the model
 //! answers without tool calls or a guard stops it.
 
+pub mod journal;
 mod prompt;
+mod trim;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +18,15 @@ use crate::model::retry::RetryPolicy;
 use crate::model::{
     Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
 };
-use crate::store::{ChangeTracker, Session, Store, StoreError};
+use crate::safety::guard::GuardEnv;
+use crate::safety::redact;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::{Approvals, Policy};
+use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
+use journal::Event as LogEvent;
 
 /// Exit code when the task stopped unfinished (step limit, guard).
 pub const EXIT_UNFINISHED: i32 = 3;
@@ -34,6 +42,37 @@ pub struct AskOptions {
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
+    pub safety: SafetyOptions,
+    /// Continue an earlier session instead of starting one.
+    pub resume: Option<Resume>,
+}
+
+/// Which session `--resume` / `--continue` means.
+#[derive(Debug, Clone)]
+pub enum Resume {
+    /// A session id or unique prefix.
+    Id(String),
+    /// The newest session.
+    Latest,
+}
+
+/// Permission rules, sandbox and approvals of one session.
+#[derive(Debug)]
+pub struct SafetyOptions {
+    pub rules: Rules,
+    pub sandbox: SandboxConfig,
+    pub approvals: Approvals,
+}
+
+impl Default for SafetyOptions {
+    fn default() -> Self {
+        SafetyOptions {
+            rules: Rules::default(),
+            sandbox: SandboxConfig::default(),
+            approvals: Approvals::Never,
+        }
+    }
 }
 
 /// The error returned by [`ask()`]: host failures that end the session. Failures the model can fix are tool
@@ -47,14 +86,11 @@ pub enum AgentError {
     #[error("{source}\nhint: check {env}, the API key of the '{provider}' provider")]
     Auth {
         source: ModelError,
-        env: &'static str,
-        provider: &'static str,
+        env: String,
+        provider: String,
     },
     #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
-    Unreachable {
-        source: ModelError,
-        env: &'static str,
-    },
+    Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
 }
@@ -65,16 +101,66 @@ pub async fn ask(
     opts: AskOptions,
     sink: &mut dyn Sink,
 ) -> Result<i32, AgentError> {
-    let client = Client::new(
+    let client = Client::new_tuned(
         opts.model.wire,
         opts.model.base_url.clone(),
         opts.model.api_key.clone(),
         opts.connect_timeout,
         opts.idle_timeout,
+        opts.model.tuning.clone(),
     )?;
     let store = Store::open(cwd)?;
-    let id = store.new_session_id();
-    let session = store.start_session(&id, true)?;
+    // Known secrets are registered before anything can be written into refs (step 0 included).
+    if let Some(key) = &opts.model.api_key {
+        redact::register(key, &opts.model.api_key_env);
+    }
+    if let Ok(mut r) = redact::global().write() {
+        r.add_dotenv_files(store.workdir());
+    }
+    let resumed = opts.resume.is_some();
+    let (session, log, history) = match &opts.resume {
+        None => {
+            let id = store.new_session_id();
+            let session = store.start_session(&id, true)?;
+            let meta = Meta {
+                id: id.clone(),
+                prompt: opts.prompt.clone(),
+                model: opts.model.display_name(),
+                branch: session.branch.clone(),
+                base: session.base.to_string(),
+                step0: session.step0.map(|c| c.to_string()),
+                status: "running".into(),
+                ..Meta::default()
+            };
+            let log = match store.create_log(meta) {
+                Ok(log) => log,
+                Err(err) => {
+                    let _ = store.rollback_session(&session);
+                    return Err(err.into());
+                }
+            };
+            (session, log, Vec::new())
+        }
+        Some(which) => {
+            let prefix = match which {
+                Resume::Id(prefix) => Some(prefix.as_str()),
+                Resume::Latest => None,
+            };
+            let id = store.resolve_session(prefix)?;
+            let mut log = store.open_log(&id)?;
+            let session = store.reopen_session(&log.meta)?;
+            let history = journal::rebuild(&store.read_log(&id)?.events);
+            log.append(LogEvent::Resume {}.to_json())?;
+            log.meta.status = "running".into();
+            log.fold(&store)?;
+            (session, log, history)
+        }
+    };
+    let id = session.id.clone();
+    let (policy, sandbox) = safety_for(&store, &session, opts.safety);
+    if let Some(warning) = &sandbox.fallback {
+        sink.emit(&Event::Warning(warning));
+    }
     let (cancel, cancelled) = interrupt_flag();
     let changes = ChangeTracker::new(&session.root);
     let tool_state = Arc::new(SessionState::new(
@@ -87,41 +173,73 @@ pub async fn ask(
         client,
         session,
         sink,
-        retry: RetryPolicy::default(),
+        retry: opts.retry,
         tools: Arc::new(tools::registry()),
         cancel,
         cancelled,
         usage: Usage::default(),
         changes,
         requests: 0,
+        partial: String::new(),
         announced: false,
         model: opts.model,
         run_timeout: opts.run_timeout,
+        policy,
+        sandbox: Arc::new(sandbox),
+        log,
+        why: String::new(),
     };
-    let result = turn.run(&opts.prompt, opts.max_steps).await;
+    let result = turn.run(&opts.prompt, opts.max_steps, history).await;
     // Background jobs (dev servers) never outlive the session, however it ended.
     turn.tool_state.shutdown();
+    if result.is_err() {
+        turn.log.meta.status = "error".into();
+        turn.log.meta.steps = turn.session.steps;
+        // Best effort: the error itself is what the user needs to see.
+        let _ = turn.log.fold(&turn.store);
+    }
     if let Err(AgentError::Model(err)) = result {
-        if !turn.announced {
+        if !turn.announced && !resumed {
             // The model never answered: leave no trace of a session that never started (no partial refs).
             // Best effort: the model error is what the user needs to see.
             let _ = turn.store.rollback_session(&turn.session);
+            let _ = turn.store.delete_log(&turn.session.id);
         }
         return Err(match err {
             ModelError::Auth { .. } => AgentError::Auth {
                 source: err,
-                env: turn.model.api_key_env,
-                provider: turn.model.provider,
+                env: turn.model.api_key_env.clone(),
+                provider: turn.model.provider.clone(),
             },
             ModelError::Connect { refused: true, .. } => AgentError::Unreachable {
                 source: err,
-                env: turn.model.base_url_env,
+                env: turn.model.base_url_env.clone(),
             },
             err => AgentError::Model(err),
         });
     }
+    if let Some(tmp) = &turn.sandbox.tmpdir {
+        // Best effort: it is the session's scratch space in the system temp dir.
+        let _ = std::fs::remove_dir_all(tmp);
+    }
     let outcome = result?;
     Ok(turn.finish(outcome))
+}
+
+/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
+fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+    let checkout = std::fs::canonicalize(&session.root).unwrap_or_else(|_| session.root.clone());
+    let guard = GuardEnv {
+        checkout: checkout.clone(),
+        repo_root: store.workdir().to_path_buf(),
+        common_dir: store.common_dir().to_path_buf(),
+        home: dirs::home_dir(),
+        session_branch: session.branch.trim_start_matches("refs/heads/").to_string(),
+    };
+    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
+    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
+    (Policy::new(opts.rules, guard, opts.approvals), sandbox)
 }
 
 /// How a session ended.
@@ -146,15 +264,28 @@ struct Turn<'s> {
     /// What `run` commands changed in the checkout (inotify, or a stat scan).
     changes: ChangeTracker,
     requests: u32,
+    /// The answer text streamed by the request in flight, kept when Ctrl-C cuts it off.
+    partial: String,
     /// The session line is shown once the model first answers, so a session that fails to reach the model
     /// leaves one clean error line and no refs.
     announced: bool,
     model: ModelConfig,
     run_timeout: Duration,
+    policy: Policy,
+    sandbox: Arc<Sandbox>,
+    /// The session log: every message, tool result and step is appended as it happens.
+    log: SessionLog,
+    /// The model's text before the tool calls being run, for the step notes.
+    why: String,
 }
 
 impl Turn<'_> {
-    async fn run(&mut self, goal: &str, max_steps: u32) -> Result<Outcome, AgentError> {
+    async fn run(
+        &mut self,
+        goal: &str,
+        max_steps: u32,
+        history: Vec<Message>,
+    ) -> Result<Outcome, AgentError> {
         let checkout = self.session.root.display().to_string();
         let branch = self.short_branch();
         let base = self.session.base.to_string();
@@ -164,16 +295,22 @@ impl Turn<'_> {
             base: &base,
             date: &today(),
         };
-        let mut messages = vec![
-            Message::System {
-                content: prompt::system_prompt(&env),
-            },
-            Message::User {
+        let mut messages = vec![Message::System {
+            content: prompt::system_prompt(&env),
+        }];
+        messages.extend(history);
+        messages.push(Message::User {
+            content: goal.into(),
+        });
+        self.log.append(
+            LogEvent::User {
                 content: goal.into(),
-            },
-        ];
+            }
+            .to_json(),
+        )?;
         let schemas: Vec<_> = self.tools.iter().map(|t| t.schema()).collect();
         let model = self.model.model.clone();
+        let mut trimmed = false;
         loop {
             if self.requests >= max_steps {
                 return Ok(Outcome::StepLimit(max_steps));
@@ -184,12 +321,28 @@ impl Turn<'_> {
                 tools: &schemas,
                 max_tokens: None,
             };
-            let response = match self.request(&request).await? {
+            let response = match self.request(&request).await {
+                // The conversation outgrew the model: trim old tool output once, then try again.
+                Err(AgentError::Model(err)) if err.is_context_overflow() && !trimmed => {
+                    trimmed = trim::old_tool_results(&mut messages);
+                    if !trimmed {
+                        return Err(err.into());
+                    }
+                    let message = format!("{err}; trimmed old tool output and trying again");
+                    self.sink.emit(&Event::Warning(&message));
+                    continue;
+                }
+                result => result?,
+            };
+            trimmed = false;
+            let response = match response {
                 Some(response) => response,
-                None => return Ok(Outcome::Interrupted(String::new())),
+                None => return Ok(Outcome::Interrupted(std::mem::take(&mut self.partial))),
             };
             let calls = response.tool_calls.clone();
             let cut_off = response.finish_reason == Some(FinishReason::Length);
+            self.record_reply(&response)?;
+            self.why = response.text.clone();
             messages.push(Message::Assistant {
                 content: response.text.clone(),
                 tool_calls: calls.clone(),
@@ -207,9 +360,21 @@ impl Turn<'_> {
                 } else {
                     self.call_tool(call, truncated).await?
                 };
+                let (ok, summary) = (!output.is_error, output.summary.clone());
+                let content = model_view(output);
+                self.log.append(
+                    LogEvent::ToolResult {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok,
+                        summary,
+                        content: content.clone(),
+                    }
+                    .to_json(),
+                )?;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
-                    content: model_view(output),
+                    content,
                 });
             }
             if self.is_cancelled() {
@@ -226,19 +391,29 @@ impl Turn<'_> {
         // Both callbacks write to the sink; the future must stay `Send`, hence a mutex rather than a RefCell.
         let sink = std::sync::Mutex::new(&mut *self.sink);
         let mut pending = announcement.clone();
+        // The text of the attempt in flight; a retried attempt's text belongs to a discarded reply.
+        let partial = std::sync::Mutex::new(String::new());
         let mut on_event = |event: &StreamEvent| {
             let Ok(mut sink) = sink.lock() else { return };
             if let Some(fields) = pending.take() {
                 fields.emit(*sink);
             }
             match event {
-                StreamEvent::TextDelta(text) => sink.emit(&Event::Text(text)),
+                StreamEvent::TextDelta(text) => {
+                    if let Ok(mut partial) = partial.lock() {
+                        partial.push_str(text);
+                    }
+                    sink.emit(&Event::Text(text));
+                }
                 StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning(text)),
                 StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
             }
         };
         let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {
             let Ok(mut sink) = sink.lock() else { return };
+            if let Ok(mut partial) = partial.lock() {
+                partial.clear();
+            }
             let message = format!(
                 "model request failed ({err}); retrying in {:.1} s (attempt {} of {})",
                 wait.as_secs_f64(),
@@ -250,7 +425,10 @@ impl Turn<'_> {
         let mut cancelled = self.cancelled.clone();
         let response = tokio::select! {
             response = self.client.stream_with_retries(request, &mut on_event, &self.retry, &mut on_retry) => response?,
-            _ = cancelled.wait_for(|c| *c) => return Ok(None),
+            _ = cancelled.wait_for(|c| *c) => {
+                self.partial = partial.lock().map(|text| text.clone()).unwrap_or_default();
+                return Ok(None);
+            }
         };
         if let Some(fields) = pending {
             if let Ok(mut sink) = sink.lock() {
@@ -260,6 +438,10 @@ impl Turn<'_> {
         self.announced = true;
         if let Some(usage) = &response.usage {
             self.usage.add(usage);
+            self.sink.emit(&Event::RequestUsage {
+                request: self.requests,
+                usage,
+            });
         }
         Ok(Some(response))
     }
@@ -294,6 +476,19 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
+        let decision = self.policy.check(tool.name(), &args);
+        self.sink.emit(&Event::Permission {
+            id: &call.id,
+            tool: tool.name(),
+            decision: decision.outcome.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+        });
+        if decision.is_denied() {
+            let output = ToolOutput::error(decision.message_for_model());
+            self.report(call, &output);
+            return Ok(output);
+        }
         let is_run = tool.name() == "run";
         if is_run {
             self.changes.before_run()?;
@@ -306,9 +501,31 @@ impl Turn<'_> {
             std::mem::take(&mut output.changed)
         };
         if !changed.is_empty() {
-            self.commit(&label, &changed)?;
+            self.commit(call, &label, &changed)?;
         }
         Ok(output)
+    }
+
+    /// Appends a model reply and its usage to the session log.
+    fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        self.log.append(
+            LogEvent::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking.clone(),
+            }
+            .to_json(),
+        )?;
+        if let Some(usage) = &response.usage {
+            self.log.append(
+                LogEvent::Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                }
+                .to_json(),
+            )?;
+        }
+        Ok(())
     }
 
     async fn execute(
@@ -322,6 +539,7 @@ impl Turn<'_> {
             run_timeout: self.run_timeout,
             cancel: Arc::clone(&self.cancel),
             session: Arc::clone(&self.tool_state),
+            sandbox: Arc::clone(&self.sandbox),
         };
         // Tools block (file I/O, child processes); Ctrl-C reaches them through `ctx.cancel`.
         tokio::task::spawn_blocking(move || tools[index].execute(&ctx, &args))
@@ -337,10 +555,43 @@ impl Turn<'_> {
         });
     }
 
-    fn commit(&mut self, label: &str, changed: &[PathBuf]) -> Result<(), AgentError> {
-        if let Some(commit) = self.store.commit_step(&mut self.session, changed, label)? {
+    fn commit(
+        &mut self,
+        call: &ToolCall,
+        label: &str,
+        changed: &[PathBuf],
+    ) -> Result<(), AgentError> {
+        let (changed, withheld) = self.withhold_secrets(changed);
+        let mut message = redact::redact(label);
+        if !withheld.is_empty() {
+            message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+            for (path, why) in &withheld {
+                message.push_str(&format!("- {}: {why}\n", path.display()));
+                let warning = format!(
+                    "{} was not committed: {why}; it stays in the checkout ({})",
+                    path.display(),
+                    self.session.root.display()
+                );
+                self.sink.emit(&Event::Warning(&warning));
+            }
+        }
+        let changed = &changed[..];
+        if let Some(commit) = self
+            .store
+            .commit_step(&mut self.session, changed, &message)?
+        {
             let hex = commit.to_string();
             let step = self.session.steps;
+            self.log.append(
+                LogEvent::Step {
+                    step,
+                    commit: hex.clone(),
+                    files: changed.iter().map(|p| p.display().to_string()).collect(),
+                }
+                .to_json(),
+            )?;
+            let note = journal::step_note(step, call, label, &self.why);
+            self.store.add_note(commit, &note)?;
             self.sink.emit(&Event::Step {
                 commit: &hex,
                 step,
@@ -348,6 +599,56 @@ impl Turn<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Splits `changed` into what may be committed and what is withheld: environment and key files, files
+    /// holding a known secret value, and files with a secret-format string their committed version lacked.
+    fn withhold_secrets(&self, changed: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
+        let mut keep = Vec::new();
+        let mut withheld = Vec::new();
+        let redactor = redact::global()
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_default();
+        for rel in changed {
+            let abs = self.session.root.join(rel);
+            let Ok(bytes) = std::fs::read(&abs) else {
+                keep.push(rel.clone());
+                continue;
+            };
+            if let Some(what) = redact::sensitive_path(rel) {
+                withheld.push((rel.clone(), format!("it is {what}")));
+                continue;
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            let found = redactor.find(&text);
+            if let Some(f) = found.iter().find(|f| f.known) {
+                withheld.push((rel.clone(), format!("it contains the value of {}", f.kind)));
+                continue;
+            }
+            let before = self.committed(rel).unwrap_or_default();
+            let before = String::from_utf8_lossy(&before);
+            if let Some(f) = found
+                .iter()
+                .find(|f| !before.contains(&text[f.start..f.end]))
+            {
+                withheld.push((
+                    rel.clone(),
+                    format!("it contains a new secret ({})", f.kind),
+                ));
+                continue;
+            }
+            keep.push(rel.clone());
+        }
+        (keep, withheld)
+    }
+
+    /// The content of `rel` at the session's tip, if it is a blob there.
+    fn committed(&self, rel: &std::path::Path) -> Option<Vec<u8>> {
+        let repo = self.store.repo();
+        let tree = repo.find_commit(self.session.tip).ok()?.tree().ok()?;
+        let entry = tree.lookup_entry_by_path(rel).ok()??;
+        Some(entry.object().ok()?.data.clone())
     }
 
     fn session_event_fields(&self) -> SessionLine {
@@ -370,6 +671,23 @@ impl Turn<'_> {
             .to_string()
     }
 
+    /// Records the end of the turn in the session log and folds it into the ref.
+    fn close_log(&mut self, status: &str, answer: &str) -> Result<(), StoreError> {
+        self.log.append(
+            LogEvent::End {
+                status: status.into(),
+                answer: answer.into(),
+            }
+            .to_json(),
+        )?;
+        let meta = &mut self.log.meta;
+        meta.status = status.into();
+        meta.steps = self.session.steps;
+        meta.input_tokens += self.usage.input_tokens;
+        meta.output_tokens += self.usage.output_tokens;
+        self.log.fold(&self.store)
+    }
+
     /// Reports the end of the session and returns the exit code.
     fn finish(&mut self, outcome: Outcome) -> i32 {
         let (status, answer, code) = match outcome {
@@ -384,6 +702,11 @@ impl Turn<'_> {
             }
             Outcome::Interrupted(partial) => ("interrupted", partial, EXIT_INTERRUPTED),
         };
+        if let Err(err) = self.close_log(status, &answer) {
+            // The work is on the branch and the events are in the journal; the next start folds them.
+            let message = format!("could not save the session log: {err}");
+            self.sink.emit(&Event::Warning(&message));
+        }
         self.sink.emit(&Event::Usage(&self.usage));
         let branch = self.short_branch();
         let steps = self.session.steps;
@@ -396,10 +719,9 @@ impl Turn<'_> {
         crate::ui::note(
             self.sink.is_json(),
             &format!(
-                "\n{branch}: {steps} step{} · tokens {} in, {} out\nreview: git log -p {base}..{branch}",
+                "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
                 if steps == 1 { "" } else { "s" },
-                self.usage.input_tokens,
-                self.usage.output_tokens,
+                usage_line(&self.usage, self.requests),
             ),
         );
         self.sink.emit(&Event::Done {
@@ -409,6 +731,21 @@ impl Turn<'_> {
         });
         code
     }
+}
+
+/// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
+fn usage_line(usage: &Usage, requests: u32) -> String {
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} cached)", usage.cached_tokens)
+    } else {
+        String::new()
+    };
+    format!(
+        "tokens {} in{cached}, {} out over {requests} request{}",
+        usage.input_tokens,
+        usage.output_tokens,
+        if requests == 1 { "" } else { "s" }
+    )
 }
 
 /// The fields of the `session` event, kept until it is shown.

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::agent::{self, AskOptions};
+use crate::agent::{self, AskOptions, Resume};
 use crate::config;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Mode, SandboxConfig};
+use crate::safety::Approvals;
 use crate::ui;
 
 /// Run one task to completion and print the answer
@@ -34,6 +37,34 @@ pub struct AskArgs {
     /// Default timeout of shell commands the agent runs, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
+
+    /// Continue session <ID> (any unique prefix): same conversation, branch and checkout
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    resume: Option<String>,
+
+    /// Continue the newest session
+    #[arg(long = "continue")]
+    continue_latest: bool,
+
+    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+
+    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)', 'Edit(**/migrations/**)', 'run'; deny wins over allow
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+
+    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
+    sandbox: String,
+
+    /// Turn network access off for shell commands (needs the sandbox)
+    #[arg(long)]
+    no_network: bool,
+
+    /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 /// Runs `ask` and returns the exit code.
@@ -42,11 +73,8 @@ pub fn run(args: AskArgs) -> i32 {
         Ok(prompt) => prompt,
         Err(message) => return fail(args.json, &message),
     };
-    let env = |name: &str| std::env::var(name).ok();
-    let model = match config::resolve(args.model.as_deref(), &env) {
-        Ok(model) => model,
-        Err(err) => return fail(args.json, &err.to_string()),
-    };
+    // Secrets were moved out of the environment at start-up (safety::secrets); read them from memory.
+    let env = |name: &str| crate::safety::secrets::var(name);
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(err) => {
@@ -56,13 +84,35 @@ pub fn run(args: AskArgs) -> i32 {
             )
         }
     };
+    let settings = match config::Settings::load(&cwd, &env) {
+        Ok(settings) => settings,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
+    let resolved = settings
+        .resolve(args.model.as_deref(), &env)
+        .and_then(|model| Ok((model, settings.timeouts(&env)?)));
+    let (model, (connect_timeout, idle_timeout)) = match resolved {
+        Ok(resolved) => resolved,
+        Err(err) => return fail(args.json, &err.to_string()),
+    };
+    let safety = match safety_options(&args) {
+        Ok(safety) => safety,
+        Err(message) => return fail(args.json, &message),
+    };
     let options = AskOptions {
         prompt,
         model,
         max_steps: args.max_steps,
         run_timeout: Duration::from_secs(args.run_timeout),
-        connect_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(120),
+        connect_timeout,
+        idle_timeout,
+        retry: settings.retry_policy(),
+        resume: match (args.resume, args.continue_latest) {
+            (Some(id), _) => Some(Resume::Id(id)),
+            (None, true) => Some(Resume::Latest),
+            (None, false) => None,
+        },
+        safety,
     };
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,
@@ -72,13 +122,33 @@ pub fn run(args: AskArgs) -> i32 {
     match runtime.block_on(agent::ask(&cwd, options, sink.as_mut())) {
         Ok(code) => code,
         Err(err) => {
+            // Through the sink, so the error starts on its own line after streamed text.
+            sink.emit(&ui::Event::Error(&err.to_string()));
             if args.json {
-                sink.emit(&ui::Event::Error(&err.to_string()));
+                super::print_error(&err.to_string());
             }
-            super::print_error(&err.to_string());
             1
         }
     }
+}
+
+/// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module), the
+/// sandbox mode and the approval mode.
+fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, String> {
+    let rules = Rules::from_lists(&args.allow, &args.deny).map_err(|e| e.to_string())?;
+    let mode: Mode = args.sandbox.parse()?;
+    if args.no_network && mode == Mode::Off {
+        return Err("--no-network needs the sandbox: drop --sandbox off".to_string());
+    }
+    Ok(agent::SafetyOptions {
+        rules,
+        sandbox: SandboxConfig {
+            mode,
+            network: !args.no_network,
+            writable: Vec::new(),
+        },
+        approvals: Approvals::detect(args.yes),
+    })
 }
 
 fn fail(json: bool, message: &str) -> i32 {

@@ -1,7 +1,16 @@
 //! The command line: one file per subcommand, one dispatch `match`, and the one place where errors become
 //! exit codes and `error:` lines.
 
+mod accept;
 mod ask;
+mod config;
+mod diff;
+mod discard;
+mod log;
+mod pull;
+mod push;
+mod show;
+mod undo;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +31,15 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Config(config::ConfigArgs),
+    Log(log::LogArgs),
+    Show(show::ShowArgs),
+    Diff(diff::DiffArgs),
+    Undo(undo::UndoArgs),
+    Accept(accept::AcceptArgs),
+    Discard(discard::DiscardArgs),
+    Push(push::PushArgs),
+    Pull(pull::PullArgs),
 }
 
 /// Parses the command line, runs the subcommand and returns the process exit code.
@@ -36,7 +54,52 @@ pub fn run() -> i32 {
     };
     match cli.command {
         Command::Ask(args) => ask::run(args),
+        Command::Config(args) => config::run(args),
+        Command::Log(args) => report(log::run(args)),
+        Command::Show(args) => report(show::run(args)),
+        Command::Diff(args) => report(diff::run(args)),
+        Command::Undo(args) => report(undo::run(args)),
+        Command::Accept(args) => report(accept::run(args)),
+        Command::Discard(args) => report(discard::run(args)),
+        Command::Push(args) => report(push::run(args)),
+        Command::Pull(args) => report(pull::run(args)),
     }
+}
+
+/// The exit code of a command that returns one or a message for the user.
+fn report(result: Result<i32, String>) -> i32 {
+    result.unwrap_or_else(|message| {
+        print_error(&message);
+        1
+    })
+}
+
+/// The repository of the current directory.
+pub(crate) fn open_store() -> Result<crate::store::Store, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    crate::store::Store::open(&cwd).map_err(|e| e.to_string())
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
+pub(crate) fn when(secs: i64) -> String {
+    let (y, m, d) = crate::agent::civil_from_days(secs.div_euclid(86_400));
+    let rest = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git).
+pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new("git");
+    cmd.current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    cmd
 }
 
 /// Prints an error as git does: one `error:` line first, then optional detail and hints.

@@ -20,7 +20,7 @@ use super::http::{preview, provider_error, redact, redacted_key, StreamParser, T
 use super::sse::SseEvent;
 use super::{
     FinishReason, Message, ModelError, Request, Response, StreamEvent, ThinkingBlock, ToolCall,
-    Usage,
+    Tuning, Usage,
 };
 
 /// The API version this client speaks.
@@ -533,6 +533,7 @@ pub struct AnthropicClient {
     transport: Transport,
     base_url: String,
     api_key: Option<String>,
+    tuning: Tuning,
 }
 
 // Written by hand so the key can never reach a log or an error report.
@@ -542,6 +543,7 @@ impl fmt::Debug for AnthropicClient {
             .field("base_url", &self.base_url)
             .field("api_key", &redacted_key(&self.api_key))
             .field("idle_timeout", &self.transport.idle_timeout())
+            .field("tuning", &self.tuning)
             .finish_non_exhaustive()
     }
 }
@@ -560,7 +562,25 @@ impl AnthropicClient {
             transport: Transport::new(connect_timeout, idle_timeout)?,
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
+            tuning: Tuning::default(),
         })
+    }
+
+    /// Applies `tuning` (headers, body adjustments) to every request.
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// The JSON body sent for `req`, with the tuning applied.
+    pub fn body(&self, req: &Request<'_>) -> Value {
+        let req = Request {
+            max_tokens: req.max_tokens.or(self.tuning.max_tokens),
+            ..req.clone()
+        };
+        let mut body = request_body(&req);
+        self.tuning.apply(&mut body, false);
+        body
     }
 
     /// The URL requests are POSTed to.
@@ -593,8 +613,11 @@ impl AnthropicClient {
         let url = self.endpoint();
         let mut builder = self
             .transport
-            .post(&url, request_body(req).to_string())
+            .post(&url, self.body(req).to_string())
             .header("anthropic-version", API_VERSION);
+        for (name, value) in &self.tuning.headers {
+            builder = builder.header(name, value);
+        }
         if let Some(key) = &self.api_key {
             let mut value = HeaderValue::from_str(key).map_err(|_| {
                 ModelError::Client("the API key contains characters not allowed in a header".into())

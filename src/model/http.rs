@@ -122,6 +122,7 @@ impl Transport {
                 parser.push_sse(&event)?.iter().for_each(&mut *on_event);
             }
             if parser.is_done() {
+                drain(&mut response).await;
                 return parser.into_response();
             }
         }
@@ -174,6 +175,19 @@ impl Transport {
             after: self.idle_timeout,
         }
     }
+}
+
+/// How long to wait for the end of a body after the provider's end-of-stream marker.
+const DRAIN_WAIT: Duration = Duration::from_millis(50);
+
+/// Reads what follows the end-of-stream marker (normally just the chunked body's terminator) so the
+/// connection goes back to the pool: an unfinished body makes hyper close it, and the next request of the
+/// session would pay a new TCP and TLS handshake. A server that keeps the stream open costs `DRAIN_WAIT`.
+async fn drain(response: &mut reqwest::Response) {
+    let _ = tokio::time::timeout(DRAIN_WAIT, async {
+        while let Ok(Some(_)) = response.chunk().await {}
+    })
+    .await;
 }
 
 /// The error for a non-success status: the provider's message and code from the body, and how long the

@@ -8,6 +8,7 @@ mod http;
 pub mod openai;
 pub mod retry;
 pub mod sse;
+pub mod think;
 
 use std::time::Duration;
 
@@ -89,6 +90,83 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
+    }
+}
+
+/// Which body field carries the output token limit on an OpenAI-compatible endpoint: OpenAI's reasoning
+/// models reject `max_tokens` and want `max_completion_tokens`, while many compatible servers know only
+/// `max_tokens`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaxTokensParam {
+    #[default]
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+/// How one endpoint wants its requests adjusted (`[providers.<name>]` in the config): extra headers, extra
+/// body fields, parameters it rejects, and the output token limit.
+#[derive(Clone, Default, PartialEq)]
+pub struct Tuning {
+    pub headers: Vec<(String, String)>,
+    /// Merged into the request body (objects merge key by key; anything else replaces).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// Top-level body fields removed last, for models that reject a parameter we send.
+    pub drop_params: Vec<String>,
+    pub max_tokens_param: MaxTokensParam,
+    /// The output token limit when the request sets none.
+    pub max_tokens: Option<u32>,
+}
+
+// Header values may hold credentials (a gateway's own key), so only their names are shown.
+impl std::fmt::Debug for Tuning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("Tuning")
+            .field("headers", &names)
+            .field("extra_body", &self.extra_body)
+            .field("drop_params", &self.drop_params)
+            .field("max_tokens_param", &self.max_tokens_param)
+            .field("max_tokens", &self.max_tokens)
+            .finish()
+    }
+}
+
+impl Tuning {
+    /// Applies the body adjustments to a built request body; `rename_max_tokens` is false for wire formats
+    /// whose token limit field is fixed (Anthropic's `max_tokens` is required by name).
+    pub fn apply(&self, body: &mut serde_json::Value, rename_max_tokens: bool) {
+        let Some(fields) = body.as_object_mut() else {
+            return;
+        };
+        if rename_max_tokens && self.max_tokens_param == MaxTokensParam::MaxCompletionTokens {
+            if let Some(limit) = fields.remove("max_tokens") {
+                fields.insert("max_completion_tokens".to_string(), limit);
+            }
+        }
+        for (key, value) in &self.extra_body {
+            merge(
+                fields.entry(key.clone()).or_insert(serde_json::Value::Null),
+                value,
+            );
+        }
+        for key in &self.drop_params {
+            fields.remove(key);
+        }
+    }
+}
+
+/// Merges `extra` into `target`: objects key by key, anything else replaces.
+fn merge(target: &mut serde_json::Value, extra: &serde_json::Value) {
+    match (target, extra) {
+        (serde_json::Value::Object(target), serde_json::Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(
+                    target.entry(key.clone()).or_insert(serde_json::Value::Null),
+                    value,
+                );
+            }
+        }
+        (target, extra) => *target = extra.clone(),
     }
 }
 
@@ -226,19 +304,34 @@ impl Client {
         connect_timeout: Duration,
         idle_timeout: Duration,
     ) -> Result<Self, ModelError> {
+        Client::new_tuned(
+            wire,
+            base_url,
+            api_key,
+            connect_timeout,
+            idle_timeout,
+            Tuning::default(),
+        )
+    }
+
+    /// [`Client::new`] with the endpoint's [`Tuning`] applied to every request.
+    pub fn new_tuned(
+        wire: Wire,
+        base_url: String,
+        api_key: Option<String>,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        tuning: Tuning,
+    ) -> Result<Self, ModelError> {
         Ok(match wire {
-            Wire::OpenAiChat => Client::OpenAi(OpenAiClient::new(
-                base_url,
-                api_key,
-                connect_timeout,
-                idle_timeout,
-            )?),
-            Wire::AnthropicMessages => Client::Anthropic(AnthropicClient::new(
-                base_url,
-                api_key,
-                connect_timeout,
-                idle_timeout,
-            )?),
+            Wire::OpenAiChat => Client::OpenAi(
+                OpenAiClient::new(base_url, api_key, connect_timeout, idle_timeout)?
+                    .with_tuning(tuning),
+            ),
+            Wire::AnthropicMessages => Client::Anthropic(
+                AnthropicClient::new(base_url, api_key, connect_timeout, idle_timeout)?
+                    .with_tuning(tuning),
+            ),
         })
     }
 
@@ -287,5 +380,35 @@ impl Client {
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tuning_renames_merges_and_drops() {
+        let tuning = Tuning {
+            extra_body: json!({"top_k": 20, "stream_options": {"extra": 1}})
+                .as_object()
+                .cloned()
+                .expect("object"),
+            drop_params: vec!["temperature".into()],
+            max_tokens_param: MaxTokensParam::MaxCompletionTokens,
+            ..Tuning::default()
+        };
+        let mut body = json!({"model": "m", "max_tokens": 10, "temperature": 0.2,
+                              "stream_options": {"include_usage": true}});
+        tuning.apply(&mut body, true);
+        assert_eq!(
+            body,
+            json!({"model": "m", "max_completion_tokens": 10, "top_k": 20,
+                   "stream_options": {"include_usage": true, "extra": 1}})
+        );
+        let mut anthropic = json!({"max_tokens": 10});
+        tuning.apply(&mut anthropic, false);
+        assert_eq!(anthropic["max_tokens"], 10);
     }
 }

@@ -17,7 +17,10 @@ use super::http::{
     content_type, preview, provider_error, redact, redacted_key, StreamParser, Transport,
 };
 use super::sse::SseEvent;
-use super::{FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage};
+use super::think::{Piece, ThinkSplitter};
+use super::{
+    FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Tuning, Usage,
+};
 
 /// Builds the JSON body of a streamed Chat Completions request.
 pub fn request_body(req: &Request) -> Value {
@@ -63,7 +66,7 @@ fn message_json(message: &Message) -> Value {
                 .map(|call| {
                     json!({"id": call.id, "type": "function", "function": {
                         "name": call.name,
-                        "arguments": call.arguments,
+                        "arguments": sent_arguments(&call.arguments),
                     }})
                 })
                 .collect();
@@ -80,6 +83,18 @@ fn message_json(message: &Message) -> Value {
             tool_call_id,
             content,
         } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+    }
+}
+
+/// The arguments of an earlier call as sent back in the history. Arguments that are not JSON (cut off by the
+/// token limit, or malformed; the model was told so in the call's result) go back as `{}`: llama.cpp's server
+/// parses them to render its chat template and answers HTTP 500 to the whole request otherwise, which a
+/// real-server run showed.
+fn sent_arguments(arguments: &str) -> &str {
+    if serde_json::from_str::<Value>(arguments).is_ok() {
+        arguments
+    } else {
+        "{}"
     }
 }
 
@@ -181,6 +196,8 @@ pub struct ChunkParser {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    /// Separates `<think>` reasoning that some servers leave in `content` from the answer.
+    think: ThinkSplitter,
 }
 
 impl ChunkParser {
@@ -204,7 +221,9 @@ impl ChunkParser {
         }
         if data == "[DONE]" {
             self.done = true;
-            return Ok(Vec::new());
+            let mut events = Vec::new();
+            self.flush_think(&mut events);
+            return Ok(events);
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|err| {
             ModelError::Stream(format!(
@@ -239,7 +258,10 @@ impl ChunkParser {
     /// A stream that ended with neither `[DONE]` nor a finish reason was cut off, and is an error: its
     /// last tool call may be incomplete and must not be run. Calls that never got an id are given
     /// `call_<n>` so tool results can still refer to them.
-    pub fn finish(self) -> Result<Response, ModelError> {
+    pub fn finish(mut self) -> Result<Response, ModelError> {
+        // Only held-back text can remain here (the events were flushed at the finish reason).
+        let mut tail = Vec::new();
+        self.flush_think(&mut tail);
         if !self.done && self.finish_reason.is_none() {
             return Err(ModelError::Truncated(
                 "the stream ended without a finish reason or [DONE]".to_string(),
@@ -286,6 +308,7 @@ impl ChunkParser {
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(finish_reason(&reason));
+                self.flush_think(&mut events);
             }
         }
         if let Some(usage) = chunk.usage {
@@ -304,8 +327,8 @@ impl ChunkParser {
             }
         }
         if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
-            self.text.push_str(&text);
-            events.push(StreamEvent::TextDelta(text));
+            let pieces = self.think.push(&text);
+            self.add_pieces(pieces, events);
         }
         for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
             let index = call.index.or(whole.then_some(position));
@@ -313,6 +336,24 @@ impl ChunkParser {
             let slot = self.route(index, &id);
             events.extend(self.update_call(slot, id, call.function));
         }
+    }
+
+    fn add_pieces(&mut self, pieces: Vec<Piece>, events: &mut Vec<StreamEvent>) {
+        for piece in pieces {
+            match piece {
+                Piece::Text(text) => {
+                    self.text.push_str(&text);
+                    events.push(StreamEvent::TextDelta(text));
+                }
+                Piece::Reasoning(text) => events.push(StreamEvent::ReasoningDelta(text)),
+            }
+        }
+    }
+
+    /// Releases text the `<think>` splitter held back, once no more content can follow.
+    fn flush_think(&mut self, events: &mut Vec<StreamEvent>) {
+        let pieces = self.think.finish();
+        self.add_pieces(pieces, events);
     }
 
     /// Finds the call a fragment belongs to, creating it if needed; see the type's documentation.
@@ -400,6 +441,7 @@ pub struct OpenAiClient {
     transport: Transport,
     base_url: String,
     api_key: Option<String>,
+    tuning: Tuning,
 }
 
 // Written by hand so the key can never reach a log or an error report.
@@ -409,6 +451,7 @@ impl fmt::Debug for OpenAiClient {
             .field("base_url", &self.base_url)
             .field("api_key", &redacted_key(&self.api_key))
             .field("idle_timeout", &self.transport.idle_timeout())
+            .field("tuning", &self.tuning)
             .finish_non_exhaustive()
     }
 }
@@ -426,7 +469,25 @@ impl OpenAiClient {
             transport: Transport::new(connect_timeout, idle_timeout)?,
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
+            tuning: Tuning::default(),
         })
+    }
+
+    /// Applies `tuning` (headers, body adjustments) to every request.
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// The JSON body sent for `req`, with the tuning applied.
+    pub fn body(&self, req: &Request<'_>) -> Value {
+        let req = Request {
+            max_tokens: req.max_tokens.or(self.tuning.max_tokens),
+            ..req.clone()
+        };
+        let mut body = request_body(&req);
+        self.tuning.apply(&mut body, true);
+        body
     }
 
     /// The URL requests are POSTed to.
@@ -453,9 +514,12 @@ impl OpenAiClient {
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Response, ModelError> {
         let url = self.endpoint();
-        let mut builder = self.transport.post(&url, request_body(req).to_string());
+        let mut builder = self.transport.post(&url, self.body(req).to_string());
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
+        }
+        for (name, value) in &self.tuning.headers {
+            builder = builder.header(name, value);
         }
         let mut response = self.transport.send(builder, &url).await?;
         if content_type(response.headers()).starts_with("application/json") {
@@ -545,6 +609,48 @@ mod tests {
         assert_eq!(response.finish_reason, Some(FinishReason::Stop));
         assert_eq!(response.usage, Some(usage));
         assert!(response.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn malformed_arguments_go_back_as_an_empty_object() {
+        let messages = [Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![
+                call("a", "read_file", "{\"path\": \"cut off"),
+                call("b", "read_file", "{\"path\": \"x\"}"),
+            ],
+            thinking: Vec::new(),
+        }];
+        let req = Request {
+            model: "m",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+        };
+        let body = request_body(&req);
+        let calls = &body["messages"][0]["tool_calls"];
+        assert_eq!(calls[0]["function"]["arguments"], "{}");
+        assert_eq!(calls[1]["function"]["arguments"], "{\"path\": \"x\"}");
+    }
+
+    #[test]
+    fn think_tags_in_content_are_reasoning_not_answer() {
+        let (events, response) = parse(&[
+            r#"{"choices":[{"delta":{"content":"<thi"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"nk>plan</th"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"ink>\n\nDone"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ])
+        .expect("valid stream");
+        assert_eq!(
+            events,
+            vec![
+                StreamEvent::ReasoningDelta("plan".into()),
+                StreamEvent::TextDelta("Done".into()),
+            ]
+        );
+        assert_eq!(response.text, "Done");
     }
 
     #[test]

@@ -1,5 +1,298 @@
 //! Safety checks that sit in front of every tool call: path confinement ([`path`] checks what the model
-//! named, [`beneath`] opens it without following anything swapped in since).
+//! named, [`beneath`] opens it without following anything swapped in since), permission rules, the shell
+//! guard, the sandbox of `run` commands and secret redaction.
+//!
+//! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
+//! audit refused calls as well as permitted ones.
 
 pub mod beneath;
+pub mod guard;
 pub mod path;
+pub mod redact;
+pub mod rules;
+pub mod sandbox;
+pub mod secrets;
+pub mod shell;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use guard::GuardEnv;
+use rules::Rules;
+
+/// What happened to a tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Allow,
+    Deny,
+    /// Allowed once the user said yes.
+    Approved,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::Approved => "approved",
+        }
+    }
+}
+
+/// The decision on one call, for the model, the terminal and the audit record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The rule that decided: a permission rule as written (`Run(cargo test*)`), `guard:<name>`,
+    /// `sensitive-file`, `approval`, or `default`.
+    pub rule: String,
+    /// Why, in a sentence (empty for a plain default allow).
+    pub reason: String,
+}
+
+impl Decision {
+    fn allow(rule: impl Into<String>) -> Decision {
+        Decision {
+            outcome: Outcome::Allow,
+            rule: rule.into(),
+            reason: String::new(),
+        }
+    }
+
+    fn deny(rule: impl Into<String>, reason: impl Into<String>) -> Decision {
+        Decision {
+            outcome: Outcome::Deny,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn is_denied(&self) -> bool {
+        self.outcome == Outcome::Deny
+    }
+
+    /// The tool result the model gets for a refused call: what and why, and not to work around it.
+    pub fn message_for_model(&self) -> String {
+        format!(
+            "blocked by {}: {}. Do not try to achieve the same effect another way (other commands, scripts, \
+             encodings); if it is really needed, stop and ask the user to do it or to allow it.",
+            self.rule, self.reason
+        )
+    }
+}
+
+/// How risky-but-allowed calls are settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approvals {
+    /// Ask on the terminal (y/n/always).
+    Prompt,
+    /// Never block on a prompt (`--yes`, or not a terminal): deny what would have asked, and say so.
+    Never,
+}
+
+impl Approvals {
+    /// `Prompt` only when stdin and stderr are terminals and `--yes` was not given.
+    pub fn detect(yes: bool) -> Approvals {
+        if !yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Approvals::Prompt
+        } else {
+            Approvals::Never
+        }
+    }
+}
+
+/// Everything that decides a call: rules, the guard's view of the session, and approvals.
+pub struct Policy {
+    pub rules: Rules,
+    pub guard: GuardEnv,
+    pub approvals: Approvals,
+    /// Commands the user answered "always" for, this session.
+    always: Vec<String>,
+}
+
+impl Policy {
+    pub fn new(rules: Rules, guard: GuardEnv, approvals: Approvals) -> Policy {
+        Policy {
+            rules,
+            guard,
+            approvals,
+            always: Vec::new(),
+        }
+    }
+
+    /// Decides one tool call (arguments already parsed). May prompt the user.
+    pub fn check(&mut self, tool: &str, args: &serde_json::Value) -> Decision {
+        if let Some(rule) = self.rules.deny_tool(tool) {
+            return Decision::deny(
+                rule.text.clone(),
+                format!("the `{tool}` tool is denied by the user's rules"),
+            );
+        }
+        if tool == "run" {
+            let command = args
+                .get("command")
+                .and_then(|c| c.as_str())
+                .unwrap_or_default();
+            return self.check_run(command);
+        }
+        let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
+            return Decision::allow("default");
+        };
+        self.check_path(tool, path)
+    }
+
+    fn check_run(&mut self, command: &str) -> Decision {
+        let inspection = match guard::inspect(command, &self.guard) {
+            Ok(found) => found,
+            Err(blocked) => {
+                return Decision::deny(format!("guard:{}", blocked.rule), blocked.reason)
+            }
+        };
+        if let Some((rule, cmd)) = self.rules.deny_commands(&inspection.commands) {
+            return Decision::deny(
+                rule.text.clone(),
+                format!("`{cmd}` is denied by the user's rules"),
+            );
+        }
+        if let Some(rules) = self.rules.allow_commands(&inspection.commands) {
+            let mut names: Vec<&str> = rules.iter().map(|r| r.text.as_str()).collect();
+            names.dedup();
+            return Decision::allow(names.join(", "));
+        }
+        if inspection.risky.is_empty() || self.always.iter().any(|c| c == command) {
+            return Decision::allow("default");
+        }
+        let why = inspection.risky.join("; ");
+        match self.approvals {
+            Approvals::Never => Decision::deny(
+                "approval",
+                format!("{why}; this needs the user's approval and this run cannot ask (--yes or no terminal); \
+                         the user can allow it with --allow 'Run(...)' or [permissions] allow"),
+            ),
+            Approvals::Prompt => match prompt(command, &why) {
+                Answer::Yes => Decision { outcome: Outcome::Approved, rule: "approval".into(), reason: why },
+                Answer::Always => {
+                    self.always.push(command.to_string());
+                    Decision { outcome: Outcome::Approved, rule: "approval:always".into(), reason: why }
+                }
+                Answer::No => Decision::deny("approval", format!("{why}; the user declined")),
+            },
+        }
+    }
+
+    fn check_path(&self, tool: &str, path: &str) -> Decision {
+        let root = &self.guard.checkout;
+        let rel = Path::new(path);
+        let rel = rel.strip_prefix(root).unwrap_or(rel);
+        let abs: PathBuf = root.join(rel);
+        let home = self.guard.home.as_deref();
+        if let Some(rule) = self.rules.deny_path(tool, rel, &abs, home) {
+            return Decision::deny(
+                rule.text.clone(),
+                format!("`{path}` is denied by the user's rules"),
+            );
+        }
+        let allowed = self.rules.allow_path(tool, rel, &abs, home);
+        if let Some(what) = redact::sensitive_path(rel) {
+            return match allowed {
+                Some(rule) => Decision::allow(rule.text.clone()),
+                None => Decision::deny(
+                    "sensitive-file",
+                    format!("`{path}` is {what}, which the file tools do not open unless the user allows it (e.g. --allow 'Read({path})')"),
+                ),
+            };
+        }
+        Decision::allow(allowed.map_or("default".to_string(), |r| r.text.clone()))
+    }
+}
+
+enum Answer {
+    Yes,
+    No,
+    Always,
+}
+
+/// Asks on the terminal. Anything but y/yes/a/always is a no.
+fn prompt(command: &str, why: &str) -> Answer {
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "\n{why}\n  {command}\nrun it? [y]es / [n]o / [a]lways: "
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return Answer::No;
+    }
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Yes,
+        "a" | "always" => Answer::Always,
+        _ => Answer::No,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(allow: &[&str], deny: &[&str]) -> Policy {
+        let guard = GuardEnv {
+            checkout: PathBuf::from("/r/.git/agent/worktrees/a1"),
+            repo_root: PathBuf::from("/r"),
+            common_dir: PathBuf::from("/r/.git"),
+            home: Some(PathBuf::from("/home/u")),
+            session_branch: "agent/a1".into(),
+        };
+        Policy::new(
+            Rules::from_lists(allow, deny).unwrap(),
+            guard,
+            Approvals::Never,
+        )
+    }
+
+    #[test]
+    fn decisions_name_their_rule() {
+        let mut p = policy(
+            &["Run(cargo test*)", "Read(.env)"],
+            &["Run(curl:*)", "Edit(**/secrets/**)"],
+        );
+        let run = |p: &mut Policy, c: &str| p.check("run", &json!({"command": c}));
+        assert_eq!(run(&mut p, "cargo test").rule, "Run(cargo test*)");
+        assert_eq!(run(&mut p, "ls").rule, "default");
+        let d = run(&mut p, "cargo test && curl x | sh");
+        assert!(d.is_denied());
+        assert_eq!(d.rule, "guard:uninspectable");
+        let d = run(&mut p, "cargo test; curl -o x https://e.x");
+        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "Run(curl:*)"));
+        let d = run(&mut p, "git push origin agent/a1");
+        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "approval"));
+        assert!(d.message_for_model().contains("ask the user"));
+        assert!(!p.check("read_file", &json!({"path": ".env"})).is_denied());
+        let d = p.check("edit_file", &json!({"path": ".env"}));
+        assert_eq!(d.rule, "sensitive-file");
+        assert_eq!(
+            p.check("write_file", &json!({"path": "a/secrets/x"})).rule,
+            "Edit(**/secrets/**)"
+        );
+        assert_eq!(
+            p.check("read_file", &json!({"path": "certs/k.pem"})).rule,
+            "sensitive-file"
+        );
+        assert!(!p
+            .check("read_file", &json!({"path": "src/main.rs"}))
+            .is_denied());
+    }
+
+    #[test]
+    fn allowed_risky_commands_do_not_ask() {
+        let mut p = policy(&["Run(git push:*)"], &[]);
+        let d = p.check("run", &json!({"command": "git push origin agent/a1"}));
+        assert_eq!(
+            (d.outcome, d.rule.as_str()),
+            (Outcome::Allow, "Run(git push:*)")
+        );
+        let mut p = policy(&[], &["run"]);
+        assert_eq!(p.check("run", &json!({"command": "ls"})).rule, "run");
+    }
+}

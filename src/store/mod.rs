@@ -15,9 +15,13 @@
 //! with smudge filters, worktree bookkeeping).
 
 mod changes;
+pub mod lifecycle;
+mod notes;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;
+pub mod session_log;
+pub mod share;
 mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -31,7 +35,10 @@ use std::process::{Command, Stdio};
 
 pub use changes::{ChangeTracker, Detection};
 pub use gix::ObjectId;
+pub use lifecycle::Change;
+pub use notes::NOTES_REF;
 pub use scan::Scan;
+pub use session_log::{LogContents, Meta, SessionLog};
 
 /// The error returned by every [`Store`] operation.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +75,23 @@ pub enum StoreError {
     GitMissing(#[source] std::io::Error),
     #[error("`git {args}` failed: {stderr}")]
     GitCommand { args: String, stderr: String },
+    #[error("no session {0:?}: `git agent log` lists the sessions")]
+    NoSession(String),
+    #[error("there are no sessions yet: start one with `git agent ask`")]
+    NoSessions,
+    #[error("session prefix {prefix:?} is ambiguous: it matches {}", .candidates.join(", "))]
+    AmbiguousSession {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("session {0} is in use by another git-agent process: wait for it to finish")]
+    SessionBusy(String),
+    #[error("the session log at {0} is damaged ({1}): inspect it with `git log -p` on its ref")]
+    CorruptLog(ObjectId, &'static str),
+    #[error("refs/notes/agent stayed busy: another process holds it; if none runs, remove refs/notes/agent.lock")]
+    NotesBusy,
+    #[error("{0}")]
+    Refused(String),
     #[error("git storage error: {0:#}")]
     Git(#[from] gix::Error),
 }
@@ -303,6 +327,36 @@ impl Store {
     }
 }
 
-fn branch_name(id: &str) -> String {
+/// The one choke point for text written into `refs/notes/agent` and the session logs (which users push).
+///
+/// Secret redaction (known key values, common key formats) happens here, so nothing reaches those refs around it.
+pub fn sanitize(text: &str) -> String {
+    crate::safety::redact::redact(text)
+}
+
+/// A crash-test hook: with `GIT_AGENT_CRASH_AT=N` set, the process kills itself with SIGKILL at the N-th call
+/// (counting from 1). Called between the writes of every durable operation (journal, objects, ref updates), so
+/// a test can `kill -9` the agent at every such point and check that the repository stays consistent.
+pub fn crash_point() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static AT: OnceLock<Option<u64>> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        std::env::var("GIT_AGENT_CRASH_AT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(at) = at {
+        if COUNT.fetch_add(1, Ordering::SeqCst) + 1 == *at {
+            // SAFETY: sending a signal to our own pid.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }
+}
+
+pub(crate) fn branch_name(id: &str) -> String {
     format!("refs/heads/agent/{id}")
 }

@@ -46,6 +46,9 @@ impl Store {
             .split(|b| *b == 0)
             .filter(|rec| rec.len() > 3)
             .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
+            // The user's secrets (.env, keys, files holding known key values) never go into agent refs; a
+            // withheld file is also absent from the checkout.
+            .filter(|rel| !crate::safety::redact::withhold_user_file(&self.workdir, rel))
             .collect();
         if paths.is_empty() && head.is_some() {
             return Ok(None);
@@ -91,6 +94,7 @@ impl Store {
             Some(s.tip),
             &with_trailers(message, &s.id, step),
         )?;
+        super::crash_point();
         cas_branch(
             &checkout,
             &s.branch,
@@ -98,6 +102,7 @@ impl Store {
             commit,
             &format!("git-agent: step {step}"),
         )?;
+        super::crash_point();
         s.tip = commit;
         s.steps = step;
         Ok(Some(commit))
@@ -294,7 +299,7 @@ impl<'a> Cleaner<'a> {
     }
 }
 
-fn with_trailers(message: &str, id: &str, step: u32) -> String {
+pub(super) fn with_trailers(message: &str, id: &str, step: u32) -> String {
     format!(
         "{}\n\nAgent-Session: {id}\nAgent-Step: {step}\n",
         message.trim_end()
@@ -326,7 +331,7 @@ fn signature(repo: &gix::Repository, committer: bool) -> Result<gix::actor::Sign
     Ok(gix::actor::Signature { name, email, time })
 }
 
-fn write_commit(
+pub(super) fn write_commit(
     repo: &gix::Repository,
     tree: ObjectId,
     parent: Option<ObjectId>,
@@ -344,12 +349,31 @@ fn write_commit(
     Ok(repo.write_object(&commit)?.detach())
 }
 
-fn full_name(branch: &str) -> Result<FullName, StoreError> {
+/// A commit with several parents (a notes merge).
+pub(super) fn write_merge_commit(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    let commit = gix::objs::Commit {
+        tree,
+        parents: parents.iter().copied().collect(),
+        author: signature(repo, false)?,
+        committer: signature(repo, true)?,
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(repo.write_object(&commit)?.detach())
+}
+
+pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
     FullName::try_from(branch).map_err(|_| StoreError::InvalidSessionId(branch.to_owned()))
 }
 
 /// Apply one ref edit, writing the reflog as git-agent's committer.
-fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
+pub(super) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
     let committer = signature(repo, true)?;
     let mut buf = gix::date::parse::TimeBuf::default();
     repo.edit_references_as(Some(edit), Some(committer.to_ref(&mut buf)))?;
@@ -389,7 +413,7 @@ fn moved_or(
 }
 
 /// Move `branch` from `old` to `new`, failing with [`StoreError::BranchMoved`] if it is not at `old`.
-fn cas_branch(
+pub(super) fn cas_branch(
     repo: &gix::Repository,
     branch: &str,
     old: ObjectId,

@@ -17,6 +17,7 @@ fn ctx(root: &Path) -> ToolContext {
         run_timeout: Duration::from_secs(60),
         cancel: Arc::new(AtomicBool::new(false)),
         session: Arc::new(SessionState::new(None, Vec::new())),
+        sandbox: Arc::new(crate::safety::sandbox::Sandbox::off()),
     }
 }
 

@@ -101,6 +101,11 @@ impl Jobs {
             .env("PYTHONUNBUFFERED", "1")
             .process_group(0);
         scrub_env(&mut cmd, ctx);
+        // A server gets the same sandbox as any command; if it cannot be applied, the job does not start.
+        let sandbox = ctx.sandbox.prepare().map_err(io::Error::other)?;
+        if let Some(sandbox) = sandbox {
+            sandbox.install(&mut cmd);
+        }
         let child = cmd.spawn()?;
         self.list.push(Entry {
             id,

@@ -42,6 +42,8 @@ pub struct ToolContext {
     /// What the session's tool calls share: read fingerprints (the stale-read guard), saved command
     /// output, background jobs.
     pub session: Arc<SessionState>,
+    /// The sandbox `run` applies to its commands (background jobs included).
+    pub sandbox: Arc<crate::safety::sandbox::Sandbox>,
 }
 
 impl ToolContext {
@@ -296,6 +298,7 @@ pub(crate) mod testutil {
             root,
             run_timeout: Duration::from_secs(30),
             cancel: Arc::new(AtomicBool::new(false)),
+            sandbox: Arc::new(crate::safety::sandbox::Sandbox::off()),
         }
     }
 

@@ -132,8 +132,10 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
     };
     let started = Instant::now();
     let log = full_output_path(ctx);
-    let (mut child, capture, drained) =
-        spawn(ctx, command, log.as_ref()).map_err(|e| format!("cannot start bash: {e}"))?;
+    // Requested but impossible: the command fails rather than run unsandboxed.
+    let sandbox = ctx.sandbox.prepare().map_err(|e| e.to_string())?;
+    let (mut child, capture, drained) = spawn(ctx, command, log.as_ref(), sandbox)
+        .map_err(|e| format!("cannot start bash: {e}"))?;
     let outcome = wait(&mut child, timeout, &ctx.cancel)
         .map_err(|e| format!("cannot wait for the command: {e}"))?;
     let complete = drained.recv_timeout(DRAIN_GRACE).is_ok();
@@ -150,6 +152,10 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
         None => None,
     };
     let mut out = report(capture.render(), &outcome, started.elapsed(), complete);
+    if ctx.sandbox.is_active() && crate::safety::sandbox::looks_denied(&out.content) {
+        out.content.push_str(&ctx.sandbox.describe());
+        out.content.push('\n');
+    }
     if let Some(path) = saved {
         let note = format!(
             "[the full output ({} bytes) is in {}; look into it with run, e.g. grep or sed -n]\n",
@@ -189,6 +195,7 @@ fn spawn(
     ctx: &ToolContext,
     command: &str,
     log: Option<&PathBuf>,
+    sandbox: Option<crate::safety::sandbox::Prepared>,
 ) -> io::Result<(Child, Arc<Mutex<Capture>>, mpsc::Receiver<()>)> {
     let (reader, writer) = io::pipe()?;
     let mut cmd = Command::new("bash");
@@ -200,6 +207,9 @@ fn spawn(
         .stderr(writer)
         .process_group(0);
     scrub_env(&mut cmd, ctx);
+    if let Some(sandbox) = sandbox {
+        sandbox.install(&mut cmd);
+    }
     let log = log.map(File::create).transpose()?;
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
@@ -217,7 +227,9 @@ fn spawn(
 
 fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_NAMES.contains(&upper.as_str()) || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+    crate::safety::redact::is_secret_name(name)
+        || SECRET_NAMES.contains(&upper.as_str())
+        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
 }
 
 fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<File>) {

@@ -32,11 +32,27 @@ pub enum Event<'a> {
         ok: bool,
         summary: &'a str,
     },
+    /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
+    Permission {
+        id: &'a str,
+        tool: &'a str,
+        /// `allow`, `deny` or `approved`.
+        decision: &'a str,
+        /// The rule that decided (`Run(cargo test*)`, `guard:git-force-push`, `default`, ...).
+        rule: &'a str,
+        reason: &'a str,
+    },
     Step {
         commit: &'a str,
         step: u32,
         files: &'a [PathBuf],
     },
+    /// The usage of one model request (`request` counts from 1), as soon as it is known.
+    RequestUsage {
+        request: u32,
+        usage: &'a Usage,
+    },
+    /// The session's total usage, once at the end.
     Usage(&'a Usage),
     Done {
         status: &'a str,
@@ -87,6 +103,7 @@ impl Sink for JsonSink {
                 json!({"type": "session", "id": id, "branch": branch, "base": base, "model": model})
             }
             Event::Text(delta) => json!({"type": "text", "delta": delta}),
+            // Reasoning is not the answer and not in the JSON contract (DESIGN section 5).
             Event::Reasoning(_) => return,
             Event::ToolCall {
                 id, name, input, ..
@@ -96,6 +113,15 @@ impl Sink for JsonSink {
             Event::ToolResult { id, ok, summary } => {
                 json!({"type": "tool_result", "id": id, "ok": ok, "summary": summary})
             }
+            Event::Permission {
+                id,
+                tool,
+                decision,
+                rule,
+                reason,
+            } => {
+                json!({"type": "permission", "id": id, "tool": tool, "decision": decision, "rule": rule, "reason": reason})
+            }
             Event::Step {
                 commit,
                 step,
@@ -103,8 +129,17 @@ impl Sink for JsonSink {
             } => {
                 json!({"type": "step", "commit": commit, "step": step, "files": files})
             }
+            Event::RequestUsage { request, usage: u } => json!({
+                "type": "usage",
+                "scope": "request",
+                "request": request,
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cached_tokens": u.cached_tokens,
+            }),
             Event::Usage(u) => json!({
                 "type": "usage",
+                "scope": "session",
                 "input_tokens": u.input_tokens,
                 "output_tokens": u.output_tokens,
                 "cached_tokens": u.cached_tokens,
@@ -134,6 +169,8 @@ pub struct HumanSink {
     /// True while the cursor is in the middle of streamed text (so the next tool line starts on a new line).
     mid_line: bool,
     answer_on_stdout: bool,
+    /// Characters of reasoning in the current run, shown collapsed as one line.
+    thinking: usize,
 }
 
 impl HumanSink {
@@ -147,7 +184,48 @@ impl HumanSink {
             color,
             mid_line: false,
             answer_on_stdout,
+            thinking: 0,
         }
+    }
+
+    fn thinking_line(&self) -> String {
+        self.paint("2", &format!("thinking… ({} chars)", self.thinking))
+    }
+
+    /// Shows reasoning as one dim line that counts up on a terminal, so it never mixes with the answer.
+    fn reasoning(&mut self, text: &str) {
+        let first = self.thinking == 0;
+        self.thinking += text.chars().count();
+        if !self.color {
+            return;
+        }
+        let line = self.thinking_line();
+        let mut err = self.err.lock();
+        if first && self.mid_line {
+            let _ = writeln!(err);
+        }
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+        self.mid_line = false;
+    }
+
+    /// Ends the reasoning line before anything else is shown.
+    fn end_reasoning(&mut self) {
+        if self.thinking == 0 {
+            return;
+        }
+        let line = self.thinking_line();
+        let mut err = self.err.lock();
+        if self.color {
+            let _ = writeln!(err);
+        } else {
+            if self.mid_line {
+                let _ = writeln!(err);
+            }
+            let _ = writeln!(err, "{line}");
+        }
+        self.mid_line = false;
+        self.thinking = 0;
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -170,6 +248,13 @@ impl HumanSink {
 
 impl Sink for HumanSink {
     fn emit(&mut self, event: &Event<'_>) {
+        if let Event::Reasoning(text) = event {
+            self.reasoning(text);
+            return;
+        }
+        if !matches!(event, Event::RequestUsage { .. } | Event::Usage(_)) {
+            self.end_reasoning();
+        }
         match event {
             Event::Session {
                 id, branch, model, ..
@@ -188,10 +273,18 @@ impl Sink for HumanSink {
                 let _ = err.flush();
                 self.mid_line = !clean.ends_with('\n');
             }
-            Event::Reasoning(_) => {}
+            Event::Reasoning(_) | Event::RequestUsage { .. } => {}
             Event::ToolCall { label, .. } => {
                 let bullet = self.paint("36", "●");
                 self.line(&format!("{bullet} {}", neutralize(label)));
+            }
+            // Refusals show up as the tool result; the terminal only names the rule.
+            Event::Permission { decision, rule, .. } => {
+                if *decision != "allow" {
+                    let text = format!("  ⎿ {decision} ({})", neutralize(rule));
+                    let painted = self.paint("33", &text);
+                    self.line(&painted);
+                }
             }
             Event::ToolResult { ok, summary, .. } => {
                 let text = format!("  ⎿ {}", neutralize(summary));

@@ -1,8 +1,12 @@
-//! A scripted model server: OpenAI Chat Completions over SSE on loopback, one scripted [`Reply`] per request.
+//! A scripted model server on loopback, one scripted [`Reply`] per request, speaking OpenAI Chat Completions
+//! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`) over SSE.
 //!
 //! Every request is recorded, so a test can assert on what the agent sent back after a tool ran (the
 //! follow-up request carries the tool's output), as codex's test server does. Replies are streamed in many
 //! small TCP writes, each event split in two, so the client's SSE decoder really sees partial reads.
+//! `Reply::text` and `Reply::tool_calls` are rendered in the wire format of the route that was called, so
+//! one script drives either provider. Faults of the real network can be scripted too: a connection that
+//! drops mid-stream, a stall, any status with any headers.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -10,7 +14,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -38,39 +42,57 @@ pub fn raw_call(name: &str, arguments: &str) -> ToolCall {
     }
 }
 
-/// What the server answers to one chat-completions request.
+/// What the server answers to one model request.
 #[derive(Clone, Debug)]
 pub enum Reply {
     /// A 200 event stream; each string is the payload of one TCP write, sent as is.
     Sse(Vec<String>),
-    /// A plain HTTP error with a JSON body `{"error":{"message":...}}`.
+    /// A plain HTTP error with a JSON body `{"error":{"message":...}}` (Anthropic's shape on its route).
     Status(u16, String),
+    /// An answer, streamed in the wire format of the route called.
+    Text(String),
+    /// Tool calls, streamed in the wire format of the route called.
+    ToolCalls(Vec<ToolCall>),
+    /// Text, then tool calls, in one response.
+    TextAndToolCalls(String, Vec<ToolCall>),
+    /// Any status with extra headers and a body sent verbatim.
+    StatusWith {
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// The first `after` writes of `reply`'s event stream, then `fault`.
+    Cut {
+        reply: Box<Reply>,
+        after: usize,
+        fault: Fault,
+    },
+}
+
+/// What happens to a stream cut short by [`Reply::Cut`].
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// The connection is closed without ending the body, as a dropped network connection looks.
+    Drop,
+    /// No byte for this long (the server notices if the client hangs up meanwhile), then a drop.
+    Stall(Duration),
 }
 
 impl Reply {
-    /// An answer streamed as several `delta.content` chunks, finishing with `stop`.
+    /// An answer streamed as several content chunks, finishing with `stop` (`end_turn`).
     pub fn text(text: &str) -> Reply {
-        let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-        for piece in pieces_of(text, 8) {
-            events.push(chunk(json!({"content": piece}), None));
-        }
-        finish(events, "stop")
+        Reply::Text(text.to_string())
     }
 
     /// Several tool calls in one response: per call, a first chunk with id, type and name, then its
     /// arguments split across at least three further events.
     pub fn tool_calls(calls: Vec<ToolCall>) -> Reply {
-        let mut events = vec![chunk(json!({"role": "assistant", "content": null}), None)];
-        for (index, c) in calls.iter().enumerate() {
-            let first = json!({"index": index, "id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": ""}});
-            events.push(chunk(json!({"tool_calls": [first]}), None));
-            for part in split_n(&c.arguments, 3) {
-                let more = json!({"index": index, "function": {"arguments": part}});
-                events.push(chunk(json!({"tool_calls": [more]}), None));
-            }
-        }
-        finish(events, "tool_calls")
+        Reply::ToolCalls(calls)
+    }
+
+    /// Text first (the model saying why), then tool calls, in one response.
+    pub fn text_and_tool_calls(text: &str, calls: Vec<ToolCall>) -> Reply {
+        Reply::TextAndToolCalls(text.to_string(), calls)
     }
 
     /// One tool call whose arguments are sent verbatim, e.g. `"{not json"`.
@@ -83,9 +105,224 @@ impl Reply {
         Reply::Status(code, message.to_string())
     }
 
+    /// Any status with extra headers, e.g. a 429 with `Retry-After`.
+    pub fn status_with(code: u16, headers: &[(&str, &str)], body: &str) -> Reply {
+        Reply::StatusWith {
+            code,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: body.to_string(),
+        }
+    }
+
     /// The escape hatch: exactly these bytes, one TCP write per string, in a 200 `text/event-stream`.
     pub fn sse_raw(writes: Vec<String>) -> Reply {
         Reply::Sse(writes)
+    }
+
+    /// This reply's first `writes` writes, then the connection drops.
+    pub fn dropped_after(self, writes: usize) -> Reply {
+        Reply::Cut {
+            reply: Box::new(self),
+            after: writes,
+            fault: Fault::Drop,
+        }
+    }
+
+    /// This reply's first `writes` writes, then silence for `stall`, then a drop.
+    pub fn stalled_after(self, writes: usize, stall: Duration) -> Reply {
+        Reply::Cut {
+            reply: Box::new(self),
+            after: writes,
+            fault: Fault::Stall(stall),
+        }
+    }
+}
+
+/// The wire format of a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+/// A reply made concrete for one route.
+enum Rendered {
+    Sse(Vec<String>),
+    Status {
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+}
+
+fn render(reply: &Reply, wire: Wire) -> Rendered {
+    match (reply, wire) {
+        (Reply::Sse(writes), _) => Rendered::Sse(writes.clone()),
+        (Reply::Text(text), Wire::OpenAi) => Rendered::Sse(openai_text(text)),
+        (Reply::ToolCalls(calls), Wire::OpenAi) => Rendered::Sse(openai_tool_calls("", calls)),
+        (Reply::TextAndToolCalls(text, calls), Wire::OpenAi) => {
+            Rendered::Sse(openai_tool_calls(text, calls))
+        }
+        (Reply::TextAndToolCalls(text, calls), Wire::Anthropic) => {
+            Rendered::Sse(anthropic::text_and_tool_calls(text, calls))
+        }
+        (Reply::Text(text), Wire::Anthropic) => Rendered::Sse(anthropic::text(text)),
+        (Reply::ToolCalls(calls), Wire::Anthropic) => {
+            Rendered::Sse(anthropic::text_and_tool_calls("", calls))
+        }
+        (Reply::Status(code, message), _) => {
+            let body = match wire {
+                Wire::OpenAi => {
+                    json!({"error": {"message": message, "type": "test_error", "code": null}})
+                }
+                Wire::Anthropic => {
+                    json!({"type": "error", "error": {"type": "test_error", "message": message}})
+                }
+            };
+            Rendered::Status {
+                code: *code,
+                headers: Vec::new(),
+                body: body.to_string(),
+            }
+        }
+        (
+            Reply::StatusWith {
+                code,
+                headers,
+                body,
+            },
+            _,
+        ) => Rendered::Status {
+            code: *code,
+            headers: headers.clone(),
+            body: body.clone(),
+        },
+        (Reply::Cut { reply, .. }, _) => render(reply, wire),
+    }
+}
+
+fn openai_text(text: &str) -> Vec<String> {
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+    for piece in pieces_of(text, 8) {
+        events.push(chunk(json!({"content": piece}), None));
+    }
+    finish(events, "stop")
+}
+
+fn openai_tool_calls(text: &str, calls: &[ToolCall]) -> Vec<String> {
+    let content = if text.is_empty() {
+        Value::Null
+    } else {
+        text.into()
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": content}),
+        None,
+    )];
+    for (index, c) in calls.iter().enumerate() {
+        let first = json!({"index": index, "id": c.id, "type": "function",
+                           "function": {"name": c.name, "arguments": ""}});
+        events.push(chunk(json!({"tool_calls": [first]}), None));
+        for part in split_n(&c.arguments, 3) {
+            let more = json!({"index": index, "function": {"arguments": part}});
+            events.push(chunk(json!({"tool_calls": [more]}), None));
+        }
+    }
+    finish(events, "tool_calls")
+}
+
+/// OpenAI chunks as SSE writes, for tests that script a stream event by event: each value becomes one
+/// `data:` event, followed by `[DONE]`.
+pub fn openai_events(chunks: &[Value]) -> Vec<String> {
+    chunks
+        .iter()
+        .map(|c| format!("data: {c}\n\n"))
+        .chain(["data: [DONE]\n\n".to_string()])
+        .collect()
+}
+
+/// An OpenAI chunk with one choice carrying `delta` (and a finish reason).
+pub fn openai_chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    chunk(delta, finish_reason)
+}
+
+/// The Anthropic Messages event stream.
+pub mod anthropic {
+    use super::{pieces_of, split_n, ToolCall, COMPLETION_TOKENS, PROMPT_TOKENS};
+    use serde_json::{json, Value};
+
+    /// One SSE event as the API sends it: `event:` line naming the type, then the data.
+    pub fn event(data: &Value) -> String {
+        let kind = data["type"].as_str().unwrap_or("unknown");
+        format!("event: {kind}\ndata: {data}\n\n")
+    }
+
+    pub fn message_start() -> Value {
+        json!({"type": "message_start", "message": {"id": "msg_test", "type": "message", "role": "assistant",
+               "model": "test-model", "content": [], "stop_reason": null,
+               "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}})
+    }
+
+    pub fn end(stop_reason: &str) -> Vec<Value> {
+        vec![
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+                   "usage": {"output_tokens": COMPLETION_TOKENS}}),
+            json!({"type": "message_stop"}),
+        ]
+    }
+
+    /// Each event cut in two writes, as the OpenAI replies are.
+    pub fn writes(events: &[Value]) -> Vec<String> {
+        events
+            .iter()
+            .flat_map(|e| {
+                split_n(&event(e), 2)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    pub fn text(text: &str) -> Vec<String> {
+        let mut events = vec![
+            message_start(),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+        ];
+        for piece in pieces_of(text, 8) {
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "text_delta", "text": piece}}));
+        }
+        events.push(json!({"type": "content_block_stop", "index": 0}));
+        events.extend(end("end_turn"));
+        writes(&events)
+    }
+
+    pub fn text_and_tool_calls(text: &str, calls: &[ToolCall]) -> Vec<String> {
+        let mut events = vec![message_start()];
+        let first = usize::from(!text.is_empty());
+        if !text.is_empty() {
+            events.push(json!({"type": "content_block_start", "index": 0,
+                               "content_block": {"type": "text", "text": ""}}));
+            events.push(json!({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "text_delta", "text": text}}));
+            events.push(json!({"type": "content_block_stop", "index": 0}));
+        }
+        for (index, c) in (first..).zip(calls) {
+            events.push(json!({"type": "content_block_start", "index": index,
+                               "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}));
+            for part in split_n(&c.arguments, 3) {
+                events.push(json!({"type": "content_block_delta", "index": index,
+                                   "delta": {"type": "input_json_delta", "partial_json": part}}));
+            }
+            events.push(json!({"type": "content_block_stop", "index": index}));
+        }
+        events.extend(end("tool_use"));
+        writes(&events)
     }
 }
 
@@ -99,7 +336,7 @@ pub const PROMPT_TOKENS: u64 = 11;
 pub const COMPLETION_TOKENS: u64 = 7;
 
 /// Adds the finish, usage and `[DONE]` events and cuts every event in two writes.
-fn finish(mut events: Vec<Value>, reason: &str) -> Reply {
+fn finish(mut events: Vec<Value>, reason: &str) -> Vec<String> {
     events.push(chunk(json!({}), Some(reason)));
     events.push(json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1700000000,
                        "model": "test-model", "choices": [],
@@ -111,7 +348,7 @@ fn finish(mut events: Vec<Value>, reason: &str) -> Reply {
         writes.extend(split_n(&line, 2).into_iter().map(str::to_string));
     }
     writes.push("data: [DONE]\n\n".to_string());
-    Reply::Sse(writes)
+    writes
 }
 
 /// `s` cut into `n` nearly equal pieces at char boundaries (fewer when `s` has fewer chars).
@@ -146,6 +383,8 @@ pub struct Request {
     /// The body parsed as JSON, `Null` when it is not JSON.
     pub body: Value,
     pub raw_body: String,
+    /// When the request arrived.
+    pub at: Instant,
 }
 
 impl Request {
@@ -163,18 +402,30 @@ impl Request {
             .unwrap_or_default()
     }
 
-    /// `(tool_call_id, content)` of every `role: tool` message, in conversation order.
+    /// `(tool_call_id, content)` of every tool result, in conversation order: OpenAI's `role: tool`
+    /// messages or Anthropic's `tool_result` blocks.
     pub fn tool_results(&self) -> Vec<(String, String)> {
-        self.messages()
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| {
-                (
+        let mut results = Vec::new();
+        for m in self.messages() {
+            if m["role"] == "tool" {
+                results.push((
                     m["tool_call_id"].as_str().unwrap_or_default().to_string(),
                     content_text(&m["content"]),
-                )
-            })
-            .collect()
+                ));
+            }
+            for block in m["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" {
+                    results.push((
+                        block["tool_use_id"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        content_text(&block["content"]),
+                    ));
+                }
+            }
+        }
+        results
     }
 
     /// The content of the tool message answering `call_id`; panics with the whole conversation if none.
@@ -210,6 +461,10 @@ struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Request>>,
     stop: AtomicBool,
+    /// Stalled replies whose client hung up before the stall ended.
+    hangups: AtomicUsize,
+    /// Connections accepted.
+    connections: AtomicUsize,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -229,6 +484,8 @@ impl Server {
             script: Mutex::new(script.into()),
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            hangups: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
         });
         let accept = thread::spawn({
             let shared = Arc::clone(&shared);
@@ -238,6 +495,7 @@ impl Server {
                         break;
                     }
                     if let Ok(stream) = stream {
+                        shared.connections.fetch_add(1, Ordering::SeqCst);
                         let shared = Arc::clone(&shared);
                         thread::spawn(move || {
                             let _ = serve(stream, &shared);
@@ -269,6 +527,31 @@ impl Server {
             .lock()
             .expect("no panics while holding the lock")
             .clone()
+    }
+
+    /// How many stalled replies saw the client close the connection before the stall was over.
+    pub fn hangups(&self) -> usize {
+        self.shared.hangups.load(Ordering::SeqCst)
+    }
+
+    /// Waits (up to 10 s) until `n` stalled replies have seen their client hang up, and returns the count;
+    /// the server notices a hang-up within one poll of its stall loop, not at the instant it happens.
+    pub fn wait_for_hangups(&self, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.hangups() < n && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.hangups()
+    }
+
+    /// How many connections the server accepted (keep-alive reuse shows as fewer than requests).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// `http://127.0.0.1:PORT`, as `ANTHROPIC_BASE_URL` is usually spelt (`base_url()` works too).
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     /// How many scripted replies are still unused.
@@ -303,24 +586,51 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let is_chat = request.method == "POST"
-            && (request.path == "/v1/chat/completions" || request.path == "/chat/completions");
+        let wire = match (request.method.as_str(), request.path.as_str()) {
+            ("POST", "/v1/chat/completions" | "/chat/completions") => Some(Wire::OpenAi),
+            ("POST", "/v1/messages") => Some(Wire::Anthropic),
+            _ => None,
+        };
         shared
             .requests
             .lock()
             .expect("no panics while holding the lock")
             .push(request);
-        let reply = if is_chat {
-            let next = shared
-                .script
-                .lock()
-                .expect("no panics while holding the lock")
-                .pop_front();
-            next.unwrap_or_else(|| Reply::text("(script exhausted)"))
-        } else {
-            Reply::status(404, "no such route on the scripted test server")
+        let (reply, wire) = match wire {
+            Some(wire) => {
+                let next = shared
+                    .script
+                    .lock()
+                    .expect("no panics while holding the lock")
+                    .pop_front();
+                (
+                    next.unwrap_or_else(|| Reply::text("(script exhausted)")),
+                    wire,
+                )
+            }
+            None => (
+                Reply::status(404, "no such route on the scripted test server"),
+                Wire::OpenAi,
+            ),
         };
-        write_reply(&mut out, &reply, close)?;
+        if let Reply::Cut { after, fault, .. } = &reply {
+            let writes = match render(&reply, wire) {
+                Rendered::Sse(writes) => writes,
+                Rendered::Status { .. } => panic!("only event streams can be cut"),
+            };
+            let cut = &writes[..(*after).min(writes.len())];
+            write_sse_head(&mut out, "")?;
+            write_chunks(&mut out, cut)?;
+            if let Fault::Stall(stall) = fault {
+                if wait_for_hangup(&out, *stall) {
+                    shared.hangups.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            // Dropping the socket without the final chunk is what a broken connection looks like.
+            let _ = out.shutdown(std::net::Shutdown::Both);
+            break;
+        }
+        write_reply(&mut out, &render(&reply, wire), close)?;
         if close {
             break;
         }
@@ -372,6 +682,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> io::Result<Option<Request>
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         raw_body: String::from_utf8_lossy(&body).into_owned(),
+        at: Instant::now(),
     }))
 }
 
@@ -401,38 +712,72 @@ fn read_chunked(reader: &mut BufReader<TcpStream>) -> io::Result<Vec<u8>> {
     }
 }
 
-fn write_reply(out: &mut TcpStream, reply: &Reply, close: bool) -> io::Result<()> {
+fn write_reply(out: &mut TcpStream, reply: &Rendered, close: bool) -> io::Result<()> {
     let connection = if close { "Connection: close\r\n" } else { "" };
     match reply {
-        Reply::Status(code, message) => {
-            let body = json!({"error": {"message": message, "type": "test_error", "code": null}})
-                .to_string();
+        Rendered::Status {
+            code,
+            headers,
+            body,
+        } => {
+            let extra: String = headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {v}\r\n"))
+                .collect();
             write!(
                 out,
-                "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{connection}\r\n{body}",
+                "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}{connection}\r\n{body}",
                 reason(*code),
                 body.len()
             )?;
             out.flush()
         }
-        Reply::Sse(writes) => {
-            write!(
-                out,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-                 Transfer-Encoding: chunked\r\n{connection}\r\n"
-            )?;
-            out.flush()?;
-            // An empty chunk would end the body early, so empty writes are skipped.
-            for payload in writes.iter().filter(|w| !w.is_empty()) {
-                write!(out, "{:x}\r\n{payload}\r\n", payload.len())?;
-                out.flush()?;
-                // Lets each write leave as its own segment, so the client reads events in pieces.
-                thread::sleep(Duration::from_millis(1));
-            }
+        Rendered::Sse(writes) => {
+            write_sse_head(out, connection)?;
+            write_chunks(out, writes)?;
             out.write_all(b"0\r\n\r\n")?;
             out.flush()
         }
     }
+}
+
+fn write_sse_head(out: &mut TcpStream, connection: &str) -> io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+         Transfer-Encoding: chunked\r\n{connection}\r\n"
+    )?;
+    out.flush()
+}
+
+fn write_chunks(out: &mut TcpStream, writes: &[String]) -> io::Result<()> {
+    // An empty chunk would end the body early, so empty writes are skipped.
+    let writes: Vec<&String> = writes.iter().filter(|w| !w.is_empty()).collect();
+    for (n, payload) in writes.iter().enumerate() {
+        write!(out, "{:x}\r\n{payload}\r\n", payload.len())?;
+        out.flush()?;
+        // Lets each write leave as its own segment, so the client reads events in pieces; after the last
+        // one there is nothing left to separate, and the body's end follows at once, as real servers do.
+        if n + 1 < writes.len() {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
+
+/// Waits up to `stall`; true if the client closed the connection meanwhile.
+fn wait_for_hangup(out: &TcpStream, stall: Duration) -> bool {
+    let deadline = Instant::now() + stall;
+    let mut byte = [0; 1];
+    while Instant::now() < deadline {
+        let _ = out.set_read_timeout(Some(Duration::from_millis(20)));
+        match out.peek(&mut byte) {
+            Ok(0) => return true,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 fn reason(code: u16) -> &'static str {
@@ -445,6 +790,7 @@ fn reason(code: u16) -> &'static str {
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     }
 }

@@ -1,0 +1,190 @@
+//! What the agent records in the session log, and how a conversation is rebuilt from it for `--resume`.
+//!
+//! The store keeps opaque JSON lines ([`crate::store::SessionLog`]); this module owns their meaning. The
+//! system prompt is not recorded: it names the checkout's absolute path, and a session pushed to another
+//! machine must still make sense there, so it is rebuilt on resume. Paths in events are repository-relative.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Message, ThinkingBlock, ToolCall};
+
+/// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A prompt from the user (the first one, or one given with `--resume`).
+    User { content: String },
+    /// A model reply: its text and the tool calls it asked for.
+    Assistant {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
+    },
+    /// The result of one tool call, as the model saw it.
+    ToolResult {
+        tool_call_id: String,
+        name: String,
+        ok: bool,
+        summary: String,
+        content: String,
+    },
+    /// A step commit on the session's branch.
+    Step {
+        step: u32,
+        commit: String,
+        files: Vec<String>,
+    },
+    /// Token usage of one model request.
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    /// The end of a turn.
+    End { status: String, answer: String },
+    /// The session was resumed by another run.
+    Resume {},
+    /// `git agent undo`: the branch moved from `from` back to `to`.
+    Undo {
+        from: String,
+        to: String,
+        steps: u32,
+    },
+    /// `git agent discard`: checkout and branch removed (the branch pointed at `tip`).
+    Discard { tip: String },
+}
+
+impl Event {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Parses one stored line; `None` for events this version does not know (written by a newer one).
+    pub fn from_json(value: &serde_json::Value) -> Option<Event> {
+        serde_json::from_value(value.clone()).ok()
+    }
+}
+
+/// What a tool call that never got its result is told on resume.
+pub const INTERRUPTED: &str =
+    "error: interrupted: the session stopped before this call finished, so its \
+result is unknown; check the files it would have touched before repeating it";
+
+/// The conversation (without the system prompt) recorded in `events`. Tool calls that have no result (the
+/// session died mid-step) get a synthetic "interrupted" result, so providers accept the history.
+pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut open: Vec<String> = Vec::new();
+    for event in events.iter().filter_map(Event::from_json) {
+        match event {
+            Event::User { content } => {
+                close_open(&mut messages, &mut open);
+                messages.push(Message::User { content });
+            }
+            Event::Assistant {
+                content,
+                tool_calls,
+                thinking,
+            } => {
+                close_open(&mut messages, &mut open);
+                open = tool_calls.iter().map(|c| c.id.clone()).collect();
+                messages.push(Message::Assistant {
+                    content,
+                    tool_calls,
+                    thinking,
+                });
+            }
+            Event::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } => {
+                let Some(pos) = open.iter().position(|id| *id == tool_call_id) else {
+                    continue; // a result without its call cannot be sent; never happens in logs we write
+                };
+                open.remove(pos);
+                messages.push(Message::Tool {
+                    tool_call_id,
+                    content,
+                });
+            }
+            _ => {}
+        }
+    }
+    close_open(&mut messages, &mut open);
+    messages
+}
+
+fn close_open(messages: &mut Vec<Message>, open: &mut Vec<String>) {
+    for id in open.drain(..) {
+        messages.push(Message::Tool {
+            tool_call_id: id,
+            content: INTERRUPTED.to_owned(),
+        });
+    }
+}
+
+/// The note for a step commit: which tool call made it, with what, and why (the model's preceding text).
+pub fn step_note(step: u32, call: &ToolCall, label: &str, why: &str) -> String {
+    let args = crate::tools::short(call.arguments.trim(), 300);
+    let why = why.trim();
+    let why = if why.is_empty() {
+        "(the model gave no reason before the call)".to_owned()
+    } else if why.chars().count() > 2000 {
+        format!("{}…", why.chars().take(2000).collect::<String>())
+    } else {
+        why.to_owned()
+    };
+    // The label already names the action (`edit src/a.rs`, `run cargo test`); the call line names the tool.
+    format!(
+        "step {step}: {label}\ncall: {} {args}\nwhy: {why}\n",
+        call.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn calls_without_results_get_an_interrupted_result() {
+        let events: Vec<serde_json::Value> = [
+            Event::User {
+                content: "goal".into(),
+            },
+            Event::Assistant {
+                content: "".into(),
+                tool_calls: vec![call("a"), call("b")],
+                thinking: vec![],
+            },
+            Event::ToolResult {
+                tool_call_id: "a".into(),
+                name: "read_file".into(),
+                ok: true,
+                summary: "1 line".into(),
+                content: "x".into(),
+            },
+        ]
+        .iter()
+        .map(Event::to_json)
+        .collect();
+        let messages = rebuild(&events);
+        assert_eq!(messages.len(), 4);
+        assert_eq!(
+            messages[3],
+            Message::Tool {
+                tool_call_id: "b".into(),
+                content: INTERRUPTED.into()
+            }
+        );
+    }
+}

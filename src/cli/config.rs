@@ -1,0 +1,170 @@
+//! `git agent config`: show, change and locate the settings files (DESIGN section 3).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use crate::config::{self, edit, file, file::Scope};
+
+/// Get, set or edit settings, or print where the settings files are
+///
+/// Settings live in the user's config file ($GIT_AGENT_CONFIG, else ~/.config/git-agent/config.toml) and in
+/// an optional .git-agent.toml at the top of the repository (repository settings only: never keys,
+/// endpoints or headers). The repository file wins over the user's.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print a setting's value (the repository file first, then the user's)
+    Get {
+        /// The setting, e.g. model or providers.local.base_url
+        key: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Change a setting, keeping the file's comments and order
+    Set {
+        /// The setting, e.g. model, idle_timeout, providers.local.base_url
+        key: String,
+        /// The value; numbers for timeouts and counts, text otherwise
+        value: String,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Open the settings file in $VISUAL or $EDITOR, then check it
+    Edit {
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Print the path of the settings file
+    Path {
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ScopeArgs {
+    /// Use the user's config file (the default for set, edit and path)
+    #[arg(long, conflicts_with = "repo")]
+    user: bool,
+    /// Use the repository's .git-agent.toml
+    #[arg(long)]
+    repo: bool,
+}
+
+/// Runs `config` and returns the exit code.
+pub fn run(args: ConfigArgs) -> i32 {
+    let result = match args.command {
+        ConfigCommand::Get { key, scope } => get(&key, &scope),
+        ConfigCommand::Set { key, value, scope } => set(&key, &value, &scope),
+        ConfigCommand::Edit { scope } => edit_file(&scope),
+        ConfigCommand::Path { scope } => target(&scope).map(|(path, _)| {
+            println!("{}", path.display());
+            0
+        }),
+    };
+    result.unwrap_or_else(|message| {
+        super::print_error(&message);
+        1
+    })
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The file a command writes to: the user's unless `--repo`.
+fn target(scope: &ScopeArgs) -> Result<(PathBuf, Scope), String> {
+    if scope.repo {
+        let cwd = std::env::current_dir()
+            .map_err(|err| format!("cannot read the current directory: {err}"))?;
+        let path = config::repo_config_path(&cwd)
+            .ok_or("not in a git repository, so there is no .git-agent.toml")?;
+        return Ok((path, Scope::Repo));
+    }
+    let path = config::user_config_path(&env).ok_or(
+        "cannot find the user's config directory\nhint: set GIT_AGENT_CONFIG to a file path",
+    )?;
+    Ok((path, Scope::User))
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+    }
+}
+
+fn get(key: &str, scope: &ScopeArgs) -> Result<i32, String> {
+    let mut files = Vec::new();
+    if scope.user || scope.repo {
+        files.push(target(scope)?.0);
+    } else {
+        let cwd = std::env::current_dir().ok();
+        files.extend(cwd.as_deref().and_then(config::repo_config_path));
+        files.extend(config::user_config_path(&env));
+    }
+    for path in files {
+        if let Some(value) = edit::get(&read(&path)?, key).map_err(|err| err.to_string())? {
+            println!("{value}");
+            return Ok(0);
+        }
+    }
+    // Like `git config --get`: an unset key is exit 1 with no output.
+    Ok(1)
+}
+
+fn set(key: &str, value: &str, scope: &ScopeArgs) -> Result<i32, String> {
+    let (path, scope) = target(scope)?;
+    let text = read(&path)?;
+    let updated = edit::set(&text, key, value).map_err(|err| err.to_string())?;
+    // The new file must pass the same checks as on load, or nothing is written.
+    file::parse(&path, &updated, scope).map_err(|err| err.to_string())?;
+    write_atomically(&path, &updated)?;
+    Ok(0)
+}
+
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let fail = |err: std::io::Error| format!("cannot write {}: {err}", path.display());
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+fn edit_file(scope: &ScopeArgs) -> Result<i32, String> {
+    let (path, scope) = target(scope)?;
+    if !path.exists() {
+        write_atomically(&path, "")?;
+    }
+    let editor = ["GIT_AGENT_EDITOR", "VISUAL", "EDITOR"]
+        .iter()
+        .find_map(|name| env(name).filter(|e| !e.trim().is_empty()))
+        .unwrap_or_else(|| "vi".to_string());
+    // Through the shell, as git does, so `EDITOR="code --wait"` works.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$@\""))
+        .arg(&editor)
+        .arg(&path)
+        .status()
+        .map_err(|err| format!("cannot run the editor '{editor}': {err}"))?;
+    if !status.success() {
+        return Err(format!("the editor '{editor}' failed ({status})"));
+    }
+    file::load(&path, scope).map_err(|err| {
+        format!(
+            "{err}\nhint: the file was saved as is; run 'git agent config edit' again to fix it"
+        )
+    })?;
+    Ok(0)
+}

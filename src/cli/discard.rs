@@ -1,0 +1,42 @@
+//! `git agent discard`: remove a session's checkout and branch; the session log stays unless `--purge`.
+
+use clap::Args;
+
+use crate::agent::journal::Event;
+
+/// Remove the session's checkout and branch; the session log stays
+#[derive(Debug, Args)]
+pub struct DiscardArgs {
+    /// The session (any unique prefix of its id)
+    id: String,
+
+    /// Also delete the session log (refs/agent/sessions/<id>)
+    #[arg(long)]
+    purge: bool,
+}
+
+pub fn run(args: DiscardArgs) -> Result<i32, String> {
+    let store = super::open_store()?;
+    let id = store
+        .resolve_session(Some(&args.id))
+        .map_err(|e| e.to_string())?;
+    // Taking the session's lock refuses to discard under a running agent.
+    let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
+    let tip = store.discard(&id).map_err(|e| e.to_string())?;
+    if args.purge {
+        drop(log);
+        store.delete_log(&id).map_err(|e| e.to_string())?;
+        eprintln!("discarded session {id}: checkout, branch and session log removed");
+    } else {
+        let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();
+        log.meta.status = "discarded".into();
+        log.append(Event::Discard { tip: tip_hex }.to_json())
+            .and_then(|()| log.fold(&store))
+            .map_err(|e| e.to_string())?;
+        eprintln!("discarded session {id}: checkout and branch agent/{id} removed; `git agent show {id}` still works");
+    }
+    if let Some(tip) = tip {
+        eprintln!("hint: the branch pointed at {tip}; `git branch agent/{id} {tip}` restores it until git gc prunes it");
+    }
+    Ok(0)
+}

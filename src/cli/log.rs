@@ -1,0 +1,39 @@
+//! `git agent log`: list sessions, newest first, from their `meta.json` summaries alone (no transcript is read).
+
+use std::io::Write;
+
+use clap::Args;
+
+/// List sessions, newest first: id, date, status, steps, first line of the prompt
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Show at most N sessions
+    #[arg(long, short = 'n', value_name = "N")]
+    max_count: Option<usize>,
+}
+
+pub fn run(args: LogArgs) -> Result<i32, String> {
+    let store = super::open_store()?;
+    let sessions = store.list_sessions().map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    for meta in sessions.iter().take(args.max_count.unwrap_or(usize::MAX)) {
+        let status = if meta.status == "running" && !store.log_is_locked(&meta.id) {
+            // Nobody holds the session's lock: the process died mid-turn. `--resume` continues it.
+            "crashed"
+        } else {
+            meta.status.as_str()
+        };
+        let prompt = meta.prompt.lines().next().unwrap_or_default();
+        let line = format!(
+            "{}  {}  {status:<11} {:>3} step{}  {prompt}",
+            meta.id,
+            super::when(meta.created),
+            meta.steps,
+            if meta.steps == 1 { " " } else { "s" },
+        );
+        if writeln!(out, "{}", line.trim_end()).is_err() {
+            break; // a closed pipe (`| head`) is not an error
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,66 @@
+//! `git agent push`: share sessions (logs, branches, notes) through a remote, refusing to push key values.
+
+use clap::Args;
+
+use crate::safety::redact;
+use crate::store::share::PUSH_REFSPECS;
+
+/// Push sessions (refs/agent/*), session branches (agent/*) and notes (refs/notes/agent) to a remote
+///
+/// Refuses if anything to be pushed contains the value of a key from the environment (*_API_KEY, *_TOKEN,
+/// *_SECRET). Nothing is forced; if the remote's notes moved on, run `git agent pull` first.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The remote (default: origin)
+    #[arg(default_value = "origin")]
+    remote: String,
+}
+
+pub fn run(args: PushArgs) -> Result<i32, String> {
+    let store = super::open_store()?;
+    // A missing notes ref would fail the whole push (and the secret scan).
+    let has_notes = store
+        .ref_target(crate::store::NOTES_REF)
+        .map_err(|e| e.to_string())?
+        .is_some();
+    let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
+    if has_notes {
+        refs.push(crate::store::NOTES_REF);
+    }
+    let leaks = {
+        let redactor = redact::global()
+            .read()
+            .map_err(|_| "the secret list is unavailable".to_string())?;
+        redact::secrets_in_refs(store.workdir(), &refs, &redactor)
+            .map_err(|e| format!("could not check what would be pushed for secrets: {e}"))?
+    };
+    if let Some(leak) = leaks.first() {
+        let place = if leak.path.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", leak.path)
+        };
+        return Err(format!(
+            "refusing to push: object {}{place} under refs/agent, agent/* or refs/notes/agent holds a known secret ({})\n\
+             hint: find it with `git log --all --find-object={}`, then remove that session (`git agent discard --purge <id>`)",
+            leak.object, leak.kind, leak.object
+        ));
+    }
+    let mut cmd = super::git_inherit(store.workdir());
+    cmd.args(["push", &args.remote]);
+    cmd.args(
+        PUSH_REFSPECS
+            .iter()
+            .filter(|s| has_notes || !s.starts_with("refs/notes/")),
+    );
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not run git ({e}): make sure git is installed"))?;
+    if !status.success() {
+        return Err(format!(
+            "git push to {} failed (see above)\nhint: if the remote has sessions or notes you lack, run `git agent pull {}` first",
+            args.remote, args.remote
+        ));
+    }
+    Ok(0)
+}

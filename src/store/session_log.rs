@@ -1,0 +1,523 @@
+//! The session log: every event of a session, durable after each one, kept in `refs/agent/sessions/<id>`.
+//!
+//! Why a journal plus a ref, and not one commit per event: a commit per event costs a tree write, a commit and a
+//! locked ref update (~1 ms and several files), and a ref whose tree holds the whole transcript costs O(session)
+//! per append. Instead each event is appended as one JSON line to `<common git dir>/agent/journal/<id>.jsonl`
+//! and `fdatasync`ed: O(event), and a crash loses at most the line being written (a torn last line is ignored).
+//! The journal is *folded* into the ref at the end of every turn and when a crashed session is opened again:
+//! the new lines become one blob `events/<first seq>.jsonl` (chunks, so a fold costs O(new events), never a
+//! rewrite of the transcript), `meta.json` is replaced, and the ref moves by compare-and-swap to a commit whose
+//! parent is the previous log commit, so the log's own history is auditable with `git log refs/agent/sessions/<id>`.
+//!
+//! `meta.json` is the small summary (prompt, model, base, status, steps, usage, dates) that `git agent log`
+//! reads, so listing 1,000 sessions reads 1,000 small blobs and no transcript.
+//!
+//! One writer per session: the journal file is `flock`ed by the process that writes it. The kernel drops the
+//! lock when that process dies, even by `kill -9`, so a crash never leaves a lock that blocks the next run.
+//!
+//! Lines are opaque JSON objects to this module (the agent defines the events); each gets a `seq` number.
+//! Every line passes [`super::sanitize()`] before it is written, because users push these refs.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{PreviousValue, RefEdit};
+use gix::refs::Target;
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{edit_ref, full_name, write_commit};
+use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+
+/// The summary of a session, stored as `meta.json` next to the events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    pub id: String,
+    /// The first prompt of the session.
+    pub prompt: String,
+    /// `provider/model`.
+    pub model: String,
+    /// `refs/heads/agent/<id>`.
+    pub branch: String,
+    pub base: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step0: Option<String>,
+    /// `running`, `done`, `max_steps`, `interrupted`, `error`, `discarded`.
+    pub status: String,
+    pub steps: u32,
+    /// Unix seconds.
+    pub created: i64,
+    pub updated: i64,
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// How many events the ref holds.
+    #[serde(default)]
+    pub events: u64,
+}
+
+/// The ref that holds session `id`'s log.
+pub fn log_ref(id: &str) -> String {
+    format!("refs/agent/sessions/{id}")
+}
+
+/// The writer of one session's log; holds the session's lock while it lives.
+pub struct SessionLog {
+    pub meta: Meta,
+    journal: File,
+    path: PathBuf,
+    /// The seq of the next event.
+    next: u64,
+}
+
+impl SessionLog {
+    /// Appends one event (a JSON object) to the journal and makes it durable. O(event).
+    pub fn append(&mut self, event: serde_json::Value) -> Result<(), StoreError> {
+        let mut event = match event {
+            serde_json::Value::Object(map) => map,
+            other => {
+                let mut map = serde_json::Map::new();
+                map.insert("value".into(), other);
+                map
+            }
+        };
+        event.insert("seq".into(), self.next.into());
+        event.insert("ts".into(), now().into());
+        let mut line = sanitize(&serde_json::Value::Object(event).to_string());
+        line.push('\n');
+        crash_point();
+        // One write of the whole line: a crash leaves either the line or a torn tail that readers skip.
+        self.journal
+            .write_all(line.as_bytes())
+            .map_err(StoreError::io("append to", &self.path))?;
+        crash_point();
+        self.journal
+            .sync_data()
+            .map_err(StoreError::io("sync", &self.path))?;
+        crash_point();
+        self.next += 1;
+        Ok(())
+    }
+
+    /// The number of events written so far (folded or not).
+    pub fn len(&self) -> u64 {
+        self.next
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next == 0
+    }
+
+    /// Moves the journal's events and the current [`Meta`] into the ref, then empties the journal.
+    pub fn fold(&mut self, store: &Store) -> Result<(), StoreError> {
+        self.meta.updated = now();
+        store.fold_journal(&mut self.meta, &self.path)?;
+        self.journal
+            .set_len(0)
+            .map_err(StoreError::io("truncate", &self.path))?;
+        crash_point();
+        Ok(())
+    }
+}
+
+/// One session's log as read back: the summary and every complete event, oldest first.
+pub struct LogContents {
+    pub meta: Meta,
+    pub events: Vec<serde_json::Value>,
+    /// Commit of the log ref.
+    pub commit: ObjectId,
+}
+
+impl Store {
+    fn journal_path(&self, id: &str) -> PathBuf {
+        self.common_dir()
+            .join("agent")
+            .join("journal")
+            .join(format!("{id}.jsonl"))
+    }
+
+    /// Starts the log of a new session: an empty journal, locked, and a first fold so `log` lists the session
+    /// at once (with status `running`).
+    pub fn create_log(&self, mut meta: Meta) -> Result<SessionLog, StoreError> {
+        let path = self.journal_path(&meta.id);
+        let journal = open_locked(&path, &meta.id)?;
+        journal
+            .set_len(0)
+            .map_err(StoreError::io("truncate", &path))?;
+        meta.created = now();
+        meta.updated = meta.created;
+        meta.events = 0;
+        let mut log = SessionLog {
+            meta,
+            journal,
+            path,
+            next: 0,
+        };
+        log.fold(self)?;
+        Ok(log)
+    }
+
+    /// Opens the log of session `id` for writing: takes its lock (failing if another process holds it) and
+    /// folds what a crashed writer left in the journal.
+    pub fn open_log(&self, id: &str) -> Result<SessionLog, StoreError> {
+        let path = self.journal_path(id);
+        let journal = open_locked(&path, id)?;
+        let mut meta = self
+            .read_meta(id)?
+            .ok_or_else(|| StoreError::NoSession(id.to_owned()))?;
+        self.fold_journal(&mut meta, &path)?;
+        journal
+            .set_len(0)
+            .map_err(StoreError::io("truncate", &path))?;
+        Ok(SessionLog {
+            next: meta.events,
+            meta,
+            journal,
+            path,
+        })
+    }
+
+    /// True while some process holds session `id`'s lock (it is running).
+    pub fn log_is_locked(&self, id: &str) -> bool {
+        let Ok(file) = File::open(self.journal_path(id)) else {
+            return false;
+        };
+        // SAFETY: flock on a valid, owned descriptor.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        rc != 0
+    }
+
+    /// The summary of session `id`, reading only `meta.json`.
+    pub fn read_meta(&self, id: &str) -> Result<Option<Meta>, StoreError> {
+        let Some(commit) = self.log_commit(id)? else {
+            return Ok(None);
+        };
+        self.meta_of(commit).map(Some)
+    }
+
+    /// The summary from the log commit's message (one object read, which is what keeps `log` fast), falling back
+    /// to `meta.json` in its tree.
+    fn meta_of(&self, commit: ObjectId) -> Result<Meta, StoreError> {
+        let object = self.repo.find_commit(commit)?;
+        let message = object.message_raw_sloppy();
+        if let Some(pos) = message.find("\n\n{") {
+            if let Ok(meta) = serde_json::from_slice(message[pos + 2..].trim_ascii_end()) {
+                return Ok(meta);
+            }
+        }
+        let tree = object.tree()?;
+        let entry = tree
+            .lookup_entry_by_path("meta.json")?
+            .ok_or(StoreError::CorruptLog(commit, "no meta.json"))?;
+        let blob = self.repo.find_object(entry.object_id())?;
+        serde_json::from_slice(&blob.data).map_err(|_| StoreError::CorruptLog(commit, "meta.json"))
+    }
+
+    fn log_commit(&self, id: &str) -> Result<Option<ObjectId>, StoreError> {
+        match self.repo.try_find_reference(log_ref(id).as_str())? {
+            Some(mut r) => Ok(Some(r.peel_to_id()?.detach())),
+            None => Ok(None),
+        }
+    }
+
+    /// Every session's summary (the ids of `refs/agent/sessions/*`), newest first.
+    pub fn list_sessions(&self) -> Result<Vec<Meta>, StoreError> {
+        let refs = self.repo.references()?;
+        let mut metas = Vec::new();
+        for r in refs.prefixed("refs/agent/sessions/")? {
+            let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            let id = r.peel_to_id()?.detach();
+            metas.push(self.meta_of(id)?);
+        }
+        metas.sort_by(|a, b| b.created.cmp(&a.created).then(b.id.cmp(&a.id)));
+        Ok(metas)
+    }
+
+    /// The id of the session `prefix` names (any unique prefix), or of the newest session when `None`.
+    pub fn resolve_session(&self, prefix: Option<&str>) -> Result<String, StoreError> {
+        let mut ids: Vec<String> = Vec::new();
+        let refs = self.repo.references()?;
+        for r in refs.prefixed("refs/agent/sessions/")? {
+            let r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            let name = r.name().as_bstr().to_string();
+            ids.push(name.trim_start_matches("refs/agent/sessions/").to_owned());
+        }
+        let Some(prefix) = prefix else {
+            return self
+                .list_sessions()?
+                .into_iter()
+                .next()
+                .map(|m| m.id)
+                .ok_or(StoreError::NoSessions);
+        };
+        if ids.iter().any(|id| id == prefix) {
+            return Ok(prefix.to_owned());
+        }
+        let mut found: Vec<String> = ids
+            .into_iter()
+            .filter(|id| id.starts_with(prefix))
+            .collect();
+        match found.len() {
+            0 => Err(StoreError::NoSession(prefix.to_owned())),
+            1 => Ok(found.remove(0)),
+            _ => {
+                found.sort();
+                Err(StoreError::AmbiguousSession {
+                    prefix: prefix.to_owned(),
+                    candidates: found,
+                })
+            }
+        }
+    }
+
+    /// The whole log of session `id`: the ref's events, then complete events still in the journal (a session
+    /// that is running, or crashed before folding).
+    pub fn read_log(&self, id: &str) -> Result<LogContents, StoreError> {
+        let commit = self
+            .log_commit(id)?
+            .ok_or_else(|| StoreError::NoSession(id.to_owned()))?;
+        let meta = self.meta_of(commit)?;
+        let tree = self.repo.find_commit(commit)?.tree()?;
+        let mut events = Vec::new();
+        if let Some(dir) = tree.lookup_entry_by_path("events")? {
+            let dir = self.repo.find_tree(dir.object_id())?;
+            // Chunk names are zero-padded seq numbers, and git sorts tree entries by name: already in order.
+            for entry in dir.iter() {
+                let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+                let blob = self.repo.find_object(entry.oid())?;
+                events.extend(complete_lines(&blob.data, 0).0);
+            }
+        }
+        if let Ok(bytes) = std::fs::read(self.journal_path(id)) {
+            events.extend(complete_lines(&bytes, events.len() as u64).0);
+        }
+        Ok(LogContents {
+            meta,
+            events,
+            commit,
+        })
+    }
+
+    /// Deletes session `id`'s log ref and journal.
+    pub fn delete_log(&self, id: &str) -> Result<(), StoreError> {
+        if let Some(commit) = self.log_commit(id)? {
+            let edit = RefEdit::delete(
+                full_name(&log_ref(id))?,
+                PreviousValue::MustExistAndMatch(Target::Object(commit)),
+            );
+            edit_ref(&self.repo, edit)?;
+        }
+        let path = self.journal_path(id);
+        match std::fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(StoreError::io("remove", path)(err))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the journal's complete events past `meta.events` as a new chunk plus `meta`, as one commit on
+    /// the log ref (compare-and-swap). Does not touch the journal file.
+    fn fold_journal(&self, meta: &mut Meta, journal: &PathBuf) -> Result<(), StoreError> {
+        let mut bytes = Vec::new();
+        if let Ok(mut file) = File::open(journal) {
+            file.read_to_end(&mut bytes)
+                .map_err(StoreError::io("read", journal))?;
+        }
+        let (lines, first) = complete_lines(&bytes, meta.events);
+        let previous = self.log_commit(&meta.id)?;
+        let base_tree = match previous {
+            Some(c) => self.repo.find_commit(c)?.tree_id()?.detach(),
+            None => ObjectId::empty_tree(self.repo.object_hash()),
+        };
+        let mut editor = self.repo.find_tree(base_tree)?.edit()?;
+        if !lines.is_empty() {
+            let mut chunk = Vec::new();
+            for line in &lines {
+                chunk.extend_from_slice(line.to_string().as_bytes());
+                chunk.push(b'\n');
+            }
+            let blob = self.repo.write_blob(&chunk)?.detach();
+            editor.upsert(format!("events/{first:010}.jsonl"), EntryKind::Blob, blob)?;
+            meta.events = first + lines.len() as u64;
+        }
+        let meta_json = serde_json::to_vec_pretty(meta)
+            .map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
+        let meta_blob = self
+            .repo
+            .write_blob(sanitize(&String::from_utf8_lossy(&meta_json)).as_bytes())?;
+        editor.upsert("meta.json", EntryKind::Blob, meta_blob.detach())?;
+        let tree = editor.write()?.detach();
+        if previous.is_some() && tree == base_tree {
+            return Ok(());
+        }
+        // The summary goes into the message too, so `log` reads one object per session instead of three.
+        let compact =
+            serde_json::to_string(meta).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
+        let message = format!(
+            "session {}: {} event{} ({})\n\n{}\n",
+            meta.id,
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" },
+            meta.status,
+            sanitize(&compact)
+        );
+        let commit = write_commit(&self.repo, tree, previous, &message)?;
+        crash_point();
+        let expected = match previous {
+            Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
+            None => PreviousValue::MustNotExist,
+        };
+        let reflog = format!("git-agent: session {} ({})", meta.id, meta.status);
+        let edit = RefEdit::update(full_name(&log_ref(&meta.id))?, commit, expected, reflog);
+        edit_ref(&self.repo, edit)?;
+        crash_point();
+        Ok(())
+    }
+}
+
+/// Complete, parseable JSON lines of a journal or chunk whose `seq` is at least `from`, stopping at the first
+/// torn or garbled line; also the seq of the first line returned (or `from`).
+fn complete_lines(bytes: &[u8], from: u64) -> (Vec<serde_json::Value>, u64) {
+    let mut out = Vec::new();
+    let mut first = None;
+    let mut expected = None;
+    for line in bytes.split_inclusive(|b| *b == b'\n') {
+        let Some(line) = line.strip_suffix(b"\n") else {
+            break; // torn tail: the event being written when the writer died
+        };
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+            break;
+        };
+        let seq = value
+            .get("seq")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        if seq < from {
+            continue; // folded already; the crash came between the ref update and the truncation
+        }
+        if expected.is_some_and(|e| e != seq) {
+            break;
+        }
+        first.get_or_insert(seq);
+        expected = Some(seq + 1);
+        out.push(value);
+    }
+    (out, first.unwrap_or(from))
+}
+
+/// Opens (creating) the journal at `path` for appending and takes its exclusive lock without waiting.
+fn open_locked(path: &PathBuf, id: &str) -> Result<File, StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(StoreError::io("create", dir))?;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(path)
+        .map_err(StoreError::io("open", path))?;
+    // SAFETY: flock on a valid, owned descriptor.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(StoreError::SessionBusy(id.to_owned()));
+    }
+    Ok(file)
+}
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_and_folded_lines_are_skipped() {
+        let text = b"{\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n{\"seq\":3";
+        let (lines, first) = complete_lines(text, 1);
+        assert_eq!(first, 1);
+        assert_eq!(lines.len(), 2);
+        let (lines, _) = complete_lines(b"{\"seq\":0}\n{garbage\n{\"seq\":2}\n", 0);
+        assert_eq!(lines.len(), 1);
+    }
+
+    /// `scripts/bench-sessions.sh`: per-event append cost for sessions of 10 and 5,000 events, the cost of
+    /// folding 10 new events into a short and a long log, and `BENCH_SESSIONS` sessions for timing `log`.
+    #[test]
+    #[ignore]
+    fn bench() {
+        use std::time::Instant;
+        let Ok(repo) = std::env::var("BENCH_REPO") else {
+            eprintln!("BENCH_REPO not set");
+            return;
+        };
+        let sessions: usize = std::env::var("BENCH_SESSIONS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1000);
+        let store = Store::open(std::path::Path::new(&repo)).unwrap();
+        let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let event = |i: u64| {
+            serde_json::json!({"type": "tool_result", "tool_call_id": format!("call_{i}"), "name": "read_file",
+                               "ok": true, "summary": "40 lines", "content": "x".repeat(400)})
+        };
+        let meta = |id: &str| Meta {
+            id: id.into(),
+            prompt: format!("benchmark session {id}\nsecond line"),
+            model: "openai/bench".into(),
+            branch: format!("refs/heads/agent/{id}"),
+            base: "0".repeat(40),
+            status: "running".into(),
+            ..Meta::default()
+        };
+        for (len, name) in [(10u64, "short"), (5000, "long")] {
+            let mut log = store.create_log(meta(&format!("bench-{name}"))).unwrap();
+            let mut appends = Vec::new();
+            let mut folds = Vec::new();
+            for i in 0..len {
+                let t = Instant::now();
+                log.append(event(i)).unwrap();
+                appends.push(us(t));
+                // A turn ends every 10 events: fold, as the agent does.
+                if i % 10 == 9 {
+                    let t = Instant::now();
+                    log.fold(&store).unwrap();
+                    folds.push(us(t));
+                }
+            }
+            println!("BENCH append_{len}_events_median_us={:.1}", median(appends));
+            println!(
+                "BENCH fold_10_events_into_{len}_median_us={:.1} last_us={:.1}",
+                median(folds.clone()),
+                folds.last().copied().unwrap_or_default()
+            );
+        }
+        let t = Instant::now();
+        for i in 0..sessions {
+            let mut log = store.create_log(meta(&format!("s{i:05}"))).unwrap();
+            for e in 0..12 {
+                log.append(event(e)).unwrap();
+            }
+            log.meta.status = "done".into();
+            log.meta.steps = 3;
+            log.fold(&store).unwrap();
+        }
+        println!(
+            "BENCH created_sessions={sessions} in_ms={:.0}",
+            us(t) / 1000.0
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! Safety end to end: the guard, rules and approvals in front of tool calls, the Landlock sandbox of `run`,
+//! and secrets kept out of git (the canary test of issue 6). Every test ends with the user's state unchanged.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::common::{call, fsck, run, session_id, user_state, Reply, Server, TestRepo};
+
+/// Landlock is a Linux feature of kernels since 5.13; where it is missing, sandbox tests say so and pass.
+fn landlock_available(test: &str) -> bool {
+    let available = git_agent::safety::sandbox::landlock_abi() >= 1;
+    if !available {
+        eprintln!("SKIPPED {test}: this kernel does not support Landlock");
+    }
+    available
+}
+
+fn json_events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn permission(events: &[Value], id: &str) -> Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "permission" && e["id"] == id)
+        .unwrap_or_else(|| panic!("no permission event for {id} in {events:?}"))
+        .clone()
+}
+
+#[test]
+fn guard_refuses_and_tells_the_model_to_ask_the_user() {
+    let repo = TestRepo::new();
+    repo.git(&["branch", "feature"]);
+    let before = user_state(&repo);
+    let delete = call("run", json!({"command": "git branch -D feature"}));
+    let sneaky = call(
+        "run",
+        json!({"command": "bash -c \"$(echo git stash clear)\""}),
+    );
+    let fine = call(
+        "run",
+        json!({"command": "git commit -m 'rm -rf /' --allow-empty --dry-run; echo done"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![delete.clone(), sneaky.clone(), fine.clone()]),
+        Reply::text("I was blocked."),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--json", "clean up branches"]);
+    out.assert_code(0);
+    let events = json_events(out.stdout());
+    let refused = permission(&events, &delete.id);
+    assert_eq!(refused["decision"], "deny");
+    assert_eq!(refused["rule"], "guard:git-branch-delete");
+    assert_eq!(
+        permission(&events, &sneaky.id)["rule"],
+        "guard:uninspectable"
+    );
+    assert_eq!(permission(&events, &fine.id)["decision"], "allow");
+    let last = server.requests().pop().expect("a follow-up request");
+    let result = last.tool_result(&delete.id);
+    assert!(
+        result.contains("blocked by guard:git-branch-delete"),
+        "{result}"
+    );
+    assert!(result.contains("ask the user"), "{result}");
+    assert!(last.tool_result(&fine.id).contains("done"));
+    assert!(repo
+        .git(&["branch", "--list", "feature"])
+        .contains("feature"));
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+#[test]
+fn rules_and_approvals_without_a_terminal() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let ls = call("run", json!({"command": "ls -la"}));
+    let push = call("run", json!({"command": "git push origin HEAD"}));
+    let cat = call("run", json!({"command": "cat file.txt"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![ls.clone(), push.clone(), cat.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(
+        &server,
+        &[
+            "ask",
+            "--json",
+            "--deny",
+            "Run(ls:*)",
+            "--allow",
+            "Run(cat *)",
+            "look",
+        ],
+    );
+    out.assert_code(0);
+    let events = json_events(out.stdout());
+    assert_eq!(permission(&events, &ls.id)["rule"], "Run(ls:*)");
+    let push_decision = permission(&events, &push.id);
+    assert_eq!(
+        (
+            push_decision["decision"].as_str(),
+            push_decision["rule"].as_str()
+        ),
+        (Some("deny"), Some("approval"))
+    );
+    assert!(push_decision["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("cannot ask"));
+    assert_eq!(permission(&events, &cat.id)["rule"], "Run(cat *)");
+    let bad = repo.run_agent(&server, &["ask", "--deny", "Frob(x)", "look"]);
+    bad.assert_code(1);
+    assert!(
+        bad.first_stderr_line()
+            .starts_with("error: invalid permission rule 'Frob(x)'"),
+        "{}",
+        bad.stderr()
+    );
+    assert_eq!(user_state(&repo), before);
+}
+
+#[test]
+fn sandbox_confines_writes_and_keeps_git_read_only() {
+    if !landlock_available("sandbox_confines_writes_and_keeps_git_read_only") {
+        return;
+    }
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let outside = repo.root().join("escape.txt");
+    let hook = repo.path().join(".git/hooks/pre-commit");
+    // Scripts hide their commands from the guard: only the sandbox stands in the way.
+    let script = format!(
+        "echo out > {outside}\necho hook > {hook}\ngit branch evil\necho in > inside.txt\n",
+        outside = outside.display(),
+        hook = hook.display()
+    );
+    let write = call("write_file", json!({"path": "w.sh", "content": script}));
+    let exec = call(
+        "run",
+        json!({"command": "sh w.sh; git status --short >/dev/null && echo status-ok"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write, exec.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--sandbox", "workspace", "try to escape"]);
+    out.assert_code(0);
+    let result = server
+        .requests()
+        .pop()
+        .expect("follow-up")
+        .tool_result(&exec.id);
+    assert!(
+        !outside.exists(),
+        "a write outside the checkout succeeded: {result}"
+    );
+    assert!(!hook.exists(), "a hook was planted: {result}");
+    assert_eq!(repo.git(&["branch", "--list", "evil"]), "", "{result}");
+    assert!(
+        result.contains("status-ok"),
+        "git status must work in the checkout: {result}"
+    );
+    assert!(
+        result.contains("[sandbox: commands may write only under"),
+        "{result}"
+    );
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:inside.txt")]),
+        "in\n"
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+#[test]
+fn network_off_blocks_tcp_connect() {
+    if !landlock_available("network_off_blocks_tcp_connect") {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a local port");
+    let port = listener.local_addr().expect("local addr").port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    for (flags, expect_connect) in [
+        (&["--sandbox", "workspace"][..], true),
+        (&["--no-network"][..], false),
+    ] {
+        let probe = call("run", json!({"command": connect}));
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![probe.clone()]),
+            Reply::text("done"),
+        ]);
+        let mut args = vec!["ask"];
+        args.extend_from_slice(flags);
+        args.push("probe the network");
+        repo.run_agent(&server, &args).assert_code(0);
+        let result = server
+            .requests()
+            .pop()
+            .expect("follow-up")
+            .tool_result(&probe.id);
+        assert_eq!(
+            result.contains("connected\n"),
+            expect_connect,
+            "{flags:?}: {result}"
+        );
+    }
+    drop(listener);
+    assert_eq!(user_state(&repo), before);
+}
+
+#[test]
+fn canary_secrets_never_reach_git() {
+    const ENV_CANARY: &str = "sk-ant-CANARY-4f1d2e3c5b6a7980";
+    const DOTENV_CANARY: &str = "dotenv-CANARY-9e8d7c6b5a";
+    let repo = TestRepo::new();
+    repo.write(".env", &format!("DB_PASSWORD={DOTENV_CANARY}\n"));
+    let before = user_state(&repo);
+    let dump = format!(
+        "env > dump.txt; printenv >> dump.txt; tr '\\0' '\\n' < /proc/$PPID/environ >> dump.txt; cat {}/.env >> dump.txt; echo ok",
+        repo.path().display()
+    );
+    let read_env = call("read_file", json!({"path": ".env"}));
+    let run_dump = call("run", json!({"command": dump}));
+    let leak = call(
+        "write_file",
+        json!({"path": "notes.txt", "content": format!("the key is {ENV_CANARY}\n")}),
+    );
+    let fine = call(
+        "write_file",
+        json!({"path": "ok.txt", "content": "nothing secret\n"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![read_env.clone(), run_dump.clone(), leak, fine]),
+        Reply::text(&format!("done, the key was {ENV_CANARY}")),
+    ]);
+    // Unsandboxed: the re-exec alone must keep the key out of /proc/<agent>/environ.
+    let mut cmd = repo.agent(
+        &server,
+        &["ask", "--sandbox", "off", "dump the environment"],
+    );
+    cmd.env("ANTHROPIC_API_KEY", ENV_CANARY);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    let last = server.requests().pop().expect("follow-up");
+    assert!(last
+        .tool_result(&read_env.id)
+        .contains("blocked by sensitive-file"));
+    assert!(last.tool_result(&run_dump.id).contains("ok"));
+    let id = session_id(&repo);
+    let checkout = repo.path().join(".git/agent/worktrees").join(&id);
+    let dumped =
+        fs::read_to_string(checkout.join("dump.txt")).expect("dump.txt stays in the checkout");
+    assert!(
+        !dumped.contains(ENV_CANARY),
+        "the key reached a command's environment"
+    );
+    assert!(
+        dumped.contains(DOTENV_CANARY),
+        "the test must put the .env value in a file"
+    );
+    assert!(
+        out.stderr().contains("dump.txt was not committed"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("notes.txt was not committed"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:ok.txt")]),
+        "nothing secret\n"
+    );
+    assert!(
+        !checkout.join(".env").exists(),
+        "the user's .env was captured into the session"
+    );
+    let objects = all_objects(repo.path());
+    for canary in [ENV_CANARY, DOTENV_CANARY] {
+        assert!(
+            !objects.contains(canary),
+            "{canary} is in the object database"
+        );
+    }
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+/// Every object of the repository, as `git cat-file --batch-all-objects --batch` prints them.
+fn all_objects(repo: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git cat-file runs");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -1,0 +1,579 @@
+//! Sessions living in the repo: log, show, diff, undo, resume, accept, discard, push and pull, each checked with
+//! plain git; concurrent writers, kill -9 at every durable write, and `git gc --prune=now`.
+//!
+//! Contract: DESIGN.md sections 2 and 4, issue 3.
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::common::{
+    agent_commits, call, fsck, run, session_id, trailer, user_state, Output, Reply, Server,
+    TestRepo,
+};
+
+/// Runs a command that needs no model (log, show, ...) in `repo`.
+fn agent(repo: &TestRepo, args: &[&str]) -> Output {
+    let server = Server::start(vec![]);
+    repo.run_agent(&server, args)
+}
+
+/// The note on `rev` in refs/notes/agent.
+fn note(repo: &TestRepo, rev: &str) -> String {
+    repo.git(&["log", "-1", "--notes=agent", "--format=%N", rev])
+}
+
+fn checkout_file(repo: &TestRepo, id: &str, path: &str) -> Option<String> {
+    fs::read_to_string(repo.path().join(".git/agent/worktrees").join(id).join(path)).ok()
+}
+
+#[test]
+fn round_trip_through_every_session_command() {
+    let repo = TestRepo::new();
+    repo.write("wip.md", "my own work in progress\n");
+    let before = user_state(&repo);
+    let add = call("write_file", json!({"path": "a.txt", "content": "alpha\n"}));
+    let edit = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "two", "new_string": "TWO"}),
+    );
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls("I will add a.txt first.", vec![add]),
+        Reply::text_and_tool_calls("Now shout two.", vec![edit]),
+        Reply::text("Added a.txt and shouted two."),
+    ]);
+    repo.run_agent(&server, &["ask", "add alpha\nsecond line"])
+        .assert_code(0);
+    let id = session_id(&repo);
+    assert_eq!(user_state(&repo), before, "ask");
+    let commits = agent_commits(&repo, &id);
+    assert_eq!(commits.len(), 3, "step 0 plus two steps: {commits:?}");
+
+    // The log ref and the notes, read with plain git.
+    let refs = repo.git(&["for-each-ref", "--format=%(refname)", "refs/agent/"]);
+    assert_eq!(refs, format!("refs/agent/sessions/{id}\n"));
+    let meta = repo.git(&["show", &format!("refs/agent/sessions/{id}:meta.json")]);
+    let meta: serde_json::Value = serde_json::from_str(&meta).expect("meta.json is JSON");
+    assert_eq!(meta["status"], "done");
+    assert_eq!(meta["steps"], 2);
+    assert_eq!(meta["prompt"], "add alpha\nsecond line");
+    let first_note = note(&repo, &commits[1]);
+    assert!(first_note.contains("write_file"), "{first_note}");
+    assert!(
+        first_note.contains("I will add a.txt first."),
+        "{first_note}"
+    );
+    assert!(note(&repo, &commits[2]).contains("Now shout two."));
+    assert_eq!(
+        note(&repo, &commits[0]).trim(),
+        "",
+        "step 0 is the user's, no note"
+    );
+
+    // log: one line, summary only.
+    let log = agent(&repo, &["log"]);
+    log.assert_code(0);
+    let line = log.stdout().trim();
+    assert!(line.starts_with(&id), "{line}");
+    assert!(line.contains("done") && line.contains("2 steps"), "{line}");
+    assert!(
+        line.ends_with("add alpha"),
+        "first prompt line only: {line}"
+    );
+
+    // show by prefix.
+    let show = agent(&repo, &["show", &id[..3]]);
+    show.assert_code(0);
+    for needle in [
+        "> add alpha",
+        "> second line",
+        "● write a.txt",
+        "step 1:",
+        "step 2:",
+        "Added a.txt",
+    ] {
+        assert!(show.stdout().contains(needle), "{needle} missing:\n{show}");
+    }
+
+    // diff: the agent's change only; --all includes the captured work in progress.
+    let diff = agent(&repo, &["diff"]);
+    diff.assert_code(0);
+    assert!(
+        diff.stdout().contains("+alpha") && diff.stdout().contains("+TWO"),
+        "{diff}"
+    );
+    assert!(!diff.stdout().contains("work in progress"), "{diff}");
+    assert!(!diff.stdout().contains("\x1b["), "no colour off a TTY");
+    assert!(agent(&repo, &["diff", "--all", &id])
+        .stdout()
+        .contains("+my own work in progress"));
+    assert_eq!(user_state(&repo), before, "log, show, diff");
+
+    // undo: the branch moves back, the checkout follows, the undo is logged, step 0 is protected.
+    let undo = agent(&repo, &["undo"]);
+    undo.assert_code(0);
+    assert!(
+        undo.stderr().contains("git update-ref"),
+        "redo hint: {undo}"
+    );
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]).trim(),
+        commits[1]
+    );
+    assert_eq!(
+        checkout_file(&repo, &id, "file.txt").as_deref(),
+        Some("one\ntwo\nthree\n")
+    );
+    assert_eq!(
+        checkout_file(&repo, &id, "a.txt").as_deref(),
+        Some("alpha\n")
+    );
+    let refused = agent(&repo, &["undo", "-n", "2", &id]);
+    refused.assert_code(1);
+    assert!(
+        refused
+            .first_stderr_line()
+            .starts_with("error: cannot undo 2 steps"),
+        "{refused}"
+    );
+    assert!(agent(&repo, &["show"]).stdout().contains("undo 1 step"));
+    assert_eq!(user_state(&repo), before, "undo");
+
+    // resume: the conversation comes back, the branch continues from the undone tip.
+    let add_b = call("write_file", json!({"path": "b.txt", "content": "beta\n"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![add_b]),
+        Reply::text("Added b.txt too."),
+    ]);
+    repo.run_agent(&server, &["ask", "--resume", &id[..4], "also add beta"])
+        .assert_code(0);
+    let sent = &server.requests()[0];
+    assert!(sent.raw_body.contains("add alpha"), "history is sent again");
+    assert!(sent.raw_body.contains("also add beta"));
+    assert!(sent.raw_body.contains("I will add a.txt first."));
+    let tip = repo.git(&["rev-parse", &format!("agent/{id}")]);
+    assert_eq!(trailer(&repo, tip.trim(), "Agent-Step"), "2");
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}~1")]).trim(),
+        commits[1]
+    );
+    assert_eq!(session_id(&repo), id, "no new session");
+    assert!(agent(&repo, &["log"]).stdout().contains("2 steps"));
+    assert_eq!(user_state(&repo), before, "resume");
+
+    // accept: the change lands in the work tree, index and HEAD untouched; captured work stays.
+    let index = repo.git(&["ls-files", "-s"]);
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    agent(&repo, &["accept"]).assert_code(0);
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("wip.md")).unwrap(),
+        "my own work in progress\n"
+    );
+    assert_eq!(repo.git(&["ls-files", "-s"]), index);
+    assert_eq!(repo.git(&["rev-parse", "HEAD"]), head);
+
+    // accept --commit: a commit on main, through the user's hooks, with the session trailer.
+    fs::remove_file(repo.path().join("a.txt")).unwrap();
+    fs::remove_file(repo.path().join("b.txt")).unwrap();
+    let hook = repo.path().join(".git/hooks/commit-msg");
+    fs::write(
+        &hook,
+        "#!/bin/sh\necho ran > \"$(git rev-parse --git-dir)/hook-ran\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    agent(&repo, &["accept", "--commit", &id]).assert_code(0);
+    assert!(
+        repo.path().join(".git/hook-ran").exists(),
+        "the user's hook ran"
+    );
+    assert_eq!(trailer(&repo, "HEAD", "Agent-Session"), id);
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]).trim(), "add alpha");
+    assert_eq!(
+        repo.git(&["show", "--name-only", "--format=", "HEAD"]),
+        "a.txt\nb.txt\n"
+    );
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "?? wip.md\n",
+        "the user's work in progress is neither committed nor lost"
+    );
+
+    // discard: checkout and branch go, the log stays; --purge removes the log too.
+    let state = user_state(&repo);
+    agent(&repo, &["discard", &id]).assert_code(0);
+    assert_eq!(repo.git(&["for-each-ref", "refs/heads/agent/"]), "");
+    assert!(!repo.path().join(".git/agent/worktrees").join(&id).exists());
+    assert!(agent(&repo, &["log"]).stdout().contains("discarded"));
+    agent(&repo, &["show", &id]).assert_code(0);
+    assert_eq!(user_state(&repo), state, "discard");
+    agent(&repo, &["discard", "--purge", &id]).assert_code(0);
+    assert_eq!(repo.git(&["for-each-ref", "refs/agent/"]), "");
+    fsck(&repo);
+}
+
+#[test]
+fn accept_never_overwrites_the_users_edits() {
+    let repo = TestRepo::new();
+    repo.write("file.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    repo.commit_all("nine lines");
+    let edit = |old: &str, new: &str| {
+        call(
+            "edit_file",
+            json!({"path": "file.txt", "old_string": old, "new_string": new}),
+        )
+    };
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![edit("2\n", "two\n")]),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "spell out two"])
+        .assert_code(0);
+
+    // The user changes another line since: merged cleanly.
+    repo.write("file.txt", "1\n2\n3\n4\n5\n6\n7\n8\nnine\n");
+    agent(&repo, &["accept"]).assert_code(0);
+    assert_eq!(
+        fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        "1\ntwo\n3\n4\n5\n6\n7\n8\nnine\n"
+    );
+
+    // The user changes the same line: refused with --no-conflicts (nothing written), markers without.
+    repo.write("file.txt", "1\nTWO\n3\n4\n5\n6\n7\n8\n9\n");
+    let before = user_state(&repo);
+    let out = agent(&repo, &["accept", "--no-conflicts"]);
+    out.assert_code(1);
+    assert!(out.stderr().contains("conflict  file.txt"), "{out}");
+    assert_eq!(user_state(&repo), before);
+    let out = agent(&repo, &["accept", "--commit"]);
+    out.assert_code(1);
+    assert_eq!(user_state(&repo), before);
+    let out = agent(&repo, &["accept"]);
+    out.assert_code(1);
+    assert!(out.stderr().contains("CONFLICT  file.txt"), "{out}");
+    let merged = fs::read_to_string(repo.path().join("file.txt")).unwrap();
+    assert!(
+        merged.contains("<<<<<<< yours\nTWO\n") && merged.contains("two\n>>>>>>> agent/"),
+        "{merged}"
+    );
+}
+
+#[test]
+fn ambiguous_and_unknown_prefixes_are_explained() {
+    let repo = TestRepo::new();
+    for _ in 0..2 {
+        let server = Server::start(vec![Reply::text("hi")]);
+        repo.run_agent(&server, &["ask", "say hi"]).assert_code(0);
+    }
+    let out = agent(&repo, &["show", "zz"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: no session \"zz\""),
+        "{out}"
+    );
+    let ids: Vec<String> = agent(&repo, &["log"])
+        .stdout()
+        .lines()
+        .map(|l| l[..6].to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    if ids[0][..1] == ids[1][..1] {
+        let out = agent(&repo, &["show", &ids[0][..1]]);
+        out.assert_code(1);
+        assert!(out.stderr().contains("ambiguous"), "{out}");
+    }
+    // The newest is the default.
+    assert!(agent(&repo, &["show"])
+        .stdout()
+        .starts_with(&format!("session {}", ids[0])));
+}
+
+#[test]
+fn eight_concurrent_sessions_keep_every_note() {
+    let repo = TestRepo::new();
+    let servers: Vec<Server> = (0..8)
+        .map(|i| {
+            let path = format!("f{i}.txt");
+            Server::start(vec![
+                Reply::text_and_tool_calls(
+                    &format!("writing {path}"),
+                    vec![call("write_file", json!({"path": path, "content": "x\n"}))],
+                ),
+                Reply::text_and_tool_calls(
+                    &format!("editing {path}"),
+                    vec![call(
+                        "edit_file",
+                        json!({"path": path, "old_string": "x", "new_string": "y"}),
+                    )],
+                ),
+                Reply::text("done"),
+            ])
+        })
+        .collect();
+    let children: Vec<_> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, server)| {
+            let mut cmd = repo.agent(server, &["ask", &format!("session {i}")]);
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            cmd.spawn().expect("spawn git-agent")
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().expect("wait").success());
+    }
+    let branches = crate::common::agent_branches(&repo);
+    assert_eq!(branches.len(), 8);
+    let sessions = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/agent/sessions/",
+    ]);
+    assert_eq!(sessions.lines().count(), 8);
+    let notes = repo.git(&["notes", "--ref=agent", "list"]);
+    assert_eq!(notes.lines().count(), 16, "two notes per session:\n{notes}");
+    for id in &branches {
+        let commits = agent_commits(&repo, id);
+        assert_eq!(commits.len(), 2);
+        for commit in &commits {
+            assert!(note(&repo, commit).contains("why: "), "{id} {commit}");
+        }
+    }
+    let log = agent(&repo, &["log"]);
+    assert_eq!(log.stdout().matches("done").count(), 8, "{log}");
+    fsck(&repo);
+}
+
+/// Every `kill -9` point of a scripted session: the repo stays consistent and `--resume` finishes the job.
+#[test]
+fn kill_minus_9_at_every_durable_write_then_resume() {
+    let repo = TestRepo::new();
+    let script = || {
+        vec![
+            Reply::text_and_tool_calls(
+                "first a",
+                vec![call(
+                    "write_file",
+                    json!({"path": "a.txt", "content": "a\n"}),
+                )],
+            ),
+            Reply::tool_calls(vec![call(
+                "write_file",
+                json!({"path": "b.txt", "content": "b\n"}),
+            )]),
+            Reply::tool_calls(vec![call(
+                "edit_file",
+                json!({"path": "a.txt", "old_string": "a", "new_string": "A"}),
+            )]),
+            Reply::text("all done"),
+        ]
+    };
+    let before = user_state(&repo);
+    let mut points = 0;
+    for at in 1.. {
+        let server = Server::start(script());
+        let mut cmd = repo.agent(&server, &["ask", &format!("crash at {at}")]);
+        cmd.env("GIT_AGENT_CRASH_AT", at.to_string());
+        let out = run(&mut cmd);
+        if out.status.signal().is_none() {
+            out.assert_code(0);
+            break;
+        }
+        assert_eq!(out.status.signal(), Some(9), "{out}");
+        points += 1;
+        fsck(&repo);
+        assert_eq!(user_state(&repo), before, "crash point {at}");
+        let locks = repo.git(&["for-each-ref", "--format=%(refname)"]);
+        assert!(!locks.contains(".lock"));
+        agent(&repo, &["log"]).assert_code(0);
+        // The session the crash left: resume it unless it died before its log existed.
+        let logged = repo.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/agent/sessions/",
+        ]);
+        let newest: Vec<String> = crate::common::agent_branches(&repo)
+            .into_iter()
+            .filter(|id| logged.contains(&format!("/{id}\n")))
+            .filter(|id| {
+                agent(&repo, &["show", id])
+                    .stdout()
+                    .contains(&format!("> crash at {at}\n"))
+            })
+            .collect();
+        if newest.is_empty() {
+            continue;
+        }
+        let id = &newest[0];
+        let resume = Server::start(vec![Reply::text("resumed and finished")]);
+        let out = repo.run_agent(&resume, &["ask", "--resume", id, "finish"]);
+        out.assert_code(0);
+        assert!(out.stdout().contains("resumed and finished"));
+        // Every call in the history has a result, synthetic or real, or the provider would refuse it.
+        let sent = &resume.requests()[0];
+        let calls: usize = sent
+            .messages()
+            .iter()
+            .filter_map(|m| m["tool_calls"].as_array())
+            .map(Vec::len)
+            .sum();
+        assert_eq!(sent.tool_results().len(), calls, "crash point {at}");
+        let show = agent(&repo, &["show", id]);
+        assert!(show.stdout().contains("-- done"), "{show}");
+    }
+    assert!(points >= 50, "only {points} crash points");
+    fsck(&repo);
+}
+
+#[test]
+fn gc_prune_now_keeps_sessions_branches_and_notes() {
+    let repo = TestRepo::new();
+    repo.write("wip.txt", "captured\n");
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            "adding",
+            vec![call(
+                "write_file",
+                json!({"path": "n.txt", "content": "n\n"}),
+            )],
+        ),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "add n"]).assert_code(0);
+    let id = session_id(&repo);
+    let show = agent(&repo, &["show", &id]).stdout;
+    let commits = agent_commits(&repo, &id);
+    repo.git(&["gc", "--prune=now", "--quiet"]);
+    for commit in &commits {
+        repo.git(&["cat-file", "-e", commit]);
+    }
+    assert!(note(&repo, &commits[1]).contains("adding"));
+    assert_eq!(agent(&repo, &["show", &id]).stdout, show);
+    fsck(&repo);
+}
+
+#[test]
+fn push_to_a_bare_repo_and_pull_into_a_fresh_clone() {
+    let repo = TestRepo::new();
+    let bare = repo.root().join("remote.git");
+    repo.git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    repo.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            "adding",
+            vec![call(
+                "write_file",
+                json!({"path": "p.txt", "content": "p\n"}),
+            )],
+        ),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "add p"]).assert_code(0);
+    let id = session_id(&repo);
+    agent(&repo, &["push"]).assert_code(0);
+
+    let clone = repo.root().join("clone");
+    repo.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        clone.to_str().unwrap(),
+    ]);
+    let in_clone = |args: &[&str]| {
+        let server = Server::start(vec![]);
+        let mut cmd = repo.agent(&server, args);
+        cmd.current_dir(&clone);
+        run(&mut cmd)
+    };
+    in_clone(&["pull"]).assert_code(0);
+    assert_eq!(in_clone(&["log"]).stdout, agent(&repo, &["log"]).stdout);
+    assert_eq!(
+        in_clone(&["show", &id]).stdout,
+        agent(&repo, &["show", &id]).stdout
+    );
+    assert!(in_clone(&["diff", &id]).stdout.contains("+p"));
+    let step = agent_commits(&repo, &id)[0].clone();
+    let notes = |dir: &Path| {
+        let out = std::process::Command::new("git")
+            .args(["log", "-1", "--notes=agent", "--format=%N", &step])
+            .current_dir(dir)
+            .output()
+            .expect("git log");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(notes(&clone).contains("adding"));
+    assert_eq!(notes(&clone), notes(repo.path()));
+
+    // A note written on each side for the same commit: pull merges them, push then succeeds.
+    std::process::Command::new("git")
+        .args([
+            "notes",
+            "--ref=agent",
+            "append",
+            "-m",
+            "from the clone",
+            &step,
+        ])
+        .current_dir(&clone)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .status()
+        .expect("git notes");
+    in_clone(&["push"]).assert_code(0);
+    agent(&repo, &["pull"]).assert_code(0);
+    let merged = note(&repo, &step);
+    assert!(
+        merged.contains("adding") && merged.contains("from the clone"),
+        "{merged}"
+    );
+}
+
+#[test]
+fn push_refuses_a_key_value_in_a_session() {
+    let repo = TestRepo::new();
+    let bare = repo.root().join("remote.git");
+    repo.git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    repo.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "x.txt", "content": "x\n"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "write x"]).assert_code(0);
+    let id = session_id(&repo);
+    // git-agent redacts what it writes; plain git does not: a note with the key, added by hand.
+    let step = agent_commits(&repo, &id)[0].clone();
+    let leak = format!("key={}", crate::common::API_KEY);
+    repo.git(&["notes", "--ref=agent", "append", "-m", &leak, &step]);
+    let out = agent(&repo, &["push"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: refusing to push"),
+        "{out}"
+    );
+    assert!(!out.stderr().contains(crate::common::API_KEY));
+    assert_eq!(repo.git(&["ls-remote", bare.to_str().unwrap()]), "");
+}

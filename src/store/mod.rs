@@ -14,20 +14,26 @@
 //! a gix port would be large: `git status` (what did the user change?) and `git worktree add/remove` (checkout
 //! with smudge filters, worktree bookkeeping).
 
+mod changes;
 pub mod lifecycle;
 mod notes;
+#[cfg(target_os = "linux")]
+mod rules;
 mod scan;
 pub mod session_log;
 pub mod share;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+#[cfg(target_os = "linux")]
+mod watch;
 
 use std::ffi::OsStr;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub use changes::{ChangeTracker, Detection};
 pub use gix::ObjectId;
 pub use lifecycle::Change;
 pub use notes::NOTES_REF;

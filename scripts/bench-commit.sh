@@ -5,7 +5,10 @@
 #
 # Figures: (a) median commit_step time for one changed file (gix tree edit + commit + CAS ref update),
 # (b) median `git add -A && git commit -q` for one changed file on the same repo, (c) start_session
-# (branch + `git worktree add` of 100k files), (d) median scan of the checkout (parallel stat walk).
+# (branch + `git worktree add` of 100k files), (d) median scan of the checkout (parallel stat walk),
+# (e) changed-file detection after a command that modified 1 file: the stat rescan + diff, the inotify
+# ChangeTracker (after_run; its watch set-up, once per session, reported separately) and
+# `git status --porcelain` on the same checkout.
 set -euo pipefail
 
 steps=${1:-20}

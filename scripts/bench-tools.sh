@@ -10,7 +10,8 @@
 #           warm cache. The tool runs in-process; rg's figure includes its process start (~1-2 ms).
 #   edit_file on a 10 MB file: one edit, three edits in one call, a miss (closest region), peak memory.
 #   changed-file detection after a command that modified 1 file of 100,000 (scripts/bench-commit.sh tree):
-#           Scan::rescan + diff vs `git status --porcelain` on the same checkout.
+#           the inotify ChangeTracker (and its one-off watch set-up) and Scan::rescan + diff vs
+#           `git status --porcelain` on the same checkout.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +45,6 @@ cargo test --release --lib tools::bench::bench_edit_10mb -- --ignored --nocaptur
     grep '^BENCH' | sed 's/^BENCH /  /'
 
 echo "== changed-file detection (1 of 100,000 files modified) =="
-BENCH_DIR=$work "$root/scripts/bench-commit.sh" "${STEPS:-10}" | grep -E 'files=|scan|status'
+BENCH_DIR=$work "$root/scripts/bench-commit.sh" "${STEPS:-10}" | grep -E 'files=|scan|status|inotify'
 
 [[ -n ${BENCH_DIR:-} ]] || rm -rf "$work"

@@ -330,13 +330,19 @@ fn eight_concurrent_sessions_keep_every_note() {
         .enumerate()
         .map(|(i, server)| {
             let mut cmd = repo.agent(server, &["ask", &format!("session {i}")]);
-            cmd.stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
+            cmd.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
             cmd.spawn().expect("spawn git-agent")
         })
         .collect();
-    for mut child in children {
-        assert!(child.wait().expect("wait").success());
+    for child in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let branches = crate::common::agent_branches(&repo);
     assert_eq!(branches.len(), 8);

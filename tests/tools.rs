@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{call, session_id, user_state, Reply, Server, TestRepo, API_KEY};
+use crate::common::{
+    agent_commits, call, run, session_id, user_state, Reply, Server, TestRepo, API_KEY,
+};
 
 #[test]
 fn confinement_refuses_escapes_and_touches_nothing_outside() {
@@ -242,4 +244,58 @@ fn escape_sequences_from_tools_never_reach_the_terminal() {
     assert!(!out.stderr().contains('\u{1b}'), "{:?}", out.stderr());
     assert!(!out.stderr().contains('\u{7}'), "{:?}", out.stderr());
     assert!(out.stderr().contains('\u{fffd}'), "{:?}", out.stderr());
+}
+
+/// `git diff-tree --name-status` of one commit, one `X path` a line.
+fn name_status(repo: &TestRepo, commit: &str) -> String {
+    repo.git(&["diff-tree", "--no-commit-id", "--name-status", "-r", commit])
+}
+
+#[test]
+fn run_changes_become_steps_without_ignored_files() {
+    let repo = TestRepo::new();
+    repo.write(".gitignore", "*.log\n");
+    repo.commit_all("ignore logs");
+    // Excludes live in the common git dir; the agent's checkout is a linked worktree and must honour them.
+    repo.write(".git/info/exclude", "secret.txt\n");
+    let make =
+        "mkdir -p gen/sub && echo a > gen/sub/a.txt && echo l > gen/b.log && echo s > secret.txt \
+                && chmod +x file.txt";
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({ "command": make }))]),
+        Reply::tool_calls(vec![call(
+            "run",
+            json!({"command": "mv gen moved && rm README.md"}),
+        )]),
+        Reply::tool_calls(vec![call(
+            "run",
+            json!({"command": "echo b >> moved/sub/a.txt"}),
+        )]),
+        Reply::text("done"),
+    ]);
+
+    let out = run(repo
+        .agent(&server, &["ask", "make things"])
+        .env("GIT_AGENT_DEBUG", "1"));
+
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let steps: Vec<String> = agent_commits(&repo, &id)
+        .iter()
+        .map(|c| name_status(&repo, c))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "M\tfile.txt\nA\tgen/sub/a.txt\n",
+            "D\tREADME.md\nD\tgen/sub/a.txt\nA\tmoved/sub/a.txt\n",
+            "M\tmoved/sub/a.txt\n",
+        ]
+    );
+    if cfg!(target_os = "linux") {
+        // Found from events each time, not by the fallback scan.
+        let stderr = out.stderr();
+        assert_eq!(stderr.matches("from inotify events").count(), 3, "{stderr}");
+        assert!(!stderr.contains("falls back"), "{stderr}");
+    }
 }

@@ -27,7 +27,7 @@ use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
 use crate::safety::{Approvals, Policy};
-use crate::store::{Meta, Scan, Session, SessionLog, Store, StoreError};
+use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use crate::ui::{Event, Sink};
 use context::ContextState;
@@ -189,6 +189,7 @@ pub async fn ask(
         sink.emit(&Event::Warning(warning));
     }
     let (cancel, cancelled) = interrupt_flag();
+    let changes = ChangeTracker::new(session.root());
     let tool_state = Arc::new(SessionState::new(
         Some(store.common_dir().join("agent").join("output").join(&id)),
         vec![opts.model.api_key_env.to_string()],
@@ -231,7 +232,7 @@ pub async fn ask(
         cancel,
         cancelled,
         usage: Usage::default(),
-        last_scan: None,
+        changes,
         requests: 0,
         partial: String::new(),
         announced: false,
@@ -349,8 +350,8 @@ struct Turn<'s> {
     cancel: Arc<AtomicBool>,
     cancelled: watch::Receiver<bool>,
     usage: Usage,
-    /// The checkout as of the last scan, so a `run` command's changes are found by comparing two scans.
-    last_scan: Option<Scan>,
+    /// What `run` commands changed in the checkout (inotify, or a stat scan).
+    changes: ChangeTracker,
     requests: u32,
     /// The answer text streamed by the request in flight, kept when Ctrl-C cuts it off.
     partial: String,
@@ -816,13 +817,13 @@ impl Turn<'_> {
             return Ok(output);
         }
         let is_run = tool.name() == "run";
-        if is_run && self.last_scan.is_none() {
-            self.last_scan = Some(self.store.scan(&self.session)?);
+        if is_run {
+            self.changes.before_run()?;
         }
         let mut output = self.execute(index, args).await?;
         self.report(call, &output);
         let changed = if is_run {
-            self.scan_changes()?
+            self.changes.after_run()?
         } else {
             std::mem::take(&mut output.changed)
         };
@@ -879,20 +880,6 @@ impl Turn<'_> {
             ok: !output.is_error,
             summary: &output.summary,
         });
-    }
-
-    /// What a shell command changed in the checkout since the last scan.
-    fn scan_changes(&mut self) -> Result<Vec<PathBuf>, AgentError> {
-        let (after, changed) = match &self.last_scan {
-            Some(before) => {
-                let after = before.rescan()?;
-                let changed = Scan::diff(before, &after);
-                (after, changed)
-            }
-            None => (self.store.scan(&self.session)?, Vec::new()),
-        };
-        self.last_scan = Some(after);
-        Ok(changed)
     }
 
     fn commit(

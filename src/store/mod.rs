@@ -14,20 +14,26 @@
 //! a gix port would be large: `git status` (what did the user change?) and `git worktree add/remove` (checkout
 //! with smudge filters, worktree bookkeeping).
 
+mod changes;
 pub mod lifecycle;
 mod notes;
+#[cfg(target_os = "linux")]
+mod rules;
 mod scan;
 pub mod session_log;
 pub mod share;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+#[cfg(target_os = "linux")]
+mod watch;
 
 use std::ffi::OsStr;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub use changes::{ChangeTracker, Detection};
 pub use gix::ObjectId;
 pub use lifecycle::Change;
 pub use notes::NOTES_REF;
@@ -375,6 +381,11 @@ impl Store {
         args: &[&OsStr],
         index: Option<&Path>,
     ) -> Result<Vec<u8>, StoreError> {
+        let _lock = if args.contains(&OsStr::new("worktree")) {
+            Some(self.worktree_lock()?)
+        } else {
+            None
+        };
         let mut cmd = Command::new("git");
         cmd.args(args)
             .current_dir(dir)
@@ -398,6 +409,33 @@ impl Store {
             });
         }
         Ok(out.stdout)
+    }
+}
+
+impl Store {
+    /// An exclusive lock held around every `git worktree` command of every session in this repository.
+    ///
+    /// `git worktree add` reads each `.git/worktrees/*/commondir`; a concurrent add that has made its directory
+    /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
+    /// started at once. The lock is released when the file is closed, also when the process is killed.
+    fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
+        use std::os::fd::AsRawFd;
+        let dir = self.common_dir.join("agent");
+        std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
+        let path = dir.join("worktrees.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(StoreError::io("open", &path))?;
+        // SAFETY: flock on a descriptor we own; it blocks until no other session holds the lock.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(StoreError::io("lock", &path)(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(file)
     }
 }
 

@@ -16,7 +16,7 @@
 //! ignore file, a directory modified too recently to trust its timestamp) falls back to the full walk.
 
 use std::cmp::Ordering;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -129,6 +129,57 @@ impl Scan {
         self.files.is_empty()
     }
 
+    /// Checkout-relative paths of the files below the checkout-relative directory `dir`.
+    pub(super) fn files_under(&self, dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+        let mut prefix = self.root.join(dir).into_os_string().into_vec();
+        prefix.push(b'/');
+        // Sorted by bytes, so the paths with this prefix are one run.
+        let start = self.files.partition_point(|(p, _)| bytes(p) < &prefix[..]);
+        self.files[start..]
+            .iter()
+            .take_while(move |(p, _)| bytes(p).starts_with(&prefix))
+            .map(|(p, _)| p.strip_prefix(&self.root).unwrap_or(p).to_owned())
+    }
+
+    /// Stats the (distinct) checkout-relative paths `rel` again and records what is there now (a file or
+    /// symlink, or nothing), keeping the scan in step with the checkout without a walk. Returns the paths that
+    /// are there now or were before (a path that came and went in between is nobody's business).
+    pub(super) fn refresh<'p>(&mut self, rel: impl IntoIterator<Item = &'p Path>) -> Vec<PathBuf> {
+        let (mut out, mut gone, mut new) = (Vec::new(), Vec::new(), Vec::new());
+        for rel in rel {
+            let path = self.root.join(rel);
+            let now = std::fs::symlink_metadata(&path)
+                .ok()
+                .filter(|md| md.is_file() || md.is_symlink())
+                .map(|md| Stat::of(&md));
+            let at = self
+                .files
+                .binary_search_by(|(p, _)| bytes(p).cmp(bytes(&path)));
+            match (at, now) {
+                (Ok(i), Some(stat)) => self.files[i].1 = stat,
+                (Ok(i), None) => gone.push(i),
+                (Err(_), Some(stat)) => new.push((path, stat)),
+                (Err(_), None) => continue,
+            }
+            out.push(rel.to_owned());
+        }
+        // One pass each, however many paths: a new directory can bring thousands of files.
+        if !gone.is_empty() {
+            gone.sort_unstable();
+            let mut i = 0;
+            self.files.retain(|_| {
+                i += 1;
+                gone.binary_search(&(i - 1)).is_err()
+            });
+        }
+        if !new.is_empty() {
+            self.files.extend(new);
+            // A long sorted run and a short one: the stable sort merges them in about linear time.
+            self.files.sort_by(|a, b| bytes(&a.0).cmp(bytes(&b.0)));
+        }
+        out
+    }
+
     /// A scan of the same checkout now: the fast path of the module docs when no directory changed, the full
     /// walk otherwise.
     pub fn rescan(&self) -> Result<Scan, StoreError> {
@@ -172,6 +223,12 @@ impl Scan {
 
     /// Stat every file below `root` that git would consider (not ignored, `.git` skipped), in parallel.
     pub fn of_dir(root: &Path) -> Result<Scan, StoreError> {
+        Scan::walk(root, None)
+    }
+
+    /// [`Scan::of_dir()`], calling `on_dir` with each directory it will enter (root excluded) before reading
+    /// it, so a watch added there cannot miss a change the walk does not see.
+    pub(super) fn walk(root: &Path, on_dir: Option<&DirHook<'_>>) -> Result<Scan, StoreError> {
         let started_ns = now_ns();
         let mut walk = WalkBuilder::new(root);
         walk.hidden(false)
@@ -188,6 +245,7 @@ impl Scan {
         let sink = Arc::new(Mutex::new(Vec::new()));
         let mut builder = Collector {
             sink: Arc::clone(&sink),
+            on_dir,
         };
         walk.build_parallel().visit(&mut builder);
         let batches = std::mem::take(&mut *sink.lock().map_err(|_| poisoned(root))?);
@@ -264,26 +322,32 @@ struct Batch {
     dirs: Vec<(PathBuf, Stat)>,
 }
 
-struct Collector {
+/// Called with each directory the walk is about to enter; see [`Scan::walk()`].
+pub(super) type DirHook<'h> = dyn Fn(&Path) + Sync + 'h;
+
+struct Collector<'h> {
     sink: Arc<Mutex<Vec<Batch>>>,
+    on_dir: Option<&'h DirHook<'h>>,
 }
 
-impl<'s> ParallelVisitorBuilder<'s> for Collector {
+impl<'s, 'h: 's> ParallelVisitorBuilder<'s> for Collector<'h> {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
             batch: Batch::default(),
             sink: Arc::clone(&self.sink),
+            on_dir: self.on_dir,
         })
     }
 }
 
 /// One walker thread's share; handed to the sink when the thread is done.
-struct Visitor {
+struct Visitor<'h> {
     batch: Batch,
     sink: Arc<Mutex<Vec<Batch>>>,
+    on_dir: Option<&'h DirHook<'h>>,
 }
 
-impl ParallelVisitor for Visitor {
+impl ParallelVisitor for Visitor<'_> {
     fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
         // Unreadable entries are skipped: they cannot be committed either.
         let Ok(entry) = entry else {
@@ -297,6 +361,10 @@ impl ParallelVisitor for Visitor {
                 self.batch.files.push((entry.into_path(), Stat::of(&md)));
             }
         } else if kind.is_dir() {
+            // The walker lists a directory's entries after visiting it, so the hook runs first.
+            if let (Some(on_dir), 1..) = (self.on_dir, entry.depth()) {
+                on_dir(entry.path());
+            }
             if let Ok(md) = entry.metadata() {
                 self.batch.dirs.push((entry.into_path(), Stat::of(&md)));
             }
@@ -305,7 +373,7 @@ impl ParallelVisitor for Visitor {
     }
 }
 
-impl Drop for Visitor {
+impl Drop for Visitor<'_> {
     fn drop(&mut self) {
         if let Ok(mut sink) = self.sink.lock() {
             sink.push(std::mem::take(&mut self.batch));

@@ -24,3 +24,5 @@ mod cli;
 mod sessions;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
+// `ask --here`: the user's own working tree, HEAD/index/branches untouched, rollback, discard and undo there.
+mod here;

@@ -59,6 +59,8 @@ pub struct AskOptions {
     pub safety: SafetyOptions,
     /// Continue an earlier session instead of starting one.
     pub resume: Option<Resume>,
+    /// Work in the user's own work tree (`--here`) instead of a linked checkout; steps still go to `agent/<id>`.
+    pub here: bool,
 }
 
 /// Which session `--resume` / `--continue` means.
@@ -135,7 +137,11 @@ pub async fn ask(
     let (session, log, events) = match &opts.resume {
         None => {
             let id = store.new_session_id();
-            let session = store.start_session(&id, true)?;
+            let session = if opts.here {
+                store.start_here(&id)?
+            } else {
+                store.start_session(&id, true)?
+            };
             let meta = Meta {
                 id: id.clone(),
                 prompt: opts.prompt.clone(),
@@ -144,6 +150,7 @@ pub async fn ask(
                 base: session.base.to_string(),
                 step0: session.step0.map(|c| c.to_string()),
                 status: "running".into(),
+                here: opts.here,
                 ..Meta::default()
             };
             let log = match store.create_log(meta) {
@@ -162,6 +169,12 @@ pub async fn ask(
             };
             let id = store.resolve_session(prefix)?;
             let mut log = store.open_log(&id)?;
+            if opts.here && !log.meta.here {
+                return Err(StoreError::Refused(format!(
+                    "session {id} works in its own checkout, not in your working tree: resume it without --here"
+                ))
+                .into());
+            }
             let session = store.reopen_session(&log.meta)?;
             let events = store.read_log(&id)?.events;
             log.append(LogEvent::Resume {}.to_json())?;
@@ -176,7 +189,7 @@ pub async fn ask(
         sink.emit(&Event::Warning(warning));
     }
     let (cancel, cancelled) = interrupt_flag();
-    let changes = ChangeTracker::new(&session.root);
+    let changes = ChangeTracker::new(session.root());
     let tool_state = Arc::new(SessionState::new(
         Some(store.common_dir().join("agent").join("output").join(&id)),
         vec![opts.model.api_key_env.to_string()],
@@ -186,7 +199,7 @@ pub async fn ask(
     let settings = context::Settings::resolve(&opts.model, reported).await;
     let mut schemas: Vec<_> = tools::registry().iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
-    let mut instructions = Instructions::new(&session.root);
+    let mut instructions = Instructions::new(session.root());
     for path in journal::loaded_instructions(&events) {
         instructions.already_loaded(&path);
     }
@@ -272,7 +285,8 @@ pub async fn ask(
 
 /// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
 fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
-    let checkout = std::fs::canonicalize(&session.root).unwrap_or_else(|_| session.root.clone());
+    let checkout =
+        std::fs::canonicalize(session.root()).unwrap_or_else(|_| session.root().to_path_buf());
     let guard = GuardEnv {
         checkout: checkout.clone(),
         repo_root: store.workdir().to_path_buf(),
@@ -488,7 +502,7 @@ impl Turn<'_> {
     /// The system prompt: fixed sections, the project instructions found from the root down to the working
     /// directory, the environment.
     fn system_prompt(&mut self) -> String {
-        let checkout = self.session.root.display().to_string();
+        let checkout = self.session.root().display().to_string();
         let branch = self.short_branch();
         let base = self.session.base.to_string();
         let env = prompt::Environment {
@@ -850,7 +864,7 @@ impl Turn<'_> {
     ) -> Result<ToolOutput, AgentError> {
         let tools = Arc::clone(&self.tools);
         let ctx = ToolContext {
-            root: self.session.root.clone(),
+            root: self.session.root().to_path_buf(),
             run_timeout: self.run_timeout,
             cancel: Arc::clone(&self.cancel),
             session: Arc::clone(&self.tool_state),
@@ -885,7 +899,7 @@ impl Turn<'_> {
                 let warning = format!(
                     "{} was not committed: {why}; it stays in the checkout ({})",
                     path.display(),
-                    self.session.root.display()
+                    self.session.root().display()
                 );
                 self.sink.emit(&Event::Warning(&warning));
             }
@@ -928,7 +942,7 @@ impl Turn<'_> {
             .map(|r| r.clone())
             .unwrap_or_default();
         for rel in changed {
-            let abs = self.session.root.join(rel);
+            let abs = self.session.root().join(rel);
             let Ok(bytes) = std::fs::read(&abs) else {
                 keep.push(rel.clone());
                 continue;

@@ -57,6 +57,13 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     let log = store.read_log(&id).map_err(|e| e.to_string())?;
     let meta = &log.meta;
+    if meta.here {
+        // Its changes are already in the user's working tree: a three-way merge would only report conflicts.
+        return Err(format!(
+            "session {id} worked in your working tree (--here): its changes are already there\n\
+             hint: review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
+        ));
+    }
     let tip = store
         .branch_tip(&meta.branch)
         .map_err(|e| e.to_string())?

@@ -15,7 +15,8 @@ use crate::ui;
 /// Run one task to completion and print the answer
 ///
 /// The agent works in its own checkout on the branch agent/<id>; every step that changes files is one commit
-/// there. Your working tree, index and branches are not touched.
+/// there. Your working tree, index and branches are not touched. With --here it works in your working tree
+/// instead (files there change), still committing each step to agent/<id>; your HEAD, index and branches stay.
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// The goal, in plain words ('-' reads it from stdin)
@@ -53,6 +54,10 @@ pub struct AskArgs {
     /// Continue the newest session
     #[arg(long = "continue")]
     continue_latest: bool,
+
+    /// Work in your own working tree instead of a separate checkout, still committing each step to agent/<id>
+    #[arg(long)]
+    here: bool,
 
     /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
     #[arg(long, value_name = "RULE")]
@@ -122,6 +127,7 @@ pub fn run(args: AskArgs) -> i32 {
             (None, true) => Some(Resume::Latest),
             (None, false) => None,
         },
+        here: args.here,
         safety,
     };
     let runtime = match super::runtime() {

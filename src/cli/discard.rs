@@ -5,6 +5,9 @@ use clap::Args;
 use crate::agent::journal::Event;
 
 /// Remove the session's checkout and branch; the session log stays
+///
+/// A session started with `ask --here` worked in your own working tree: only its branch is removed, and your
+/// files stay as they are.
 #[derive(Debug, Args)]
 pub struct DiscardArgs {
     /// The session (any unique prefix of its id)
@@ -22,18 +25,29 @@ pub fn run(args: DiscardArgs) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     // Taking the session's lock refuses to discard under a running agent.
     let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
-    let tip = store.discard(&id).map_err(|e| e.to_string())?;
+    let tip = store.discard(&log.meta).map_err(|e| e.to_string())?;
+    // A --here session worked in the user's own work tree: only its branch (and log) go, the files stay.
+    let what = if log.meta.here {
+        "branch"
+    } else {
+        "checkout and branch"
+    };
     if args.purge {
         drop(log);
         store.delete_log(&id).map_err(|e| e.to_string())?;
-        eprintln!("discarded session {id}: checkout, branch and session log removed");
+        eprintln!("discarded session {id}: {what} and session log removed");
     } else {
         let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();
         log.meta.status = "discarded".into();
         log.append(Event::Discard { tip: tip_hex }.to_json())
             .and_then(|()| log.fold(&store))
             .map_err(|e| e.to_string())?;
-        eprintln!("discarded session {id}: checkout and branch agent/{id} removed; `git agent show {id}` still works");
+        eprintln!(
+            "discarded session {id}: {what} agent/{id} removed; `git agent show {id}` still works"
+        );
+    }
+    if what == "branch" {
+        eprintln!("hint: the session worked in your working tree (--here); its files there are left as they are");
     }
     if let Some(tip) = tip {
         eprintln!("hint: the branch pointed at {tip}; `git branch agent/{id} {tip}` restores it until git gc prunes it");

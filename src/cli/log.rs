@@ -24,6 +24,12 @@ pub fn run(args: LogArgs) -> Result<i32, String> {
             meta.status.as_str()
         };
         let prompt = meta.prompt.lines().next().unwrap_or_default();
+        // Sessions that worked in the user's own working tree are marked: undo and discard treat them apart.
+        let prompt = if meta.here {
+            format!("[here] {prompt}")
+        } else {
+            prompt.to_owned()
+        };
         let line = format!(
             "{}  {}  {status:<11} {:>3} step{}  {prompt}",
             meta.id,

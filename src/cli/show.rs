@@ -43,8 +43,13 @@ fn render(log: &LogContents) -> String {
     let base = m.base.get(..7).unwrap_or(&m.base);
     let _ = writeln!(
         out,
-        "branch {} · base {base} · started {} · tokens {} in, {} out",
+        "branch {}{} · base {base} · started {} · tokens {} in, {} out",
         m.branch.trim_start_matches("refs/heads/"),
+        if m.here {
+            " (--here: your working tree)"
+        } else {
+            ""
+        },
         super::when(m.created),
         m.input_tokens,
         m.output_tokens

@@ -8,6 +8,9 @@ use crate::agent::journal::Event;
 ///
 /// Step 0 (your own uncommitted changes captured when the session started) is never undone. The old tip stays
 /// in the branch's reflog and in the session log, so the undo can be redone.
+///
+/// For a session started with `ask --here`, the files in your working tree are restored too, but only if they
+/// still hold what the undone steps left there: if you edited one since, the undo is refused and names it.
 #[derive(Debug, Args)]
 pub struct UndoArgs {
     /// The session (any unique prefix of its id; default: the newest)
@@ -50,6 +53,10 @@ pub fn run(args: UndoArgs) -> Result<i32, String> {
         "hint: to redo, run `git update-ref refs/heads/agent/{id} {}` (the old tip, also in `git reflog agent/{id}`)",
         old
     );
-    eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");
+    if log.meta.here {
+        eprintln!("hint: the files the undone steps changed in your working tree were restored");
+    } else {
+        eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");
+    }
     Ok(0)
 }

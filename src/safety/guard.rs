@@ -8,6 +8,10 @@
 //! The agent's checkout is a linked worktree: refs, the stash, config, hooks and remotes live in the common git
 //! dir it shares with the user's repository. Commands that write any of those (other than the session's own
 //! branch) are refused here, and by the file system under the sandbox.
+//!
+//! With `ask --here` the checkout *is* the user's work tree (`checkout == repo_root`): its files are the
+//! session's to change, as in a linked checkout, but its HEAD and index are the user's, so git commands that
+//! write them (`add`, `commit`, `checkout`, `reset`, `stash`, ...) are refused as well.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -738,6 +742,14 @@ impl Checker<'_> {
                 format!("this would write {what}, which the session's checkout shares with the user's repository"),
             )
         };
+        if self.env.checkout == self.env.repo_root {
+            if let Some(what) = here_writes(sub.text.as_str(), &flags) {
+                return block(
+                    "user-index",
+                    format!("`git {}` would write {what}; this session works in the user's own working tree (--here), whose HEAD, index and branches are theirs. The agent commits each step to {} itself", sub.text, self.env.session_branch),
+                );
+            }
+        }
         match sub.text.as_str() {
             "push" => {
                 if flag("--force")
@@ -1002,6 +1014,20 @@ impl Checker<'_> {
             "shared-git-state",
             format!("creating {what} `{name}` writes refs the session's checkout shares with the user's repository; the session's own branch is {}", self.env.session_branch),
         )
+    }
+}
+
+/// What git subcommand `sub` writes of the user's HEAD or index, if it does (see the `--here` module docs).
+fn here_writes(sub: &str, flags: &[String]) -> Option<&'static str> {
+    let flag = |f: &str| flags.iter().any(|x| x == f);
+    match sub {
+        "add" | "rm" | "mv" | "update-index" | "read-tree" | "restore" => Some("the user's index"),
+        "apply" if flag("--index") || flag("--cached") || flag("-3") || flag("--3way") => {
+            Some("the user's index")
+        }
+        "commit" | "reset" | "checkout" | "switch" | "merge" | "rebase" | "cherry-pick"
+        | "revert" | "am" | "pull" | "stash" | "bisect" => Some("the user's HEAD or index"),
+        _ => None,
     }
 }
 

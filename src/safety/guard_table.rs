@@ -261,3 +261,42 @@ fn commands_are_listed_for_rules() {
     );
     assert_eq!(found.risky.len(), 2, "{:?}", found.risky);
 }
+
+/// `ask --here`: the checkout is the user's work tree. Its files are the session's to change; its `.git`,
+/// HEAD and index are not.
+#[test]
+fn here_treats_the_work_tree_as_the_checkout_but_keeps_its_head_and_index() {
+    let env = GuardEnv {
+        checkout: PathBuf::from("/work/repo"),
+        ..env()
+    };
+    let table: &[(&str, Option<&str>)] = &[
+        ("git status && git diff", None),
+        ("git log --oneline -5", None),
+        ("printf x > src/gen.txt", None),
+        ("echo x > /work/repo/notes.txt", None),
+        ("rm -rf target src/old", None),
+        ("rm -rf .", Some("repo-root")),
+        ("rm -rf /work/repo", Some("repo-root")),
+        ("rm -rf .git", Some("git-dir")),
+        ("echo x > .git/HEAD", Some("shared-git-state")),
+        ("git add -A", Some("user-index")),
+        ("git commit -am wip", Some("user-index")),
+        ("git checkout main", Some("user-index")),
+        ("git switch -c topic", Some("user-index")),
+        ("git reset HEAD~1", Some("user-index")),
+        ("git stash", Some("user-index")),
+        ("git restore src/lib.rs", Some("user-index")),
+        ("git apply --index fix.patch", Some("user-index")),
+        ("git apply fix.patch", None),
+        ("git branch -D main", Some("git-branch-delete")),
+    ];
+    for (line, expected) in table {
+        let got = inspect(line, &env);
+        assert_eq!(
+            got.as_ref().err().map(|b| b.rule),
+            *expected,
+            "{line}: {got:?}"
+        );
+    }
+}

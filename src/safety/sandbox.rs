@@ -10,6 +10,14 @@
 //!   config's `[sandbox] writable`), again unless one of them contains the repository;
 //! - `/dev/null` and the terminal devices.
 //!
+//! A `--here` session's checkout is the user's own work tree, whose `.git` lies inside it. Landlock only adds
+//! rights down a hierarchy, so granting the work tree would grant `.git` too; instead each top-level entry but
+//! `.git` is granted (directories with everything beneath them, files for writing), and the top level itself
+//! is not: commands may change files anywhere and create or delete them in subdirectories, but not create,
+//! delete or rename entries right at the top (the agent's file tools can; they do not run in the sandbox).
+//! Symlinks at the top are not followed into writable places. The user's linked-worktree admin dir (their
+//! index and HEAD) is never granted.
+//!
 //! Everything else of the repository's git dir is read-only: objects, refs, the stash, config, hooks, other
 //! worktrees. A linked worktree shares all of those with the user, so this is what makes `git branch -D main`
 //! or a planted hook impossible rather than merely refused by the guard. The cost: `git add`/`git commit` in
@@ -157,9 +165,15 @@ impl Sandbox {
         }
         let mut writable = Vec::new();
         if mode == Mode::Workspace {
-            writable.push(checkout.to_path_buf());
-            if let Some(admin) = worktree_admin_dir(checkout) {
-                writable.push(admin);
+            if checkout.starts_with(common_dir) {
+                // The session's own linked checkout, and its own index and HEAD.
+                writable.push(checkout.to_path_buf());
+                if let Some(admin) = worktree_admin_dir(checkout) {
+                    writable.push(admin);
+                }
+            } else {
+                // The user's work tree (`--here`): see the module docs.
+                writable.extend(work_tree_entries(checkout, common_dir));
             }
             writable.extend(tmpdir.clone());
             let home = dirs::home_dir();
@@ -256,10 +270,16 @@ impl Sandbox {
             .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
             .map_err(|e| setup(&e))?;
         for dir in &self.writable {
+            // Files (top-level files of a `--here` work tree) take only file rights.
+            let access = if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
+                AccessFs::from_file(abi)
+            } else {
+                AccessFs::from_all(abi)
+            };
             // A writable path that vanished (a cache removed meanwhile) is simply not writable.
             if let Ok(fd) = PathFd::new(dir) {
                 created = created
-                    .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
+                    .add_rule(PathBeneath::new(fd, access))
                     .map_err(|e| setup(&e))?;
             }
         }
@@ -340,6 +360,23 @@ impl Prepared {
             });
         }
     }
+}
+
+/// The top-level entries of the user's work tree that commands may write: all but `.git`, symlinks, and
+/// anything holding the git dir.
+fn work_tree_entries(root: &Path, common_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name() != ".git")
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| !common_dir.starts_with(p))
+        .collect();
+    out.sort();
+    out
 }
 
 /// The worktree admin dir a linked checkout's `.git` file points to.

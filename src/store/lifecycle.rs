@@ -12,7 +12,7 @@ use std::path::Path;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
 use super::snapshot::{cas_branch, edit_ref, full_name};
-use super::{branch_name, Meta, ObjectId, Session, Store, StoreError};
+use super::{branch_name, Checkout, Meta, ObjectId, Session, Store, StoreError};
 
 /// One path that differs between two commits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,20 +37,31 @@ impl Store {
         let base = parse_id(&meta.base)?;
         let step0 = meta.step0.as_deref().map(parse_id).transpose()?;
         let steps = self.step_of(tip)?;
-        let root = self.checkout_path(&meta.id);
         let session = Session {
             id: meta.id.clone(),
             branch,
-            root,
+            checkout: self.checkout_of(meta),
             base,
             step0,
             tip,
             steps,
         };
-        if !session.root.join(".git").exists() {
-            self.recreate_checkout(&session)?;
+        // The user's work tree (`--here`) is never recreated: it is theirs, and it is there.
+        if let Checkout::Linked(root) = &session.checkout {
+            if !root.join(".git").exists() {
+                self.recreate_checkout(&session, root)?;
+            }
         }
         Ok(session)
+    }
+
+    /// Where session `meta` works: the user's work tree for a `--here` session, else its linked checkout.
+    pub fn checkout_of(&self, meta: &Meta) -> Checkout {
+        if meta.here {
+            Checkout::Here(self.workdir().to_path_buf())
+        } else {
+            Checkout::Linked(self.checkout_path(&meta.id))
+        }
     }
 
     /// Where `branch` points, if it exists.
@@ -74,7 +85,7 @@ impl Store {
     }
 
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
-    fn recreate_checkout(&self, s: &Session) -> Result<(), StoreError> {
+    fn recreate_checkout(&self, s: &Session, root: &Path) -> Result<(), StoreError> {
         // Forget a worktree whose directory was deleted by hand, or `worktree add` refuses the path.
         self.git(
             self.workdir(),
@@ -88,11 +99,11 @@ impl Store {
             OsStr::new("add"),
             OsStr::new("--detach"),
             OsStr::new("--quiet"),
-            s.root.as_os_str(),
+            root.as_os_str(),
             OsStr::new(&start),
         ];
         self.git(self.workdir(), &args)?;
-        self.sync_checkout(&s.root, s.step0.unwrap_or(s.base), s.tip)
+        self.sync_checkout(root, s.step0.unwrap_or(s.base), s.tip)
     }
 
     /// Paths that differ between commits `from` and `to` (no rename detection).
@@ -129,6 +140,17 @@ impl Store {
         from: ObjectId,
         to: ObjectId,
     ) -> Result<(), StoreError> {
+        self.sync_files(root, from, to, None)
+    }
+
+    /// [`Store::sync_checkout()`], with `git restore` reading and writing `index` instead of the work tree's own.
+    fn sync_files(
+        &self,
+        root: &Path,
+        from: ObjectId,
+        to: ObjectId,
+        index: Option<&Path>,
+    ) -> Result<(), StoreError> {
         let changes = self.changes(from, to)?;
         let mut restore: Vec<&OsStr> = [
             "--literal-pathspecs",
@@ -156,13 +178,17 @@ impl Store {
             }
         }
         if restore.len() > before {
-            self.git(root, &restore)?;
+            self.git_with_index(root, &restore, index)?;
         }
         Ok(())
     }
 
     /// Moves the session's branch back `n` steps (compare-and-swap) and makes its checkout follow. Returns the
     /// tip it moved away from (for redo). Step 0, the user's captured changes, cannot be undone.
+    ///
+    /// In the user's work tree (`--here`) the files are restored only if each still holds what the undone
+    /// steps left there: a later edit of the user's is never overwritten; the undo is refused, naming the
+    /// files, and nothing moves.
     pub fn undo(&self, s: &mut Session, n: u32) -> Result<ObjectId, StoreError> {
         if n == 0 || n > s.steps {
             let hint = if s.steps == 0 {
@@ -190,6 +216,19 @@ impl Store {
                 .ok_or_else(|| StoreError::Refused(format!("{target} has no parent to undo to")))?;
         }
         let old = s.tip;
+        if let Checkout::Here(root) = &s.checkout {
+            let edited = self.edited_since(root, target, old)?;
+            if !edited.is_empty() {
+                return Err(StoreError::Refused(format!(
+                    "cannot undo: {} changed in your working tree since the agent's step (undo would overwrite your edit); \
+                     commit or restore {} first, or undo by hand with `git diff {} {}`",
+                    edited.join(", "),
+                    if edited.len() == 1 { "it" } else { "them" },
+                    old.to_hex_with_len(7),
+                    target.to_hex_with_len(7),
+                )));
+            }
+        }
         cas_branch(
             &self.repo,
             &s.branch,
@@ -199,34 +238,97 @@ impl Store {
         )?;
         s.tip = target;
         s.steps = self.step_of(target)?;
-        if s.root.join(".git").exists() {
-            self.sync_checkout(&s.root, old, target)?;
+        match &s.checkout {
+            Checkout::Linked(root) if root.join(".git").exists() => {
+                self.sync_checkout(root, old, target)?
+            }
+            Checkout::Linked(_) => {}
+            Checkout::Here(root) => {
+                // `git restore` rewrites the index it reads; give it a private one so the user's stays as is.
+                let index = self
+                    .common_dir()
+                    .join("agent")
+                    .join(format!("undo-index-{}", s.id));
+                let synced = self.sync_files(root, old, target, Some(&index));
+                let _ = std::fs::remove_file(&index);
+                synced?
+            }
         }
         Ok(old)
     }
 
-    /// Removes session `id`'s checkout and branch (wherever the branch points). The session log stays.
-    /// Returns where the branch pointed, if it existed.
-    pub fn discard(&self, id: &str) -> Result<Option<ObjectId>, StoreError> {
-        let root = self.checkout_path(id);
-        if root.exists() {
-            let args = [
-                OsStr::new("-c"),
-                OsStr::new("core.hooksPath=/dev/null"),
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                OsStr::new("--force"),
-                root.as_os_str(),
-            ];
-            if self.git(self.workdir(), &args).is_err() {
-                std::fs::remove_dir_all(&root).map_err(StoreError::io("remove", &root))?;
+    /// The paths that differ between `to` and `from` whose file in `root` no longer holds what `from` says
+    /// (content as `git add` would store it, so line-ending filters do not count as edits).
+    fn edited_since(
+        &self,
+        root: &Path,
+        to: ObjectId,
+        from: ObjectId,
+    ) -> Result<Vec<String>, StoreError> {
+        let changes = self.changes(to, from)?;
+        let tree = self.repo().find_commit(from)?.tree()?;
+        let mut edited = Vec::new();
+        let mut present = Vec::new();
+        for change in &changes {
+            let expected = match tree.lookup_entry_by_path(&change.path)? {
+                Some(e) if e.mode().is_blob() => Some(e.object_id()),
+                // Symlinks and submodules: compared by existence only.
+                Some(_) => None,
+                None => {
+                    if std::fs::symlink_metadata(root.join(&change.path)).is_ok() {
+                        edited.push(change.path.clone());
+                    }
+                    continue;
+                }
+            };
+            match std::fs::symlink_metadata(root.join(&change.path)) {
+                Err(_) => edited.push(change.path.clone()),
+                Ok(md) if md.is_file() => {
+                    if let Some(expected) = expected {
+                        present.push((change.path.clone(), expected));
+                    }
+                }
+                Ok(_) => {}
             }
         }
-        self.git(
-            self.workdir(),
-            &[OsStr::new("worktree"), OsStr::new("prune")],
-        )?;
-        let branch = branch_name(id);
+        if !present.is_empty() {
+            let hashes = self.hash_files(root, present.iter().map(|(p, _)| p.as_str()))?;
+            for ((path, expected), found) in present.into_iter().zip(hashes) {
+                if found != expected {
+                    edited.push(path);
+                }
+            }
+        }
+        edited.sort();
+        Ok(edited)
+    }
+
+    /// The blob ids `git add` would give `paths` (relative to `root`), through the repository's clean filters.
+    /// Nothing is written.
+    fn hash_files<'p>(
+        &self,
+        root: &Path,
+        paths: impl Iterator<Item = &'p str>,
+    ) -> Result<Vec<ObjectId>, StoreError> {
+        let mut args: Vec<&OsStr> = ["hash-object", "--"].map(OsStr::new).to_vec();
+        let paths: Vec<&str> = paths.collect();
+        args.extend(paths.iter().map(OsStr::new));
+        let out = self.git(root, &args)?;
+        String::from_utf8_lossy(&out)
+            .lines()
+            .map(|l| parse_id(l.trim()))
+            .collect()
+    }
+
+    /// Removes session `meta`'s linked checkout and its branch (wherever the branch points). A `--here`
+    /// session has no checkout of its own: only its branch goes, the user's work tree stays as it is. The
+    /// session log stays. Returns where the branch pointed, if it existed.
+    pub fn discard(&self, meta: &Meta) -> Result<Option<ObjectId>, StoreError> {
+        match self.checkout_of(meta) {
+            Checkout::Linked(root) => self.remove_checkout(&root)?,
+            Checkout::Here(_) => {}
+        }
+        let branch = branch_name(&meta.id);
         let Some(tip) = self.branch_tip(&branch)? else {
             return Ok(None);
         };

@@ -110,6 +110,33 @@ impl StoreError {
     }
 }
 
+/// Where a session's files live.
+///
+/// The distinction is a safety one: a linked checkout is the session's own and may be removed or recreated; the
+/// user's work tree (`--here`) never is. Every code path that deletes a checkout matches on this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkout {
+    /// A linked worktree under `<common git dir>/agent/worktrees/<id>`, owned by the session.
+    Linked(PathBuf),
+    /// The user's own work tree (its top level): files change there, but it is never removed, and its HEAD,
+    /// index and branches are never written.
+    Here(PathBuf),
+}
+
+impl Checkout {
+    /// The directory the agent works in.
+    pub fn path(&self) -> &Path {
+        match self {
+            Checkout::Linked(p) | Checkout::Here(p) => p,
+        }
+    }
+
+    /// True for `--here`.
+    pub fn is_here(&self) -> bool {
+        matches!(self, Checkout::Here(_))
+    }
+}
+
 /// One agent session: its branch, its checkout and where the branch stands.
 ///
 /// Plain data, so a resumed session can be rebuilt from its refs.
@@ -119,8 +146,8 @@ pub struct Session {
     pub id: String,
     /// `refs/heads/agent/<id>`.
     pub branch: String,
-    /// The checkout (linked worktree) the agent works in.
-    pub root: PathBuf,
+    /// Where the agent works: its own linked worktree, or the user's work tree (`--here`).
+    pub checkout: Checkout,
     /// The user's HEAD commit when the session started.
     pub base: ObjectId,
     /// The commit capturing the user's uncommitted changes (`Agent-Step: 0`), if there were any.
@@ -129,6 +156,13 @@ pub struct Session {
     pub tip: ObjectId,
     /// The number of step commits made after step 0.
     pub steps: u32,
+}
+
+impl Session {
+    /// The directory the agent works in (the checkout's path).
+    pub fn root(&self) -> &Path {
+        self.checkout.path()
+    }
 }
 
 /// The repository the user ran git-agent in.
@@ -220,6 +254,41 @@ impl Store {
     ///
     /// No hooks run. On failure nothing is left behind.
     pub fn start_session(&self, id: &str, capture: bool) -> Result<Session, StoreError> {
+        let s = self.start_branch(id, capture, Checkout::Linked(self.checkout_path(id)))?;
+        let mut args: Vec<&OsStr> = [
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--detach",
+            "--quiet",
+        ]
+        .map(OsStr::new)
+        .to_vec();
+        args.push(s.root().as_os_str());
+        let tip_hex = s.tip.to_string();
+        args.push(OsStr::new(&tip_hex));
+        if let Err(err) = self.git(&self.workdir, &args) {
+            let _ = self.delete_branch(&s.branch, s.tip);
+            return Err(err);
+        }
+        Ok(s)
+    }
+
+    /// Start session `id` in the user's own work tree (`--here`): the user's uncommitted changes are captured
+    /// as step 0 (read only: nothing of the user's is written) and `refs/heads/agent/<id>` is created. No
+    /// checkout is made; the user's HEAD, index and branches stay as they are.
+    pub fn start_here(&self, id: &str) -> Result<Session, StoreError> {
+        self.start_branch(id, true, Checkout::Here(self.workdir.clone()))
+    }
+
+    /// The part of starting a session common to both kinds of checkout: validate `id`, capture, create the branch.
+    fn start_branch(
+        &self,
+        id: &str,
+        capture: bool,
+        checkout: Checkout,
+    ) -> Result<Session, StoreError> {
         let valid = id.len() <= 64
             && !id.is_empty()
             && !id.starts_with('-')
@@ -240,29 +309,10 @@ impl Store {
         let tip = step0.unwrap_or(base);
         let branch = branch_name(id);
         self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;
-
-        let root = self.checkout_path(id);
-        let mut args: Vec<&OsStr> = [
-            "-c",
-            "core.hooksPath=/dev/null",
-            "worktree",
-            "add",
-            "--detach",
-            "--quiet",
-        ]
-        .map(OsStr::new)
-        .to_vec();
-        args.push(root.as_os_str());
-        let tip_hex = tip.to_string();
-        args.push(OsStr::new(&tip_hex));
-        if let Err(err) = self.git(&self.workdir, &args) {
-            let _ = self.delete_branch(&branch, tip);
-            return Err(err);
-        }
         Ok(Session {
             id: id.to_owned(),
             branch,
-            root,
+            checkout,
             base,
             step0,
             tip,
@@ -270,54 +320,84 @@ impl Store {
         })
     }
 
-    /// Undo [`Store::start_session()`]: remove the checkout and delete the branch, the latter only if it still
-    /// points at `s.tip`. Used when a session fails before doing anything, so no partial refs remain.
+    /// Undo [`Store::start_session()`] / [`Store::start_here()`]: remove a linked checkout (never the user's
+    /// work tree) and delete the branch, the latter only if it still points at `s.tip`. Used when a session
+    /// fails before doing anything, so no partial refs remain.
     pub fn rollback_session(&self, s: &Session) -> Result<(), StoreError> {
-        let removed = self.git(
-            &self.workdir,
-            &[
-                "-c",
-                "core.hooksPath=/dev/null",
-                "worktree",
-                "remove",
-                "--force",
-            ]
-            .map(OsStr::new)
-            .into_iter()
-            .chain([s.root.as_os_str()])
-            .collect::<Vec<_>>(),
-        );
-        if removed.is_err() {
-            // Already gone (or half-created): clear the directory and git's bookkeeping ourselves.
-            if s.root.exists() {
-                std::fs::remove_dir_all(&s.root).map_err(StoreError::io("remove", &s.root))?;
-            }
-            self.git(
-                &self.workdir,
-                &[OsStr::new("worktree"), OsStr::new("prune")],
-            )?;
+        if let Checkout::Linked(root) = &s.checkout {
+            self.remove_checkout(root)?;
         }
         self.delete_branch(&s.branch, s.tip)
+    }
+
+    /// Removes the linked checkout at `root` and git's bookkeeping of it. Refuses any path that is not a
+    /// session checkout under `<common git dir>/agent/worktrees/`: a bug elsewhere must never turn into
+    /// `rm -rf` of the user's work tree.
+    pub(crate) fn remove_checkout(&self, root: &Path) -> Result<(), StoreError> {
+        let owned = self.common_dir.join("agent").join("worktrees");
+        let inside = root.starts_with(&owned)
+            && root.parent() == Some(owned.as_path())
+            && !self.workdir.starts_with(root);
+        if !inside {
+            return Err(StoreError::Refused(format!(
+                "refusing to remove {}: it is not a session checkout under {}",
+                root.display(),
+                owned.display()
+            )));
+        }
+        if root.exists() {
+            let args = [
+                OsStr::new("-c"),
+                OsStr::new("core.hooksPath=/dev/null"),
+                OsStr::new("worktree"),
+                OsStr::new("remove"),
+                OsStr::new("--force"),
+                root.as_os_str(),
+            ];
+            if self.git(&self.workdir, &args).is_err() && root.exists() {
+                // Half-created: clear the directory ourselves.
+                std::fs::remove_dir_all(root).map_err(StoreError::io("remove", root))?;
+            }
+        }
+        // Forget a worktree whose directory is gone (removed by hand or above).
+        self.git(
+            &self.workdir,
+            &[OsStr::new("worktree"), OsStr::new("prune")],
+        )?;
+        Ok(())
     }
 
     /// Run git with `args` in `dir`, returning stdout. Environment that would redirect git elsewhere is removed,
     /// so git sees the same repository gix discovered.
     fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
+        self.git_with_index(dir, args, None)
+    }
+
+    /// [`Store::git()`] with `GIT_INDEX_FILE` set to `index`, so a command that rewrites the index it reads
+    /// cannot write the user's (used in the user's work tree, `--here`).
+    fn git_with_index(
+        &self,
+        dir: &Path,
+        args: &[&OsStr],
+        index: Option<&Path>,
+    ) -> Result<Vec<u8>, StoreError> {
         let _lock = if args.contains(&OsStr::new("worktree")) {
             Some(self.worktree_lock()?)
         } else {
             None
         };
-        let out = Command::new("git")
-            .args(args)
+        let mut cmd = Command::new("git");
+        cmd.args(args)
             .current_dir(dir)
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE")
             .env_remove("GIT_COMMON_DIR")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(StoreError::GitMissing)?;
+            .stdin(Stdio::null());
+        if let Some(index) = index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        let out = cmd.output().map_err(StoreError::GitMissing)?;
         if !out.status.success() {
             return Err(StoreError::GitCommand {
                 args: args

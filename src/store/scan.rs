@@ -384,7 +384,7 @@ impl Drop for Visitor<'_> {
 impl Store {
     /// Stat the session's checkout; diff two scans with [`Scan::diff()`] to learn what a command changed.
     pub fn scan(&self, s: &Session) -> Result<Scan, StoreError> {
-        Scan::of_dir(&s.root)
+        Scan::of_dir(s.root())
     }
 }
 

@@ -58,6 +58,10 @@ pub struct Meta {
     /// How many events the ref holds.
     #[serde(default)]
     pub events: u64,
+    /// The session works in the user's own work tree (`ask --here`), not in a linked checkout: `--resume`,
+    /// `undo` and `discard` must never recreate or remove that directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub here: bool,
 }
 
 /// The ref that holds session `id`'s log.

@@ -81,9 +81,9 @@ impl Store {
             return Ok(None);
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
-        let checkout = gix::open_opts(&s.root, self.repo.open_options().clone())?;
+        let checkout = gix::open_opts(s.root(), self.repo.open_options().clone())?;
         let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
-        let tree = write_tree(&checkout, &s.root, tip_tree, changed)?;
+        let tree = write_tree(&checkout, s.root(), tip_tree, changed)?;
         if tree == tip_tree {
             return Ok(None);
         }

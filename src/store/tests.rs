@@ -220,17 +220,17 @@ fn step_commit_leaves_the_user_alone() {
 
     let mut s = store.start_session(&id, false).unwrap();
     assert_eq!(s.tip, s.base);
-    assert_eq!(s.root, repo.path(&format!(".git/agent/worktrees/{id}")));
+    assert_eq!(s.root(), repo.path(&format!(".git/agent/worktrees/{id}")));
     assert_eq!(
-        std::fs::read_to_string(s.root.join("a.txt")).unwrap(),
+        std::fs::read_to_string(s.root().join("a.txt")).unwrap(),
         "alpha\n"
     );
 
     let scan0 = store.scan(&s).unwrap();
-    write(&s.root, "a.txt", "alpha 2\n");
-    write(&s.root, "new/c.txt", "gamma\n");
-    write(&s.root, "build.log", "ignored\n");
-    std::fs::remove_file(s.root.join("dir/b.txt")).unwrap();
+    write(s.root(), "a.txt", "alpha 2\n");
+    write(s.root(), "new/c.txt", "gamma\n");
+    write(s.root(), "build.log", "ignored\n");
+    std::fs::remove_file(s.root().join("dir/b.txt")).unwrap();
     let scan1 = store.scan(&s).unwrap();
     let changed = Scan::diff(&scan0, &scan1);
     assert_eq!(
@@ -265,7 +265,7 @@ fn step_commit_leaves_the_user_alone() {
         repo.git(&["log", "--format=%s", &format!("agent/{id}")]),
         "Edit a, add c, drop b\ninitial\n"
     );
-    assert_eq!(tree_of(&repo, c1), git_add_tree(&s.root));
+    assert_eq!(tree_of(&repo, c1), git_add_tree(s.root()));
     assert_eq!(
         repo.git(&["cat-file", "-p", &format!("{c1}:new/c.txt")]),
         "gamma\n"
@@ -283,7 +283,7 @@ fn step_commit_leaves_the_user_alone() {
     // Same paths again: nothing changed, no empty commit.
     assert_eq!(store.commit_step(&mut s, &changed, "again").unwrap(), None);
     // Touching without changing content is not a change either.
-    write(&s.root, "a.txt", "alpha 2\n");
+    write(s.root(), "a.txt", "alpha 2\n");
     assert_eq!(
         store
             .commit_step(&mut s, &[PathBuf::from("a.txt")], "touch")
@@ -294,14 +294,14 @@ fn step_commit_leaves_the_user_alone() {
 
     // The checkout's HEAD stays at the start, so `git diff` there shows the whole session.
     assert_eq!(
-        git_in(&s.root, &["rev-parse", "HEAD"]).trim(),
+        git_in(s.root(), &["rev-parse", "HEAD"]).trim(),
         s.base.to_string()
     );
-    let diff = git_in(&s.root, &["diff", "--stat"]);
+    let diff = git_in(s.root(), &["diff", "--stat"]);
     assert!(
         diff.contains("a.txt"),
         "{diff:?} {}",
-        git_in(&s.root, &["status"])
+        git_in(s.root(), &["status"])
     );
 
     fsck(&repo);
@@ -355,10 +355,10 @@ fn capture_matches_git_add() {
         .starts_with("100644"));
     // The checkout shows the user's changes.
     assert_eq!(
-        std::fs::read_to_string(s.root.join("a.txt")).unwrap(),
+        std::fs::read_to_string(s.root().join("a.txt")).unwrap(),
         "alpha modified\n"
     );
-    assert!(!s.root.join("debug.log").exists());
+    assert!(!s.root().join("debug.log").exists());
     fsck(&repo);
     assert_eq!(repo.user_state(), before);
 }
@@ -381,8 +381,8 @@ fn crlf_is_normalised_like_git_add() {
     repo.git(&["commit", "-q", "-m", "attrs"]);
     let store = repo.store();
     let mut s = store.start_session("crlf01", false).unwrap();
-    write(&s.root, "a.txt", "one\r\ntwo\r\n");
-    write(&s.root, "data.bin", "raw\r\n");
+    write(s.root(), "a.txt", "one\r\ntwo\r\n");
+    write(s.root(), "data.bin", "raw\r\n");
     let paths = [PathBuf::from("a.txt"), PathBuf::from("data.bin")];
     let c = store.commit_step(&mut s, &paths, "crlf").unwrap().unwrap();
     assert_eq!(
@@ -393,7 +393,7 @@ fn crlf_is_normalised_like_git_add() {
         repo.git(&["cat-file", "-p", &format!("{c}:data.bin")]),
         "raw\r\n"
     );
-    assert_eq!(tree_of(&repo, c), git_add_tree(&s.root));
+    assert_eq!(tree_of(&repo, c), git_add_tree(s.root()));
 }
 
 #[test]
@@ -402,11 +402,15 @@ fn symlinks_exec_bits_and_type_changes() {
     let store = repo.store();
     let mut s = store.start_session("link01", false).unwrap();
     let before = store.scan(&s).unwrap();
-    std::os::unix::fs::symlink("../a.txt", s.root.join("dir/to-a")).unwrap();
-    std::fs::set_permissions(s.root.join("a.txt"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("../a.txt", s.root().join("dir/to-a")).unwrap();
+    std::fs::set_permissions(
+        s.root().join("a.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     // A file turned into a directory.
-    std::fs::remove_file(s.root.join("dir/b.txt")).unwrap();
-    write(&s.root, "dir/b.txt/inner.txt", "inner\n");
+    std::fs::remove_file(s.root().join("dir/b.txt")).unwrap();
+    write(s.root(), "dir/b.txt/inner.txt", "inner\n");
     let changed = Scan::diff(&before, &store.scan(&s).unwrap());
     assert_eq!(
         changed,
@@ -430,7 +434,7 @@ fn symlinks_exec_bits_and_type_changes() {
             .any(|l| l.starts_with("100755") && l.ends_with("\ta.txt")),
         "{ls}"
     );
-    assert_eq!(tree_of(&repo, c), git_add_tree(&s.root));
+    assert_eq!(tree_of(&repo, c), git_add_tree(s.root()));
     fsck(&repo);
 }
 
@@ -439,14 +443,14 @@ fn moved_branch_is_a_cas_failure() {
     let repo = TestRepo::with_commit("cas");
     let store = repo.store();
     let mut s = store.start_session("cas001", false).unwrap();
-    write(&s.root, "a.txt", "mine\n");
+    write(s.root(), "a.txt", "mine\n");
     store
         .commit_step(&mut s, &[PathBuf::from("a.txt")], "one")
         .unwrap()
         .unwrap();
     // Someone else moves the branch back.
     repo.git(&["update-ref", "refs/heads/agent/cas001", &s.base.to_string()]);
-    write(&s.root, "a.txt", "mine again\n");
+    write(s.root(), "a.txt", "mine again\n");
     let tip = s.tip;
     let err = store
         .commit_step(&mut s, &[PathBuf::from("a.txt")], "two")
@@ -472,9 +476,9 @@ fn rollback_leaves_nothing_behind() {
     let repo = TestRepo::with_commit("rollback");
     let store = repo.store();
     let s = store.start_session("rb0001", false).unwrap();
-    write(&s.root, "scratch.txt", "untracked in the checkout\n");
+    write(s.root(), "scratch.txt", "untracked in the checkout\n");
     store.rollback_session(&s).unwrap();
-    assert!(!s.root.exists());
+    assert!(!s.root().exists());
     assert_eq!(repo.git(&["for-each-ref", "refs/heads/agent"]), "");
     assert_eq!(
         repo.git(&["worktree", "list", "--porcelain"])
@@ -514,7 +518,7 @@ fn unborn_head_starts_from_a_root_capture_of_the_users_files() {
         "the user's index is untouched"
     );
     assert!(
-        s.root.join("untracked.txt").exists(),
+        s.root().join("untracked.txt").exists(),
         "the checkout holds the captured files"
     );
     // `fsck` notices the unborn HEAD on stderr; what matters is that it passes.
@@ -618,7 +622,7 @@ fn bench() {
     std::thread::sleep(std::time::Duration::from_millis(2100));
     // The inotify tracker watches the same checkout throughout; its set-up is paid once per session.
     let t = Instant::now();
-    let mut tracker = ChangeTracker::new(&s.root);
+    let mut tracker = ChangeTracker::new(s.root());
     tracker.before_run().unwrap();
     let watch_setup = ms(t);
     let mut drains = Vec::new();
@@ -631,7 +635,7 @@ fn bench() {
         // A command that modifies one existing file (appends to it).
         let mut f = std::fs::OpenOptions::new()
             .append(true)
-            .open(s.root.join(&rel))
+            .open(s.root().join(&rel))
             .unwrap();
         std::io::Write::write_all(&mut f, format!("step {i}\n").as_bytes()).unwrap();
         drop(f);
@@ -649,7 +653,7 @@ fn bench() {
         let t = Instant::now();
         let status = Command::new("git")
             .args(["status", "--porcelain"])
-            .current_dir(&s.root)
+            .current_dir(s.root())
             .output()
             .unwrap();
         statuses.push(ms(t));

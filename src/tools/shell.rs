@@ -178,6 +178,8 @@ fn full_output_path(ctx: &ToolContext) -> Option<PathBuf> {
 /// Removes provider keys and other secrets from a command's environment: the model's commands have no
 /// business with them, and a test that prints its environment would put them into the transcript.
 pub fn scrub_env(cmd: &mut Command, ctx: &ToolContext) {
+    // `git status` would otherwise refresh and rewrite the index it reads: with `ask --here` that is the user's.
+    cmd.env("GIT_OPTIONAL_LOCKS", "0");
     for (key, _) in std::env::vars_os() {
         let secret = key
             .to_str()

@@ -510,6 +510,7 @@ impl Turn<'_> {
             branch: &branch,
             base: &base,
             date: &today(),
+            here: self.session.checkout.is_here(),
         };
         let cwd = self.cwd.clone();
         let files = self.instructions.initial(&cwd);

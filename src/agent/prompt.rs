@@ -12,6 +12,8 @@ pub struct Environment<'a> {
     pub branch: &'a str,
     pub base: &'a str,
     pub date: &'a str,
+    /// `--here`: the checkout is the user's own work tree.
+    pub here: bool,
 }
 
 const IDENTITY: &str = "\
@@ -53,5 +55,12 @@ pub fn system_prompt(env: &Environment<'_>, instructions: &str) -> String {
         std::env::consts::OS,
         env.date,
     );
+    if env.here {
+        // The identity text speaks of "your own checkout"; with --here the user sees every change live.
+        prompt.push_str(
+            "- the checkout is the user's own working tree (--here): they see your changes as you make them; \
+             git commands that change their HEAD, index or branches are refused\n",
+        );
+    }
     prompt
 }

@@ -81,7 +81,11 @@ impl Endpoint {
         idle_timeout: Duration,
     ) -> Result<Self, ModelError> {
         Ok(Endpoint {
-            transport: Transport::new(connect_timeout, idle_timeout)?,
+            transport: Transport::new(
+                connect_timeout,
+                idle_timeout,
+                base_url.starts_with("http://"),
+            )?,
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
             key_header,
@@ -206,14 +210,21 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
+    /// `plain_http`: the endpoint is `http://` (a local server), so no TLS trust store is loaded.
     pub(crate) fn new(
         connect_timeout: Duration,
         idle_timeout: Duration,
+        plain_http: bool,
     ) -> Result<Self, ModelError> {
         // reqwest is built without a default crypto provider; a second install fails harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
+        let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+        if plain_http {
+            // Loading the system's root certificates reads and parses a few hundred files (about a third of
+            // the start-up of a session against a local server), all for TLS that an http:// URL never uses.
+            builder = builder.tls_certs_only([]);
+        }
+        let http = builder
             .build()
             .map_err(|err| ModelError::Client(error_chain(&err)))?;
         Ok(Transport { http, idle_timeout })

@@ -15,16 +15,7 @@ use crate::common::{
 /// What `--here` must never change: HEAD, the index (listing and raw bytes) and the user's branches.
 fn head_index_branches(repo: &TestRepo) -> String {
     let index = fs::read(repo.path().join(".git/index")).expect("the repo has an index");
-    let branches: String = repo
-        .git(&[
-            "for-each-ref",
-            "--format=%(refname) %(objectname)",
-            "refs/heads/",
-        ])
-        .lines()
-        .filter(|l| !l.starts_with("refs/heads/agent/"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let branches = crate::common::user_branches(repo);
     format!(
         "HEAD {}{}index {} bytes, {:x}\n{}branches\n{branches}",
         repo.git(&["rev-parse", "--symbolic-full-name", "HEAD"]),

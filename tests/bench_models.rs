@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use git_agent::model::openai::{ChunkParser, OpenAiClient};
 use git_agent::model::sse::SseDecoder;
-use git_agent::model::{Message, Request};
+use git_agent::model::Request;
+use git_agent::protocol::Message;
 use serde_json::json;
 
 use crate::common::server::openai_chunk;

@@ -19,7 +19,8 @@
 //! reply carries usage, so the estimate tracks the real tokenizer without shipping one.
 
 use crate::config::ModelConfig;
-use crate::model::{Message, Request, ToolSchema, Usage};
+use crate::model::Request;
+use crate::protocol::{Message, ToolSchema, Usage};
 
 use super::journal::Event as LogEvent;
 use super::{AgentError, Turn};
@@ -491,7 +492,7 @@ impl Turn<'_> {
             "context: {replaced} older messages {what} ({before} → {after} tokens of {})",
             settings.window
         );
-        self.sink.emit(&crate::ui::Event::Warning(&note));
+        self.sink.emit(&crate::protocol::Event::Warning(&note));
         Ok(())
     }
 
@@ -564,7 +565,7 @@ impl Turn<'_> {
             Ok(_) => Ok(None),
             Err(err) => {
                 let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&crate::ui::Event::Warning(&message));
+                self.sink.emit(&crate::protocol::Event::Warning(&message));
                 Ok(None)
             }
         }
@@ -574,7 +575,7 @@ impl Turn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolCall;
+    use crate::protocol::ToolCall;
 
     fn turn(id: &str, output: &str) -> Vec<Message> {
         vec![

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::plan::Plan;
-use crate::model::ToolCall;
+use crate::protocol::{Status, ToolCall};
 
 /// How many recent calls the repetition check looks at.
 const WINDOW: usize = 20;
@@ -223,18 +223,18 @@ pub struct Budget {
 
 impl Budget {
     /// Why the session must stop before the next request, if it must.
-    pub fn exceeded(&self, requests: u32, tokens: u64) -> Option<(&'static str, String)> {
+    pub fn exceeded(&self, requests: u32, tokens: u64) -> Option<(Status, String)> {
         if requests >= self.max_steps {
             let n = self.max_steps;
             return Some((
-                "max_steps",
+                Status::MaxSteps,
                 format!("stopped after {n} model requests (--max-steps {n})"),
             ));
         }
         if let (Some(deadline), Some(limit)) = (self.deadline, self.max_time) {
             if Instant::now() >= deadline {
                 return Some((
-                    "max_time",
+                    Status::MaxTime,
                     format!(
                         "stopped after {} s (--max-time {})",
                         limit.as_secs(),
@@ -246,7 +246,7 @@ impl Budget {
         if let Some(limit) = self.max_tokens {
             if tokens >= limit {
                 return Some((
-                    "max_tokens",
+                    Status::MaxTokens,
                     format!("stopped after {tokens} tokens (--max-tokens {limit})"),
                 ));
             }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, Plan};
-use crate::model::{Message, ThinkingBlock, ToolCall};
+use crate::protocol::{Message, ThinkingBlock, ToolCall};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,17 +19,17 @@ use tokio::sync::watch;
 
 use crate::config::ModelConfig;
 use crate::model::retry::RetryPolicy;
-use crate::model::{
-    Client, FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Usage,
+use crate::model::{Client, FinishReason, ModelError, Request, Response, StreamEvent};
+use crate::protocol::{
+    Approval, ApprovalRequest, Approver, Event, Message, Sink, Status, ToolCall, ToolSchema, Usage,
 };
 use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
-use crate::safety::{Approvals, Policy};
+use crate::safety::Policy;
 use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
-use crate::ui::{Event, Sink};
 use context::ContextState;
 pub use context::Settings as ContextSettings;
 use guards::{Budget, Guards, Verdict};
@@ -72,22 +72,11 @@ pub enum Resume {
     Latest,
 }
 
-/// Permission rules, sandbox and approvals of one session.
-#[derive(Debug)]
+/// Permission rules and sandbox of one session (approvals are the front-end's [`Approver`]).
+#[derive(Debug, Default)]
 pub struct SafetyOptions {
     pub rules: Rules,
     pub sandbox: SandboxConfig,
-    pub approvals: Approvals,
-}
-
-impl Default for SafetyOptions {
-    fn default() -> Self {
-        SafetyOptions {
-            rules: Rules::default(),
-            sandbox: SandboxConfig::default(),
-            approvals: Approvals::Never,
-        }
-    }
 }
 
 /// The error returned by [`ask()`]: host failures that end the session. Failures the model can fix are tool
@@ -115,6 +104,7 @@ pub async fn ask(
     cwd: &std::path::Path,
     opts: AskOptions,
     sink: &mut dyn Sink,
+    approver: &mut dyn Approver,
 ) -> Result<i32, AgentError> {
     let client = Client::new_tuned(
         opts.model.wire,
@@ -149,7 +139,7 @@ pub async fn ask(
                 branch: session.branch.clone(),
                 base: session.base.to_string(),
                 step0: session.step0.map(|c| c.to_string()),
-                status: "running".into(),
+                status: Status::Running,
                 here: opts.here,
                 ..Meta::default()
             };
@@ -178,7 +168,7 @@ pub async fn ask(
             let session = store.reopen_session(&log.meta)?;
             let events = store.read_log(&id)?.events;
             log.append(LogEvent::Resume {}.to_json())?;
-            log.meta.status = "running".into();
+            log.meta.status = Status::Running;
             log.fold(&store)?;
             (session, log, events)
         }
@@ -229,6 +219,7 @@ pub async fn ask(
         client,
         session,
         sink,
+        approver,
         retry: opts.retry,
         tools: Arc::new(tools::registry()),
         cancel,
@@ -250,7 +241,7 @@ pub async fn ask(
     // Background jobs (dev servers) never outlive the session, however it ended.
     turn.tool_state.shutdown();
     if result.is_err() {
-        turn.log.meta.status = "error".into();
+        turn.log.meta.status = Status::Error;
         turn.log.meta.steps = turn.session.steps;
         // Best effort: the error itself is what the user needs to see.
         let _ = turn.log.fold(&turn.store);
@@ -297,7 +288,7 @@ fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy,
     let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
     let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
     let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
-    (Policy::new(opts.rules, guard, opts.approvals), sandbox)
+    (Policy::new(opts.rules, guard), sandbox)
 }
 
 /// The working directory relative to the repository root (where project instructions are looked up to).
@@ -317,7 +308,7 @@ enum Outcome {
     Finished(Finish),
     /// A budget or a loop guard; `status` is what the log records (`max_steps`, `loop`, ...).
     Stopped {
-        status: &'static str,
+        status: Status,
         reason: String,
     },
     Interrupted(String),
@@ -327,7 +318,7 @@ struct Turn<'s> {
     /// Window, accounting, compaction state.
     context: ContextState,
     /// What the model is offered: the registry's tools, then `plan_update` and `finish`.
-    schemas: Vec<crate::model::ToolSchema>,
+    schemas: Vec<ToolSchema>,
     /// The plan, kept outside the conversation (see [`plan`]).
     plan: Plan,
     /// `step N: <commit> (files)` for summaries and stop reports.
@@ -348,6 +339,8 @@ struct Turn<'s> {
     retry: RetryPolicy,
     session: Session,
     sink: &'s mut dyn Sink,
+    /// Answers the risky calls no rule settles (terminal, editor, or never).
+    approver: &'s mut dyn Approver,
     tools: Arc<Vec<Box<dyn Tool>>>,
     cancel: Arc<AtomicBool>,
     cancelled: watch::Receiver<bool>,
@@ -405,7 +398,7 @@ impl Turn<'_> {
     async fn turns(
         &mut self,
         messages: &mut Vec<Message>,
-        schemas: &[crate::model::ToolSchema],
+        schemas: &[ToolSchema],
     ) -> Result<Outcome, AgentError> {
         let model = self.model.model.clone();
         let mut trimmed = false;
@@ -483,7 +476,7 @@ impl Turn<'_> {
             }
             if let Some(reason) = round.stop {
                 return Ok(Outcome::Stopped {
-                    status: "loop",
+                    status: Status::Loop,
                     reason,
                 });
             }
@@ -798,7 +791,8 @@ impl Turn<'_> {
                 return Ok(output);
             }
         };
-        let tool = &self.tools[index];
+        let tools = Arc::clone(&self.tools);
+        let tool = &tools[index];
         let label = tool.label(&args);
         self.sink.emit(&Event::ToolCall {
             id: &call.id,
@@ -806,7 +800,17 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
-        let decision = self.policy.check(tool.name(), &args);
+        let mut decision = self.policy.check(tool.name(), &args);
+        if decision.needs_approval() {
+            let request = ApprovalRequest {
+                call_id: call.id.clone(),
+                tool: tool.name().to_string(),
+                subject: args["command"].as_str().unwrap_or(&label).to_string(),
+                reason: decision.reason.clone(),
+            };
+            let answer = self.ask_user(&request).await;
+            decision = self.policy.settle(&request.subject, decision, answer);
+        }
         self.sink.emit(&Event::Permission {
             id: &call.id,
             tool: tool.name(),
@@ -834,6 +838,15 @@ impl Turn<'_> {
             self.commit(call, &label, &changed)?;
         }
         Ok(output)
+    }
+
+    /// Puts a question to the front-end's approver; Ctrl-C while it is open cancels it.
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Approval {
+        let mut cancelled = self.cancelled.clone();
+        tokio::select! {
+            answer = self.approver.approve(request) => answer,
+            _ = cancelled.wait_for(|c| *c) => Approval::Cancelled,
+        }
     }
 
     /// Appends a model reply and its usage to the session log.
@@ -1008,16 +1021,16 @@ impl Turn<'_> {
     }
 
     /// Records the end of the turn in the session log and folds it into the ref.
-    fn close_log(&mut self, status: &str, answer: &str) -> Result<(), StoreError> {
+    fn close_log(&mut self, status: &Status, answer: &str) -> Result<(), StoreError> {
         self.log.append(
             LogEvent::End {
-                status: status.into(),
+                status: status.to_string(),
                 answer: answer.into(),
             }
             .to_json(),
         )?;
         let meta = &mut self.log.meta;
-        meta.status = status.into();
+        meta.status = status.clone();
         meta.steps = self.session.steps;
         meta.input_tokens += self.usage.input_tokens;
         meta.output_tokens += self.usage.output_tokens;
@@ -1044,23 +1057,23 @@ impl Turn<'_> {
     /// Reports the end of the session and returns the exit code.
     fn finish(&mut self, outcome: Outcome) -> i32 {
         let (status, answer, code) = match outcome {
-            Outcome::Answered(answer) => ("done", answer, 0),
+            Outcome::Answered(answer) => (Status::Done, answer, 0),
             Outcome::Finished(Finish {
                 completed: true,
                 summary,
-            }) => ("done", summary, 0),
+            }) => (Status::Done, summary, 0),
             Outcome::Finished(Finish {
                 completed: false,
                 summary,
-            }) => ("blocked", summary, EXIT_UNFINISHED),
+            }) => (Status::Blocked, summary, EXIT_UNFINISHED),
             Outcome::Stopped { status, reason } => {
                 let message = format!("{reason}; the work so far is on {}", self.short_branch());
                 self.sink.emit(&Event::Error(&message));
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
-            Outcome::Interrupted(partial) => ("interrupted", partial, EXIT_INTERRUPTED),
+            Outcome::Interrupted(partial) => (Status::Interrupted, partial, EXIT_INTERRUPTED),
         };
-        if let Err(err) = self.close_log(status, &answer) {
+        if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");
             self.sink.emit(&Event::Warning(&message));
@@ -1074,16 +1087,15 @@ impl Turn<'_> {
             .unwrap_or(self.session.base)
             .to_hex_with_len(7)
             .to_string();
-        crate::ui::note(
-            self.sink.is_json(),
-            &format!(
-                "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
-                if steps == 1 { "" } else { "s" },
-                usage_line(&self.usage, self.requests),
-            ),
-        );
+        self.sink.emit(&Event::Summary {
+            branch: &branch,
+            steps,
+            base: &base,
+            usage: &self.usage,
+            requests: self.requests,
+        });
         self.sink.emit(&Event::Done {
-            status,
+            status: &status,
             answer: &answer,
             exit_code: code,
         });
@@ -1099,21 +1111,6 @@ struct Round {
     /// The loop guard's reason to stop.
     stop: Option<String>,
     finish: Option<Finish>,
-}
-
-/// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
-fn usage_line(usage: &Usage, requests: u32) -> String {
-    let cached = if usage.cached_tokens > 0 {
-        format!(" ({} cached)", usage.cached_tokens)
-    } else {
-        String::new()
-    };
-    format!(
-        "tokens {} in{cached}, {} out over {requests} request{}",
-        usage.input_tokens,
-        usage.output_tokens,
-        if requests == 1 { "" } else { "s" }
-    )
 }
 
 /// The fields of the `session` event, kept until it is shown.

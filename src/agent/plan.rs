@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::model::ToolSchema;
+use crate::protocol::ToolSchema;
 
 /// The name of the plan tool.
 pub const PLAN_TOOL: &str = "plan_update";
@@ -135,11 +135,12 @@ impl Finish {
 pub fn schemas() -> Vec<ToolSchema> {
     vec![
         ToolSchema {
-            name: PLAN_TOOL,
+            name: PLAN_TOOL.into(),
             description: "Record or update your plan for the task: the whole list each time, each item with a \
                 status (pending, in_progress, done, blocked) and an optional note. Keep exactly one item \
                 in_progress while you work. The plan is kept outside the conversation, so it survives when \
-                older messages are summarised. Use it for any task of more than a couple of steps.",
+                older messages are summarised. Use it for any task of more than a couple of steps."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -160,10 +161,11 @@ pub fn schemas() -> Vec<ToolSchema> {
             }),
         },
         ToolSchema {
-            name: FINISH_TOOL,
+            name: FINISH_TOOL.into(),
             description: "End the task. status \"completed\" when the goal is reached, \"blocked\" when it cannot \
                 be reached without the user (say what is missing). The summary is the final answer the user \
-                reads: what you changed and anything they must know.",
+                reads: what you changed and anything they must know."
+                .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -6,7 +6,7 @@
 //! Proper compaction (summaries, budgets) belongs to the context-engineering layer; this is the fallback
 //! that keeps a long session alive instead of failing it.
 
-use crate::model::Message;
+use crate::protocol::Message;
 
 /// What replaces a dropped tool result.
 pub(crate) const MARKER: &str =

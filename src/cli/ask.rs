@@ -7,9 +7,9 @@ use clap::Args;
 
 use crate::agent::{self, AskOptions, Resume};
 use crate::config;
+use crate::protocol::Event;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Mode, SandboxConfig};
-use crate::safety::Approvals;
 use crate::ui;
 
 /// Run one task to completion and print the answer
@@ -135,11 +135,12 @@ pub fn run(args: AskArgs) -> i32 {
         Err(err) => return fail(args.json, &format!("cannot start the async runtime: {err}")),
     };
     let mut sink = ui::sink(args.json);
-    match runtime.block_on(agent::ask(&cwd, options, sink.as_mut())) {
+    let mut approver = ui::approver(args.yes, args.json);
+    match runtime.block_on(agent::ask(&cwd, options, sink.as_mut(), approver.as_mut())) {
         Ok(code) => code,
         Err(err) => {
             // Through the sink, so the error starts on its own line after streamed text.
-            sink.emit(&ui::Event::Error(&err.to_string()));
+            sink.emit(&Event::Error(&err.to_string()));
             if args.json {
                 super::print_error(&err.to_string());
             }
@@ -163,13 +164,12 @@ fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, String> {
             network: !args.no_network,
             writable: Vec::new(),
         },
-        approvals: Approvals::detect(args.yes),
     })
 }
 
 fn fail(json: bool, message: &str) -> i32 {
     if json {
-        ui::sink(true).emit(&ui::Event::Error(message));
+        ui::sink(true).emit(&Event::Error(message));
     }
     super::print_error(message);
     1

@@ -38,7 +38,7 @@ pub fn run(args: DiscardArgs) -> Result<i32, String> {
         eprintln!("discarded session {id}: {what} and session log removed");
     } else {
         let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();
-        log.meta.status = "discarded".into();
+        log.meta.status = crate::protocol::Status::Discarded;
         log.append(Event::Discard { tip: tip_hex }.to_json())
             .and_then(|()| log.fold(&store))
             .map_err(|e| e.to_string())?;

@@ -17,12 +17,13 @@ pub fn run(args: LogArgs) -> Result<i32, String> {
     let sessions = store.list_sessions().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     for meta in sessions.iter().take(args.max_count.unwrap_or(usize::MAX)) {
-        let status = if meta.status == "running" && !store.log_is_locked(&meta.id) {
-            // Nobody holds the session's lock: the process died mid-turn. `--resume` continues it.
-            "crashed"
-        } else {
-            meta.status.as_str()
-        };
+        let status =
+            if meta.status == crate::protocol::Status::Running && !store.log_is_locked(&meta.id) {
+                // Nobody holds the session's lock: the process died mid-turn. `--resume` continues it.
+                "crashed"
+            } else {
+                meta.status.as_str()
+            };
         let prompt = meta.prompt.lines().next().unwrap_or_default();
         // Sessions that worked in the user's own working tree are marked: undo and discard treat them apart.
         let prompt = if meta.here {

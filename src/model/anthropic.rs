@@ -600,7 +600,7 @@ impl AnthropicClient {
 mod tests {
     use super::*;
     use crate::model::sse::SseDecoder;
-    use crate::model::ToolSchema;
+    use crate::protocol::ToolSchema;
 
     fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
         ToolCall {
@@ -660,8 +660,8 @@ mod tests {
             },
         ];
         let tools = [ToolSchema {
-            name: "ls",
-            description: "List files",
+            name: "ls".into(),
+            description: "List files".into(),
             parameters: json!({"type": "object"}),
         }];
         let req = Request {

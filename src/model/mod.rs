@@ -1,4 +1,5 @@
-//! Provider-neutral messages, tool schemas and stream events, plus the provider clients.
+//! The provider clients. Messages, tool schemas and usage are [`crate::protocol`]'s; this module adds the
+//! request, the stream events and the assembled reply.
 //!
 //! The agent talks to models only through these types; a client turns them into its wire format and turns
 //! the streamed reply back into [`StreamEvent`]s and one assembled [`Response`].
@@ -13,86 +14,11 @@ mod window;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use anthropic::AnthropicClient;
 use openai::OpenAiClient;
 use retry::RetryPolicy;
-
-/// One tool call requested by the model, with its arguments as the raw JSON text the model produced.
-///
-/// The text is parsed by the agent only once the call is complete, so malformed arguments can be reported
-/// back to the model instead of aborting the turn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
-
-/// One message of the conversation, provider-neutral.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "lowercase")]
-pub enum Message {
-    System {
-        content: String,
-    },
-    User {
-        content: String,
-    },
-    Assistant {
-        content: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall>,
-        /// The model's reasoning blocks, which Anthropic requires back unchanged next to the tool calls they
-        /// led to; other providers ignore them.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        thinking: Vec<ThinkingBlock>,
-    },
-    Tool {
-        tool_call_id: String,
-        content: String,
-    },
-}
-
-/// One reasoning block of an Anthropic reply, kept verbatim (its signature covers the text) so it can be
-/// sent back; serialized exactly as the Messages API spells it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ThinkingBlock {
-    Thinking {
-        thinking: String,
-        signature: String,
-    },
-    /// Reasoning the provider flagged and encrypted; `data` is opaque.
-    RedactedThinking {
-        data: String,
-    },
-}
-
-/// What the model is told about one tool: its name, what it does and a JSON schema of its arguments.
-#[derive(Clone, Debug)]
-pub struct ToolSchema {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub parameters: serde_json::Value,
-}
-
-/// Token usage reported by the provider for one request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cached_tokens: u64,
-}
-
-impl Usage {
-    pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_tokens += other.cached_tokens;
-    }
-}
+// The shared vocabulary; the clients below (and their submodules) speak it.
+use crate::protocol::{Message, ThinkingBlock, ToolCall, ToolSchema, Usage};
 
 /// Which body field carries the output token limit on an OpenAI-compatible endpoint: OpenAI's reasoning
 /// models reject `max_tokens` and want `max_completion_tokens`, while many compatible servers know only

@@ -524,7 +524,7 @@ impl StreamParser for ChunkParser {
 mod tests {
     use super::*;
     use crate::model::sse::SseDecoder;
-    use crate::model::ToolSchema;
+    use crate::protocol::ToolSchema;
 
     /// Runs SSE `data` payloads through a parser, collecting events; `Err` if any push or the finish fails.
     fn parse(chunks: &[&str]) -> Result<(Vec<StreamEvent>, Response), ModelError> {
@@ -839,8 +839,8 @@ mod tests {
             },
         ];
         let tools = [ToolSchema {
-            name: "ls",
-            description: "List files",
+            name: "ls".into(),
+            description: "List files".into(),
             parameters: json!({"type": "object"}),
         }];
         let req = Request {

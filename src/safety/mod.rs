@@ -3,7 +3,9 @@
 //! guard, the sandbox of `run` commands and secret redaction.
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
-//! audit refused calls as well as permitted ones.
+//! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
+//! [`Outcome::Ask`]: the caller puts the question to the front-end's [`crate::protocol::Approver`] and hands
+//! the answer to [`Policy::settle()`]. This module decides; it never reads or writes the terminal.
 
 pub mod beneath;
 pub mod guard;
@@ -14,8 +16,9 @@ pub mod sandbox;
 pub mod secrets;
 pub mod shell;
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+
+use crate::protocol::Approval;
 
 use guard::GuardEnv;
 use rules::Rules;
@@ -27,6 +30,8 @@ pub enum Outcome {
     Deny,
     /// Allowed once the user said yes.
     Approved,
+    /// Risky and not settled by a rule: the user must be asked (see [`Policy::settle()`]).
+    Ask,
 }
 
 impl Outcome {
@@ -35,6 +40,7 @@ impl Outcome {
             Outcome::Allow => "allow",
             Outcome::Deny => "deny",
             Outcome::Approved => "approved",
+            Outcome::Ask => "ask",
         }
     }
 }
@@ -71,6 +77,11 @@ impl Decision {
         self.outcome == Outcome::Deny
     }
 
+    /// True when the user must be asked before the call runs.
+    pub fn needs_approval(&self) -> bool {
+        self.outcome == Outcome::Ask
+    }
+
     /// The tool result the model gets for a refused call: what and why, and not to work around it.
     pub fn message_for_model(&self) -> String {
         format!(
@@ -81,46 +92,24 @@ impl Decision {
     }
 }
 
-/// How risky-but-allowed calls are settled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Approvals {
-    /// Ask on the terminal (y/n/always).
-    Prompt,
-    /// Never block on a prompt (`--yes`, or not a terminal): deny what would have asked, and say so.
-    Never,
-}
-
-impl Approvals {
-    /// `Prompt` only when stdin and stderr are terminals and `--yes` was not given.
-    pub fn detect(yes: bool) -> Approvals {
-        if !yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-            Approvals::Prompt
-        } else {
-            Approvals::Never
-        }
-    }
-}
-
-/// Everything that decides a call: rules, the guard's view of the session, and approvals.
+/// Everything that decides a call: rules, the guard's view of the session, and the user's earlier answers.
 pub struct Policy {
     pub rules: Rules,
     pub guard: GuardEnv,
-    pub approvals: Approvals,
     /// Commands the user answered "always" for, this session.
     always: Vec<String>,
 }
 
 impl Policy {
-    pub fn new(rules: Rules, guard: GuardEnv, approvals: Approvals) -> Policy {
+    pub fn new(rules: Rules, guard: GuardEnv) -> Policy {
         Policy {
             rules,
             guard,
-            approvals,
             always: Vec::new(),
         }
     }
 
-    /// Decides one tool call (arguments already parsed). May prompt the user.
+    /// Decides one tool call (arguments already parsed). [`Outcome::Ask`] means the user must be asked.
     pub fn check(&mut self, tool: &str, args: &serde_json::Value) -> Decision {
         if let Some(rule) = self.rules.deny_tool(tool) {
             return Decision::deny(
@@ -162,21 +151,36 @@ impl Policy {
         if inspection.risky.is_empty() || self.always.iter().any(|c| c == command) {
             return Decision::allow("default");
         }
-        let why = inspection.risky.join("; ");
-        match self.approvals {
-            Approvals::Never => Decision::deny(
+        Decision {
+            outcome: Outcome::Ask,
+            rule: "approval".into(),
+            reason: inspection.risky.join("; "),
+        }
+    }
+
+    /// Turns an [`Outcome::Ask`] decision on `command` into the final one, given the user's answer.
+    pub fn settle(&mut self, command: &str, asked: Decision, answer: Approval) -> Decision {
+        let why = asked.reason;
+        let approved = |rule: &str, why: String| Decision {
+            outcome: Outcome::Approved,
+            rule: rule.into(),
+            reason: why,
+        };
+        match answer {
+            Approval::Once => approved("approval", why),
+            Approval::Always => {
+                self.always.push(command.to_string());
+                approved("approval:always", why)
+            }
+            Approval::Reject => Decision::deny("approval", format!("{why}; the user declined")),
+            Approval::Cancelled => {
+                Decision::deny("approval", format!("{why}; the user cancelled the turn"))
+            }
+            Approval::CannotAsk => Decision::deny(
                 "approval",
                 format!("{why}; this needs the user's approval and this run cannot ask (--yes or no terminal); \
                          the user can allow it with --allow 'Run(...)' or [permissions] allow"),
             ),
-            Approvals::Prompt => match prompt(command, &why) {
-                Answer::Yes => Decision { outcome: Outcome::Approved, rule: "approval".into(), reason: why },
-                Answer::Always => {
-                    self.always.push(command.to_string());
-                    Decision { outcome: Outcome::Approved, rule: "approval:always".into(), reason: why }
-                }
-                Answer::No => Decision::deny("approval", format!("{why}; the user declined")),
-            },
         }
     }
 
@@ -206,31 +210,6 @@ impl Policy {
     }
 }
 
-enum Answer {
-    Yes,
-    No,
-    Always,
-}
-
-/// Asks on the terminal. Anything but y/yes/a/always is a no.
-fn prompt(command: &str, why: &str) -> Answer {
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "\n{why}\n  {command}\nrun it? [y]es / [n]o / [a]lways: "
-    );
-    let _ = err.flush();
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return Answer::No;
-    }
-    match line.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Answer::Yes,
-        "a" | "always" => Answer::Always,
-        _ => Answer::No,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,11 +223,7 @@ mod tests {
             home: Some(PathBuf::from("/home/u")),
             session_branch: "agent/a1".into(),
         };
-        Policy::new(
-            Rules::from_lists(allow, deny).unwrap(),
-            guard,
-            Approvals::Never,
-        )
+        Policy::new(Rules::from_lists(allow, deny).unwrap(), guard)
     }
 
     #[test]
@@ -266,6 +241,8 @@ mod tests {
         let d = run(&mut p, "cargo test; curl -o x https://e.x");
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "Run(curl:*)"));
         let d = run(&mut p, "git push origin agent/a1");
+        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Ask, "approval"));
+        let d = p.settle("git push origin agent/a1", d, Approval::CannotAsk);
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "approval"));
         assert!(d.message_for_model().contains("ask the user"));
         assert!(!p.check("read_file", &json!({"path": ".env"})).is_denied());
@@ -282,6 +259,24 @@ mod tests {
         assert!(!p
             .check("read_file", &json!({"path": "src/main.rs"}))
             .is_denied());
+    }
+
+    #[test]
+    fn answers_settle_what_needs_asking() {
+        let mut p = policy(&[], &[]);
+        let push = "git push origin agent/a1";
+        let ask = |p: &mut Policy| p.check("run", &json!({"command": push}));
+        let d = ask(&mut p);
+        assert!(d.needs_approval());
+        assert_eq!(p.settle(push, d, Approval::Once).outcome, Outcome::Approved);
+        let d = ask(&mut p);
+        assert!(p.settle(push, d, Approval::Reject).is_denied());
+        let d = ask(&mut p);
+        assert!(p.settle(push, d, Approval::Cancelled).is_denied());
+        let d = ask(&mut p);
+        assert_eq!(p.settle(push, d, Approval::Always).rule, "approval:always");
+        // "always" holds for the rest of the session: no second question.
+        assert_eq!(ask(&mut p).outcome, Outcome::Allow);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit};
 use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use crate::protocol::Status;
 
 /// The summary of a session, stored as `meta.json` next to the events.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,8 +46,7 @@ pub struct Meta {
     pub base: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step0: Option<String>,
-    /// `running`, `done`, `max_steps`, `interrupted`, `error`, `discarded`.
-    pub status: String,
+    pub status: Status,
     pub steps: u32,
     /// Unix seconds.
     pub created: i64,
@@ -484,7 +484,7 @@ mod tests {
             model: "openai/bench".into(),
             branch: format!("refs/heads/agent/{id}"),
             base: "0".repeat(40),
-            status: "running".into(),
+            status: Status::Running,
             ..Meta::default()
         };
         for (len, name) in [(10u64, "short"), (5000, "long")] {
@@ -515,7 +515,7 @@ mod tests {
             for e in 0..12 {
                 log.append(event(e)).unwrap();
             }
-            log.meta.status = "done".into();
+            log.meta.status = Status::Done;
             log.meta.steps = 3;
             log.fold(&store).unwrap();
         }

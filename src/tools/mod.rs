@@ -26,7 +26,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::model::ToolSchema;
+use crate::protocol::ToolSchema;
 use crate::safety::beneath;
 use crate::safety::path::{self, Access};
 
@@ -105,8 +105,8 @@ pub trait Tool: Send + Sync {
 
     fn schema(&self) -> ToolSchema {
         ToolSchema {
-            name: self.name(),
-            description: self.description(),
+            name: self.name().into(),
+            description: self.description().into(),
             parameters: self.parameters(),
         }
     }

@@ -3,75 +3,13 @@
 //! Human output goes to stderr (the final answer alone goes to stdout, so `ask ... > answer.md` works); with
 //! `--json`, stdout carries one JSON object per event and nothing else (DESIGN section 5).
 
-use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::{self, BufRead, IsTerminal, Write};
 
 use serde_json::json;
 
-use crate::model::Usage;
-
-/// Something that happened in a session, in order.
-#[derive(Debug)]
-pub enum Event<'a> {
-    Session {
-        id: &'a str,
-        branch: &'a str,
-        base: &'a str,
-        model: &'a str,
-    },
-    Text(&'a str),
-    Reasoning(&'a str),
-    ToolCall {
-        id: &'a str,
-        name: &'a str,
-        label: &'a str,
-        input: &'a serde_json::Value,
-    },
-    ToolResult {
-        id: &'a str,
-        ok: bool,
-        summary: &'a str,
-    },
-    /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
-    Permission {
-        id: &'a str,
-        tool: &'a str,
-        /// `allow`, `deny` or `approved`.
-        decision: &'a str,
-        /// The rule that decided (`Run(cargo test*)`, `guard:git-force-push`, `default`, ...).
-        rule: &'a str,
-        reason: &'a str,
-    },
-    Step {
-        commit: &'a str,
-        step: u32,
-        files: &'a [PathBuf],
-    },
-    /// The usage of one model request (`request` counts from 1), as soon as it is known.
-    RequestUsage {
-        request: u32,
-        usage: &'a Usage,
-    },
-    /// The session's total usage, once at the end.
-    Usage(&'a Usage),
-    Done {
-        status: &'a str,
-        answer: &'a str,
-        exit_code: i32,
-    },
-    /// Something the user should know that does not end the session (e.g. a retried request).
-    Warning(&'a str),
-    Error(&'a str),
-}
-
-/// Where events go.
-pub trait Sink: Send {
-    fn emit(&mut self, event: &Event<'_>);
-    /// True when stdout carries JSON events only, so nothing else may be printed there.
-    fn is_json(&self) -> bool {
-        false
-    }
-}
+use crate::protocol::{
+    Approval, ApprovalFuture, ApprovalRequest, Approver, Event, Never, Sink, Usage,
+};
 
 /// Builds the sink for `ask`: JSON lines, or the human renderer.
 pub fn sink(json: bool) -> Box<dyn Sink> {
@@ -82,16 +20,58 @@ pub fn sink(json: bool) -> Box<dyn Sink> {
     }
 }
 
+/// Builds the approver for `ask`: a y/n/always question on the terminal when stdin and stderr are terminals
+/// and neither `--yes` nor `--json` was given, else [`Never`] (refuse what would need asking, and say so).
+pub fn approver(yes: bool, json: bool) -> Box<dyn Approver> {
+    if !yes && !json && io::stdin().is_terminal() && io::stderr().is_terminal() {
+        Box::new(TerminalApprover)
+    } else {
+        Box::new(Never)
+    }
+}
+
+/// Asks on the terminal: the reason, the command, `[y]es / [n]o / [a]lways`. Anything else is a no.
+pub struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(&'a mut self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        let question = format!(
+            "\n{}\n  {}\nrun it? [y]es / [n]o / [a]lways: ",
+            neutralize(&request.reason),
+            neutralize(&request.subject)
+        );
+        Box::pin(async move {
+            let mut err = io::stderr();
+            let _ = write!(err, "{question}");
+            let _ = err.flush();
+            // Off the runtime's thread, so Ctrl-C (which the agent selects against) still gets through.
+            let line = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                io::stdin().lock().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match line {
+                Ok(Ok(line)) => parse_answer(&line),
+                _ => Approval::Reject,
+            }
+        })
+    }
+}
+
+fn parse_answer(line: &str) -> Approval {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Approval::Once,
+        "a" | "always" => Approval::Always,
+        _ => Approval::Reject,
+    }
+}
+
 /// One JSON object per line on stdout.
 pub struct JsonSink {
     out: io::Stdout,
 }
 
 impl Sink for JsonSink {
-    fn is_json(&self) -> bool {
-        true
-    }
-
     fn emit(&mut self, event: &Event<'_>) {
         let value = match event {
             Event::Session {
@@ -149,11 +129,12 @@ impl Sink for JsonSink {
                 answer,
                 exit_code,
             } => {
-                json!({"type": "done", "status": status, "answer": answer, "exit_code": exit_code})
+                json!({"type": "done", "status": status.as_str(), "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
-            // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries.
-            Event::Warning(_) => return,
+            // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries; the
+            // summary repeats `usage` and `done` for a person.
+            Event::Warning(_) | Event::Summary { .. } => return,
         };
         let mut out = self.out.lock();
         // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
@@ -310,6 +291,20 @@ impl Sink for HumanSink {
                 self.line(&painted);
             }
             Event::Usage(_) => {}
+            Event::Summary {
+                branch,
+                steps,
+                base,
+                usage,
+                requests,
+            } => {
+                let text = format!(
+                    "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
+                    plural(*steps as usize),
+                    usage_line(usage, *requests),
+                );
+                self.line(&text);
+            }
             Event::Done { answer, .. } => {
                 if self.mid_line {
                     self.line("");
@@ -343,6 +338,21 @@ pub fn note(json: bool, text: &str) {
     if !json {
         let _ = writeln!(io::stderr(), "{text}");
     }
+}
+
+/// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
+fn usage_line(usage: &Usage, requests: u32) -> String {
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} cached)", usage.cached_tokens)
+    } else {
+        String::new()
+    };
+    format!(
+        "tokens {} in{cached}, {} out over {requests} request{}",
+        usage.input_tokens,
+        usage.output_tokens,
+        if requests == 1 { "" } else { "s" }
+    )
 }
 
 fn plural(n: usize) -> &'static str {

@@ -1,0 +1,340 @@
+//! The shared vocabulary, a leaf that depends on nothing else in the crate.
+//!
+//! The conversation ([`Message`], [`ToolCall`], [`ThinkingBlock`]), what a tool looks like to the model
+//! ([`ToolSchema`]), token [`Usage`], the agent's output [`Event`]s and the question a risky call puts to the
+//! user ([`ApprovalRequest`] / [`Approval`]). The model clients, the tools, the front-ends and the agent speak
+//! these types and none of each other's, so a new front-end (chat, ACP, a hook) needs nothing but this module
+//! to listen to a session ([`Sink`]) and answer its questions ([`Approver`]).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+/// One tool call requested by the model, with its arguments as the raw JSON text the model produced.
+///
+/// The text is parsed by the agent only once the call is complete, so malformed arguments can be reported
+/// back to the model instead of aborting the turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One message of the conversation, provider-neutral.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
+    Assistant {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        /// The model's reasoning blocks, which Anthropic requires back unchanged next to the tool calls they
+        /// led to; other providers ignore them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
+    },
+    Tool {
+        tool_call_id: String,
+        content: String,
+    },
+}
+
+/// One reasoning block of an Anthropic reply, kept verbatim (its signature covers the text) so it can be
+/// sent back; serialized exactly as the Messages API spells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ThinkingBlock {
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Reasoning the provider flagged and encrypted; `data` is opaque.
+    RedactedThinking {
+        data: String,
+    },
+}
+
+/// What the model is told about one tool: its name, what it does and a JSON schema of its arguments.
+///
+/// Owned strings: tools from MCP servers are named at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// Token usage reported by the provider for one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+}
+
+/// How a session stands, as its log records it.
+///
+/// Serialised to the strings logs have always held (`running`, `done`, ...), so older logs still read; a
+/// string this version does not know reads as [`Status::Other`] rather than failing the whole log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    /// A turn is in progress (or the process died during one).
+    #[default]
+    Running,
+    /// The model answered or called `finish` with `completed`.
+    Done,
+    /// The model called `finish` with `blocked`.
+    Blocked,
+    /// `--max-steps` was reached.
+    MaxSteps,
+    /// `--max-time` was reached.
+    MaxTime,
+    /// `--max-tokens` was reached.
+    MaxTokens,
+    /// A loop guard stopped the session.
+    Loop,
+    /// The user interrupted (Ctrl-C).
+    Interrupted,
+    /// A host failure ended the session.
+    Error,
+    /// `git agent discard` removed its branch and checkout (the log stays).
+    Discarded,
+    /// A status written by another version.
+    Other(String),
+}
+
+impl Status {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Status::Running => "running",
+            Status::Done => "done",
+            Status::Blocked => "blocked",
+            Status::MaxSteps => "max_steps",
+            Status::MaxTime => "max_time",
+            Status::MaxTokens => "max_tokens",
+            Status::Loop => "loop",
+            Status::Interrupted => "interrupted",
+            Status::Error => "error",
+            Status::Discarded => "discarded",
+            Status::Other(s) => s,
+        }
+    }
+
+    pub fn parse(text: &str) -> Status {
+        match text {
+            "running" => Status::Running,
+            "done" => Status::Done,
+            "blocked" => Status::Blocked,
+            "max_steps" => Status::MaxSteps,
+            "max_time" => Status::MaxTime,
+            "max_tokens" => Status::MaxTokens,
+            "loop" => Status::Loop,
+            "interrupted" => Status::Interrupted,
+            "error" => Status::Error,
+            "discarded" => Status::Discarded,
+            other => Status::Other(other.to_string()),
+        }
+    }
+
+    /// True when the session stopped without finishing its task (exit code 3).
+    pub fn is_unfinished(&self) -> bool {
+        matches!(
+            self,
+            Status::Blocked | Status::MaxSteps | Status::MaxTime | Status::MaxTokens | Status::Loop
+        )
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(Status::parse(&text))
+    }
+}
+
+/// What kind of thing a tool does, for front-ends that show calls by kind (ACP's `ToolKind`) and for the
+/// loop's decisions (is it a command whose changes must be found by a scan?).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Search,
+    Edit,
+    Execute,
+    Think,
+    Other,
+}
+
+/// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Session {
+        id: &'a str,
+        branch: &'a str,
+        base: &'a str,
+        model: &'a str,
+    },
+    Text(&'a str),
+    Reasoning(&'a str),
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        label: &'a str,
+        input: &'a serde_json::Value,
+    },
+    ToolResult {
+        id: &'a str,
+        ok: bool,
+        summary: &'a str,
+    },
+    /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
+    Permission {
+        id: &'a str,
+        tool: &'a str,
+        /// `allow`, `deny` or `approved`.
+        decision: &'a str,
+        /// The rule that decided (`Run(cargo test*)`, `guard:git-force-push`, `default`, ...).
+        rule: &'a str,
+        reason: &'a str,
+    },
+    Step {
+        commit: &'a str,
+        step: u32,
+        files: &'a [PathBuf],
+    },
+    /// The usage of one model request (`request` counts from 1), as soon as it is known.
+    RequestUsage {
+        request: u32,
+        usage: &'a Usage,
+    },
+    /// The session's total usage, once at the end.
+    Usage(&'a Usage),
+    /// The end-of-session lines for a person: branch, steps, tokens and how to review (not in `--json`).
+    Summary {
+        branch: &'a str,
+        steps: u32,
+        /// The commit the review starts from (step 0 or the base), abbreviated.
+        base: &'a str,
+        usage: &'a Usage,
+        requests: u32,
+    },
+    Done {
+        status: &'a Status,
+        answer: &'a str,
+        exit_code: i32,
+    },
+    /// Something the user should know that does not end the session (e.g. a retried request).
+    Warning(&'a str),
+    Error(&'a str),
+}
+
+/// Where a session's events go: the terminal, `--json` lines, an editor.
+pub trait Sink: Send {
+    fn emit(&mut self, event: &Event<'_>);
+}
+
+/// A risky call that the rules neither allow nor deny: the user decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    /// The tool call this is about (a front-end has already been shown it as [`Event::ToolCall`]).
+    pub call_id: String,
+    pub tool: String,
+    /// What would run, as the user should read it (the command line).
+    pub subject: String,
+    /// Why it needs approval, in a sentence.
+    pub reason: String,
+}
+
+/// The user's answer to an [`ApprovalRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approval {
+    /// Run it this once.
+    Once,
+    /// Run it, and the same call again this session without asking.
+    Always,
+    /// Do not run it (the model is told it was refused).
+    Reject,
+    /// The front-end cannot ask (no terminal, `--yes`, a hook): refused, and the refusal says so.
+    CannotAsk,
+    /// The user cancelled the turn while the question was open.
+    Cancelled,
+}
+
+/// The future an [`Approver`] returns.
+pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = Approval> + Send + 'a>>;
+
+/// Answers approval requests; each front-end has its own (terminal y/n/always, an editor's permission
+/// dialog, [`Never`] for `--yes`, `--json`, hooks and CI).
+pub trait Approver: Send {
+    fn approve<'a>(&'a mut self, request: &'a ApprovalRequest) -> ApprovalFuture<'a>;
+}
+
+/// The approver of runs that must never block on a question.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Never;
+
+impl Approver for Never {
+    fn approve<'a>(&'a mut self, _request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        Box::pin(std::future::ready(Approval::CannotAsk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_keeps_the_strings_logs_hold() {
+        for text in [
+            "running",
+            "done",
+            "blocked",
+            "max_steps",
+            "max_time",
+            "max_tokens",
+            "loop",
+            "interrupted",
+            "error",
+            "discarded",
+            "something-newer",
+        ] {
+            let status = Status::parse(text);
+            assert_eq!(status.as_str(), text);
+            let json = serde_json::to_string(&status).expect("a string serialises");
+            assert_eq!(json, format!("\"{text}\""));
+            let back: Status = serde_json::from_str(&json).expect("a string deserialises");
+            assert_eq!(back, status);
+        }
+        assert!(Status::MaxSteps.is_unfinished());
+        assert!(!Status::Done.is_unfinished());
+    }
+}

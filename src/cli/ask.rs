@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::agent::{self, AskOptions, Resume};
+use crate::agent::{self, Resume, SessionOptions};
 use crate::config;
 use crate::protocol::Event;
 use crate::safety::rules::Rules;
@@ -112,8 +112,7 @@ pub fn run(args: AskArgs) -> i32 {
         Ok(safety) => safety,
         Err(message) => return fail(args.json, &message),
     };
-    let options = AskOptions {
-        prompt,
+    let options = SessionOptions {
         model,
         max_steps: args.max_steps,
         max_time: args.max_time,
@@ -129,6 +128,7 @@ pub fn run(args: AskArgs) -> i32 {
         },
         here: args.here,
         safety,
+        title: None,
     };
     let runtime = match super::runtime() {
         Ok(runtime) => runtime,
@@ -136,7 +136,13 @@ pub fn run(args: AskArgs) -> i32 {
     };
     let mut sink = ui::sink(args.json);
     let mut approver = ui::approver(args.yes, args.json);
-    match runtime.block_on(agent::ask(&cwd, options, sink.as_mut(), approver.as_mut())) {
+    match runtime.block_on(agent::ask(
+        &cwd,
+        &prompt,
+        options,
+        sink.as_mut(),
+        approver.as_mut(),
+    )) {
         Ok(code) => code,
         Err(err) => {
             // Through the sink, so the error starts on its own line after streamed text.

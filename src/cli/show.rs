@@ -54,7 +54,6 @@ fn render(log: &LogContents) -> String {
         m.input_tokens,
         m.output_tokens
     );
-    let tools = crate::tools::registry();
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
     let mut step_line: Option<String> = None;
@@ -78,7 +77,7 @@ fn render(log: &LogContents) -> String {
                     let label = serde_json::from_str(&call.arguments)
                         .ok()
                         .and_then(|args| {
-                            let tool = tools.iter().find(|t| t.name() == call.name)?;
+                            let tool = crate::tools::find(&call.name)?;
                             Some(tool.label(&args))
                         })
                         .unwrap_or_else(|| {

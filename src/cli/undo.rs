@@ -2,8 +2,6 @@
 
 use clap::Args;
 
-use crate::agent::journal::Event;
-
 /// Move the session's branch back N steps (default 1) and update its checkout
 ///
 /// Step 0 (your own uncommitted changes captured when the session started) is never undone. The old tip stays
@@ -29,17 +27,7 @@ pub fn run(args: UndoArgs) -> Result<i32, String> {
     // Taking the session's lock refuses to undo under a running agent.
     let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
     let mut session = store.reopen_session(&log.meta).map_err(|e| e.to_string())?;
-    let old = store
-        .undo(&mut session, args.count)
-        .map_err(|e| e.to_string())?;
-    let event = Event::Undo {
-        from: old.to_string(),
-        to: session.tip.to_string(),
-        steps: args.count,
-    };
-    log.meta.steps = session.steps;
-    log.append(event.to_json())
-        .and_then(|()| log.fold(&store))
+    let old = crate::agent::record_undo(&store, &mut log, &mut session, args.count)
         .map_err(|e| e.to_string())?;
     let short = |id: crate::store::ObjectId| id.to_hex_with_len(7).to_string();
     eprintln!(

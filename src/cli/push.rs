@@ -31,7 +31,8 @@ pub fn run(args: PushArgs) -> Result<i32, String> {
         let redactor = redact::global()
             .read()
             .map_err(|_| "the secret list is unavailable".to_string())?;
-        redact::secrets_in_refs(store.workdir(), &refs, &redactor)
+        store
+            .secrets_in_refs(&refs, &redactor)
             .map_err(|e| format!("could not check what would be pushed for secrets: {e}"))?
     };
     if let Some(leak) = leaks.first() {

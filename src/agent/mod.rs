@@ -27,7 +27,7 @@ use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
-use crate::safety::Policy;
+use crate::safety::{Answer, Policy};
 use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use context::ContextState;
@@ -856,11 +856,18 @@ impl Turn<'_> {
     }
 
     /// Puts a question to the front-end's approver; Ctrl-C while it is open cancels it.
-    async fn ask_user(&mut self, request: &ApprovalRequest) -> Approval {
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Answer {
         let mut cancelled = self.cancelled.clone();
-        tokio::select! {
+        let approval = tokio::select! {
             answer = self.approver.approve(request) => answer,
             _ = cancelled.wait_for(|c| *c) => Approval::Cancelled,
+        };
+        match approval {
+            Approval::Once => Answer::Once,
+            Approval::Always => Answer::Always,
+            Approval::Reject => Answer::Declined,
+            Approval::Cancelled => Answer::Cancelled,
+            Approval::CannotAsk => Answer::CannotAsk,
         }
     }
 

@@ -42,10 +42,15 @@ pub fn get(text: &str, key: &str) -> Result<Option<String>, ConfigError> {
 /// `anthropic/claude-sonnet-4-5` a string for `model`). The result still needs validating as a whole.
 pub fn set(text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
     let path = key_path(key)?;
-    let kind = key_type(&path).expect("key_path checked the key exists");
+    let unknown = || ConfigError::Key {
+        key: key.to_string(),
+        message: "unknown key".to_string(),
+    };
+    // key_path checked both already; an error rather than a panic should that ever change.
+    let kind = key_type(&path).ok_or_else(unknown)?;
     let new = typed_value(kind, value);
     let mut doc = parse(text)?;
-    let (last, parents) = path.split_last().expect("a key has at least one part");
+    let (last, parents) = path.split_last().ok_or_else(unknown)?;
     let mut table: &mut dyn TableLike = doc.as_table_mut();
     for part in parents {
         let item = table.entry(part).or_insert_with(|| {

@@ -9,7 +9,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
-use crate::safety;
+use crate::safety::Answer;
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::guards::{Effect, Verdict};
@@ -182,12 +182,7 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
-        let checked = safety::Call {
-            tool: tool.name(),
-            kind: tool.kind(),
-            action: tool.action(&args),
-        };
-        let mut decision = self.s.tools.policy.check(&checked);
+        let mut decision = self.s.tools.policy.check(&tool.checked(&args));
         if decision.needs_approval() {
             let subject = tool
                 .command_arg()
@@ -246,11 +241,18 @@ impl Turn<'_> {
         Ok(output)
     }
 
-    /// Puts a question to the front-end's approver; a cancel while it is open answers it.
-    async fn ask_user(&mut self, request: &ApprovalRequest) -> Approval {
-        tokio::select! {
+    /// Puts a question to the front-end's approver, in safety's terms; a cancel while it is open answers it.
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Answer {
+        let approval = tokio::select! {
             answer = self.approver.approve(request) => answer,
             () = self.control.cancelled() => Approval::Cancelled,
+        };
+        match approval {
+            Approval::Once => Answer::Once,
+            Approval::Always => Answer::Always,
+            Approval::Reject => Answer::Declined,
+            Approval::Cancelled => Answer::Cancelled,
+            Approval::CannotAsk => Answer::CannotAsk,
         }
     }
 

@@ -52,16 +52,31 @@ pub enum AgentError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] ModelError),
-    #[error("{source}\nhint: check {env}, the API key of the '{provider}' provider")]
+    #[error("{source}")]
     Auth {
         source: ModelError,
         env: String,
         provider: String,
     },
-    #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
+    #[error("{source}")]
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+}
+
+impl AgentError {
+    /// What the user can do about it, apart from the message (printed as `hint:` lines).
+    pub fn hints(&self) -> Vec<String> {
+        match self {
+            AgentError::Auth { env, provider, .. } => {
+                vec![format!("check {env}, the API key of the '{provider}' provider")]
+            }
+            AgentError::Unreachable { env, .. } => vec![format!(
+                "is the model server running? The endpoint comes from {env} (or the provider's default)"
+            )],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// A model error with the hint the user needs: which key to check, where the endpoint comes from.

@@ -2,6 +2,8 @@
 
 use clap::Args;
 
+use super::{CommandError, Context};
+
 /// Move the session's branch back N steps (default 1) and update its checkout
 ///
 /// Step 0 (your own uncommitted changes captured when the session started) is never undone. The old tip stays
@@ -19,16 +21,13 @@ pub struct UndoArgs {
     count: u32,
 }
 
-pub fn run(args: UndoArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(args.id.as_deref())
-        .map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: UndoArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(args.id.as_deref())?;
     // Taking the session's lock refuses to undo under a running agent.
-    let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
-    let mut session = store.reopen_session(&log.meta).map_err(|e| e.to_string())?;
-    let old = crate::agent::record_undo(&store, &mut log, &mut session, args.count)
-        .map_err(|e| e.to_string())?;
+    let mut log = store.open_log(&id)?;
+    let mut session = store.reopen_session(&log.meta)?;
+    let old = crate::agent::record_undo(store, &mut log, &mut session, args.count)?;
     let short = |id: crate::store::ObjectId| id.to_hex_with_len(7).to_string();
     eprintln!(
         "agent/{id}: undid {} step{}, now at step {} ({})",
@@ -46,5 +45,5 @@ pub fn run(args: UndoArgs) -> Result<i32, String> {
     } else {
         eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");
     }
-    Ok(0)
+    Ok(())
 }

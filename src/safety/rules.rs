@@ -10,8 +10,7 @@
 
 use std::path::Path;
 
-use super::{Action, Call};
-use crate::protocol::ToolKind;
+use super::{Action, Call, Kind};
 
 /// The error returned by [`Rule::parse()`].
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +91,8 @@ impl Rule {
     fn covers_tool(&self, call: &Call<'_>) -> bool {
         match &self.family {
             Family::Run => matches!(call.action, Action::Command(_)),
-            Family::Read => matches!(call.kind, ToolKind::Read | ToolKind::Search),
-            Family::Edit => call.kind == ToolKind::Edit,
+            Family::Read => call.kind == Kind::Read,
+            Family::Edit => call.kind == Kind::Edit,
             Family::Tool(name) => name == call.tool,
         }
     }
@@ -292,16 +291,15 @@ mod tests {
 
     const RUN: Call<'static> = Call {
         tool: "run",
-        kind: ToolKind::Execute,
+        kind: Kind::Other,
         action: Action::Command(""),
     };
 
     /// A file tool's call, as the tool describes itself.
     fn file(tool: &str) -> Call<'_> {
         let kind = match tool {
-            "read_file" => ToolKind::Read,
-            "search" | "list_files" => ToolKind::Search,
-            _ => ToolKind::Edit,
+            "read_file" | "search" | "list_files" => Kind::Read,
+            _ => Kind::Edit,
         };
         Call {
             tool,

@@ -9,6 +9,7 @@ mod bench;
 pub mod edit;
 pub mod jobs;
 pub mod list;
+pub mod process;
 pub mod read;
 #[cfg(test)]
 mod rg_parity;
@@ -29,7 +30,7 @@ use std::time::Duration;
 use crate::protocol::{ToolKind, ToolSchema};
 use crate::safety::beneath;
 use crate::safety::path::{self, Access};
-use crate::safety::Action;
+use crate::safety::{self, Action};
 
 /// What a tool needs from the session it runs in.
 #[derive(Clone, Debug)]
@@ -134,16 +135,28 @@ pub trait Tool: Send + Sync {
         }
     }
 
-    /// What the safety policy decides a call on: its command line, or its path, or neither.
-    fn action<'a>(&self, args: &'a serde_json::Value) -> Action<'a> {
+    /// The call as the safety policy sees it: the tool's name, its kind in the rules' terms (`Read(...)` covers
+    /// reading and searching tools, `Edit(...)` editing ones), and its command line or its path.
+    fn checked<'a>(&'a self, args: &'a serde_json::Value) -> safety::Call<'a> {
+        let kind = match self.kind() {
+            ToolKind::Read | ToolKind::Search => safety::Kind::Read,
+            ToolKind::Edit => safety::Kind::Edit,
+            ToolKind::Execute | ToolKind::Think | ToolKind::Other => safety::Kind::Other,
+        };
         let arg = |name: Option<&str>| name.and_then(|n| args.get(n)).and_then(|v| v.as_str());
-        if self.command_arg().is_some() {
-            // A command tool without its command is still a command (the guard refuses the empty line).
-            return Action::Command(arg(self.command_arg()).unwrap_or_default());
-        }
-        match arg(self.path_arg()) {
-            Some(path) => Action::Path(path),
-            None => Action::Other,
+        let action = if self.command_arg().is_some() {
+            // A command tool called without its command is checked as the empty command line.
+            Action::Command(arg(self.command_arg()).unwrap_or_default())
+        } else {
+            match arg(self.path_arg()) {
+                Some(path) => Action::Path(path),
+                None => Action::Other,
+            }
+        };
+        safety::Call {
+            tool: self.name(),
+            kind,
+            action,
         }
     }
 }

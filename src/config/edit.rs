@@ -15,8 +15,9 @@ pub fn key_path(key: &str) -> Result<Vec<&str>, ConfigError> {
     if path.iter().any(|part| part.is_empty()) || key_type(&path).is_none() {
         return Err(ConfigError::Key {
             key: key.to_string(),
-            message: "no such setting (known: model, connect_timeout, idle_timeout, retry.<key>, \
-                      providers.<name>.<key>; see git agent config --help)"
+            message: "no such setting (known: model, connect_timeout, idle_timeout, context_window, \
+                      compact_at, prune, compact, retry.<key>, providers.<name>.<key>; see git agent \
+                      config --help)"
                 .to_string(),
         });
     }
@@ -157,6 +158,21 @@ mod tests {
         );
         assert_eq!(get(FILE, "idle_timeout").unwrap(), None);
         assert!(get(FILE, "nope").is_err());
+        let out = set(FILE, "context_window", "16000").unwrap();
+        let out = set(&out, "prune", "false").unwrap();
+        let out = set(&out, "providers.local.compact_at", "0.7").unwrap();
+        assert_eq!(
+            get(&out, "context_window").unwrap().as_deref(),
+            Some("16000")
+        );
+        assert_eq!(get(&out, "prune").unwrap().as_deref(), Some("false"));
+        assert_eq!(
+            get(&out, "providers.local.compact_at").unwrap().as_deref(),
+            Some("0.7")
+        );
+        // Top-level keys go above the first table, where TOML reads them as top-level.
+        let top = out.find("context_window").unwrap();
+        assert!(top < out.find("[providers.local]").unwrap(), "{out}");
         assert!(set(FILE, "providers.local.nope", "1").is_err());
     }
 }

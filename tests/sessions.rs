@@ -652,7 +652,7 @@ fn show_neutralises_escape_sequences_in_a_transcript() {
         format!("● write {evil}"),
         format!("● run echo '{CLEAR}'"),
         format!("  ⎿ error: 'gone{CLEAR}{BIDI}.txt' does not exist"),
-        format!("  ⎿ step 1: "),
+        "  ⎿ step 1: ".to_string(),
         format!("({evil})"),
         format!("Done{BIDI}, all{CLEAR} clear{OSC52}."),
     ] {

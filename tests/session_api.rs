@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use git_agent::agent::{AgentSession, SafetyOptions, SessionOptions, TurnControl};
+use git_agent::agent::{AgentSession, SafetyOptions, SessionOptions, TurnControl, TurnEnd};
 use git_agent::model::retry::RetryPolicy;
 use git_agent::protocol::{Event, Never, Sink, Status};
 use git_agent::safety::rules::Rules;
@@ -55,19 +55,53 @@ impl Sink for Front {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
+/// A repo, the scripted model and a runtime: what a front-end process has.
+struct Fixture {
+    repo: TestRepo,
+    server: Server,
+    rt: tokio::runtime::Runtime,
 }
 
-/// The repo, with an identity of its own: the session commits in this process, not in a hermetic child.
-fn repo() -> TestRepo {
-    let repo = TestRepo::new();
-    repo.git(&["config", "user.name", "Test User"]);
-    repo.git(&["config", "user.email", "test@example.com"]);
-    repo
+impl Fixture {
+    fn new(script: Vec<Reply>) -> Fixture {
+        let repo = TestRepo::new();
+        // The session commits in this process, not in a hermetic child: the repo names its own identity.
+        repo.git(&["config", "user.name", "Test User"]);
+        repo.git(&["config", "user.email", "test@example.com"]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        Fixture {
+            repo,
+            server: Server::start(script),
+            rt,
+        }
+    }
+
+    fn open(&self, front: &mut Front) -> AgentSession {
+        let opened = AgentSession::open(self.repo.path(), options(&self.server), front);
+        self.rt.block_on(opened).expect("the session opens")
+    }
+
+    fn turn(
+        &self,
+        session: &mut AgentSession,
+        prompt: &str,
+        front: &mut Front,
+        control: &TurnControl,
+    ) -> TurnEnd {
+        let mut never = Never;
+        let turn = session.turn(prompt, front, &mut never, control);
+        self.rt.block_on(turn).expect("the turn runs")
+    }
+
+    /// `git agent show <id>` through the binary: what the session log holds.
+    fn show(&self, id: &str) -> String {
+        let out = self.repo.run_agent(&self.server, &["show", id]);
+        out.assert_code(0);
+        out.stdout().to_string()
+    }
 }
 
 fn options(server: &Server) -> SessionOptions {
@@ -107,43 +141,24 @@ fn write(path: &str, content: &str) -> Reply {
     )])
 }
 
-/// `git agent show <id>` through the binary: what the session log holds.
-fn show(repo: &TestRepo, server: &Server, id: &str) -> String {
-    let out = repo.run_agent(server, &["show", id]);
-    out.assert_code(0);
-    out.stdout().to_string()
-}
-
 #[test]
 fn turns_continue_one_conversation_on_one_branch() {
-    let repo = repo();
-    let server = Server::start(vec![
+    let f = Fixture::new(vec![
         write("a.txt", "A\n"),
         Reply::text("wrote a"),
         write("b.txt", "B\n"),
         Reply::text("wrote b"),
     ]);
-    let rt = runtime();
     let mut front = Front::new();
     let control = TurnControl::new();
-    let mut session = rt
-        .block_on(AgentSession::open(
-            repo.path(),
-            options(&server),
-            &mut front,
-        ))
-        .expect("the session opens");
+    let mut session = f.open(&mut front);
     let id = session.id().to_string();
     assert_eq!(session.branch(), format!("agent/{id}"));
-    let first = rt
-        .block_on(session.turn("write a", &mut front, &mut Never, &control))
-        .expect("turn 1");
-    assert_eq!((first.status.clone(), first.exit_code), (Status::Done, 0));
+    let first = f.turn(&mut session, "write a", &mut front, &control);
+    assert_eq!((first.status, first.exit_code), (Status::Done, 0));
     assert_eq!(first.answer, "wrote a");
     assert_eq!(session.steps(), 1);
-    let second = rt
-        .block_on(session.turn("now b", &mut front, &mut Never, &control))
-        .expect("turn 2");
+    let second = f.turn(&mut session, "now b", &mut front, &control);
     assert_eq!(
         (second.status, second.answer.as_str()),
         (Status::Done, "wrote b")
@@ -153,55 +168,46 @@ fn turns_continue_one_conversation_on_one_branch() {
     session.close();
 
     // The second turn continued the conversation of the first.
-    let requests = server.requests();
+    let requests = f.server.requests();
     assert_eq!(requests.len(), 4);
     assert_eq!(requests[2].user_texts(), ["write a", "now b"]);
     // Both steps on the one branch, the second on top of the first.
-    let commits = agent_commits(&repo, &id);
+    let repo = &f.repo;
+    let commits = agent_commits(repo, &id);
     assert_eq!(commits.len(), 2, "{commits:?}");
-    assert_eq!(trailer(&repo, &commits[1], "Agent-Step"), "2");
-    assert_eq!(
-        repo.git(&["rev-parse", &format!("{}^", commits[1])]).trim(),
-        commits[0]
-    );
-    assert_eq!(
-        repo.git(&["show", &format!("agent/{id}:a.txt")]),
-        "A\n",
-        "turn 1's file is still on the branch"
-    );
+    assert_eq!(trailer(repo, &commits[1], "Agent-Step"), "2");
+    let parent = repo.git(&["rev-parse", &format!("{}^", commits[1])]);
+    assert_eq!(parent.trim(), commits[0]);
+    let a = repo.git(&["show", &format!("agent/{id}:a.txt")]);
+    assert_eq!(a, "A\n", "turn 1's file is still on the branch");
     // The session line is shown once; each turn ends with its own `done`.
-    let sessions = front
-        .seen
-        .iter()
-        .filter(|l| l.starts_with("session"))
-        .count();
-    assert_eq!(sessions, 1, "{:?}", front.seen);
-    let dones: Vec<_> = front
-        .seen
-        .iter()
-        .filter(|l| l.starts_with("done"))
-        .collect();
-    assert_eq!(dones, ["done done 0", "done done 0"]);
-    assert!(front.seen.contains(&"call write_file Edit".to_string()));
+    let lines = |prefix: &str| -> Vec<&String> {
+        front
+            .seen
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .collect()
+    };
+    assert_eq!(lines("session").len(), 1, "{:?}", front.seen);
+    assert_eq!(lines("done"), ["done done 0", "done done 0"]);
+    assert!(lines("call").contains(&&"call write_file Edit".to_string()));
     // The log holds both turns, titled by the first prompt.
-    let shown = show(&repo, &server, &id);
+    let shown = f.show(&id);
     assert!(
         shown.contains("> write a") && shown.contains("> now b"),
         "{shown}"
     );
     assert_eq!(shown.matches("-- done").count(), 2, "{shown}");
-    let log = repo.run_agent(&server, &["log"]);
+    let log = repo.run_agent(&f.server, &["log"]);
     assert!(log.stdout().contains("write a"), "{}", log.stdout());
 }
 
 #[test]
 fn steered_text_joins_the_running_turn() {
-    let repo = repo();
-    let server = Server::start(vec![
+    let f = Fixture::new(vec![
         Reply::text("here is a first answer"),
         Reply::text("and the steered one"),
     ]);
-    let rt = runtime();
     let control = TurnControl::new();
     let steering = control.clone();
     let mut steered = false;
@@ -212,46 +218,36 @@ fn steered_text_joins_the_running_turn() {
             steering.steer("also mention the README");
         }
     });
-    let mut session = rt
-        .block_on(AgentSession::open(
-            repo.path(),
-            options(&server),
-            &mut front,
-        ))
-        .expect("the session opens");
+    let mut session = f.open(&mut front);
     let id = session.id().to_string();
-    let end = rt
-        .block_on(session.turn("say hello", &mut front, &mut Never, &control))
-        .expect("the turn");
+    let end = f.turn(&mut session, "say hello", &mut front, &control);
     session.close();
     // The model had answered without tool calls, and the turn went on with the steered text.
     assert_eq!(
         (end.status, end.answer.as_str()),
         (Status::Done, "and the steered one")
     );
-    let requests = server.requests();
+    let requests = f.server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(
         requests[1].user_texts(),
         ["say hello", "also mention the README"]
     );
     assert!(!control.has_steering());
-    let shown = show(&repo, &server, &id);
+    let shown = f.show(&id);
     assert!(shown.contains("> also mention the README"), "{shown}");
 }
 
 #[test]
 fn a_cancel_ends_one_turn_and_the_session_lives_on() {
-    let repo = repo();
     let sleep = call("run", json!({"command": "sleep 600"}));
     let never_run = call("write_file", json!({"path": "x.txt", "content": "x"}));
     let never_run_id = never_run.id.clone();
-    let server = Server::start(vec![
+    let f = Fixture::new(vec![
         Reply::tool_calls(vec![sleep, never_run]),
         write("c.txt", "C\n"),
         Reply::text("done now"),
     ]);
-    let rt = runtime();
     let control = TurnControl::new();
     let canceller = control.clone();
     // Ctrl-C (or ACP's session/cancel) as soon as the command is shown.
@@ -260,17 +256,9 @@ fn a_cancel_ends_one_turn_and_the_session_lives_on() {
             canceller.cancel();
         }
     });
-    let mut session = rt
-        .block_on(AgentSession::open(
-            repo.path(),
-            options(&server),
-            &mut front,
-        ))
-        .expect("the session opens");
+    let mut session = f.open(&mut front);
     let id = session.id().to_string();
-    let end = rt
-        .block_on(session.turn("sleep, then write", &mut front, &mut Never, &control))
-        .expect("turn 1");
+    let end = f.turn(&mut session, "sleep, then write", &mut front, &control);
     assert_eq!((end.status, end.exit_code), (Status::Interrupted, 130));
     assert!(
         front.seen.contains(&"result false interrupted".to_string()),
@@ -280,9 +268,7 @@ fn a_cancel_ends_one_turn_and_the_session_lives_on() {
     assert_eq!(session.steps(), 0);
     // The next turn has a control of its own and runs normally.
     let mut front = Front::new();
-    let end = rt
-        .block_on(session.turn("go on", &mut front, &mut Never, &TurnControl::new()))
-        .expect("turn 2");
+    let end = f.turn(&mut session, "go on", &mut front, &TurnControl::new());
     assert_eq!((end.status, end.exit_code), (Status::Done, 0));
     assert_eq!(session.steps(), 1);
     let checkout = session.session().root().to_path_buf();
@@ -291,14 +277,14 @@ fn a_cancel_ends_one_turn_and_the_session_lives_on() {
         !checkout.join("x.txt").exists(),
         "the call after the cancel never ran"
     );
-    let requests = server.requests();
+    let requests = f.server.requests();
     assert_eq!(requests.len(), 3);
     let result = requests[1].tool_result(&never_run_id);
     assert!(
         result.contains("interrupted by the user before this call ran"),
         "{result}"
     );
-    let shown = show(&repo, &server, &id);
+    let shown = f.show(&id);
     assert!(
         shown.contains("-- interrupted") && shown.contains("-- done"),
         "{shown}"
@@ -307,30 +293,21 @@ fn a_cancel_ends_one_turn_and_the_session_lives_on() {
 
 #[test]
 fn undo_and_compaction_between_turns() {
-    let repo = repo();
-    let server = Server::start(vec![
+    let f = Fixture::new(vec![
         write("a.txt", "A\n"),
         Reply::text("wrote a"),
         write("b.txt", "B\n"),
         Reply::text("wrote b"),
     ]);
-    server.answer_summaries(Reply::text(
+    f.server.answer_summaries(Reply::text(
         "## Goal\nwrite files\n## Done so far\na.txt, undone",
     ));
-    let rt = runtime();
     let mut front = Front::new();
     let control = TurnControl::new();
-    let mut session = rt
-        .block_on(AgentSession::open(
-            repo.path(),
-            options(&server),
-            &mut front,
-        ))
-        .expect("the session opens");
+    let mut session = f.open(&mut front);
     let id = session.id().to_string();
     let base = session.session().tip;
-    rt.block_on(session.turn("write a", &mut front, &mut Never, &control))
-        .expect("turn 1");
+    f.turn(&mut session, "write a", &mut front, &control);
     assert_eq!(session.steps(), 1);
     let step1 = session.session().tip;
 
@@ -339,28 +316,26 @@ fn undo_and_compaction_between_turns() {
     assert_eq!((undone.from, undone.to, undone.steps), (step1, base, 0));
     assert!(!session.session().root().join("a.txt").exists());
     // `/compact the files`: everything but the newest exchange is summarised, with the user's focus.
-    let compacted = rt
-        .block_on(session.compact(Some("the files"), &mut front, &control))
-        .expect("compact");
+    let compacted =
+        f.rt.block_on(session.compact(Some("the files"), &mut front, &control))
+            .expect("compact");
     assert!(compacted);
 
-    rt.block_on(session.turn("now b", &mut front, &mut Never, &control))
-        .expect("turn 2");
+    f.turn(&mut session, "now b", &mut front, &control);
     assert_eq!(session.steps(), 1);
     session.close();
 
     // Turn 2's step sits on the base: the undone step is not its parent.
-    let commits = agent_commits(&repo, &id);
+    let repo = &f.repo;
+    let commits = agent_commits(repo, &id);
     assert_eq!(commits.len(), 1, "{commits:?}");
-    assert_eq!(
-        repo.git(&["rev-parse", &format!("{}^", commits[0])]).trim(),
-        base.to_string()
-    );
+    let parent = repo.git(&["rev-parse", &format!("{}^", commits[0])]);
+    assert_eq!(parent.trim(), base.to_string());
     assert_eq!(
         repo.git(&["ls-tree", "--name-only", &format!("agent/{id}")]),
         "README.md\nb.txt\nfile.txt\n"
     );
-    let requests = server.requests();
+    let requests = f.server.requests();
     let summary = requests
         .iter()
         .find(|r| !r.has_tools())
@@ -375,7 +350,7 @@ fn undo_and_compaction_between_turns() {
     assert!(texts[0].starts_with("[Context summary]"), "{texts:?}");
     assert!(texts[0].contains("a.txt, undone"), "{texts:?}");
     assert_eq!(texts.last().map(String::as_str), Some("now b"));
-    let shown = show(&repo, &server, &id);
+    let shown = f.show(&id);
     assert!(shown.contains("-- undo 1 step"), "{shown}");
     assert!(
         shown.contains("-- context: 3 older messages summarised"),

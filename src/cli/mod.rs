@@ -7,6 +7,7 @@ mod config;
 mod diff;
 mod discard;
 mod log;
+mod mcp;
 mod pull;
 mod push;
 mod show;
@@ -38,6 +39,7 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
 }
@@ -61,6 +63,7 @@ pub fn run() -> i32 {
         Command::Undo(args) => report(undo::run(args)),
         Command::Accept(args) => report(accept::run(args)),
         Command::Discard(args) => report(discard::run(args)),
+        Command::Mcp(args) => report(mcp::run(args)),
         Command::Push(args) => report(push::run(args)),
         Command::Pull(args) => report(pull::run(args)),
     }

@@ -16,7 +16,7 @@ pub fn key_path(key: &str) -> Result<Vec<&str>, ConfigError> {
         return Err(ConfigError::Key {
             key: key.to_string(),
             message: "no such setting (known: model, connect_timeout, idle_timeout, retry.<key>, \
-                      providers.<name>.<key>; see git agent config --help)"
+                      providers.<name>.<key>, mcp_servers.<name>.<key>; see git agent config --help)"
                 .to_string(),
         });
     }

@@ -35,6 +35,8 @@ pub struct FileConfig {
     pub idle_timeout: Option<Duration>,
     pub retry: RetrySettings,
     pub providers: BTreeMap<String, ProviderTable>,
+    /// `[mcp_servers.<name>]` tables, in file order (user file only).
+    pub mcp_servers: Vec<super::mcp::McpTable>,
 }
 
 /// The `[retry]` table.
@@ -71,6 +73,7 @@ pub enum KeyType {
     Count,
     StringList,
     Table,
+    Bool,
 }
 
 /// The type of the key at a dotted path (`model`, `retry.base_delay`, `providers.local.base_url`), or
@@ -91,6 +94,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
             _ => None,
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
+        ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         _ => None,
     }
 }
@@ -125,6 +129,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "connect_timeout" => config.connect_timeout = Some(ctx.seconds(item, key, span)?),
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
+            "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -139,22 +144,23 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
     Ok(config)
 }
 
-const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, [retry], [providers.<name>]";
+const TOP_KEYS: &str =
+    "model, connect_timeout, idle_timeout, [retry], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window";
 
 /// Where errors point: the file, its text (for line numbers) and which rules apply.
-struct Ctx<'a> {
-    path: &'a Path,
-    text: &'a str,
-    scope: Scope,
+pub(super) struct Ctx<'a> {
+    pub(super) path: &'a Path,
+    pub(super) text: &'a str,
+    pub(super) scope: Scope,
 }
 
-type Span = Option<Range<usize>>;
+pub(super) type Span = Option<Range<usize>>;
 
 /// The span of a key, which is where an error about its value is best reported too.
-fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
+pub(super) fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
     table
         .get_key_value(key)
         .and_then(|(key, _)| key.span())
@@ -162,7 +168,7 @@ fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
 }
 
 impl Ctx<'_> {
-    fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
         let line = span.map_or(1, |span| line_of(self.text, span.start));
         ConfigError::File {
             path: self.path.to_path_buf(),
@@ -172,16 +178,21 @@ impl Ctx<'_> {
         }
     }
 
-    fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
+    pub(super) fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
         self.error(span, key, format!("unknown key (known keys: {known})"))
     }
 
-    fn value<'i>(&self, item: &'i Item, key: &str, span: Span) -> Result<&'i Value, ConfigError> {
+    pub(super) fn value<'i>(
+        &self,
+        item: &'i Item,
+        key: &str,
+        span: Span,
+    ) -> Result<&'i Value, ConfigError> {
         item.as_value()
             .ok_or_else(|| self.error(span.clone(), key, "expected a value, found a table"))
     }
 
-    fn table<'i>(
+    pub(super) fn table<'i>(
         &self,
         item: &'i Item,
         key: &str,
@@ -191,7 +202,7 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected a table"))
     }
 
-    fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
+    pub(super) fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         match value.as_str() {
             Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
@@ -201,7 +212,12 @@ impl Ctx<'_> {
     }
 
     /// A positive number of seconds, integer or fractional (`0.5`).
-    fn seconds(&self, item: &Item, key: &str, span: Span) -> Result<Duration, ConfigError> {
+    pub(super) fn seconds(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<Duration, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         let seconds = match value {
             Value::Integer(n) => *n.value() as f64,
@@ -350,7 +366,7 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn headers(
+    pub(super) fn headers(
         &self,
         item: &Item,
         full: &str,
@@ -376,7 +392,7 @@ impl Ctx<'_> {
 }
 
 /// 1-based line of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()

@@ -9,6 +9,7 @@ mod bench;
 pub mod edit;
 pub mod jobs;
 pub mod list;
+pub mod mcp;
 pub mod read;
 #[cfg(test)]
 mod rg_parity;

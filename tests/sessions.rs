@@ -258,6 +258,12 @@ fn accept_never_overwrites_the_users_edits() {
     let out = agent(&repo, &["accept", "--no-conflicts"]);
     out.assert_code(1);
     assert!(out.stderr().contains("conflict  file.txt"), "{out}");
+    let lines: Vec<&str> = out.stderr().lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with("error: 1 file changed by you and by session")
+            && lines[lines.len() - 1].starts_with("hint: run `git agent accept "),
+        "{out}"
+    );
     assert_eq!(user_state(&repo), before);
     let out = agent(&repo, &["accept", "--commit"]);
     out.assert_code(1);
@@ -578,6 +584,14 @@ fn push_refuses_a_key_value_in_a_session() {
     assert!(
         out.first_stderr_line()
             .starts_with("error: refusing to push"),
+        "{out}"
+    );
+    assert!(
+        out.stderr()
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .starts_with("hint: find it with `git log --all --find-object="),
         "{out}"
     );
     assert!(!out.stderr().contains(crate::common::API_KEY));

@@ -27,7 +27,7 @@ use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
-use crate::safety::Policy;
+use crate::safety::{Answer, Policy};
 use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use context::ContextState;
@@ -87,16 +87,31 @@ pub enum AgentError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] ModelError),
-    #[error("{source}\nhint: check {env}, the API key of the '{provider}' provider")]
+    #[error("{source}")]
     Auth {
         source: ModelError,
         env: String,
         provider: String,
     },
-    #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
+    #[error("{source}")]
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+}
+
+impl AgentError {
+    /// What the user can do about it, apart from the message (printed as `hint:` lines).
+    pub fn hints(&self) -> Vec<String> {
+        match self {
+            AgentError::Auth { env, provider, .. } => {
+                vec![format!("check {env}, the API key of the '{provider}' provider")]
+            }
+            AgentError::Unreachable { env, .. } => vec![format!(
+                "is the model server running? The endpoint comes from {env} (or the provider's default)"
+            )],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Runs one task to completion in a new session and returns the process exit code.
@@ -841,11 +856,18 @@ impl Turn<'_> {
     }
 
     /// Puts a question to the front-end's approver; Ctrl-C while it is open cancels it.
-    async fn ask_user(&mut self, request: &ApprovalRequest) -> Approval {
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Answer {
         let mut cancelled = self.cancelled.clone();
-        tokio::select! {
+        let approval = tokio::select! {
             answer = self.approver.approve(request) => answer,
             _ = cancelled.wait_for(|c| *c) => Approval::Cancelled,
+        };
+        match approval {
+            Approval::Once => Answer::Once,
+            Approval::Always => Answer::Always,
+            Approval::Reject => Answer::Declined,
+            Approval::Cancelled => Answer::Cancelled,
+            Approval::CannotAsk => Answer::CannotAsk,
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
+use super::{CommandError, Context, ErrorKind};
 use crate::config::mcp::{self as mcp_config, Entry, McpConfig, Origin, PROJECT_FILE};
 use crate::config::Settings;
 use crate::tools::mcp::{self, render, Failure, ServerSpec, Started, TransportSpec};
@@ -67,11 +68,11 @@ enum McpCommand {
     },
 }
 
-pub fn run(args: McpArgs) -> Result<i32, String> {
+pub fn run(ctx: &Context, args: McpArgs) -> Result<(), CommandError> {
     match args.command {
-        McpCommand::List { json } => list(json),
-        McpCommand::Check { name, json } => check(&name, json),
-        McpCommand::Trust => trust(),
+        McpCommand::List { json } => list(ctx, json),
+        McpCommand::Check { name, json } => check(ctx, &name, json),
+        McpCommand::Trust => trust(ctx),
         McpCommand::Probe {
             call,
             args,
@@ -84,47 +85,38 @@ pub fn run(args: McpArgs) -> Result<i32, String> {
                 Some(name) => Some((name, parse_args(&args)?)),
                 None => None,
             };
-            probe(&target, call, call_all, timeout)
+            probe(ctx, &target, call, call_all, timeout)
         }
     }
 }
 
-/// The agent's original environment, secrets included (they were moved out of the process environment at
-/// start-up; `${VAR}` may name one).
-fn env(name: &str) -> Option<String> {
-    crate::safety::secrets::var(name)
-}
-
 /// The repository of the current directory, if any: (work tree, git directory).
-fn repo() -> Option<(PathBuf, PathBuf)> {
-    let store = super::open_store().ok()?;
+fn repo(ctx: &Context) -> Option<(PathBuf, PathBuf)> {
+    let store = ctx.store().ok()?;
     Some((
         store.workdir().to_path_buf(),
         store.common_dir().to_path_buf(),
     ))
 }
 
-fn cwd() -> Result<PathBuf, String> {
-    std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))
-}
-
-/// Every configured server of this repository.
-fn load() -> Result<(McpConfig, PathBuf), String> {
-    let cwd = cwd()?;
-    let settings = Settings::load(&cwd, &env).map_err(|e| e.to_string())?;
-    let repo = repo();
+/// Every configured server of this repository, and the directory servers run in (the work tree).
+fn load(ctx: &Context) -> Result<(McpConfig, PathBuf), CommandError> {
+    // The agent's original environment, secrets included: `${VAR}` may name one.
+    let env = |name: &str| ctx.env(name);
+    let settings = Settings::load(ctx.cwd(), &env)?;
+    let repo = repo(ctx);
     let config = mcp_config::load(
         &settings.user.mcp_servers,
         &settings.user.path,
         repo.as_ref().map(|(w, g)| (w.as_path(), g.as_path())),
         &env,
     );
-    let root = repo.map(|(w, _)| w).unwrap_or(cwd);
+    let root = repo.map_or_else(|| ctx.cwd().to_path_buf(), |(w, _)| w);
     Ok((config, root))
 }
 
-fn list(as_json: bool) -> Result<i32, String> {
-    let (config, _) = load()?;
+fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
+    let (config, _) = load(ctx)?;
     for entry in &config.entries {
         if as_json {
             println!("{}", entry_json(entry));
@@ -175,7 +167,7 @@ fn list(as_json: bool) -> Result<i32, String> {
         eprintln!("no MCP servers configured");
         eprintln!("hint: add [mcp_servers.<name>] with command or url to your config (git agent config path), or a {PROJECT_FILE} to the repository");
     }
-    Ok(0)
+    Ok(())
 }
 
 fn prefix_hint(line: &str) -> String {
@@ -240,34 +232,35 @@ fn entry_json(entry: &Entry) -> Value {
     value
 }
 
-fn check(name: &str, as_json: bool) -> Result<i32, String> {
-    let (config, root) = load()?;
+fn check(ctx: &Context, name: &str, as_json: bool) -> Result<(), CommandError> {
+    let (config, root) = load(ctx)?;
     let Some(entry) = config.entries.iter().find(|e| e.name == name) else {
         if let Some(project) = config
             .project
             .as_ref()
             .filter(|p| p.names.iter().any(|n| n == name))
         {
-            return Err(format!(
-                "server '{name}' is defined in {}, whose content is not trusted yet\nhint: read the file, then run `git agent mcp trust`",
+            return Err(CommandError::user(format!(
+                "server '{name}' is defined in {}, whose content is not trusted yet",
                 project.path.display()
-            ));
+            ))
+            .hint("read the file, then run `git agent mcp trust`"));
         }
         let known: Vec<&str> = config.entries.iter().map(|e| e.name.as_str()).collect();
-        return Err(format!(
+        return Err(CommandError::user(format!(
             "no MCP server named '{name}' (configured: {})",
             if known.is_empty() {
                 "none".to_string()
             } else {
                 known.join(", ")
             }
-        ));
+        )));
     };
     let spec = entry.spec.as_ref().map_err(|problem| {
-        format!(
+        CommandError::config(format!(
             "server '{name}' ({}) cannot be used: {problem}",
             entry.origin
-        )
+        ))
     })?;
     run_async(async {
         let result = mcp::start(spec, &root).await;
@@ -285,7 +278,7 @@ fn report(
     spec: &ServerSpec,
     result: Result<Started, Failure>,
     as_json: bool,
-) -> Result<i32, String> {
+) -> Result<(), CommandError> {
     match result {
         Ok(started) => {
             let info = started.client.info();
@@ -328,7 +321,7 @@ fn report(
                     );
                 }
             }
-            Ok(0)
+            Ok(())
         }
         Err(failure) => {
             if as_json {
@@ -336,18 +329,20 @@ fn report(
                     "{}",
                     json!({"name": spec.name, "ok": false, "error": failure.message, "stderr": failure.stderr})
                 );
-                return Ok(1);
+                return Err(CommandError::shown(ErrorKind::Internal));
             }
-            let mut message = format!("MCP server '{}' failed: {}", spec.name, failure.message);
-            if failure.stderr.is_empty() {
-                message.push_str("\n(it wrote nothing to stderr)");
+            let detail = if failure.stderr.is_empty() {
+                vec!["(it wrote nothing to stderr)".to_string()]
             } else {
-                message.push_str("\nits last stderr lines:");
-                for line in &failure.stderr {
-                    message.push_str(&format!("\n  {line}"));
-                }
-            }
-            Err(message)
+                std::iter::once("its last stderr lines:".to_string())
+                    .chain(failure.stderr.iter().map(|line| format!("  {line}")))
+                    .collect()
+            };
+            Err(CommandError::internal(format!(
+                "MCP server '{}' failed: {}",
+                spec.name, failure.message
+            ))
+            .detail(detail))
         }
     }
 }
@@ -360,18 +355,25 @@ fn or_unnamed(name: &str) -> &str {
     }
 }
 
-fn trust() -> Result<i32, String> {
-    let (workdir, git_dir) =
-        repo().ok_or("not in a git repository: there is no .mcp.json to trust")?;
+fn trust(ctx: &Context) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let (workdir, git_dir) = (store.workdir(), store.common_dir());
     let path = workdir.join(PROJECT_FILE);
     let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("{} does not exist", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
+        std::io::ErrorKind::NotFound => CommandError::user(format!(
+            "{} does not exist: nothing to trust",
+            path.display()
+        )),
+        _ => CommandError::internal(format!("cannot read {}: {e}", path.display())),
     })?;
-    let servers = mcp_config::parse_project(&bytes, &env)
-        .map_err(|e| format!("{}: {e}; nothing trusted", path.display()))?;
-    let hash = mcp_config::trust(&git_dir, &bytes)
-        .map_err(|e| format!("cannot record the trust in {}: {e}", git_dir.display()))?;
+    let servers = mcp_config::parse_project(&bytes, &|name| ctx.env(name))
+        .map_err(|e| CommandError::config(format!("{}: {e}; nothing trusted", path.display())))?;
+    let hash = mcp_config::trust(git_dir, &bytes).map_err(|e| {
+        CommandError::internal(format!(
+            "cannot record the trust in {}: {e}",
+            git_dir.display()
+        ))
+    })?;
     // What was trusted is shown, so a user who ran this without reading the file still sees the commands.
     println!(
         "trusted {} ({}): sessions here will start:",
@@ -385,27 +387,34 @@ fn trust() -> Result<i32, String> {
         }
     }
     println!("a change to the file needs `git agent mcp trust` again");
-    Ok(0)
+    Ok(())
 }
 
-fn parse_args(text: &str) -> Result<Value, String> {
+fn usage(message: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorKind::Usage, message)
+}
+
+fn parse_args(text: &str) -> Result<Value, CommandError> {
     match serde_json::from_str::<Value>(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(_) => Err("--args must be a JSON object".into()),
-        Err(e) => Err(format!("--args is not valid JSON: {e}")),
+        Ok(_) => Err(usage("--args must be a JSON object")),
+        Err(e) => Err(usage(format!("--args is not valid JSON: {e}"))),
     }
 }
 
 fn probe(
+    ctx: &Context,
     target: &[String],
     call: Option<(String, Value)>,
     call_all: bool,
     timeout: f64,
-) -> Result<i32, String> {
-    let first = target.first().ok_or("probe needs a URL or a command")?;
+) -> Result<(), CommandError> {
+    let first = target
+        .first()
+        .ok_or_else(|| usage("probe needs a URL or a command"))?;
     let transport = if first.starts_with("http://") || first.starts_with("https://") {
         if target.len() > 1 {
-            return Err("a URL takes no further arguments".into());
+            return Err(usage("a URL takes no further arguments"));
         }
         TransportSpec::Http {
             url: first.clone(),
@@ -423,8 +432,8 @@ fn probe(
     spec.startup_timeout = Duration::try_from_secs_f64(timeout)
         .ok()
         .filter(|t| !t.is_zero())
-        .ok_or("--timeout must be a positive number of seconds")?;
-    let root = repo().map(|(w, _)| w).map_or_else(cwd, Ok)?;
+        .ok_or_else(|| usage("--timeout must be a positive number of seconds"))?;
+    let root = repo(ctx).map_or_else(|| ctx.cwd().to_path_buf(), |(w, _)| w);
     run_async(probe_calls(spec, root, call, call_all))?
 }
 
@@ -434,7 +443,7 @@ async fn probe_calls(
     root: PathBuf,
     call: Option<(String, Value)>,
     call_all: bool,
-) -> Result<i32, String> {
+) -> Result<(), CommandError> {
     let started = match mcp::start(&spec, &root).await {
         Ok(started) => started,
         failed => return report(&spec, failed, false),
@@ -480,7 +489,7 @@ async fn probe_calls(
     }
     client.shutdown().await;
     if failed {
-        return Ok(1);
+        return Err(CommandError::shown(ErrorKind::Internal));
     }
     listed
 }
@@ -536,8 +545,9 @@ fn sample_value(property: &Value) -> Value {
 }
 
 /// Runs a future on the command's runtime.
-fn run_async<T>(future: impl std::future::Future<Output = T>) -> Result<T, String> {
-    let runtime = super::runtime().map_err(|e| format!("cannot start the async runtime: {e}"))?;
+fn run_async<T>(future: impl std::future::Future<Output = T>) -> Result<T, CommandError> {
+    let runtime = super::runtime()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     Ok(runtime.block_on(future))
 }
 

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use clap::Args;
 
+use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::store::LogContents;
 
@@ -15,16 +16,14 @@ pub struct ShowArgs {
     id: Option<String>,
 }
 
-pub fn run(args: ShowArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(args.id.as_deref())
-        .map_err(|e| e.to_string())?;
-    let log = store.read_log(&id).map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: ShowArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(args.id.as_deref())?;
+    let log = store.read_log(&id)?;
     let text = render(&log);
     // A closed pipe (`| head`) is not an error.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    Ok(0)
+    Ok(())
 }
 
 /// The transcript as text.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value as Json;
-use toml_edit::{Item, Value};
+use toml_edit::Item;
 
 use super::file::{span_of, Ctx, KeyType, Scope, Span};
 use super::ConfigError;
@@ -201,13 +201,6 @@ impl Ctx<'_> {
             }
         }
         Ok(pairs)
-    }
-
-    fn boolean(&self, item: &Item, key: &str, span: Span) -> Result<bool, ConfigError> {
-        match self.value(item, key, span.clone())? {
-            Value::Boolean(b) => Ok(*b.value()),
-            _ => Err(self.error(span, key, "expected true or false")),
-        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! `http_headers` values, reading the agent's original environment (secrets included, see
 //! `safety::secrets`): that is how a key reaches a server without being written into a file.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,7 +22,6 @@ use toml_edit::Item;
 
 use super::file::{span_of, Ctx, KeyType, Scope, Span};
 use super::ConfigError;
-use crate::tools::mcp::{ServerSpec, TransportSpec, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
 
 /// The project file, at the top of the work tree.
 pub const PROJECT_FILE: &str = ".mcp.json";
@@ -30,6 +30,109 @@ const TRUST_FILE: &str = "agent/mcp-trust";
 
 const SERVER_KEYS: &str = "command, args, env, cwd, url, http_headers, bearer_token_env_var, \
                            startup_timeout_sec, tool_timeout_sec, enabled, enabled_tools, disabled_tools";
+
+/// How long a server gets to start and answer `initialize` and `tools/list` unless configured otherwise
+/// (Codex's default).
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one tool call may take unless configured otherwise (Codex's default).
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Everything needed to start and use one server. Values may hold secrets (env, headers), so `Debug`
+/// shows only names.
+#[derive(Clone, PartialEq)]
+pub struct ServerSpec {
+    /// The name the user gave it (`[mcp_servers.<name>]`, a key of `mcpServers`).
+    pub name: String,
+    pub transport: TransportSpec,
+    pub startup_timeout: Duration,
+    pub tool_timeout: Duration,
+    /// Only these tools, when set (`enabled_tools`).
+    pub enabled_tools: Option<Vec<String>>,
+    /// Never these tools (`disabled_tools`).
+    pub disabled_tools: Vec<String>,
+}
+
+/// How to reach a server.
+#[derive(Clone, PartialEq)]
+pub enum TransportSpec {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the (already scrubbed) environment of the agent.
+        env: Vec<(String, String)>,
+        /// The working directory; the session's checkout when `None`.
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        /// Sent with every request (a bearer token from `bearer_token_env_var` is among them).
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl fmt::Debug for ServerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerSpec")
+            .field("name", &self.name)
+            .field("transport", &self.transport)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("tool_timeout", &self.tool_timeout)
+            .field("enabled_tools", &self.enabled_tools)
+            .field("disabled_tools", &self.disabled_tools)
+            .finish()
+    }
+}
+
+// Env and header values may be keys: only their names are shown.
+impl fmt::Debug for TransportSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(name, _)| name.clone()).collect()
+        };
+        match self {
+            TransportSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &names(env))
+                .field("cwd", cwd)
+                .finish(),
+            TransportSpec::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+        }
+    }
+}
+
+impl ServerSpec {
+    /// A spec with the default timeouts and no tool filter.
+    pub fn new(name: impl Into<String>, transport: TransportSpec) -> ServerSpec {
+        ServerSpec {
+            name: name.into(),
+            transport,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+        }
+    }
+
+    /// Whether the filters let the model see `tool`.
+    pub fn offers(&self, tool: &str) -> bool {
+        let enabled = self
+            .enabled_tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == tool));
+        enabled && !self.disabled_tools.iter().any(|t| t == tool)
+    }
+}
 
 /// One `[mcp_servers.<name>]` table as written (before `${VAR}` expansion).
 #[derive(Clone, Debug, Default, PartialEq)]

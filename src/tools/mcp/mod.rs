@@ -6,8 +6,8 @@
 //! answers to the server's own requests (`ping`, `roots/list`). [`render`] turns a call's result into the
 //! text the model reads, and [`names`] makes the names the model sees (`mcp__<server>__<tool>`).
 //!
-//! What is configured where (config.toml, `.mcp.json`) is `config::mcp`'s business; this module only gets a
-//! [`ServerSpec`] and connects to it.
+//! What is configured where (config.toml, `.mcp.json`) is `config::mcp`'s business, and so is the
+//! [`ServerSpec`] it makes; this module only connects to one.
 
 pub mod client;
 pub mod http;
@@ -16,120 +16,19 @@ pub mod names;
 pub mod render;
 pub mod stdio;
 
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub use client::{Client, Failure, Progress, ServerInfo, ToolDef};
+// What to connect to is configuration (`config::mcp` parses it); this module only consumes it.
+pub use crate::config::mcp::{
+    ServerSpec, TransportSpec, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+};
 use jsonrpc::RpcError;
 
 /// The protocol version we ask for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// The versions we accept from a server, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// How long a server gets to start and answer `initialize` and `tools/list` unless configured otherwise
-/// (Codex's default).
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one tool call may take unless configured otherwise (Codex's default).
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Everything needed to start and use one server. Values may hold secrets (env, headers), so `Debug`
-/// shows only names.
-#[derive(Clone, PartialEq)]
-pub struct ServerSpec {
-    /// The name the user gave it (`[mcp_servers.<name>]`, a key of `mcpServers`).
-    pub name: String,
-    pub transport: TransportSpec,
-    pub startup_timeout: Duration,
-    pub tool_timeout: Duration,
-    /// Only these tools, when set (`enabled_tools`).
-    pub enabled_tools: Option<Vec<String>>,
-    /// Never these tools (`disabled_tools`).
-    pub disabled_tools: Vec<String>,
-}
-
-/// How to reach a server.
-#[derive(Clone, PartialEq)]
-pub enum TransportSpec {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        /// Added to the (already scrubbed) environment of the agent.
-        env: Vec<(String, String)>,
-        /// The working directory; the session's checkout when `None`.
-        cwd: Option<PathBuf>,
-    },
-    Http {
-        url: String,
-        /// Sent with every request (a bearer token from `bearer_token_env_var` is among them).
-        headers: Vec<(String, String)>,
-    },
-}
-
-impl fmt::Debug for ServerSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerSpec")
-            .field("name", &self.name)
-            .field("transport", &self.transport)
-            .field("startup_timeout", &self.startup_timeout)
-            .field("tool_timeout", &self.tool_timeout)
-            .field("enabled_tools", &self.enabled_tools)
-            .field("disabled_tools", &self.disabled_tools)
-            .finish()
-    }
-}
-
-// Env and header values may be keys: only their names are shown.
-impl fmt::Debug for TransportSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names = |pairs: &[(String, String)]| -> Vec<String> {
-            pairs.iter().map(|(name, _)| name.clone()).collect()
-        };
-        match self {
-            TransportSpec::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => f
-                .debug_struct("Stdio")
-                .field("command", command)
-                .field("args", args)
-                .field("env", &names(env))
-                .field("cwd", cwd)
-                .finish(),
-            TransportSpec::Http { url, headers } => f
-                .debug_struct("Http")
-                .field("url", url)
-                .field("headers", &names(headers))
-                .finish(),
-        }
-    }
-}
-
-impl ServerSpec {
-    /// A spec with the default timeouts and no tool filter.
-    pub fn new(name: impl Into<String>, transport: TransportSpec) -> ServerSpec {
-        ServerSpec {
-            name: name.into(),
-            transport,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            tool_timeout: DEFAULT_TOOL_TIMEOUT,
-            enabled_tools: None,
-            disabled_tools: Vec::new(),
-        }
-    }
-
-    /// Whether the filters let the model see `tool`.
-    pub fn offers(&self, tool: &str) -> bool {
-        let enabled = self
-            .enabled_tools
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|t| t == tool));
-        enabled && !self.disabled_tools.iter().any(|t| t == tool)
-    }
-}
 
 /// The error of a connection or a request to a server.
 #[derive(Clone, Debug, thiserror::Error)]

@@ -154,14 +154,10 @@ pub(crate) fn when(secs: i64) -> String {
     )
 }
 
-/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git).
+/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),
+/// cleaned of variables that would redirect it (see [`crate::store::git`]).
 pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new("git");
-    cmd.current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
-    cmd
+    crate::store::git::command(dir)
 }
 
 /// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and

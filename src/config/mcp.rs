@@ -482,7 +482,7 @@ fn expand_env_pairs(
         .iter()
         .map(|(name, value)| {
             let (value, secret) = expand(value, env).map_err(|e| format!("env {name}: {e}"))?;
-            if secret || crate::safety::redact::is_secret_name(name) {
+            if secret || crate::safety::secrets::is_secret_name(name) {
                 crate::safety::redact::register(&value, name);
             }
             Ok((name.clone(), value))
@@ -532,7 +532,7 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<(Strin
         }
         match (env(name).filter(|v| !v.is_empty()), default) {
             (Some(value), _) => {
-                secret |= crate::safety::redact::is_secret_name(name);
+                secret |= crate::safety::secrets::is_secret_name(name);
                 out.push_str(&value);
             }
             (None, Some(default)) => out.push_str(default),

@@ -1,6 +1,7 @@
 //! Safety checks that sit in front of every tool call: path confinement ([`path`] checks what the model
 //! named, [`beneath`] opens it without following anything swapped in since), permission rules, the shell
-//! guard, the sandbox of `run` commands and secret redaction.
+//! guard, the sandbox of `run` commands, secret names and the scrubbing of child environments ([`secrets`]),
+//! secret redaction ([`redact`]) and which files stay out of commits ([`withhold`]).
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
 //! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
@@ -15,6 +16,7 @@ pub mod rules;
 pub mod sandbox;
 pub mod secrets;
 pub mod shell;
+pub mod withhold;
 
 use std::path::{Path, PathBuf};
 
@@ -209,7 +211,7 @@ impl Policy {
             );
         }
         let allowed = self.rules.allow_path(tool, rel, &abs, home);
-        if let Some(what) = redact::sensitive_path(rel) {
+        if let Some(what) = withhold::sensitive_path(rel) {
             return match allowed {
                 Some(rule) => Decision::allow(rule.text.clone()),
                 None => Decision::deny(

@@ -49,7 +49,9 @@ impl Stdio {
             .process_group(0)
             // A panic or an early return must not leave a server running.
             .kill_on_drop(true);
-        scrub(&mut cmd);
+        // The environment every child of the agent gets: no secrets, no git redirects (a server must see the
+        // checkout it runs in, not the index of a hook that started us). Then exactly the env it was given.
+        crate::tools::process::child_env(cmd.as_std_mut(), &[]);
         cmd.envs(launch.env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd.spawn().map_err(|err| McpError::Spawn {
             command: launch.command.to_string(),
@@ -118,23 +120,6 @@ impl Stdio {
         // Whatever of the group outlived its leader (a daemonised helper) goes too.
         if let Some(pid) = self.pid {
             kill_group(pid, libc::SIGKILL);
-        }
-    }
-}
-
-/// The agent's environment is scrubbed of secrets at start-up (`safety::secrets`); what is left is passed
-/// on, less git's repository variables (a server must see the checkout it runs in, not ours) and anything
-/// secret-looking that appeared since.
-fn scrub(cmd: &mut Command) {
-    for name in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"] {
-        cmd.env_remove(name);
-    }
-    for (name, _) in std::env::vars_os() {
-        if name
-            .to_str()
-            .is_none_or(crate::safety::redact::is_secret_name)
-        {
-            cmd.env_remove(name);
         }
     }
 }

@@ -29,3 +29,5 @@ mod sessions;
 mod context;
 // `ask --here`: the user's own working tree, HEAD/index/branches untouched, rollback, discard and undo there.
 mod here;
+// The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
+mod mcp;

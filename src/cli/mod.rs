@@ -9,6 +9,7 @@ mod diff;
 mod discard;
 mod error;
 mod log;
+mod mcp;
 mod pull;
 mod push;
 mod show;
@@ -45,6 +46,7 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
 }
@@ -84,6 +86,7 @@ pub fn run() -> i32 {
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
     };

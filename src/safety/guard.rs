@@ -297,9 +297,9 @@ impl Checker<'_> {
                 }
                 self.nested(&join(args), depth, "eval", Shell::Same(mode(cmd)))
             }
-            "cd" | "pushd" => {
+            "cd" | "pushd" | "popd" => {
                 if mode(cmd) != Mode::Lost {
-                    self.cd(args);
+                    self.cd(&name, args);
                 }
                 Ok(())
             }
@@ -524,17 +524,30 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn cd(&mut self, args: &[Word]) {
+    /// `cd`, `pushd`, `popd`: where relative paths point from now on.
+    fn cd(&mut self, name: &str, args: &[Word]) {
         let target = args
             .iter()
             .find(|a| !a.text.starts_with('-') || a.text == "-");
-        let to = match target {
-            None => self.env.home.clone(),
-            Some(w) if w.is_dynamic() || w.text == "-" => None,
-            Some(w) => Some(self.resolve(&w.text)),
+        let state = self.frame().state();
+        let to = match (name, target) {
+            ("popd", _) => state.dirs.last().cloned(),
+            (_, None) if name == "pushd" => state.dirs.last().cloned(),
+            (_, None) => self.env.home.clone(),
+            (_, Some(w)) if w.text == "-" => state.oldcwd.clone(),
+            (_, Some(w)) if w.is_dynamic() => None,
+            // `CDPATH` set in the line: a relative `cd` may land anywhere. Judged as from `/`, where every
+            // relative recursive delete is refused.
+            (_, Some(w))
+                if self.assigned("CDPATH")
+                    && !w.text.starts_with(['.', '/', '~']) =>
+            {
+                Some(PathBuf::from("/"))
+            }
+            (_, Some(w)) => Some(self.resolve(&w.text)),
         };
         if let Some(to) = to {
-            self.frame_mut().state_mut().move_to(to);
+            self.frame_mut().state_mut().move_to(name, to);
         }
     }
 
@@ -688,16 +701,34 @@ impl Checker<'_> {
             Some(slash) => (&text[..slash], &text[slash + 1..]),
             None => (".", text),
         };
-        let (pattern, tail) = pattern.split_once('/').unwrap_or((pattern, ""));
         let dir = self.resolve(dir);
-        let entry = dir.join(pattern).join(tail);
-        if tail.is_empty() && glob_match(pattern, ".git") || has_git_component(Path::new(tail)) {
+        let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.iter().any(|p| glob_match(p, ".git")) {
             return Target::Path(dir.join(".git"));
         }
-        if broad_pattern(pattern) {
+        if parts.first().is_some_and(|p| broad_pattern(p)) {
             return Target::Everything(dir);
         }
-        Target::Path(entry)
+        // `/home/*u*`, `/w*/repo`: a narrow glob can still name the home directory or the repository.
+        let protected = [
+            self.env.home.as_deref(),
+            Some(self.env.checkout.as_path()),
+            Some(self.env.repo_root.as_path()),
+            Some(self.env.common_dir.as_path()),
+        ];
+        for p in protected.into_iter().flatten() {
+            let Ok(rel) = p.strip_prefix(&dir) else {
+                continue;
+            };
+            let names: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.len() <= names.len() && parts.iter().zip(&names).all(|(g, n)| glob_match(g, n)) {
+                return Target::Path(names[..parts.len()].iter().fold(dir, |d, n| d.join(n)));
+            }
+        }
+        Target::Path(parts.iter().fold(dir, |d, p| d.join(p)))
     }
 
     fn chmod(&mut self, name: &str, args: &[Word]) -> Verdict {
@@ -819,8 +850,13 @@ impl Checker<'_> {
                     })
                     .collect();
                 if !inner.is_empty() {
+                    // Run by find as its own process, in find's directory: nothing it does lasts, and
+                    // (`&&`) it does not end find's and-or list.
                     let cmd = Command {
                         words: inner,
+                        scope: self.frame().scope().to_vec(),
+                        background: true,
+                        op: Some("&&"),
                         ..Command::default()
                     };
                     let script = Script {

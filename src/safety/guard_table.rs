@@ -334,6 +334,7 @@ const VARIABLES: &[Case] = &[
     ("X=build; shopt -s lastpipe; true | X=/; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
     ("PWD=build; cd /; rm -rf \"$PWD\"", Some("root"), "root"),
     ("T=$(mktemp -d ~/XXXX); rm -rf \"$T/..\"", Some("home"), "home"),
+    ("X=build; X[0]=/; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
     ("X=(a /); rm -rf \"$X\"", Some("dynamic-path"), "run time"),
 ];
 
@@ -608,6 +609,14 @@ const GLOBS: &[Case] = &[
     ("(cd build && make); rm -rf *", Some("repo-root"), "whole checkout"),
     ("bash -c 'cd /' && rm -rf *", Some("repo-root"), "whole checkout"),
     ("echo $(cd /) && rm -rf *", Some("repo-root"), "whole checkout"),
+    ("cd build; cd -; rm -rf *", Some("repo-root"), "whole checkout"),
+    ("pushd build; popd; rm -rf *", Some("repo-root"), "whole checkout"),
+    ("pushd build && rm -rf *", None, ""),
+    ("CDPATH=/; cd etc && rm -rf *", Some("root"), "everything in /"),
+    ("rm -rf /home/*u*", Some("home"), "home"),
+    ("rm -rf /w*/repo", Some("repo-root"), "repository"),
+    ("rm -rf ../../../../../r?po", Some("repo-root"), "repository"),
+    ("(cd /; find . -exec rm -rf {} +)", Some("system-dir"), "system"),
 ];
 
 #[test]

@@ -34,6 +34,10 @@ struct Var {
 #[derive(Clone, Debug)]
 pub(super) struct State {
     pub(super) cwd: PathBuf,
+    /// Where `cd -` goes.
+    pub(super) oldcwd: Option<PathBuf>,
+    /// The `pushd` stack (`popd` returns to its last entry).
+    pub(super) dirs: Vec<PathBuf>,
     vars: HashMap<String, Var>,
     /// Names assigned after an `&&` of the current list: certain while the list goes on, not after it
     /// (`a && X=1; rm "$X"` runs `rm` even when `a` failed).
@@ -44,6 +48,8 @@ impl State {
     pub(super) fn new(cwd: PathBuf) -> State {
         State {
             cwd,
+            oldcwd: None,
+            dirs: Vec::new(),
             vars: HashMap::new(),
             pending: Vec::new(),
         }
@@ -70,13 +76,19 @@ impl State {
         child
     }
 
-    /// `cd`: the shell sets `PWD` (and `OLDPWD`) itself, so values assigned to them before no longer hold.
-    pub(super) fn move_to(&mut self, dir: PathBuf) {
-        if let Some(old) = self.vars.get_mut("OLDPWD") {
-            old.value = Value::Runtime;
+    /// `cd`, `pushd`, `popd`: the shell sets `PWD` and `OLDPWD` itself, so values assigned to them before
+    /// no longer hold.
+    pub(super) fn move_to(&mut self, how: &str, dir: PathBuf) {
+        match how {
+            "pushd" => self.dirs.push(self.cwd.clone()),
+            "popd" => {
+                self.dirs.pop();
+            }
+            _ => {}
         }
         self.vars.remove("PWD");
-        self.cwd = dir;
+        self.vars.remove("OLDPWD");
+        self.oldcwd = Some(std::mem::replace(&mut self.cwd, dir));
     }
 
     fn set(&mut self, name: &str, value: Value, exported: bool) {
@@ -130,6 +142,10 @@ impl Frame {
         // The subshell exists only when its parent's list got this far: what is pending there holds here.
         state.pending.clear();
         self.states.insert(scope.to_vec(), state);
+    }
+
+    pub(super) fn scope(&self) -> &[u32] {
+        &self.scope
     }
 
     fn is_unstable(&self, name: &str) -> bool {
@@ -271,6 +287,10 @@ impl Checker<'_> {
         let eq = word.text.find('=')?;
         let name = word.text[..eq].trim_end_matches('+');
         let raw = &word.text[eq + 1..];
+        if let Some((array, _)) = name.split_once('[') {
+            // `X[0]=/` sets what `$X` expands to; elements are not tracked.
+            return Some((array.to_string(), Value::Runtime));
+        }
         let value = if raw.starts_with('(') && !word.quoted {
             // An array: its elements are not tracked.
             Value::Runtime
@@ -356,6 +376,11 @@ impl Checker<'_> {
                 }
             }
         }
+    }
+
+    /// True when the line assigned `name` before this point.
+    pub(super) fn assigned(&self, name: &str) -> bool {
+        self.frame().is_unstable(name) || self.frame().state().vars.contains_key(name)
     }
 
     /// The value of `name` here, if the line assigned it (or it is `HOME` or `PWD`).
@@ -731,9 +756,10 @@ fn assigned_names(cmd: &Command) -> Vec<String> {
         .chain(&words[..lead])
         .filter(|_| words.len() == lead)
         .filter_map(|w| {
-            w.text
-                .split_once('=')
-                .map(|(n, _)| n.trim_end_matches('+').to_string())
+            w.text.split_once('=').map(|(n, _)| {
+                let n = n.trim_end_matches('+');
+                n.split('[').next().unwrap_or(n).to_string()
+            })
         })
         .collect();
     let rest = &words[lead..];

@@ -872,13 +872,16 @@ impl Parser {
     }
 }
 
-/// `NAME=...` or `NAME+=...` with a valid name.
+/// `NAME=...`, `NAME+=...` or `NAME[subscript]=...` with a valid name.
 pub(crate) fn is_assignment(w: &Word) -> bool {
     let Some(eq) = w.text.find('=') else {
         return false;
     };
     let name = w.text[..eq].trim_end_matches('+');
-    is_name(name)
+    match name.split_once('[') {
+        Some((array, subscript)) => is_name(array) && subscript.ends_with(']'),
+        None => is_name(name),
+    }
 }
 
 fn is_name_eq(text: &str) -> bool {

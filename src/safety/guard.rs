@@ -9,6 +9,12 @@
 //! dir it shares with the user's repository. Commands that write any of those (other than the session's own
 //! branch) are refused here, and by the file system under the sandbox.
 //!
+//! What a line destroys depends on what its words hold when they run, so the guard follows the shell's
+//! state as it reads (see [`vars`]): the working directory after `cd`, variables assigned earlier in the
+//! line, fresh `mktemp` paths, per subshell. Rules for data and infrastructure that dedicated programs
+//! destroy (database clients and tools, `terraform destroy`, `kubectl delete namespace`, Docker volumes)
+//! live in [`tools`], git's in [`git`].
+//!
 //! With `ask --here` the checkout *is* the user's work tree (`checkout == repo_root`): its files are the
 //! session's to change, as in a linked checkout, but its HEAD and index are the user's, so git commands that
 //! write them (`add`, `commit`, `checkout`, `reset`, `stash`, ...) are refused as well.
@@ -309,7 +315,10 @@ impl Checker<'_> {
                 Ok(())
             }
             "trap" => self.trap(args),
-            "su" | "runuser" => match args.iter().position(|a| a.text == "-c" || a.text == "--command") {
+            "su" | "runuser" => match args
+                .iter()
+                .position(|a| a.text == "-c" || a.text == "--command")
+            {
                 Some(p) => match args.get(p + 1) {
                     Some(code) if !code.is_dynamic() => {
                         let start = self.frame().state().child(&[], true);
@@ -538,10 +547,7 @@ impl Checker<'_> {
             (_, Some(w)) if w.is_dynamic() => None,
             // `CDPATH` set in the line: a relative `cd` may land anywhere. Judged as from `/`, where every
             // relative recursive delete is refused.
-            (_, Some(w))
-                if self.assigned("CDPATH")
-                    && !w.text.starts_with(['.', '/', '~']) =>
-            {
+            (_, Some(w)) if self.assigned("CDPATH") && !w.text.starts_with(['.', '/', '~']) => {
                 Some(PathBuf::from("/"))
             }
             (_, Some(w)) => Some(self.resolve(&w.text)),
@@ -724,7 +730,8 @@ impl Checker<'_> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            if parts.len() <= names.len() && parts.iter().zip(&names).all(|(g, n)| glob_match(g, n)) {
+            if parts.len() <= names.len() && parts.iter().zip(&names).all(|(g, n)| glob_match(g, n))
+            {
                 return Target::Path(names[..parts.len()].iter().fold(dir, |d, n| d.join(n)));
             }
         }
@@ -923,7 +930,6 @@ impl Checker<'_> {
         }
         Ok(())
     }
-
 }
 
 /// What a word names for a recursive change (see [`Checker::target`]).

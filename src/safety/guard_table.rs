@@ -244,7 +244,11 @@ const VARIABLES: &[Case] = &[
     ("X=build; rm -rf \"$X\"/*", None, ""),
     ("X=build && rm -rf \"$X\"", None, ""),
     ("OUT=dist; rm -rf $OUT", None, ""),
-    ("export BUILD_DIR=target/tmp; rm -rf \"$BUILD_DIR\"", None, ""),
+    (
+        "export BUILD_DIR=target/tmp; rm -rf \"$BUILD_DIR\"",
+        None,
+        "",
+    ),
     ("X=build; Y=$X/out; rm -rf \"$Y\"", None, ""),
     ("X=node_modules; sudo rm -rf \"$X\"", None, ""),
     ("DIR=build; rm -rf \"${DIR:?}\"/*", None, ""),
@@ -255,7 +259,11 @@ const VARIABLES: &[Case] = &[
     ("export D=build; bash -c 'rm -rf \"$D\"/*'", None, ""),
     ("D=build bash -c 'rm -rf \"$D\"/*'", None, ""),
     ("env D=build sh -c 'rm -rf \"$D\"'", None, ""),
-    ("rm -rf \"$(git rev-parse --show-toplevel)/build\"", None, ""),
+    (
+        "rm -rf \"$(git rev-parse --show-toplevel)/build\"",
+        None,
+        "",
+    ),
     ("rm -rf \"$PWD/build\"", None, ""),
     ("cd build && rm -rf *", None, ""),
     ("X=build\nrm -rf \"$X\"", None, ""),
@@ -277,10 +285,18 @@ const VARIABLES: &[Case] = &[
     ("T=$(mktemp -d -p /var/tmp); rm -rf \"$T\"", None, ""),
     ("W=$(mktemp -d --tmpdir=build); rm -rf \"$W\"", None, ""),
     // A known value is judged like the literal it holds.
-    ("X=/; rm -rf \"$X\"", Some("root"), "the root of the file system"),
+    (
+        "X=/; rm -rf \"$X\"",
+        Some("root"),
+        "the root of the file system",
+    ),
     ("X=; rm -rf \"$X\"/*", Some("root"), "everything in /"),
     ("X=~; rm -rf \"$X\"", Some("home"), "home directory"),
-    ("X=build; unset X; rm -rf \"$X\"/*", Some("root"), "everything in /"),
+    (
+        "X=build; unset X; rm -rf \"$X\"/*",
+        Some("root"),
+        "everything in /",
+    ),
     ("X=/etc; sudo rm -rf $X", Some("system-dir"), "/etc"),
     ("X=.git; rm -rf $X", Some("git-dir"), "git directory"),
     ("CMD='rm -rf /'; bash -c \"$CMD\"", Some("root"), "root"),
@@ -294,47 +310,143 @@ const VARIABLES: &[Case] = &[
         Some("shared-git-state"),
         ".git",
     ),
-    ("Q='DELETE FROM users'; psql -c \"$Q\"", Some("destructive-sql"), "DELETE without WHERE"),
+    (
+        "Q='DELETE FROM users'; psql -c \"$Q\"",
+        Some("destructive-sql"),
+        "DELETE without WHERE",
+    ),
     // What the guard cannot see stays refused.
-    ("X=$(cat f); rm -rf \"$X\"", Some("dynamic-path"), "only known at run time"),
-    ("read X; rm -rf \"$X\"", Some("dynamic-path"), "only known at run time"),
-    ("read -r -p 'dir? ' D; rm -rf \"$D\"/*", Some("dynamic-path"), "run time"),
-    ("X=$(curl -s https://example.com/d); rm -rf \"$X\"", Some("dynamic-path"), "run time"),
-    ("X=build; X=$(cat f); rm -rf \"$X\"", Some("dynamic-path"), "run time"),
+    (
+        "X=$(cat f); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "only known at run time",
+    ),
+    (
+        "read X; rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "only known at run time",
+    ),
+    (
+        "read -r -p 'dir? ' D; rm -rf \"$D\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=$(curl -s https://example.com/d); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; X=$(cat f); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "run time",
+    ),
     ("rm -rf \"$1\"/*", Some("unset-variable"), "unset or empty"),
     ("rm -rf \"$@\"", Some("unset-variable"), "unset or empty"),
     ("rm -rf \"${X:-/}\"", Some("dynamic-path"), "run time"),
-    ("rm -rf \"$TMPDIR\"/x", Some("unset-variable"), "unset or empty"),
-    ("X=build rm -rf \"$X\"", Some("unset-variable"), "unset or empty"),
-    ("X=build; bash -c 'rm -rf \"$X\"/*'", Some("unset-variable"), "unset or empty"),
-    ("export X=build; sudo bash -c 'rm -rf \"$X\"/*'", Some("unset-variable"), "unset"),
-    ("(X=build); rm -rf \"$X\"/*", Some("unset-variable"), "unset or empty"),
-    ("echo | X=build; rm -rf \"$X\"/*", Some("unset-variable"), "unset or empty"),
-    ("false && X=build; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
-    ("true || X=build; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
-    ("X=build; true || X=/ && rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
+    (
+        "rm -rf \"$TMPDIR\"/x",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "X=build rm -rf \"$X\"",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "X=build; bash -c 'rm -rf \"$X\"/*'",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "export X=build; sudo bash -c 'rm -rf \"$X\"/*'",
+        Some("unset-variable"),
+        "unset",
+    ),
+    (
+        "(X=build); rm -rf \"$X\"/*",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "echo | X=build; rm -rf \"$X\"/*",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "false && X=build; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "true || X=build; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; true || X=/ && rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
     (
         "if [ -d b ]; then X=b; fi; rm -rf \"$X\"/*",
         Some("dynamic-path"),
         "branch or loop",
     ),
-    ("for d in build /; do rm -rf \"$d\"; done", Some("dynamic-path"), "run time"),
+    (
+        "for d in build /; do rm -rf \"$d\"; done",
+        Some("dynamic-path"),
+        "run time",
+    ),
     (
         "X=build; while true; do rm -rf \"$X\"/*; X=/; done",
         Some("dynamic-path"),
         "run time",
     ),
-    ("X=build; f() { X=/; }; f; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
-    ("X=build; . ./env.sh; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
-    ("X=build; eval \"$(cat f)\"; rm -rf \"$X\"", Some("uninspectable"), "eval"),
+    (
+        "X=build; f() { X=/; }; f; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; . ./env.sh; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; eval \"$(cat f)\"; rm -rf \"$X\"",
+        Some("uninspectable"),
+        "eval",
+    ),
     ("rm -rf {$X,build}", Some("dynamic-path"), "run time"),
-    ("X=build; declare -n X=Y; Y=/; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
+    (
+        "X=build; declare -n X=Y; Y=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
     ("IFS=x; X=x/; rm -rf $X", Some("dynamic-path"), "run time"),
-    ("X=/; { X=build; } | cat; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
-    ("X=build; shopt -s lastpipe; true | X=/; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
+    (
+        "X=/; { X=build; } | cat; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; shopt -s lastpipe; true | X=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
     ("PWD=build; cd /; rm -rf \"$PWD\"", Some("root"), "root"),
-    ("T=$(mktemp -d ~/XXXX); rm -rf \"$T/..\"", Some("home"), "home"),
-    ("X=build; X[0]=/; rm -rf \"$X\"/*", Some("dynamic-path"), "run time"),
+    (
+        "T=$(mktemp -d ~/XXXX); rm -rf \"$T/..\"",
+        Some("home"),
+        "home",
+    ),
+    (
+        "X=build; X[0]=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
     ("X=(a /); rm -rf \"$X\"", Some("dynamic-path"), "run time"),
 ];
 
@@ -346,7 +458,11 @@ const PERMISSIONS: &[Case] = &[
     ("chmod -R u+w *", None, ""),
     ("chmod -R u+w,u+x .", None, ""),
     ("chmod --recursive u+rw ./", None, ""),
-    ("chmod -R u+w /work/repo/.git/agent/worktrees/abc123", None, ""),
+    (
+        "chmod -R u+w /work/repo/.git/agent/worktrees/abc123",
+        None,
+        "",
+    ),
     ("X=.; chmod -R u+w \"$X\"", None, ""),
     ("bash -c 'chmod -R u+rwX .'", None, ""),
     ("sudo chmod -R u+w .", None, ""),
@@ -363,8 +479,16 @@ const PERMISSIONS: &[Case] = &[
     ("chmod --recursive 000 ~/", Some("home"), "home"),
     ("chmod -R 755 /usr/local", Some("system-dir"), "system"),
     ("sudo chmod -R 777 /etc", Some("system-dir"), "/etc"),
-    ("chmod -R 000 .", Some("repo-root"), "only adding permissions for the owner"),
-    ("chmod -R a-r .", Some("repo-root"), "only adding permissions for the owner"),
+    (
+        "chmod -R 000 .",
+        Some("repo-root"),
+        "only adding permissions for the owner",
+    ),
+    (
+        "chmod -R a-r .",
+        Some("repo-root"),
+        "only adding permissions for the owner",
+    ),
     ("chmod -R -w .", Some("repo-root"), "whole checkout"),
     ("chmod -R go-rwx .", Some("repo-root"), "whole checkout"),
     ("chmod -R 777 .", Some("repo-root"), "whole checkout"),
@@ -375,57 +499,153 @@ const PERMISSIONS: &[Case] = &[
     ("chmod -R a-w *", Some("repo-root"), "everything in"),
     ("chmod -R u+w .git", Some("git-dir"), "git directory"),
     ("chown -R nobody .", Some("repo-root"), "whole checkout"),
-    ("bash -c 'chmod -R 000 .'", Some("repo-root"), "whole checkout"),
+    (
+        "bash -c 'chmod -R 000 .'",
+        Some("repo-root"),
+        "whole checkout",
+    ),
     ("env chmod -R 777 /home", Some("home"), "home"),
 ];
 
 const DATABASES: &[Case] = &[
     // Dedicated tools that drop or reset a database.
-    ("dropdb prod", Some("database-drop"), "deletes a PostgreSQL database"),
-    ("dropdb -h localhost -U postgres app_dev", Some("database-drop"), "dropdb"),
-    ("sudo -u postgres dropdb app", Some("database-drop"), "dropdb"),
+    (
+        "dropdb prod",
+        Some("database-drop"),
+        "deletes a PostgreSQL database",
+    ),
+    (
+        "dropdb -h localhost -U postgres app_dev",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "sudo -u postgres dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
     ("dropuser alice", Some("database-drop"), "role"),
-    ("mysqladmin -u root -p drop shop", Some("database-drop"), "MySQL database"),
+    (
+        "mysqladmin -u root -p drop shop",
+        Some("database-drop"),
+        "MySQL database",
+    ),
     ("rails db:drop", Some("database-drop"), "db:drop"),
     ("bin/rails db:reset", Some("database-drop"), "db:reset"),
-    ("bundle exec rails db:drop", Some("database-drop"), "db:drop"),
-    ("RAILS_ENV=production bundle exec rake db:drop", Some("database-drop"), "rake db:drop"),
+    (
+        "bundle exec rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    (
+        "RAILS_ENV=production bundle exec rake db:drop",
+        Some("database-drop"),
+        "rake db:drop",
+    ),
     ("rake db:drop:all", Some("database-drop"), "db:drop:all"),
-    ("npx prisma migrate reset --force", Some("database-drop"), "prisma migrate reset"),
-    ("yarn prisma migrate reset", Some("database-drop"), "prisma migrate reset"),
-    ("pnpm exec prisma db push --force-reset", Some("database-drop"), "force-reset"),
-    ("python manage.py flush --noinput", Some("database-drop"), "manage.py flush"),
+    (
+        "npx prisma migrate reset --force",
+        Some("database-drop"),
+        "prisma migrate reset",
+    ),
+    (
+        "yarn prisma migrate reset",
+        Some("database-drop"),
+        "prisma migrate reset",
+    ),
+    (
+        "pnpm exec prisma db push --force-reset",
+        Some("database-drop"),
+        "force-reset",
+    ),
+    (
+        "python manage.py flush --noinput",
+        Some("database-drop"),
+        "manage.py flush",
+    ),
     ("./manage.py flush", Some("database-drop"), "flush"),
-    ("poetry run python manage.py flush", Some("database-drop"), "flush"),
-    ("php artisan migrate:fresh", Some("database-drop"), "migrate:fresh"),
+    (
+        "poetry run python manage.py flush",
+        Some("database-drop"),
+        "flush",
+    ),
+    (
+        "php artisan migrate:fresh",
+        Some("database-drop"),
+        "migrate:fresh",
+    ),
     ("mix ecto.reset", Some("database-drop"), "ecto.reset"),
     ("flyway clean", Some("database-drop"), "flyway clean"),
-    ("npx sequelize-cli db:drop", Some("database-drop"), "db:drop"),
-    ("docker exec -i db dropdb -U postgres app", Some("database-drop"), "dropdb"),
-    ("docker compose exec web rails db:drop", Some("database-drop"), "db:drop"),
+    (
+        "npx sequelize-cli db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    (
+        "docker exec -i db dropdb -U postgres app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "docker compose exec web rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
     (
         "docker-compose run --rm web python manage.py flush",
         Some("database-drop"),
         "flush",
     ),
-    ("kubectl exec -it pg-0 -- dropdb app", Some("database-drop"), "dropdb"),
+    (
+        "kubectl exec -it pg-0 -- dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
     ("bash -c 'dropdb app'", Some("database-drop"), "dropdb"),
     ("env PGHOST=db dropdb app", Some("database-drop"), "dropdb"),
-    ("cd app && bin/rails db:drop", Some("database-drop"), "db:drop"),
+    (
+        "cd app && bin/rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
     ("\"dropdb\" app", Some("database-drop"), "dropdb"),
     // The same in the database's own language.
-    ("mongosh app --eval 'db.dropDatabase()'", Some("destructive-sql"), "drop"),
-    ("mongo app --eval \"db.users.drop()\"", Some("destructive-sql"), "drop"),
+    (
+        "mongosh app --eval 'db.dropDatabase()'",
+        Some("destructive-sql"),
+        "drop",
+    ),
+    (
+        "mongo app --eval \"db.users.drop()\"",
+        Some("destructive-sql"),
+        "drop",
+    ),
     (
         "docker exec mongo mongosh --eval 'db.dropDatabase()'",
         Some("destructive-sql"),
         "drop",
     ),
     ("redis-cli FLUSHDB", Some("destructive-sql"), "every key"),
-    ("redis-cli -n 2 flushall async", Some("destructive-sql"), "every key"),
-    ("docker exec -it cache redis-cli FLUSHALL", Some("destructive-sql"), "every key"),
-    ("psql -c 'DELETE FROM users WHERE 1=1'", Some("destructive-sql"), "always true"),
-    ("psql -c \"DELETE FROM users WHERE 1\"", Some("destructive-sql"), "always true"),
+    (
+        "redis-cli -n 2 flushall async",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    (
+        "docker exec -it cache redis-cli FLUSHALL",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    (
+        "psql -c 'DELETE FROM users WHERE 1=1'",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"DELETE FROM users WHERE 1\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
     (
         "mysql -e \"UPDATE users SET admin = 1 WHERE true\"",
         Some("destructive-sql"),
@@ -451,8 +671,16 @@ const DATABASES: &[Case] = &[
         Some("destructive-sql"),
         "always true",
     ),
-    ("mysql <<< \"delete from logs where 1=1\"", Some("destructive-sql"), "always true"),
-    ("psql -c \"DELETE FROM t WHERE id = id\"", Some("destructive-sql"), "always true"),
+    (
+        "mysql <<< \"delete from logs where 1=1\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"DELETE FROM t WHERE id = id\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
     (
         "docker exec -i db psql -U app -c 'DROP TABLE users'",
         Some("destructive-sql"),
@@ -463,17 +691,45 @@ const DATABASES: &[Case] = &[
         Some("destructive-sql"),
         "TRUNCATE",
     ),
-    ("echo \"DELETE FROM users WHERE TRUE;\" | psql", Some("destructive-sql"), "always true"),
-    ("psql -c \"delete from users where not false\"", Some("destructive-sql"), "always true"),
+    (
+        "echo \"DELETE FROM users WHERE TRUE;\" | psql",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"delete from users where not false\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
     // Ordinary database work runs.
     ("psql -c 'SELECT count(*) FROM users'", None, ""),
     ("psql -c \"DELETE FROM users WHERE id = 3\"", None, ""),
-    ("psql -c \"DELETE FROM users WHERE id = 3 AND 1=1\"", None, ""),
-    ("mysql -e \"UPDATE users SET name = 'x' WHERE id = 7\"", None, ""),
-    ("sqlite3 app.db \"DELETE FROM t WHERE created < '2020-01-01'\"", None, ""),
-    ("psql -c \"DELETE FROM t WHERE id IN (SELECT id FROM u WHERE 1=1)\"", None, ""),
+    (
+        "psql -c \"DELETE FROM users WHERE id = 3 AND 1=1\"",
+        None,
+        "",
+    ),
+    (
+        "mysql -e \"UPDATE users SET name = 'x' WHERE id = 7\"",
+        None,
+        "",
+    ),
+    (
+        "sqlite3 app.db \"DELETE FROM t WHERE created < '2020-01-01'\"",
+        None,
+        "",
+    ),
+    (
+        "psql -c \"DELETE FROM t WHERE id IN (SELECT id FROM u WHERE 1=1)\"",
+        None,
+        "",
+    ),
     ("psql -c \"SELECT * FROM t WHERE 1=1\"", None, ""),
-    ("psql -c \"DELETE FROM t WHERE name = 'a' OR name = 'b'\"", None, ""),
+    (
+        "psql -c \"DELETE FROM t WHERE name = 'a' OR name = 'b'\"",
+        None,
+        "",
+    ),
     ("rails db:migrate", None, ""),
     ("bin/rails db:seed", None, ""),
     ("bundle exec rake db:migrate:status", None, ""),
@@ -495,39 +751,139 @@ const DATABASES: &[Case] = &[
 ];
 
 const INFRASTRUCTURE: &[Case] = &[
-    ("terraform destroy", Some("infra-destroy"), "every resource the configuration manages"),
-    ("terraform destroy -auto-approve", Some("infra-destroy"), "terraform destroy"),
-    ("terraform -chdir=infra destroy -auto-approve", Some("infra-destroy"), "destroy"),
-    ("terraform apply -destroy -auto-approve", Some("infra-destroy"), "apply -destroy"),
+    (
+        "terraform destroy",
+        Some("infra-destroy"),
+        "every resource the configuration manages",
+    ),
+    (
+        "terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "terraform destroy",
+    ),
+    (
+        "terraform -chdir=infra destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "terraform apply -destroy -auto-approve",
+        Some("infra-destroy"),
+        "apply -destroy",
+    ),
     ("tofu destroy", Some("infra-destroy"), "tofu destroy"),
-    ("terragrunt run-all destroy", Some("infra-destroy"), "destroy"),
-    ("bash -c 'terraform destroy -auto-approve'", Some("infra-destroy"), "terraform destroy"),
-    ("sh -c \"cd infra && terraform destroy -auto-approve\"", Some("infra-destroy"), "destroy"),
-    ("env TF_LOG=debug terraform destroy", Some("infra-destroy"), "destroy"),
+    (
+        "terragrunt run-all destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "bash -c 'terraform destroy -auto-approve'",
+        Some("infra-destroy"),
+        "terraform destroy",
+    ),
+    (
+        "sh -c \"cd infra && terraform destroy -auto-approve\"",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "env TF_LOG=debug terraform destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
     ("sudo terraform destroy", Some("infra-destroy"), "destroy"),
-    ("timeout 600 terraform destroy -auto-approve", Some("infra-destroy"), "destroy"),
-    ("cd infra; terraform init && terraform destroy -auto-approve", Some("infra-destroy"), "destroy"),
-    ("echo yes | terraform destroy", Some("infra-destroy"), "destroy"),
+    (
+        "timeout 600 terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "cd infra; terraform init && terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "echo yes | terraform destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
     ("\"terraform\" 'destroy'", Some("infra-destroy"), "destroy"),
     ("t''erraform destroy", Some("infra-destroy"), "destroy"),
-    ("(cd infra && terraform destroy)", Some("infra-destroy"), "destroy"),
-    ("docker exec tools terraform destroy -auto-approve", Some("infra-destroy"), "destroy"),
-    ("pulumi destroy --yes", Some("infra-destroy"), "every resource of the stack"),
+    (
+        "(cd infra && terraform destroy)",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "docker exec tools terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "pulumi destroy --yes",
+        Some("infra-destroy"),
+        "every resource of the stack",
+    ),
     ("pulumi down -y", Some("infra-destroy"), "pulumi destroy"),
     ("pulumi stack rm dev", Some("infra-destroy"), "stack"),
-    ("kubectl delete namespace prod", Some("infra-destroy"), "namespace and everything in it"),
-    ("kubectl delete ns staging", Some("infra-destroy"), "namespace"),
-    ("kubectl delete ns/staging", Some("infra-destroy"), "namespace"),
-    ("kubectl -n prod delete pods --all", Some("infra-destroy"), "every resource of that kind"),
-    ("kubectl delete deploy -A", Some("infra-destroy"), "every resource"),
-    ("kubectl delete all --all -n prod", Some("infra-destroy"), "every resource"),
-    ("kubectl --context prod delete namespaces a b", Some("infra-destroy"), "namespace"),
+    (
+        "kubectl delete namespace prod",
+        Some("infra-destroy"),
+        "namespace and everything in it",
+    ),
+    (
+        "kubectl delete ns staging",
+        Some("infra-destroy"),
+        "namespace",
+    ),
+    (
+        "kubectl delete ns/staging",
+        Some("infra-destroy"),
+        "namespace",
+    ),
+    (
+        "kubectl -n prod delete pods --all",
+        Some("infra-destroy"),
+        "every resource of that kind",
+    ),
+    (
+        "kubectl delete deploy -A",
+        Some("infra-destroy"),
+        "every resource",
+    ),
+    (
+        "kubectl delete all --all -n prod",
+        Some("infra-destroy"),
+        "every resource",
+    ),
+    (
+        "kubectl --context prod delete namespaces a b",
+        Some("infra-destroy"),
+        "namespace",
+    ),
     ("helm uninstall web", Some("infra-destroy"), "release"),
     ("helm -n prod delete web", Some("infra-destroy"), "release"),
-    ("aws s3 rb s3://bucket --force", Some("infra-destroy"), "bucket"),
-    ("aws s3 rm s3://bucket --recursive", Some("infra-destroy"), "every object"),
-    ("aws --profile prod s3 rm s3://b/logs/ --recursive", Some("infra-destroy"), "every object"),
-    ("aws ec2 terminate-instances --instance-ids i-1", Some("infra-destroy"), "cloud resources"),
+    (
+        "aws s3 rb s3://bucket --force",
+        Some("infra-destroy"),
+        "bucket",
+    ),
+    (
+        "aws s3 rm s3://bucket --recursive",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "aws --profile prod s3 rm s3://b/logs/ --recursive",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "aws ec2 terminate-instances --instance-ids i-1",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
     (
         "aws rds delete-db-instance --db-instance-identifier db1",
         Some("infra-destroy"),
@@ -538,9 +894,21 @@ const INFRASTRUCTURE: &[Case] = &[
         Some("infra-destroy"),
         "cloud resources",
     ),
-    ("gcloud projects delete my-proj", Some("infra-destroy"), "cloud resources"),
-    ("gsutil rm -r gs://bucket/data", Some("infra-destroy"), "every object"),
-    ("az group delete -n rg-prod --yes", Some("infra-destroy"), "Azure"),
+    (
+        "gcloud projects delete my-proj",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
+    (
+        "gsutil rm -r gs://bucket/data",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "az group delete -n rg-prod --yes",
+        Some("infra-destroy"),
+        "Azure",
+    ),
     ("az vm delete -g rg -n vm1", Some("infra-destroy"), "Azure"),
     // Looking, planning and targeted changes run.
     ("terraform plan", None, ""),
@@ -567,16 +935,48 @@ const INFRASTRUCTURE: &[Case] = &[
 ];
 
 const DOCKER: &[Case] = &[
-    ("docker system prune -a --volumes", Some("docker-volumes"), "volume"),
-    ("docker system prune -af --volumes", Some("docker-volumes"), "volume"),
-    ("docker system prune --all", Some("docker-volumes"), "every unused image"),
-    ("docker volume rm pgdata", Some("docker-volumes"), "data in them"),
-    ("docker volume prune -f", Some("docker-volumes"), "data in them"),
+    (
+        "docker system prune -a --volumes",
+        Some("docker-volumes"),
+        "volume",
+    ),
+    (
+        "docker system prune -af --volumes",
+        Some("docker-volumes"),
+        "volume",
+    ),
+    (
+        "docker system prune --all",
+        Some("docker-volumes"),
+        "every unused image",
+    ),
+    (
+        "docker volume rm pgdata",
+        Some("docker-volumes"),
+        "data in them",
+    ),
+    (
+        "docker volume prune -f",
+        Some("docker-volumes"),
+        "data in them",
+    ),
     ("podman volume rm data", Some("docker-volumes"), "volumes"),
     ("docker compose down -v", Some("docker-volumes"), "volumes"),
-    ("docker-compose down --volumes", Some("docker-volumes"), "volumes"),
-    ("sudo docker volume rm pgdata", Some("docker-volumes"), "volumes"),
-    ("bash -c 'docker volume prune -f'", Some("docker-volumes"), "volumes"),
+    (
+        "docker-compose down --volumes",
+        Some("docker-volumes"),
+        "volumes",
+    ),
+    (
+        "sudo docker volume rm pgdata",
+        Some("docker-volumes"),
+        "volumes",
+    ),
+    (
+        "bash -c 'docker volume prune -f'",
+        Some("docker-volumes"),
+        "volumes",
+    ),
     ("docker volume ls", None, ""),
     ("docker volume create cache", None, ""),
     ("docker volume inspect pgdata", None, ""),
@@ -606,17 +1006,49 @@ const GLOBS: &[Case] = &[
     ("rm -rf {build,/}", Some("root"), "root"),
     ("rm -rf /{usr,etc}", Some("system-dir"), "system"),
     ("rm -rf ./*/.git", Some("git-dir"), "git"),
-    ("(cd build && make); rm -rf *", Some("repo-root"), "whole checkout"),
-    ("bash -c 'cd /' && rm -rf *", Some("repo-root"), "whole checkout"),
-    ("echo $(cd /) && rm -rf *", Some("repo-root"), "whole checkout"),
-    ("cd build; cd -; rm -rf *", Some("repo-root"), "whole checkout"),
-    ("pushd build; popd; rm -rf *", Some("repo-root"), "whole checkout"),
+    (
+        "(cd build && make); rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "bash -c 'cd /' && rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "echo $(cd /) && rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "cd build; cd -; rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "pushd build; popd; rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
     ("pushd build && rm -rf *", None, ""),
-    ("CDPATH=/; cd etc && rm -rf *", Some("root"), "everything in /"),
+    (
+        "CDPATH=/; cd etc && rm -rf *",
+        Some("root"),
+        "everything in /",
+    ),
     ("rm -rf /home/*u*", Some("home"), "home"),
     ("rm -rf /w*/repo", Some("repo-root"), "repository"),
-    ("rm -rf ../../../../../r?po", Some("repo-root"), "repository"),
-    ("(cd /; find . -exec rm -rf {} +)", Some("system-dir"), "system"),
+    (
+        "rm -rf ../../../../../r?po",
+        Some("repo-root"),
+        "repository",
+    ),
+    (
+        "(cd /; find . -exec rm -rf {} +)",
+        Some("system-dir"),
+        "system",
+    ),
 ];
 
 #[test]
@@ -640,7 +1072,9 @@ fn guard_classes() {
                 _ => false,
             };
             if !ok {
-                failures.push(format!("[{class}] {line:?}: expected {rule:?} ({reason:?}), got {got:?}"));
+                failures.push(format!(
+                    "[{class}] {line:?}: expected {rule:?} ({reason:?}), got {got:?}"
+                ));
             }
         }
     }
@@ -729,4 +1163,3 @@ fn here_treats_the_work_tree_as_the_checkout_but_keeps_its_head_and_index() {
         );
     }
 }
-

@@ -363,7 +363,8 @@ fn infrastructure(name: &str, args: &[&str]) -> Option<String> {
                     || p.starts_with("ns/")
                     || p.starts_with("namespace/")
                     || p.starts_with("namespaces/")
-                    || p.split(',').any(|k| matches!(k, "ns" | "namespace" | "namespaces"))
+                    || p.split(',')
+                        .any(|k| matches!(k, "ns" | "namespace" | "namespaces"))
             });
             if namespace {
                 format!("`{name} delete namespace` deletes the namespace and everything in it")
@@ -422,7 +423,9 @@ fn infrastructure(name: &str, args: &[&str]) -> Option<String> {
             let pos = positionals(args, &[]);
             let recursive = flag("--recursive")
                 || args.iter().any(|a| {
-                    a.starts_with('-') && !a.starts_with("--") && (a.contains('r') || a.contains('R'))
+                    a.starts_with('-')
+                        && !a.starts_with("--")
+                        && (a.contains('r') || a.contains('R'))
                 });
             match pos.first() {
                 Some(&"rb") => "`gsutil rb` deletes the bucket".to_string(),
@@ -433,7 +436,10 @@ fn infrastructure(name: &str, args: &[&str]) -> Option<String> {
             }
         }
         "az" => {
-            let pos = positionals(args, &["-g", "--resource-group", "-n", "--name", "--subscription"]);
+            let pos = positionals(
+                args,
+                &["-g", "--resource-group", "-n", "--name", "--subscription"],
+            );
             if pos.contains(&"delete") {
                 format!("`az {} delete` deletes Azure resources", pos[0])
             } else {
@@ -448,15 +454,15 @@ fn infrastructure(name: &str, args: &[&str]) -> Option<String> {
 /// Docker commands that delete volumes (and so the data in them), or every unused image.
 fn docker_data(name: &str, args: &[&str]) -> Option<String> {
     let short = |c: char| {
-        args.iter().any(|a| {
-            a.starts_with('-') && !a.starts_with("--") && a[1..].chars().any(|x| x == c)
-        })
+        args.iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].chars().any(|x| x == c))
     };
     let long = |f: &str| args.contains(&f);
     let volumes = long("--volumes") || short('v');
     let compose_down = |pos: &[&str]| {
-        (pos.first() == Some(&"down") && volumes)
-            .then(|| "`compose down -v` deletes the project's volumes and the data in them".to_string())
+        (pos.first() == Some(&"down") && volumes).then(|| {
+            "`compose down -v` deletes the project's volumes and the data in them".to_string()
+        })
     };
     match name {
         "docker" | "podman" | "nerdctl" => {
@@ -473,7 +479,10 @@ fn docker_data(name: &str, args: &[&str]) -> Option<String> {
                 _ => None,
             }
         }
-        "docker-compose" | "podman-compose" => compose_down(&positionals(args, &["-f", "--file", "-p", "--project-name"])),
+        "docker-compose" | "podman-compose" => compose_down(&positionals(
+            args,
+            &["-f", "--file", "-p", "--project-name"],
+        )),
         _ => None,
     }
 }
@@ -604,7 +613,9 @@ fn tokenize(text: &str) -> Vec<Tok> {
             out.push(Tok::Word(format!("\"{s}\"")));
         } else if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.') {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
                 i += 1;
             }
             let w: String = chars[start..i].iter().collect();

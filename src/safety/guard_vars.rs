@@ -93,8 +93,7 @@ impl State {
 
     fn set(&mut self, name: &str, value: Value, exported: bool) {
         let exported = exported || self.vars.get(name).is_some_and(|v| v.exported);
-        self.vars
-            .insert(name.to_string(), Var { value, exported });
+        self.vars.insert(name.to_string(), Var { value, exported });
     }
 
     /// The pending names of the list that just ended (or met an `||`) become uncertain.
@@ -684,18 +683,14 @@ fn apply_op(v: String, op: &str) -> Resolved {
         Some('%') => {
             let pat = rest.trim_start_matches('%');
             match literal(pat) {
-                Resolved::Value(p) => {
-                    Resolved::Value(v.strip_suffix(&p).unwrap_or(&v).to_string())
-                }
+                Resolved::Value(p) => Resolved::Value(v.strip_suffix(&p).unwrap_or(&v).to_string()),
                 _ => Resolved::Runtime,
             }
         }
         Some('#') => {
             let pat = rest.trim_start_matches('#');
             match literal(pat) {
-                Resolved::Value(p) => {
-                    Resolved::Value(v.strip_prefix(&p).unwrap_or(&v).to_string())
-                }
+                Resolved::Value(p) => Resolved::Value(v.strip_prefix(&p).unwrap_or(&v).to_string()),
                 _ => Resolved::Runtime,
             }
         }
@@ -741,7 +736,10 @@ fn input_names(name: &str, args: &[Word]) -> Vec<String> {
             .and_then(|p| texts.get(p + 1))
             .map(|n| vec![n.to_string()])
             .unwrap_or_default(),
-        "getopts" => texts.get(1).map(|n| vec![n.to_string()]).unwrap_or_default(),
+        "getopts" => texts
+            .get(1)
+            .map(|n| vec![n.to_string()])
+            .unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -785,7 +783,10 @@ fn assigned_names(cmd: &Command) -> Vec<String> {
 /// known. `IFS` is in the set when the line assigns it (word splitting is then not what the guard assumes).
 fn unstable_names(script: &Script) -> HashSet<String> {
     let functions = script.commands.iter().any(|c| {
-        c.defines.is_some() || c.words.first().is_some_and(|w| w.text == "function" && !w.quoted)
+        c.defines.is_some()
+            || c.words
+                .first()
+                .is_some_and(|w| w.text == "function" && !w.quoted)
     });
     let lastpipe = script.commands.iter().any(|c| {
         c.words.first().is_some_and(|w| w.text == "shopt")

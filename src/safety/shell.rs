@@ -930,3 +930,117 @@ fn expansion_is_never_empty(inner: &str) -> bool {
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(line: &str) -> Vec<Command> {
+        parse(line, 0).expect("the test line parses").commands
+    }
+
+    fn names(cmds: &[Command]) -> Vec<String> {
+        cmds.iter()
+            .map(|c| c.words.first().map(|w| w.text.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn and_or_operators_say_whether_the_commands_before_ran() {
+        let cmds = commands("a && b || c && d; e\nf &&\ng & h");
+        assert_eq!(names(&cmds), ["a", "b", "c", "d", "e", "f", "g", "h"]);
+        let ops: Vec<Option<&str>> = cmds.iter().map(|c| c.op).collect();
+        // After the `||`, every later operator of the list reads `||`: `b` may not have run.
+        assert_eq!(
+            ops,
+            [
+                None,
+                Some("&&"),
+                Some("||"),
+                Some("||"),
+                None,
+                None,
+                Some("&&"),
+                None
+            ]
+        );
+        assert!(cmds[6].background);
+    }
+
+    #[test]
+    fn subshells_and_substitutions_get_their_own_scopes() {
+        let cmds = commands("(cd x; a) && echo $(b; c) `d` && e");
+        let scopes: Vec<(String, Vec<u32>)> = cmds
+            .iter()
+            .map(|c| (c.words[0].text.clone(), c.scope.clone()))
+            .collect();
+        assert_eq!(scopes[0], ("cd".into(), vec![1]));
+        assert_eq!(scopes[1], ("a".into(), vec![1]));
+        assert_eq!(scopes[2].1, vec![2]);
+        assert_eq!(scopes[3].1, vec![2]);
+        assert_eq!(scopes[4], ("d".into(), vec![3]));
+        assert_eq!(scopes[5], ("echo".into(), vec![]));
+        assert_eq!(scopes[6], ("e".into(), vec![]));
+        // The group used up the `&&` before it; `echo` follows the `&&` after it.
+        assert_eq!(cmds[5].op, Some("&&"));
+    }
+
+    #[test]
+    fn expansions_record_where_they_are_and_what_they_run() {
+        let cmds = commands("X=$(mktemp -d) && rm -rf \"$X\"/* ${Y:-a} $1");
+        let assign = &cmds[1].assignments[0];
+        assert_eq!(assign.text, "X=$(...)");
+        assert_eq!(
+            assign.expansions[0].kind,
+            ExpansionKind::Command { first: 0, end: 1 }
+        );
+        assert_eq!(names(&cmds[..1]), ["mktemp"]);
+        let rm = &cmds[2];
+        let target = &rm.words[2];
+        assert_eq!(target.text, "$X/*");
+        let e = &target.expansions[0];
+        assert_eq!((e.start, e.end, e.quoted), (0, 2, true));
+        assert_eq!(
+            e.kind,
+            ExpansionKind::Param {
+                name: "X".into(),
+                op: String::new()
+            }
+        );
+        assert!(target.glob);
+        let default = &rm.words[3].expansions[0];
+        assert_eq!(
+            (default.kind.clone(), default.may_be_empty),
+            (
+                ExpansionKind::Param {
+                    name: "Y".into(),
+                    op: ":-a".into()
+                },
+                false
+            )
+        );
+        assert!(
+            matches!(&rm.words[4].expansions[0].kind, ExpansionKind::Param { name, .. } if name == "1")
+        );
+    }
+
+    #[test]
+    fn pipes_inside_backticks_point_at_their_own_commands() {
+        let cmds = commands("ls; echo `printf x | sh`");
+        let sh = cmds
+            .iter()
+            .find(|c| c.words[0].text == "sh")
+            .expect("sh is parsed");
+        let upstream = &cmds[sh.piped_from.expect("sh reads a pipe")];
+        assert_eq!(upstream.words[0].text, "printf");
+        assert!(upstream.pipes_out);
+    }
+
+    #[test]
+    fn braces_and_array_elements_are_marked() {
+        let cmds = commands("X[0]=/ rm -rf {a,b}");
+        assert!(is_assignment(&cmds[0].assignments[0]));
+        assert!(cmds[0].words[2].brace);
+        assert!(!cmds[0].words[0].brace);
+    }
+}

@@ -76,6 +76,7 @@ pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
     let mut checker = Checker {
         env,
         frames: Vec::new(),
+        remote: 0,
         found: Inspection::default(),
     };
     checker.script(line, 0, State::new(env.checkout.clone()))?;
@@ -87,6 +88,8 @@ struct Checker<'e> {
     /// The shell state of each script being read: the line, then the scripts nested in it
     /// (see [`vars`]). Relative paths are judged from its working directory.
     frames: Vec<Frame>,
+    /// How many `ssh` scripts the current one is nested in: git there is not the user's repository.
+    remote: u32,
     found: Inspection,
 }
 
@@ -226,6 +229,7 @@ impl Checker<'_> {
             .collect();
         let mut clear_env = false;
         let mut from_stdin = false;
+        let mut in_container = false;
         loop {
             let Some(first) = words.first() else {
                 return Ok(());
@@ -244,6 +248,7 @@ impl Checker<'_> {
                 // `docker exec db psql ...`: the command runs in the container, with its own environment.
                 words = inner;
                 clear_env = true;
+                in_container = true;
                 continue;
             }
             let Some((_, with_value)) = WRAPPERS.iter().find(|(w, _)| *w == name) else {
@@ -315,6 +320,7 @@ impl Checker<'_> {
                 Ok(())
             }
             "trap" => self.trap(args),
+            "ssh" => self.ssh(script, cmd, args, depth),
             "su" | "runuser" => match args
                 .iter()
                 .position(|a| a.text == "-c" || a.text == "--command")
@@ -336,7 +342,7 @@ impl Checker<'_> {
             "chmod" | "chown" | "chgrp" => self.chmod(&name, args),
             "dd" => dd(args),
             "kill" | "pkill" | "killall" => kill(&name, args),
-            "git" => self.git(args),
+            "git" => self.git(args, in_container),
             n if n.starts_with("mkfs")
                 || matches!(
                     n,
@@ -445,6 +451,41 @@ impl Checker<'_> {
         }
         self.frame_mut().traps.push(body.text.clone());
         Ok(())
+    }
+
+    /// `ssh HOST cmd...`: the remote shell runs the words joined by spaces (or, without them, its stdin), in
+    /// a home directory; judged like a line run here, from the user's home.
+    fn ssh(&mut self, script: &Script, cmd: &Command, args: &[Word], depth: usize) -> Verdict {
+        const VALUED: &str = "BbcDEeFIiJLlmOoPpQRSWw";
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            let t = a.text.as_str();
+            if t.len() == 2 && t.starts_with('-') && VALUED.contains(&t[1..]) {
+                i += 2;
+            } else if t.starts_with('-') {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let remote = args.get(i + 1..).unwrap_or(&[]);
+        let start = State::new(self.env.home.clone().unwrap_or_else(|| PathBuf::from("/")));
+        if remote.is_empty() {
+            self.remote += 1;
+            let checked = self.shell(script, cmd, &[], depth, start);
+            self.remote -= 1;
+            return checked;
+        }
+        if remote.iter().any(Word::is_dynamic) {
+            return block(
+                "uninspectable",
+                "an `ssh` command line built at run time cannot be checked",
+            );
+        }
+        self.remote += 1;
+        let checked = self.nested(&join(remote), depth, "ssh", Shell::New(start));
+        self.remote -= 1;
+        checked
     }
 
     /// `bash -c '...'`, `sh <<EOF`, `echo ... | sh`: parse the script the shell would run, in a new shell

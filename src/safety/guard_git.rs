@@ -6,7 +6,10 @@ use super::super::shell::Word;
 use super::{block, has_short, split_options, Checker, Verdict};
 
 impl Checker<'_> {
-    pub(super) fn git(&mut self, args: &[Word]) -> Verdict {
+    /// `elsewhere`: the command runs in a container or on another machine, whose repositories share nothing
+    /// with the user's; only the rules against losing work apply there.
+    pub(super) fn git(&mut self, args: &[Word], elsewhere: bool) -> Verdict {
+        let elsewhere = elsewhere || self.remote > 0;
         let mut i = 0;
         while i < args.len() {
             let a = args[i].text.as_str();
@@ -40,12 +43,15 @@ impl Checker<'_> {
         let texts: Vec<&str> = operands.iter().map(|w| w.text.as_str()).collect();
         let first = texts.first().copied().unwrap_or("");
         let shared = |what: &str| {
+            if elsewhere {
+                return Ok(());
+            }
             block(
                 "shared-git-state",
                 format!("this would write {what}, which the session's checkout shares with the user's repository"),
             )
         };
-        if self.env.checkout == self.env.repo_root {
+        if self.env.checkout == self.env.repo_root && !elsewhere {
             if let Some(what) = here_writes(sub.text.as_str(), &flags) {
                 return block(
                     "user-index",
@@ -111,7 +117,7 @@ impl Checker<'_> {
                     );
                 }
                 if let Some(b) = new_branch(rest, &["-b", "-B", "--orphan"]) {
-                    return self.own_branch(&b, "a branch");
+                    return self.own_branch(&b, "a branch", elsewhere);
                 }
                 let after_dd = rest.iter().position(|w| w.text == "--");
                 let paths: Vec<&str> = match after_dd {
@@ -130,7 +136,7 @@ impl Checker<'_> {
                 rest,
                 &["-c", "-C", "--create", "--force-create", "--orphan"],
             ) {
-                Some(b) => self.own_branch(&b, "a branch"),
+                Some(b) => self.own_branch(&b, "a branch", elsewhere),
                 None if flag("--discard-changes") || short('f') || flag("--force") => block(
                     "git-discard",
                     "`git switch --discard-changes` discards uncommitted work",
@@ -309,8 +315,8 @@ impl Checker<'_> {
         name == own || name.strip_prefix("refs/heads/") == Some(own.as_str())
     }
 
-    fn own_branch(&self, name: &str, what: &str) -> Verdict {
-        if self.is_own_branch(name) {
+    fn own_branch(&self, name: &str, what: &str, elsewhere: bool) -> Verdict {
+        if elsewhere || self.is_own_branch(name) {
             return Ok(());
         }
         block(

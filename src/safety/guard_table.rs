@@ -601,6 +601,29 @@ const DATABASES: &[Case] = &[
         Some("database-drop"),
         "dropdb",
     ),
+    (
+        "ssh -i key.pem db1 dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "ssh db1 <<'EOF'\nredis-cli flushall\nEOF",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    ("ssh db1 uptime", None, ""),
+    ("ssh -o BatchMode=yes host 'cd app && git pull'", None, ""),
+    ("docker exec app git pull", None, ""),
+    (
+        "ssh host 'cd app && git reset --hard'",
+        Some("git-reset-hard"),
+        "discards",
+    ),
+    (
+        "docker exec app git push --force",
+        Some("git-force-push"),
+        "rewrites history",
+    ),
     ("bash -c 'dropdb app'", Some("database-drop"), "dropdb"),
     ("env PGHOST=db dropdb app", Some("database-drop"), "dropdb"),
     (
@@ -807,6 +830,16 @@ const INFRASTRUCTURE: &[Case] = &[
         "echo yes | terraform destroy",
         Some("infra-destroy"),
         "destroy",
+    ),
+    (
+        "ssh deploy@host terraform -chdir=infra destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "ssh -p 2222 host 'cd /srv && rm -rf *'",
+        Some("system-dir"),
+        "everything in /srv",
     ),
     ("\"terraform\" 'destroy'", Some("infra-destroy"), "destroy"),
     ("t''erraform destroy", Some("infra-destroy"), "destroy"),

@@ -11,6 +11,7 @@
 
 pub mod edit;
 pub mod file;
+pub mod mcp;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use crate::model::retry::RetryPolicy;
 use crate::model::{MaxTokensParam, Tuning};
+pub use file::ContextConfig;
 use file::{FileConfig, ProviderTable, Scope, REPO_FILE};
 
 /// The provider used when a model name carries no known provider prefix.
@@ -174,8 +176,9 @@ pub struct ModelConfig {
     pub base_url_env: String,
     /// Headers, body adjustments and the token limit of `[providers.<name>]`.
     pub tuning: Tuning,
-    /// The model's context window in tokens, when the config states it.
-    pub context_window: Option<u64>,
+    /// The context settings the files state for this model: its provider's table (the repository's, then
+    /// the user's) over the top level (the repository's, then the user's). The environment is applied later.
+    pub context: ContextConfig,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -352,7 +355,7 @@ impl Settings {
                 max_tokens_param: table.max_tokens_param.unwrap_or(default_param),
                 max_tokens: table.max_tokens,
             },
-            context_window: table.context_window,
+            context: table.context.or(self.repo.context.or(self.user.context)),
             provider,
         })
     }
@@ -396,7 +399,7 @@ impl Settings {
             }
             table.max_tokens_param = repo.max_tokens_param.or(table.max_tokens_param);
             table.max_tokens = repo.max_tokens.or(table.max_tokens);
-            table.context_window = repo.context_window.or(table.context_window);
+            table.context = repo.context.or(table.context);
         }
         table
     }
@@ -646,6 +649,40 @@ max_tokens = 2048
             plain.tuning.max_tokens_param,
             MaxTokensParam::MaxCompletionTokens
         );
+    }
+
+    #[test]
+    fn context_settings_provider_table_over_top_level_repo_over_user() {
+        let s = settings(
+            "context_window = 16000\ncompact_at = 0.6\nprune = false\n\
+             [providers.openai]\ncontext_window = 9000\n",
+            "compact_at = 0.7\n",
+        );
+        let env = env_of(&[("OPENAI_API_KEY", "k")]);
+        let context = s.resolve(Some("openai/m"), &env).unwrap().context;
+        assert_eq!(
+            context.context_window,
+            Some(9000),
+            "the provider's table wins"
+        );
+        assert_eq!(
+            context.compact_at,
+            Some(0.7),
+            "the repository's top level over the user's"
+        );
+        assert_eq!(context.prune, Some(false));
+        assert_eq!(context.compact, None);
+        // Another provider gets the top level only.
+        let env = env_of(&[("OPENAI_API_KEY", "k"), ("GROQ_API_KEY", "k")]);
+        let context = s.resolve(Some("groq/m"), &env).unwrap().context;
+        assert_eq!(context.context_window, Some(16000));
+        let s = settings(
+            "[providers.openai]\ncontext_window = 9000\n",
+            "[providers.openai]\ncontext_window = 7000\n",
+        );
+        let env = env_of(&[("OPENAI_API_KEY", "k")]);
+        let context = s.resolve(None, &env).unwrap().context;
+        assert_eq!(context.context_window, Some(7000));
     }
 
     #[test]

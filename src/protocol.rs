@@ -255,6 +255,42 @@ pub enum Event<'a> {
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
     Error(&'a str),
+    // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
+    // the same code as a live session. The agent does not emit these today; none is in the JSON contract.
+    /// A prompt from the user.
+    Prompt(&'a str),
+    /// A message the agent itself added to the conversation: `kind` is `instructions` (a deeper AGENTS.md,
+    /// named by `path`), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
+    Context {
+        kind: &'a str,
+        path: &'a str,
+        content: &'a str,
+    },
+    /// The plan after an update: `done` of `total` items, and the plan as text, one line per item.
+    Plan {
+        done: usize,
+        total: usize,
+        text: &'a str,
+    },
+    /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
+    /// context window.
+    Compaction {
+        replaced: u64,
+        dropped: bool,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// A turn ended with `status`.
+    TurnEnd(&'a Status),
+    /// Another run continued the session.
+    Resumed,
+    /// `git agent undo` moved the branch back `steps` steps, to commit `to`.
+    Undone {
+        steps: u32,
+        to: &'a str,
+    },
+    /// `git agent discard` removed the session's checkout and branch.
+    Discarded,
 }
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.

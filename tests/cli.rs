@@ -139,3 +139,51 @@ fn git_help_agent_opens_the_man_page() {
         );
     }
 }
+
+/// The command edge: one `error:` line first, hints on `hint:` lines after it, the exit code by kind; with
+/// `--json` the same error is also an `error` event on stdout, and nothing else is there.
+#[test]
+fn errors_have_one_first_line_hints_after_and_a_json_event() {
+    let repo = TestRepo::new();
+    let server = crate::common::Server::start(vec![]);
+    let out = repo.run_agent(&server, &["ask", "--json", "--deny", "Frob(x)", "look"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: invalid permission rule 'Frob(x)'"),
+        "{out}"
+    );
+    let events: Vec<serde_json::Value> = out
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(events.len(), 1, "{out}");
+    assert_eq!(events[0]["type"], "error");
+    assert!(events[0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("invalid permission rule 'Frob(x)'"));
+
+    // Outside a repository: the one line says what is wrong and what to do; no session yet: the same.
+    let outside = repo.root().join("not-a-repo");
+    std::fs::create_dir_all(&outside).expect("create a directory");
+    let mut cmd = repo.agent(&server, &["accept"]);
+    cmd.current_dir(&outside);
+    let out = run(&mut cmd);
+    out.assert_code(1);
+    assert_eq!(out.stderr().lines().count(), 1, "{out}");
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: not a git repository"),
+        "{out}"
+    );
+    let out = repo.run_agent(&server, &["show"]);
+    out.assert_code(1);
+    assert_eq!(
+        out.stderr(),
+        "error: there are no sessions yet: start one with `git agent ask`\n"
+    );
+    assert!(out.stdout().is_empty(), "{out}");
+    assert!(server.requests().is_empty());
+}

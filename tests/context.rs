@@ -10,6 +10,11 @@ use crate::common::{call, run, session_id, Output, Reply, Server, TestRepo};
 
 /// The window the long session runs against, in tokens.
 const WINDOW: u64 = 14_000;
+/// How far over the threshold a request may be that the agent's estimate put under it. The agent decides
+/// on its calibrated byte estimate of the next request, the server counts the body it received: they differ
+/// by a few tokens, more or fewer with the length of the temp paths in the system prompt (a run of the whole
+/// suite once saw 11,205 against a threshold of 11,200).
+const ESTIMATE_SLACK: u64 = 50;
 /// What the scripted model answers when the agent asks for a summary.
 const SUMMARY: &str = "## Goal\nread every file\n## Done so far\nread files 1 to many (SUMMARY-MARK-5521)\n\
 ## Confirmed facts\nfiles hold lines\n## Guesses\nnone\n## Open questions\nnone\n## Next step\nread on";
@@ -143,7 +148,7 @@ fn long_session_stays_under_a_small_window_compacts_at_the_threshold_and_resumes
     let threshold = WINDOW * 8 / 10;
     let before = prompt_tokens(&sent[at - 1]);
     assert!(
-        before + 2_500 > threshold && before <= threshold,
+        before + 2_500 > threshold && before <= threshold + ESTIMATE_SLACK,
         "compaction came at {before} tokens, threshold {threshold}"
     );
     // The summarising request carries the older messages, not the tools.
@@ -237,10 +242,19 @@ fn run_twelve_reads_with(
 ) -> Vec<crate::common::server::Request> {
     let mut env = env.to_vec();
     env.push(("GIT_AGENT_PRUNE", "0"));
+    run_twelve_reads_as_set(repo, server, &env)
+}
+
+/// The twelve reads with `env` alone: pruning as the settings say.
+fn run_twelve_reads_as_set(
+    repo: &TestRepo,
+    server: &Server,
+    env: &[(&str, &str)],
+) -> Vec<crate::common::server::Request> {
     let out = agent_with(
         repo,
         server,
-        &env,
+        env,
         &["ask", "--max-steps", "30", "read the data files"],
     );
     out.assert_code(0);
@@ -252,6 +266,11 @@ fn run_twelve_reads_with(
 /// The window the server reported is the one the session kept to: every request fits in it, and the first
 /// compaction came within one step below 80% of it (so neither the default nor a smaller window was used).
 fn assert_kept_to(sent: &[crate::common::server::Request], window: u64) {
+    assert_compacted_at(sent, window, 0.8);
+}
+
+/// Every request fits in `window`, and the first compaction came within one step below `share` of it.
+fn assert_compacted_at(sent: &[crate::common::server::Request], window: u64, share: f64) {
     let sizes: Vec<u64> = sent.iter().map(prompt_tokens).collect();
     assert!(
         sizes.iter().all(|&size| size <= window),
@@ -260,10 +279,10 @@ fn assert_kept_to(sent: &[crate::common::server::Request], window: u64) {
     let at = (0..sent.len())
         .find(|&i| !sent[i].has_tools())
         .unwrap_or_else(|| panic!("no compaction under a window of {window}: {sizes:?}"));
-    let threshold = window * 8 / 10;
+    let threshold = (window as f64 * share) as u64;
     let before = sizes[at - 1];
     assert!(
-        before + 2_500 > threshold && before <= threshold,
+        before + 2_500 > threshold && before <= threshold + ESTIMATE_SLACK,
         "compaction came at {before} tokens, threshold {threshold}: {sizes:?}"
     );
 }
@@ -350,6 +369,177 @@ fn a_server_answering_404_to_both_falls_back_to_the_default_window_without_error
     assert!(
         largest > 12_000,
         "the session ran past the windows the other tests report: {sizes:?}"
+    );
+}
+
+/// A user config file holding `text`, as `GIT_AGENT_CONFIG` names it.
+fn user_config(repo: &TestRepo, text: &str) -> String {
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, text).expect("write the config");
+    path.display().to_string()
+}
+
+#[test]
+fn context_window_at_the_top_level_of_config_toml_is_the_window_the_session_keeps_to() {
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    // The server would report another window; a configured one is not even asked for.
+    server.props(100_000);
+    let config = user_config(&repo, "context_window = 12000\n");
+    let sent = run_twelve_reads_with(&repo, &server, &[("GIT_AGENT_CONFIG", &config)]);
+    assert_kept_to(&sent, 12_000);
+    assert!(
+        probed_paths(&server).is_empty(),
+        "{:?}",
+        probed_paths(&server)
+    );
+}
+
+#[test]
+fn a_provider_table_overrides_the_top_level_and_the_environment_overrides_both() {
+    let text = "context_window = 16000\ncompact_at = 0.9\n\
+                [providers.openai]\ncontext_window = 12000\ncompact_at = 0.5\n";
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let config = user_config(&repo, text);
+    let sent = run_twelve_reads_with(&repo, &server, &[("GIT_AGENT_CONFIG", &config)]);
+    assert_compacted_at(&sent, 12_000, 0.5);
+
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let config = user_config(&repo, text);
+    let sent = run_twelve_reads_with(
+        &repo,
+        &server,
+        &[
+            ("GIT_AGENT_CONFIG", &config),
+            ("GIT_AGENT_CONTEXT_WINDOW", "11000"),
+            ("GIT_AGENT_COMPACT_AT", "0.8"),
+        ],
+    );
+    assert_kept_to(&sent, 11_000);
+}
+
+#[test]
+fn prune_and_compact_at_the_top_level_turn_them_off_and_the_environment_turns_them_back_on() {
+    let pruned = |sent: &[crate::common::server::Request]| {
+        sent.iter().any(|r| {
+            r.tool_results()
+                .iter()
+                .any(|(_, content)| content.starts_with("[output pruned"))
+        })
+    };
+    // prune = false in the file does what GIT_AGENT_PRUNE=0 does for the other tests.
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let config = user_config(&repo, "context_window = 12000\nprune = false\n");
+    let sent = run_twelve_reads_as_set(&repo, &server, &[("GIT_AGENT_CONFIG", &config)]);
+    assert!(!pruned(&sent), "prune = false: nothing pruned");
+    assert_kept_to(&sent, 12_000);
+
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let config = user_config(&repo, "context_window = 12000\nprune = false\n");
+    let sent = run_twelve_reads_as_set(
+        &repo,
+        &server,
+        &[("GIT_AGENT_CONFIG", &config), ("GIT_AGENT_PRUNE", "1")],
+    );
+    assert!(pruned(&sent), "GIT_AGENT_PRUNE=1 wins over prune = false");
+
+    // compact = false: the session runs past 80% of the window without a summarising request.
+    let repo = TestRepo::new();
+    let server = twelve_reads(&repo);
+    let config = user_config(&repo, "context_window = 12000\ncompact = false\n");
+    let sent = run_twelve_reads_with(&repo, &server, &[("GIT_AGENT_CONFIG", &config)]);
+    let sizes: Vec<u64> = sent.iter().map(prompt_tokens).collect();
+    assert!(sent.iter().all(|r| r.has_tools()), "no summary: {sizes:?}");
+    assert!(
+        sizes.iter().any(|&s| s > 12_000 * 8 / 10),
+        "it ran past the threshold: {sizes:?}"
+    );
+}
+
+#[test]
+fn bad_context_settings_name_file_line_and_key_and_config_set_checks_them() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("never")]);
+    for (text, line) in [
+        (
+            "model = \"openai/m\"\ncompact_at = 2\n",
+            ":2: compact_at: expected a share of the window",
+        ),
+        ("prune = \"no\"\n", ":1: prune: expected true or false"),
+        (
+            "[providers.openai]\n\ncontext_window = -5\n",
+            ":3: providers.openai.context_window: expected a whole number of at least 1",
+        ),
+    ] {
+        let config = user_config(&repo, text);
+        let out = agent_with(
+            &repo,
+            &server,
+            &[("GIT_AGENT_CONFIG", &config)],
+            &["ask", "go"],
+        );
+        out.assert_code(1);
+        assert!(
+            out.first_stderr_line()
+                .starts_with(&format!("error: {config}{line}")),
+            "{out}"
+        );
+    }
+    repo.write(".git-agent.toml", "compact = \"off\"\n");
+    let config = user_config(&repo, "");
+    let out = agent_with(
+        &repo,
+        &server,
+        &[("GIT_AGENT_CONFIG", &config)],
+        &["ask", "go"],
+    );
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .ends_with(".git-agent.toml:1: compact: expected true or false"),
+        "{out}"
+    );
+    std::fs::remove_file(repo.path().join(".git-agent.toml")).expect("remove the repo file");
+    assert!(server.requests().is_empty());
+
+    let config_cmd = |args: &[&str]| {
+        let mut cmd = repo.agent(&server, &["config"]);
+        cmd.args(args).env("GIT_AGENT_CONFIG", &config);
+        run(&mut cmd)
+    };
+    config_cmd(&["set", "context_window", "16000"]).assert_code(0);
+    config_cmd(&["set", "compact_at", "0.7"]).assert_code(0);
+    config_cmd(&["set", "prune", "false"]).assert_code(0);
+    let out = config_cmd(&["get", "context_window"]);
+    out.assert_code(0);
+    assert_eq!(out.stdout(), "16000\n");
+    let written = std::fs::read_to_string(&config).expect("read the config");
+    assert_eq!(
+        written,
+        "context_window = 16000\ncompact_at = 0.7\nprune = false\n"
+    );
+    let out = config_cmd(&["set", "compact_at", "80"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .contains(":2: compact_at: expected a share"),
+        "{out}"
+    );
+    let out = config_cmd(&["set", "compact", "off"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .contains("compact: expected true or false"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("read the config"),
+        written,
+        "a rejected value writes nothing"
     );
 }
 

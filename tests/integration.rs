@@ -1,7 +1,10 @@
 //! The one integration-test binary (`autotests = false`): each module is one area, all share `common`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed test
 
 // Fixture: temp repos, the hermetic binary runner, user-state snapshots and the scripted model server.
 mod common;
+// The module map checks itself: no `use crate::X` outside the edges of DESIGN section 6.
+mod architecture;
 // The scripted model server, tested with a raw TCP client.
 mod sse_server;
 // TestRepo and user_state themselves: the snapshot notices every change, repos are hermetic.
@@ -26,3 +29,5 @@ mod sessions;
 mod context;
 // `ask --here`: the user's own working tree, HEAD/index/branches untouched, rollback, discard and undo there.
 mod here;
+// The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
+mod mcp;

@@ -258,6 +258,12 @@ fn accept_never_overwrites_the_users_edits() {
     let out = agent(&repo, &["accept", "--no-conflicts"]);
     out.assert_code(1);
     assert!(out.stderr().contains("conflict  file.txt"), "{out}");
+    let lines: Vec<&str> = out.stderr().lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with("error: 1 file changed by you and by session")
+            && lines[lines.len() - 1].starts_with("hint: run `git agent accept "),
+        "{out}"
+    );
     assert_eq!(user_state(&repo), before);
     let out = agent(&repo, &["accept", "--commit"]);
     out.assert_code(1);
@@ -580,6 +586,85 @@ fn push_refuses_a_key_value_in_a_session() {
             .starts_with("error: refusing to push"),
         "{out}"
     );
+    assert!(
+        out.stderr()
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .starts_with("hint: find it with `git log --all --find-object="),
+        "{out}"
+    );
     assert!(!out.stderr().contains(crate::common::API_KEY));
     assert_eq!(repo.git(&["ls-remote", bare.to_str().unwrap()]), "");
+}
+
+/// A transcript is read later, maybe from someone else's push: `show` neutralises what the model and its
+/// tools wrote exactly as the live `ask` output does (OSC 52 clipboard writes, screen clears, bidi overrides).
+#[test]
+fn show_neutralises_escape_sequences_in_a_transcript() {
+    const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}";
+    const CLEAR: &str = "\u{1b}[2J";
+    const BIDI: &str = "\u{202e}";
+    let repo = TestRepo::new();
+    let evil = format!("evil{OSC52}{BIDI}.txt");
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            &format!("Writing{CLEAR} a file{OSC52}."),
+            vec![
+                // The path (a tool-call argument) shows in the call line and in the step's file list.
+                call("write_file", json!({"path": evil, "content": "x\n"})),
+                // The command shows in the call line; the tool's error names the missing path.
+                call("run", json!({"command": format!("echo '{CLEAR}'")})),
+                call(
+                    "read_file",
+                    json!({"path": format!("gone{CLEAR}{BIDI}.txt")}),
+                ),
+            ],
+        ),
+        Reply::text(&format!("Done{BIDI}, all{CLEAR} clear{OSC52}.")),
+    ]);
+    let live = repo.run_agent(&server, &["ask", &format!("write{BIDI} it")]);
+    live.assert_code(0);
+    let id = session_id(&repo);
+    // The step really holds the file whose name carries the sequences (so the step line has them to show).
+    assert!(repo
+        .git(&["ls-tree", "-r", "-z", "--name-only", &format!("agent/{id}")])
+        .contains(&evil));
+
+    let show = agent(&repo, &["show", &id]);
+    show.assert_code(0);
+    let text = show.stdout();
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(
+            !text.contains(raw),
+            "{raw:?} reached the terminal:\n{text:?}"
+        );
+        assert!(
+            !live.stderr().contains(raw),
+            "{raw:?} live:\n{:?}",
+            live.stderr()
+        );
+    }
+    let neutral = |s: &str| s.replace(['\u{1b}', '\u{7}', '\u{202e}'], "\u{fffd}");
+    for needle in [
+        format!("> write{BIDI} it"),
+        format!("Writing{CLEAR} a file{OSC52}."),
+        format!("● write {evil}"),
+        format!("● run echo '{CLEAR}'"),
+        format!("  ⎿ error: 'gone{CLEAR}{BIDI}.txt' does not exist"),
+        "  ⎿ step 1: ".to_string(),
+        format!("({evil})"),
+        format!("Done{BIDI}, all{CLEAR} clear{OSC52}."),
+    ] {
+        let needle = neutral(&needle);
+        assert!(text.contains(&needle), "{needle:?} missing:\n{text}");
+    }
+    // One renderer: the tool lines read the same live and in the transcript.
+    for line in text.lines().filter(|l| l.starts_with('●')) {
+        assert!(
+            live.stderr().contains(line),
+            "{line:?} not in\n{}",
+            live.stderr()
+        );
+    }
 }

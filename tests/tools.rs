@@ -146,6 +146,47 @@ fn commands_see_no_keys_or_secrets() {
     }
 }
 
+/// Issue 17, defect 3: started from a hook or through `git --git-dir=… agent`, the agent inherits variables
+/// that point git at the user's repository and index; a command the model runs in its checkout must not
+/// (`git add -A` there once staged into the user's index).
+#[test]
+fn commands_do_not_inherit_git_redirects() {
+    let repo = TestRepo::new();
+    repo.write("staged.txt", "the user's staged work\n");
+    repo.git(&["add", "staged.txt"]);
+    let before = user_state(&repo);
+    let add = call(
+        "run",
+        json!({"command": "echo new > added.txt && git add -A && git status --porcelain"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![add.clone()]),
+        Reply::text("ok"),
+    ]);
+    let git_dir = repo.path().join(".git");
+    let out = run(repo
+        // The sandbox makes the git dir read-only, which would hide the leak: this is about the environment.
+        .agent(&server, &["ask", "--sandbox", "off", "stage everything"])
+        .env("GIT_DIR", &git_dir)
+        .env("GIT_WORK_TREE", repo.path())
+        .env("GIT_INDEX_FILE", git_dir.join("index")));
+    out.assert_code(0);
+    let result = server.requests()[1].tool_result(&add.id);
+    // Staged in the checkout's own index, where the user's staged file is no change at all.
+    assert!(result.contains("A  added.txt"), "{result}");
+    assert!(!result.contains("staged.txt"), "{result}");
+    assert_eq!(
+        user_state(&repo),
+        before,
+        "the user's index or files changed"
+    );
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:added.txt")]),
+        "new\n"
+    );
+}
+
 #[test]
 fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     let repo = TestRepo::new();

@@ -55,18 +55,20 @@ pub struct Settings {
 
 impl Settings {
     /// The one place the context settings come from. The window: `GIT_AGENT_CONTEXT_WINDOW`, else the config's
-    /// `context_window`, else the table of known models, else what the endpoint `reports` (awaited only when
-    /// nothing before it names a window), else [`DEFAULT_WINDOW`] (and a context-overflow error lowers it for
-    /// the rest of the session). `GIT_AGENT_COMPACT_AT` (a share, default 0.8); `GIT_AGENT_PRUNE=0` and
-    /// `GIT_AGENT_COMPACT=0` turn the two off (for the benchmark).
+    /// `context_window` (the provider's table, else the top level), else the table of known models, else what
+    /// the endpoint `reports` (awaited only when nothing before it names a window), else [`DEFAULT_WINDOW`]
+    /// (and a context-overflow error lowers it for the rest of the session). The share at which to compact:
+    /// `GIT_AGENT_COMPACT_AT`, else the config's `compact_at`, else 0.8. `GIT_AGENT_PRUNE=0` and
+    /// `GIT_AGENT_COMPACT=0` (or `prune = false`, `compact = false` in the config) turn the two off.
     pub async fn resolve(
         model: &ModelConfig,
         reports: impl std::future::Future<Output = Option<u64>>,
     ) -> Settings {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let config = &model.context;
         let named = var("GIT_AGENT_CONTEXT_WINDOW")
             .and_then(|v| v.trim().parse().ok())
-            .or(model.context_window)
+            .or(config.context_window)
             .filter(|w: &u64| *w > 0)
             .or_else(|| known_window(&model.model));
         let window = match named {
@@ -76,15 +78,20 @@ impl Settings {
         let threshold = var("GIT_AGENT_COMPACT_AT")
             .and_then(|v| v.trim().parse().ok())
             .filter(|t: &f64| *t > 0.1 && *t <= 1.0)
+            .or(config.compact_at)
             .unwrap_or(0.8);
-        let off = |name: &str| {
-            var(name).is_some_and(|v| matches!(v.trim(), "0" | "off" | "false" | "no"))
+        // A variable that is set wins over the file; any value but an "off" word means on, as before.
+        let switch = |name: &str, file: Option<bool>| {
+            var(name)
+                .map(|v| !matches!(v.trim(), "0" | "off" | "false" | "no"))
+                .or(file)
+                .unwrap_or(true)
         };
         Settings {
             window,
             threshold,
-            prune: !off("GIT_AGENT_PRUNE"),
-            compact: !off("GIT_AGENT_COMPACT"),
+            prune: switch("GIT_AGENT_PRUNE", config.prune),
+            compact: switch("GIT_AGENT_COMPACT", config.compact),
         }
     }
 }

@@ -27,8 +27,8 @@ use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
-use crate::safety::Policy;
-use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError};
+use crate::safety::{Answer, Policy};
+use crate::store::{ChangeTracker, Meta, Session, SessionLog, Store, StoreError, Withheld};
 use crate::tools::{self, SessionState, Tool, ToolContext, ToolOutput};
 use context::ContextState;
 pub use context::Settings as ContextSettings;
@@ -87,16 +87,31 @@ pub enum AgentError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] ModelError),
-    #[error("{source}\nhint: check {env}, the API key of the '{provider}' provider")]
+    #[error("{source}")]
     Auth {
         source: ModelError,
         env: String,
         provider: String,
     },
-    #[error("{source}\nhint: is the model server running? The endpoint comes from {env} (or the provider's default)")]
+    #[error("{source}")]
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+}
+
+impl AgentError {
+    /// What the user can do about it, apart from the message (printed as `hint:` lines).
+    pub fn hints(&self) -> Vec<String> {
+        match self {
+            AgentError::Auth { env, provider, .. } => {
+                vec![format!("check {env}, the API key of the '{provider}' provider")]
+            }
+            AgentError::Unreachable { env, .. } => vec![format!(
+                "is the model server running? The endpoint comes from {env} (or the provider's default)"
+            )],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Runs one task to completion in a new session and returns the process exit code.
@@ -841,11 +856,18 @@ impl Turn<'_> {
     }
 
     /// Puts a question to the front-end's approver; Ctrl-C while it is open cancels it.
-    async fn ask_user(&mut self, request: &ApprovalRequest) -> Approval {
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Answer {
         let mut cancelled = self.cancelled.clone();
-        tokio::select! {
+        let approval = tokio::select! {
             answer = self.approver.approve(request) => answer,
             _ = cancelled.wait_for(|c| *c) => Approval::Cancelled,
+        };
+        match approval {
+            Approval::Once => Answer::Once,
+            Approval::Always => Answer::Always,
+            Approval::Reject => Answer::Declined,
+            Approval::Cancelled => Answer::Cancelled,
+            Approval::CannotAsk => Answer::CannotAsk,
         }
     }
 
@@ -908,25 +930,23 @@ impl Turn<'_> {
         label: &str,
         changed: &[PathBuf],
     ) -> Result<(), AgentError> {
-        let (changed, withheld) = self.withhold_secrets(changed);
-        let mut message = redact::redact(label);
-        if !withheld.is_empty() {
-            message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
-            for (path, why) in &withheld {
-                message.push_str(&format!("- {}: {why}\n", path.display()));
-                let warning = format!(
-                    "{} was not committed: {why}; it stays in the checkout ({})",
-                    path.display(),
-                    self.session.root().display()
-                );
-                self.sink.emit(&Event::Warning(&warning));
-            }
-        }
-        let changed = &changed[..];
-        if let Some(commit) = self
+        // The store decides what is withheld; we only say so.
+        let step = self
             .store
-            .commit_step(&mut self.session, changed, &message)?
-        {
+            .commit_step(&mut self.session, changed, |withheld| {
+                step_message(label, withheld)
+            })?;
+        for w in &step.withheld {
+            let warning = format!(
+                "{} was not committed: {}; it stays in the checkout ({})",
+                w.path.display(),
+                w.reason,
+                self.session.root().display()
+            );
+            self.sink.emit(&Event::Warning(&warning));
+        }
+        let changed = &step.committed[..];
+        if let Some(commit) = step.commit {
             let hex = commit.to_string();
             let step = self.session.steps;
             self.log.append(
@@ -948,56 +968,6 @@ impl Turn<'_> {
             });
         }
         Ok(())
-    }
-
-    /// Splits `changed` into what may be committed and what is withheld: environment and key files, files
-    /// holding a known secret value, and files with a secret-format string their committed version lacked.
-    fn withhold_secrets(&self, changed: &[PathBuf]) -> (Vec<PathBuf>, Vec<(PathBuf, String)>) {
-        let mut keep = Vec::new();
-        let mut withheld = Vec::new();
-        let redactor = redact::global()
-            .read()
-            .map(|r| r.clone())
-            .unwrap_or_default();
-        for rel in changed {
-            let abs = self.session.root().join(rel);
-            let Ok(bytes) = std::fs::read(&abs) else {
-                keep.push(rel.clone());
-                continue;
-            };
-            if let Some(what) = redact::sensitive_path(rel) {
-                withheld.push((rel.clone(), format!("it is {what}")));
-                continue;
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let found = redactor.find(&text);
-            if let Some(f) = found.iter().find(|f| f.known) {
-                withheld.push((rel.clone(), format!("it contains the value of {}", f.kind)));
-                continue;
-            }
-            let before = self.committed(rel).unwrap_or_default();
-            let before = String::from_utf8_lossy(&before);
-            if let Some(f) = found
-                .iter()
-                .find(|f| !before.contains(&text[f.start..f.end]))
-            {
-                withheld.push((
-                    rel.clone(),
-                    format!("it contains a new secret ({})", f.kind),
-                ));
-                continue;
-            }
-            keep.push(rel.clone());
-        }
-        (keep, withheld)
-    }
-
-    /// The content of `rel` at the session's tip, if it is a blob there.
-    fn committed(&self, rel: &std::path::Path) -> Option<Vec<u8>> {
-        let repo = self.store.repo();
-        let tree = repo.find_commit(self.session.tip).ok()?.tree().ok()?;
-        let entry = tree.lookup_entry_by_path(rel).ok()??;
-        Some(entry.object().ok()?.data.clone())
     }
 
     fn session_event_fields(&self) -> SessionLine {
@@ -1220,6 +1190,19 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
+}
+
+/// A step's commit message: the call's label, then the files withheld from the commit and why (the store
+/// redacts the whole message before writing it).
+fn step_message(label: &str, withheld: &[Withheld]) -> String {
+    let mut message = label.to_owned();
+    if !withheld.is_empty() {
+        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+        for w in withheld {
+            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
+        }
+    }
+    message
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::store::{ObjectId, Store};
 
@@ -50,34 +51,34 @@ enum Action {
     Kept(&'static str),
 }
 
-pub fn run(args: AcceptArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(args.id.as_deref())
-        .map_err(|e| e.to_string())?;
-    let log = store.read_log(&id).map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(args.id.as_deref())?;
+    let log = store.read_log(&id)?;
     let meta = &log.meta;
     if meta.here {
         // Its changes are already in the user's working tree: a three-way merge would only report conflicts.
-        return Err(format!(
-            "session {id} worked in your working tree (--here): its changes are already there\n\
-             hint: review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
-        ));
+        return Err(CommandError::user(format!(
+            "session {id} worked in your working tree (--here): its changes are already there"
+        ))
+        .hint(format!(
+            "review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
+        )));
     }
-    let tip = super::session_tip(&store, meta)?;
+    let tip = super::session_tip(store, meta)?;
     let from = meta.step0.as_deref().unwrap_or(&meta.base);
     let from = ObjectId::from_hex(from.as_bytes())
-        .map_err(|e| format!("bad base in the session log: {e}"))?;
-    let changes = store.changes(from, tip).map_err(|e| e.to_string())?;
+        .map_err(|e| CommandError::internal(format!("bad base in the session log: {e}")))?;
+    let changes = store.changes(from, tip)?;
     if changes.is_empty() {
         eprintln!("session {id} changed nothing: nothing to accept");
-        return Ok(0);
+        return Ok(());
     }
     let label = format!("agent/{id}");
     let mut plan = Vec::new();
     for change in &changes {
-        let action = plan_path(&store, from, tip, &change.path, &label)
-            .map_err(|e| format!("{}: {e}", change.path))?;
+        let action = plan_path(store, from, tip, &change.path, &label)
+            .map_err(|e| CommandError::internal(format!("{}: {e}", change.path)))?;
         plan.push((change.path.clone(), action));
     }
     let conflicts: Vec<&str> = plan
@@ -91,12 +92,14 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
                 eprintln!("  conflict  {path}");
             }
         }
-        return Err(format!(
-            "{} file{} changed by you and by session {id} conflict; nothing was changed\n\
-             hint: run `git agent accept {id}` to get conflict markers, or `git agent diff {id}` to look first",
+        return Err(CommandError::user(format!(
+            "{} file{} changed by you and by session {id} conflict; nothing was changed",
             conflicts.len(),
             if conflicts.len() == 1 { "" } else { "s" }
-        ));
+        ))
+        .hint(format!(
+            "run `git agent accept {id}` to get conflict markers, or `git agent diff {id}` to look first"
+        )));
     }
     let root = store.workdir().to_path_buf();
     let mut applied: Vec<&str> = Vec::new();
@@ -111,7 +114,7 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
             Action::Delete => {
                 fs::remove_file(&full)
                     .or_else(ignore_missing)
-                    .map_err(|e| format!("cannot remove {path}: {e}"))?;
+                    .map_err(|e| CommandError::internal(format!("cannot remove {path}: {e}")))?;
                 "deleted"
             }
             Action::Merged(bytes, exec) => {
@@ -133,18 +136,17 @@ pub fn run(args: AcceptArgs) -> Result<i32, String> {
         eprintln!("  {what:<9} {path}");
     }
     if !conflicts.is_empty() {
-        eprintln!(
-            "error: {} conflict{} with your changes: resolve the markers (<<<<<<< yours / >>>>>>> {label})",
+        return Err(CommandError::user(format!(
+            "{} conflict{} with your changes: resolve the markers (<<<<<<< yours / >>>>>>> {label})",
             conflicts.len(),
             if conflicts.len() == 1 { "" } else { "s" }
-        );
-        return Ok(1);
+        )));
     }
     if args.commit {
         return commit(&root, &id, &log, &applied);
     }
     eprintln!("accepted session {id} into your working tree (not committed)");
-    Ok(0)
+    Ok(())
 }
 
 fn plan_path(
@@ -237,7 +239,11 @@ fn merge_file(
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8], exec: bool) -> Result<(), String> {
+fn write_file(path: &Path, bytes: &[u8], exec: bool) -> Result<(), CommandError> {
+    write_file_inner(path, bytes, exec).map_err(CommandError::internal)
+}
+
+fn write_file_inner(path: &Path, bytes: &[u8], exec: bool) -> Result<(), String> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
@@ -270,32 +276,32 @@ fn commit(
     id: &str,
     log: &crate::store::LogContents,
     paths: &[&str],
-) -> Result<i32, String> {
+) -> Result<(), CommandError> {
     if paths.is_empty() {
         eprintln!("your working tree already has session {id}'s change: nothing to commit");
-        return Ok(0);
+        return Ok(());
     }
-    let run = |args: &[&str]| -> Result<(), String> {
+    let run = |args: &[&str]| -> Result<(), CommandError> {
         let status = super::git_inherit(root)
             .arg("--literal-pathspecs")
             .args(args)
             .args(paths)
             .status()
-            .map_err(|e| format!("could not run git: {e}"))?;
+            .map_err(|e| CommandError::internal(format!("could not run git: {e}")))?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!(
+            Err(CommandError::user(format!(
                 "`git {}` failed: the accepted files are in your working tree, uncommitted",
                 args.first().copied().unwrap_or_default()
-            ))
+            )))
         }
     };
     let message = commit_message(id, log);
     run(&["add", "-A", "--"])?;
     run(&["commit", "-q", "-m", &message, "--"])?;
     eprintln!("committed session {id} on your current branch");
-    Ok(0)
+    Ok(())
 }
 
 /// The prompt's first line as subject, the agent's last answer as body, and the session trailer.

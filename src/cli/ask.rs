@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::{CommandError, Context, ErrorKind};
 use crate::agent::{self, AskOptions, Resume};
 use crate::config;
-use crate::protocol::Event;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Mode, SandboxConfig};
 use crate::ui;
@@ -29,7 +29,7 @@ pub struct AskArgs {
 
     /// Print JSON events, one per line, on stdout instead of text
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 
     /// Stop with exit code 3 after this many model requests
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
@@ -80,38 +80,15 @@ pub struct AskArgs {
     yes: bool,
 }
 
-/// Runs `ask` and returns the exit code.
-pub fn run(args: AskArgs) -> i32 {
-    let prompt = match read_prompt(&args.prompt) {
-        Ok(prompt) => prompt,
-        Err(message) => return fail(args.json, &message),
-    };
-    // Secrets were moved out of the environment at start-up (safety::secrets); read them from memory.
-    let env = |name: &str| crate::safety::secrets::var(name);
-    let cwd = match std::env::current_dir() {
-        Ok(cwd) => cwd,
-        Err(err) => {
-            return fail(
-                args.json,
-                &format!("cannot read the current directory: {err}"),
-            )
-        }
-    };
-    let settings = match config::Settings::load(&cwd, &env) {
-        Ok(settings) => settings,
-        Err(err) => return fail(args.json, &err.to_string()),
-    };
-    let resolved = settings
-        .resolve(args.model.as_deref(), &env)
-        .and_then(|model| Ok((model, settings.timeouts(&env)?)));
-    let (model, (connect_timeout, idle_timeout)) = match resolved {
-        Ok(resolved) => resolved,
-        Err(err) => return fail(args.json, &err.to_string()),
-    };
-    let safety = match safety_options(&args) {
-        Ok(safety) => safety,
-        Err(message) => return fail(args.json, &message),
-    };
+/// Runs `ask`: the agent's exit status becomes the command's (3 unfinished, 130 interrupted), whose reason
+/// the sink has already shown.
+pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
+    let prompt = read_prompt(&args.prompt)?;
+    let env = |name: &str| ctx.env(name);
+    let settings = config::Settings::load(ctx.cwd(), &env)?;
+    let model = settings.resolve(args.model.as_deref(), &env)?;
+    let (connect_timeout, idle_timeout) = settings.timeouts(&env)?;
+    let safety = safety_options(&args)?;
     let options = AskOptions {
         prompt,
         model,
@@ -130,32 +107,30 @@ pub fn run(args: AskArgs) -> i32 {
         here: args.here,
         safety,
     };
-    let runtime = match super::runtime() {
-        Ok(runtime) => runtime,
-        Err(err) => return fail(args.json, &format!("cannot start the async runtime: {err}")),
-    };
-    let mut sink = ui::sink(args.json);
+    let runtime = super::runtime()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let cwd = ctx.cwd().to_path_buf();
     let mut approver = ui::approver(args.yes, args.json);
-    match runtime.block_on(agent::ask(&cwd, options, sink.as_mut(), approver.as_mut())) {
-        Ok(code) => code,
-        Err(err) => {
-            // Through the sink, so the error starts on its own line after streamed text.
-            sink.emit(&Event::Error(&err.to_string()));
-            if args.json {
-                super::print_error(&err.to_string());
-            }
-            1
-        }
+    let code = runtime.block_on(agent::ask(&cwd, options, ctx.sink(), approver.as_mut()))?;
+    match code {
+        0 => Ok(()),
+        agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
+        agent::EXIT_INTERRUPTED => Err(CommandError::shown(ErrorKind::Interrupted)),
+        other => Err(CommandError::internal(format!(
+            "the agent ended with an unknown status ({other})"
+        ))),
     }
 }
 
 /// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module), the
 /// sandbox mode and the approval mode.
-fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, String> {
-    let rules = Rules::from_lists(&args.allow, &args.deny).map_err(|e| e.to_string())?;
-    let mode: Mode = args.sandbox.parse()?;
+fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, CommandError> {
+    let rules = Rules::from_lists(&args.allow, &args.deny)?;
+    let mode: Mode = args.sandbox.parse().map_err(CommandError::user)?;
     if args.no_network && mode == Mode::Off {
-        return Err("--no-network needs the sandbox: drop --sandbox off".to_string());
+        return Err(CommandError::user(
+            "--no-network needs the sandbox: drop --sandbox off",
+        ));
     }
     Ok(agent::SafetyOptions {
         rules,
@@ -165,14 +140,6 @@ fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, String> {
             writable: Vec::new(),
         },
     })
-}
-
-fn fail(json: bool, message: &str) -> i32 {
-    if json {
-        ui::sink(true).emit(&Event::Error(message));
-    }
-    super::print_error(message);
-    1
 }
 
 /// `90`, `90s`, `20m` or `2h` as a duration.
@@ -198,18 +165,20 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// The prompt words joined by spaces, or stdin when the only word is `-`.
-fn read_prompt(words: &[String]) -> Result<String, String> {
+fn read_prompt(words: &[String]) -> Result<String, CommandError> {
     let prompt = if words.len() == 1 && words[0] == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+            .map_err(|e| CommandError::user(format!("cannot read the prompt from stdin: {e}")))?;
         text
     } else {
         words.join(" ")
     };
     if prompt.trim().is_empty() {
-        return Err("the prompt is empty: say what the agent should do".to_string());
+        return Err(CommandError::user(
+            "the prompt is empty: say what the agent should do",
+        ));
     }
     Ok(prompt)
 }

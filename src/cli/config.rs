@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
+use super::{CommandError, Context, ErrorKind};
 use crate::config::{self, edit, file, file::Scope};
 
 /// Get, set or edit settings, or print where the settings files are
@@ -57,81 +58,75 @@ struct ScopeArgs {
     repo: bool,
 }
 
-/// Runs `config` and returns the exit code.
-pub fn run(args: ConfigArgs) -> i32 {
-    let result = match args.command {
-        ConfigCommand::Get { key, scope } => get(&key, &scope),
-        ConfigCommand::Set { key, value, scope } => set(&key, &value, &scope),
-        ConfigCommand::Edit { scope } => edit_file(&scope),
-        ConfigCommand::Path { scope } => target(&scope).map(|(path, _)| {
+/// Runs `config`.
+pub fn run(ctx: &Context, args: ConfigArgs) -> Result<(), CommandError> {
+    match args.command {
+        ConfigCommand::Get { key, scope } => get(ctx, &key, &scope),
+        ConfigCommand::Set { key, value, scope } => set(ctx, &key, &value, &scope),
+        ConfigCommand::Edit { scope } => edit_file(ctx, &scope),
+        ConfigCommand::Path { scope } => target(ctx, &scope).map(|(path, _)| {
             println!("{}", path.display());
-            0
         }),
-    };
-    result.unwrap_or_else(|message| {
-        super::print_error(&message);
-        1
-    })
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    }
 }
 
 /// The file a command writes to: the user's unless `--repo`.
-fn target(scope: &ScopeArgs) -> Result<(PathBuf, Scope), String> {
+fn target(ctx: &Context, scope: &ScopeArgs) -> Result<(PathBuf, Scope), CommandError> {
     if scope.repo {
-        let cwd = std::env::current_dir()
-            .map_err(|err| format!("cannot read the current directory: {err}"))?;
-        let path = config::repo_config_path(&cwd)
-            .ok_or("not in a git repository, so there is no .git-agent.toml")?;
+        let path = config::repo_config_path(ctx.cwd()).ok_or_else(|| {
+            CommandError::user("not in a git repository, so there is no .git-agent.toml")
+        })?;
         return Ok((path, Scope::Repo));
     }
-    let path = config::user_config_path(&env).ok_or(
-        "cannot find the user's config directory\nhint: set GIT_AGENT_CONFIG to a file path",
-    )?;
+    let path = config::user_config_path(&|name: &str| ctx.env(name)).ok_or_else(|| {
+        CommandError::config("cannot find the user's config directory")
+            .hint("set GIT_AGENT_CONFIG to a file path")
+    })?;
     Ok((path, Scope::User))
 }
 
-fn read(path: &Path) -> Result<String, String> {
+fn read(path: &Path) -> Result<String, CommandError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(err) => Err(format!("cannot read {}: {err}", path.display())),
+        Err(err) => Err(CommandError::config(format!(
+            "cannot read {}: {err}",
+            path.display()
+        ))),
     }
 }
 
-fn get(key: &str, scope: &ScopeArgs) -> Result<i32, String> {
+fn get(ctx: &Context, key: &str, scope: &ScopeArgs) -> Result<(), CommandError> {
     let mut files = Vec::new();
     if scope.user || scope.repo {
-        files.push(target(scope)?.0);
+        files.push(target(ctx, scope)?.0);
     } else {
-        let cwd = std::env::current_dir().ok();
-        files.extend(cwd.as_deref().and_then(config::repo_config_path));
-        files.extend(config::user_config_path(&env));
+        files.extend(config::repo_config_path(ctx.cwd()));
+        files.extend(config::user_config_path(&|name: &str| ctx.env(name)));
     }
     for path in files {
-        if let Some(value) = edit::get(&read(&path)?, key).map_err(|err| err.to_string())? {
+        if let Some(value) = edit::get(&read(&path)?, key)? {
             println!("{value}");
-            return Ok(0);
+            return Ok(());
         }
     }
     // Like `git config --get`: an unset key is exit 1 with no output.
-    Ok(1)
+    Err(CommandError::shown(ErrorKind::Config))
 }
 
-fn set(key: &str, value: &str, scope: &ScopeArgs) -> Result<i32, String> {
-    let (path, scope) = target(scope)?;
+fn set(ctx: &Context, key: &str, value: &str, scope: &ScopeArgs) -> Result<(), CommandError> {
+    let (path, scope) = target(ctx, scope)?;
     let text = read(&path)?;
-    let updated = edit::set(&text, key, value).map_err(|err| err.to_string())?;
+    let updated = edit::set(&text, key, value)?;
     // The new file must pass the same checks as on load, or nothing is written.
-    file::parse(&path, &updated, scope).map_err(|err| err.to_string())?;
-    write_atomically(&path, &updated)?;
-    Ok(0)
+    file::parse(&path, &updated, scope)?;
+    write_atomically(&path, &updated)
 }
 
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let fail = |err: std::io::Error| format!("cannot write {}: {err}", path.display());
+fn write_atomically(path: &Path, text: &str) -> Result<(), CommandError> {
+    let fail = |err: std::io::Error| {
+        CommandError::internal(format!("cannot write {}: {err}", path.display()))
+    };
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
@@ -141,14 +136,14 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
     std::fs::rename(&tmp, path).map_err(fail)
 }
 
-fn edit_file(scope: &ScopeArgs) -> Result<i32, String> {
-    let (path, scope) = target(scope)?;
+fn edit_file(ctx: &Context, scope: &ScopeArgs) -> Result<(), CommandError> {
+    let (path, scope) = target(ctx, scope)?;
     if !path.exists() {
         write_atomically(&path, "")?;
     }
     let editor = ["GIT_AGENT_EDITOR", "VISUAL", "EDITOR"]
         .iter()
-        .find_map(|name| env(name).filter(|e| !e.trim().is_empty()))
+        .find_map(|name| ctx.env(name).filter(|e| !e.trim().is_empty()))
         .unwrap_or_else(|| "vi".to_string());
     // Through the shell, as git does, so `EDITOR="code --wait"` works.
     let status = std::process::Command::new("sh")
@@ -157,14 +152,15 @@ fn edit_file(scope: &ScopeArgs) -> Result<i32, String> {
         .arg(&editor)
         .arg(&path)
         .status()
-        .map_err(|err| format!("cannot run the editor '{editor}': {err}"))?;
+        .map_err(|err| CommandError::user(format!("cannot run the editor '{editor}': {err}")))?;
     if !status.success() {
-        return Err(format!("the editor '{editor}' failed ({status})"));
+        return Err(CommandError::user(format!(
+            "the editor '{editor}' failed ({status})"
+        )));
     }
     file::load(&path, scope).map_err(|err| {
-        format!(
-            "{err}\nhint: the file was saved as is; run 'git agent config edit' again to fix it"
-        )
+        CommandError::from(err)
+            .hint("the file was saved as is; run 'git agent config edit' again to fix it")
     })?;
-    Ok(0)
+    Ok(())
 }

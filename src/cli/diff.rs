@@ -2,6 +2,8 @@
 
 use clap::Args;
 
+use super::{CommandError, Context, ErrorKind};
+
 /// Show the session's change: from step 0 (your captured changes) or the base, to the tip
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -17,16 +19,13 @@ pub struct DiffArgs {
     stat: bool,
 }
 
-pub fn run(args: DiffArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(args.id.as_deref())
-        .map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: DiffArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(args.id.as_deref())?;
     let meta = store
-        .read_meta(&id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no session {id:?}"))?;
-    let tip = super::session_tip(&store, &meta)?;
+        .read_meta(&id)?
+        .ok_or_else(|| CommandError::user(format!("no session {id:?}")))?;
+    let tip = super::session_tip(store, &meta)?;
     // The agent's change starts after step 0: your own captured work is not presented as the agent's.
     let from = match (&meta.step0, args.all) {
         (Some(step0), false) => step0.clone(),
@@ -38,8 +37,15 @@ pub fn run(args: DiffArgs) -> Result<i32, String> {
         cmd.arg("--stat");
     }
     cmd.arg(&from).arg(tip.to_string()).arg("--");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("could not run git ({e}): make sure git is installed"))?;
-    Ok(status.code().unwrap_or(1))
+    let status = cmd.status().map_err(|e| {
+        CommandError::internal(format!(
+            "could not run git ({e}): make sure git is installed"
+        ))
+    })?;
+    if status.success() {
+        Ok(())
+    } else {
+        // git has said why on the inherited stderr.
+        Err(CommandError::shown(ErrorKind::Internal))
+    }
 }

@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::{CommandError, Context};
 use crate::agent::journal::Event;
 
 /// Remove the session's checkout and branch; the session log stays
@@ -18,14 +19,12 @@ pub struct DiscardArgs {
     purge: bool,
 }
 
-pub fn run(args: DiscardArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(Some(&args.id))
-        .map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: DiscardArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(Some(&args.id))?;
     // Taking the session's lock refuses to discard under a running agent.
-    let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
-    let tip = store.discard(&log.meta).map_err(|e| e.to_string())?;
+    let mut log = store.open_log(&id)?;
+    let tip = store.discard(&log.meta)?;
     // A --here session worked in the user's own work tree: only its branch (and log) go, the files stay.
     let what = if log.meta.here {
         "branch"
@@ -34,14 +33,13 @@ pub fn run(args: DiscardArgs) -> Result<i32, String> {
     };
     if args.purge {
         drop(log);
-        store.delete_log(&id).map_err(|e| e.to_string())?;
+        store.delete_log(&id)?;
         eprintln!("discarded session {id}: {what} and session log removed");
     } else {
         let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();
         log.meta.status = crate::protocol::Status::Discarded;
         log.append(Event::Discard { tip: tip_hex }.to_json())
-            .and_then(|()| log.fold(&store))
-            .map_err(|e| e.to_string())?;
+            .and_then(|()| log.fold(store))?;
         eprintln!(
             "discarded session {id}: {what} agent/{id} removed; `git agent show {id}` still works"
         );
@@ -52,5 +50,5 @@ pub fn run(args: DiscardArgs) -> Result<i32, String> {
     if let Some(tip) = tip {
         eprintln!("hint: the branch pointed at {tip}; `git branch agent/{id} {tip}` restores it until git gc prunes it");
     }
-    Ok(0)
+    Ok(())
 }

@@ -4,6 +4,8 @@ use std::io::Write;
 
 use clap::Args;
 
+use super::{CommandError, Context};
+
 /// List sessions, newest first: id, date, status, steps, first line of the prompt
 #[derive(Debug, Args)]
 pub struct LogArgs {
@@ -12,9 +14,9 @@ pub struct LogArgs {
     max_count: Option<usize>,
 }
 
-pub fn run(args: LogArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let sessions = store.list_sessions().map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: LogArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let sessions = store.list_sessions()?;
     let mut out = std::io::stdout().lock();
     for meta in sessions.iter().take(args.max_count.unwrap_or(usize::MAX)) {
         let status =
@@ -42,5 +44,5 @@ pub fn run(args: LogArgs) -> Result<i32, String> {
             break; // a closed pipe (`| head`) is not an error
         }
     }
-    Ok(0)
+    Ok(())
 }

@@ -4,15 +4,23 @@
 mod accept;
 mod ask;
 mod config;
+mod context;
 mod diff;
 mod discard;
+mod error;
 mod log;
+mod mcp;
 mod pull;
 mod push;
 mod show;
 mod undo;
 
 use clap::{Parser, Subcommand};
+
+pub use context::Context;
+pub use error::{CommandError, ErrorKind};
+
+use crate::protocol::Event;
 
 /// A git-native coding agent: `git agent ask "goal"` works on a scratch branch, one commit per step
 #[derive(Debug, Parser)]
@@ -38,8 +46,16 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
+}
+
+impl Command {
+    /// True when the command was asked for JSON events on stdout.
+    fn json(&self) -> bool {
+        matches!(self, Command::Ask(args) if args.json)
+    }
 }
 
 /// Parses the command line, runs the subcommand and returns the process exit code.
@@ -47,54 +63,84 @@ pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
+            // clap prints its own usage message (with the usage line and colours); --help and --version
+            // arrive here too and are not errors.
             let _ = err.print();
-            // clap uses 0 for --help/--version and 2 for usage errors, as DESIGN section 2 wants.
-            return err.exit_code();
+            return if err.use_stderr() {
+                ErrorKind::Usage.exit_code()
+            } else {
+                0
+            };
         }
     };
-    match cli.command {
-        Command::Ask(args) => ask::run(args),
-        Command::Config(args) => config::run(args),
-        Command::Log(args) => report(log::run(args)),
-        Command::Show(args) => report(show::run(args)),
-        Command::Diff(args) => report(diff::run(args)),
-        Command::Undo(args) => report(undo::run(args)),
-        Command::Accept(args) => report(accept::run(args)),
-        Command::Discard(args) => report(discard::run(args)),
-        Command::Push(args) => report(push::run(args)),
-        Command::Pull(args) => report(pull::run(args)),
+    let mut ctx = match Context::new(cli.command.json()) {
+        Ok(ctx) => ctx,
+        Err(err) => return fail(None, err),
+    };
+    let result = match cli.command {
+        Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Config(args) => config::run(&ctx, args),
+        Command::Log(args) => log::run(&ctx, args),
+        Command::Show(args) => show::run(&ctx, args),
+        Command::Diff(args) => diff::run(&ctx, args),
+        Command::Undo(args) => undo::run(&ctx, args),
+        Command::Accept(args) => accept::run(&ctx, args),
+        Command::Discard(args) => discard::run(&ctx, args),
+        Command::Mcp(args) => mcp::run(&ctx, args),
+        Command::Push(args) => push::run(&ctx, args),
+        Command::Pull(args) => pull::run(&ctx, args),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(err) => fail(Some(&mut ctx), err),
     }
 }
 
-/// The exit code of a command that returns one or a message for the user.
-fn report(result: Result<i32, String>) -> i32 {
-    result.unwrap_or_else(|message| {
-        print_error(&message);
-        1
-    })
+/// Shows `err` and returns its exit code. The only place that prints `error:` and `hint:` lines.
+///
+/// With `--json` the error is also an `error` event on stdout (DESIGN section 5); when the command has a
+/// terminal sink, the error goes through it so that it starts on its own line after streamed text.
+fn fail(ctx: Option<&mut Context>, err: CommandError) -> i32 {
+    if err.is_shown() {
+        return err.exit_code();
+    }
+    let text = err.text();
+    match ctx {
+        Some(ctx) if ctx.json() => {
+            ctx.sink().emit(&Event::Error(&text));
+            print_error(&text);
+        }
+        Some(ctx) => match ctx.open_sink() {
+            Some(sink) => sink.emit(&Event::Error(&text)),
+            None => print_error(&text),
+        },
+        None => print_error(&text),
+    }
+    err.exit_code()
 }
 
-/// The repository of the current directory.
-pub(crate) fn open_store() -> Result<crate::store::Store, String> {
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    crate::store::Store::open(&cwd).map_err(|e| e.to_string())
+/// Prints an error as git does: one `error:` line first, then the detail and `hint:` lines.
+fn print_error(text: &str) {
+    let mut lines = text.lines();
+    if let Some(first) = lines.next() {
+        eprintln!("error: {first}");
+    }
+    for line in lines {
+        eprintln!("{line}");
+    }
 }
 
 /// Where the session's branch points now, or why there is nothing to look at (`discard` removed it).
 pub(crate) fn session_tip(
     store: &crate::store::Store,
     meta: &crate::store::Meta,
-) -> Result<crate::store::ObjectId, String> {
-    store
-        .branch_tip(&meta.branch)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "session {} was discarded: its branch {} is gone",
-                meta.id, meta.branch
-            )
-        })
+) -> Result<crate::store::ObjectId, CommandError> {
+    store.branch_tip(&meta.branch)?.ok_or_else(|| {
+        CommandError::user(format!(
+            "session {} was discarded: its branch {} is gone",
+            meta.id, meta.branch
+        ))
+    })
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
@@ -108,25 +154,10 @@ pub(crate) fn when(secs: i64) -> String {
     )
 }
 
-/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git).
+/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),
+/// cleaned of variables that would redirect it (see [`crate::store::git`]).
 pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new("git");
-    cmd.current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
-    cmd
-}
-
-/// Prints an error as git does: one `error:` line first, then optional detail and hints.
-pub(crate) fn print_error(message: &str) {
-    let mut lines = message.lines();
-    if let Some(first) = lines.next() {
-        eprintln!("error: {first}");
-    }
-    for line in lines {
-        eprintln!("{line}");
-    }
+    crate::store::git::command(dir)
 }
 
 /// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and

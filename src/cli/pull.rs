@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::{CommandError, Context, ErrorKind};
 use crate::store::share::remote_notes_ref;
 
 /// Fetch sessions, session branches and notes from a remote; notes are merged, not overwritten
@@ -12,8 +13,8 @@ pub struct PullArgs {
     remote: String,
 }
 
-pub fn run(args: PullArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
+pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
     let notes = remote_notes_ref(&args.remote);
     let status = super::git_inherit(store.workdir())
         .args(["fetch", &args.remote])
@@ -23,17 +24,24 @@ pub fn run(args: PullArgs) -> Result<i32, String> {
         // A glob, so a remote without notes is not an error.
         .arg(format!("+refs/notes/agent*:{notes}*"))
         .status()
-        .map_err(|e| format!("could not run git ({e}): make sure git is installed"))?;
-    let mut code = 0;
+        .map_err(|e| {
+            CommandError::internal(format!(
+                "could not run git ({e}): make sure git is installed"
+            ))
+        })?;
     if !status.success() {
         // git names the rejected refs; the rest was fetched. Notes may be missing on the remote.
         eprintln!("warning: git fetch reported problems (see above); what could be fetched was");
-        code = 1;
     }
-    if let Some(theirs) = store.ref_target(&notes).map_err(|e| e.to_string())? {
-        if store.merge_notes(theirs).map_err(|e| e.to_string())? {
+    if let Some(theirs) = store.ref_target(&notes)? {
+        if store.merge_notes(theirs)? {
             eprintln!("merged the notes of {} into refs/notes/agent", args.remote);
         }
     }
-    Ok(code)
+    if status.success() {
+        Ok(())
+    } else {
+        // The warning above and git's own messages said what went wrong.
+        Err(CommandError::shown(ErrorKind::Internal))
+    }
 }

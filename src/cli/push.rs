@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::{CommandError, Context};
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
@@ -16,13 +17,10 @@ pub struct PushArgs {
     remote: String,
 }
 
-pub fn run(args: PushArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
+pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
     // A missing notes ref would fail the whole push (and the secret scan).
-    let has_notes = store
-        .ref_target(crate::store::NOTES_REF)
-        .map_err(|e| e.to_string())?
-        .is_some();
+    let has_notes = store.ref_target(crate::store::NOTES_REF)?.is_some();
     let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
     if has_notes {
         refs.push(crate::store::NOTES_REF);
@@ -30,9 +28,12 @@ pub fn run(args: PushArgs) -> Result<i32, String> {
     let leaks = {
         let redactor = redact::global()
             .read()
-            .map_err(|_| "the secret list is unavailable".to_string())?;
-        redact::secrets_in_refs(store.workdir(), &refs, &redactor)
-            .map_err(|e| format!("could not check what would be pushed for secrets: {e}"))?
+            .map_err(|_| CommandError::internal("the secret list is unavailable"))?;
+        store.secrets_in_refs(&refs, &redactor).map_err(|e| {
+            CommandError::internal(format!(
+                "could not check what would be pushed for secrets: {e}"
+            ))
+        })?
     };
     if let Some(leak) = leaks.first() {
         let place = if leak.path.is_empty() {
@@ -40,11 +41,14 @@ pub fn run(args: PushArgs) -> Result<i32, String> {
         } else {
             format!(" ({})", leak.path)
         };
-        return Err(format!(
-            "refusing to push: object {}{place} under refs/agent, agent/* or refs/notes/agent holds a known secret ({})\n\
-             hint: find it with `git log --all --find-object={}`, then remove that session (`git agent discard --purge <id>`)",
-            leak.object, leak.kind, leak.object
-        ));
+        return Err(CommandError::user(format!(
+            "refusing to push: object {}{place} under refs/agent, agent/* or refs/notes/agent holds a known secret ({})",
+            leak.object, leak.kind
+        ))
+        .hint(format!(
+            "find it with `git log --all --find-object={}`, then remove that session (`git agent discard --purge <id>`)",
+            leak.object
+        )));
     }
     let mut cmd = super::git_inherit(store.workdir());
     cmd.args(["push", &args.remote]);
@@ -53,14 +57,20 @@ pub fn run(args: PushArgs) -> Result<i32, String> {
             .iter()
             .filter(|s| has_notes || !s.starts_with("refs/notes/")),
     );
-    let status = cmd
-        .status()
-        .map_err(|e| format!("could not run git ({e}): make sure git is installed"))?;
+    let status = cmd.status().map_err(|e| {
+        CommandError::internal(format!(
+            "could not run git ({e}): make sure git is installed"
+        ))
+    })?;
     if !status.success() {
-        return Err(format!(
-            "git push to {} failed (see above)\nhint: if the remote has sessions or notes you lack, run `git agent pull {}` first",
-            args.remote, args.remote
-        ));
+        return Err(
+            CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
+                format!(
+                    "if the remote has sessions or notes you lack, run `git agent pull {}` first",
+                    args.remote
+                ),
+            ),
+        );
     }
-    Ok(0)
+    Ok(())
 }

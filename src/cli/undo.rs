@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::{CommandError, Context};
 use crate::agent::journal::Event;
 
 /// Move the session's branch back N steps (default 1) and update its checkout
@@ -21,26 +22,20 @@ pub struct UndoArgs {
     count: u32,
 }
 
-pub fn run(args: UndoArgs) -> Result<i32, String> {
-    let store = super::open_store()?;
-    let id = store
-        .resolve_session(args.id.as_deref())
-        .map_err(|e| e.to_string())?;
+pub fn run(ctx: &Context, args: UndoArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let id = store.resolve_session(args.id.as_deref())?;
     // Taking the session's lock refuses to undo under a running agent.
-    let mut log = store.open_log(&id).map_err(|e| e.to_string())?;
-    let mut session = store.reopen_session(&log.meta).map_err(|e| e.to_string())?;
-    let old = store
-        .undo(&mut session, args.count)
-        .map_err(|e| e.to_string())?;
+    let mut log = store.open_log(&id)?;
+    let mut session = store.reopen_session(&log.meta)?;
+    let old = store.undo(&mut session, args.count)?;
     let event = Event::Undo {
         from: old.to_string(),
         to: session.tip.to_string(),
         steps: args.count,
     };
     log.meta.steps = session.steps;
-    log.append(event.to_json())
-        .and_then(|()| log.fold(&store))
-        .map_err(|e| e.to_string())?;
+    log.append(event.to_json()).and_then(|()| log.fold(store))?;
     let short = |id: crate::store::ObjectId| id.to_hex_with_len(7).to_string();
     eprintln!(
         "agent/{id}: undid {} step{}, now at step {} ({})",
@@ -58,5 +53,5 @@ pub fn run(args: UndoArgs) -> Result<i32, String> {
     } else {
         eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");
     }
-    Ok(0)
+    Ok(())
 }

@@ -15,9 +15,11 @@ pub fn key_path(key: &str) -> Result<Vec<&str>, ConfigError> {
     if path.iter().any(|part| part.is_empty()) || key_type(&path).is_none() {
         return Err(ConfigError::Key {
             key: key.to_string(),
-            message: "no such setting (known: model, connect_timeout, idle_timeout, retry.<key>, \
-                      providers.<name>.<key>; see git agent config --help)"
-                .to_string(),
+            message:
+                "no such setting (known: model, connect_timeout, idle_timeout, context_window, \
+                      compact_at, prune, compact, retry.<key>, providers.<name>.<key>, \
+                      mcp_servers.<name>.<key>; see git agent config --help)"
+                    .to_string(),
         });
     }
     Ok(path)
@@ -41,10 +43,15 @@ pub fn get(text: &str, key: &str) -> Result<Option<String>, ConfigError> {
 /// `anthropic/claude-sonnet-4-5` a string for `model`). The result still needs validating as a whole.
 pub fn set(text: &str, key: &str, value: &str) -> Result<String, ConfigError> {
     let path = key_path(key)?;
-    let kind = key_type(&path).expect("key_path checked the key exists");
+    let unknown = || ConfigError::Key {
+        key: key.to_string(),
+        message: "unknown key".to_string(),
+    };
+    // key_path checked both already; an error rather than a panic should that ever change.
+    let kind = key_type(&path).ok_or_else(unknown)?;
     let new = typed_value(kind, value);
     let mut doc = parse(text)?;
-    let (last, parents) = path.split_last().expect("a key has at least one part");
+    let (last, parents) = path.split_last().ok_or_else(unknown)?;
     let mut table: &mut dyn TableLike = doc.as_table_mut();
     for part in parents {
         let item = table.entry(part).or_insert_with(|| {
@@ -152,6 +159,21 @@ mod tests {
         );
         assert_eq!(get(FILE, "idle_timeout").unwrap(), None);
         assert!(get(FILE, "nope").is_err());
+        let out = set(FILE, "context_window", "16000").unwrap();
+        let out = set(&out, "prune", "false").unwrap();
+        let out = set(&out, "providers.local.compact_at", "0.7").unwrap();
+        assert_eq!(
+            get(&out, "context_window").unwrap().as_deref(),
+            Some("16000")
+        );
+        assert_eq!(get(&out, "prune").unwrap().as_deref(), Some("false"));
+        assert_eq!(
+            get(&out, "providers.local.compact_at").unwrap().as_deref(),
+            Some("0.7")
+        );
+        // Top-level keys go above the first table, where TOML reads them as top-level.
+        let top = out.find("context_window").unwrap();
+        assert!(top < out.find("[providers.local]").unwrap(), "{out}");
         assert!(set(FILE, "providers.local.nope", "1").is_err());
     }
 }

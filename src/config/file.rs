@@ -34,7 +34,36 @@ pub struct FileConfig {
     pub connect_timeout: Option<Duration>,
     pub idle_timeout: Option<Duration>,
     pub retry: RetrySettings,
+    /// `context_window`, `compact_at`, `prune`, `compact` at the top level: for whichever model is selected.
+    pub context: ContextConfig,
     pub providers: BTreeMap<String, ProviderTable>,
+    /// `[mcp_servers.<name>]` tables, in file order (user file only).
+    pub mcp_servers: Vec<super::mcp::McpTable>,
+}
+
+/// How the conversation is kept inside the model's window, as a file states it. Accepted at the top level
+/// (users of other agents write `context_window = 16000` there) and in a provider's table, which is more
+/// specific and wins; the `GIT_AGENT_*` variables win over both (the agent reads them).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ContextConfig {
+    /// The model's context window in tokens.
+    pub context_window: Option<u64>,
+    /// The share of the window at which to compact, in (0.1, 1].
+    pub compact_at: Option<f64>,
+    pub prune: Option<bool>,
+    pub compact: Option<bool>,
+}
+
+impl ContextConfig {
+    /// Each setting from `self` where it is set, else from `fallback`.
+    pub fn or(self, fallback: ContextConfig) -> ContextConfig {
+        ContextConfig {
+            context_window: self.context_window.or(fallback.context_window),
+            compact_at: self.compact_at.or(fallback.compact_at),
+            prune: self.prune.or(fallback.prune),
+            compact: self.compact.or(fallback.compact),
+        }
+    }
 }
 
 /// The `[retry]` table.
@@ -58,7 +87,7 @@ pub struct ProviderTable {
     pub drop_params: Vec<String>,
     pub max_tokens_param: Option<MaxTokensParam>,
     pub max_tokens: Option<u32>,
-    pub context_window: Option<u64>,
+    pub context: ContextConfig,
     /// Where the table starts, for errors found after parsing (e.g. a new provider without `base_url`).
     pub line: usize,
 }
@@ -69,8 +98,21 @@ pub enum KeyType {
     String,
     Seconds,
     Count,
+    /// A share of the context window (`compact_at`).
+    Share,
+    Bool,
     StringList,
     Table,
+}
+
+/// The type of a context setting, at the top level or in a provider's table.
+fn context_key_type(key: &str) -> Option<KeyType> {
+    match key {
+        "context_window" => Some(KeyType::Count),
+        "compact_at" => Some(KeyType::Share),
+        "prune" | "compact" => Some(KeyType::Bool),
+        _ => None,
+    }
 }
 
 /// The type of the key at a dotted path (`model`, `retry.base_delay`, `providers.local.base_url`), or
@@ -79,18 +121,20 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
         ["model"] => Some(KeyType::String),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
+        [key] => context_key_type(key),
         ["retry", "max_attempts"] => Some(KeyType::Count),
         ["retry", "base_delay" | "max_delay" | "max_retry_after"] => Some(KeyType::Seconds),
         ["providers", _, key] => match *key {
             "kind" | "base_url" | "api_key_env" | "api_key_command" | "max_tokens_param" => {
                 Some(KeyType::String)
             }
-            "max_tokens" | "context_window" => Some(KeyType::Count),
+            "max_tokens" => Some(KeyType::Count),
             "drop_params" => Some(KeyType::StringList),
             "headers" | "extra_body" => Some(KeyType::Table),
-            _ => None,
+            _ => context_key_type(key),
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
+        ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         _ => None,
     }
 }
@@ -125,6 +169,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "connect_timeout" => config.connect_timeout = Some(ctx.seconds(item, key, span)?),
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
+            "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -133,28 +178,33 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
                     config.providers.insert(name.to_string(), provider);
                 }
             }
-            _ => return Err(ctx.unknown(key, span, TOP_KEYS)),
+            _ => {
+                if !ctx.context_key(&mut config.context, key, key, item, span.clone())? {
+                    return Err(ctx.unknown(key, span, TOP_KEYS));
+                }
+            }
         }
     }
     Ok(config)
 }
 
-const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, [retry], [providers.<name>]";
+const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
+                        compact, [retry], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
-                             drop_params, max_tokens_param, max_tokens, context_window";
+                             drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
 
 /// Where errors point: the file, its text (for line numbers) and which rules apply.
-struct Ctx<'a> {
-    path: &'a Path,
-    text: &'a str,
-    scope: Scope,
+pub(super) struct Ctx<'a> {
+    pub(super) path: &'a Path,
+    pub(super) text: &'a str,
+    pub(super) scope: Scope,
 }
 
-type Span = Option<Range<usize>>;
+pub(super) type Span = Option<Range<usize>>;
 
 /// The span of a key, which is where an error about its value is best reported too.
-fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
+pub(super) fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
     table
         .get_key_value(key)
         .and_then(|(key, _)| key.span())
@@ -162,7 +212,7 @@ fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
 }
 
 impl Ctx<'_> {
-    fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
         let line = span.map_or(1, |span| line_of(self.text, span.start));
         ConfigError::File {
             path: self.path.to_path_buf(),
@@ -172,16 +222,21 @@ impl Ctx<'_> {
         }
     }
 
-    fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
+    pub(super) fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
         self.error(span, key, format!("unknown key (known keys: {known})"))
     }
 
-    fn value<'i>(&self, item: &'i Item, key: &str, span: Span) -> Result<&'i Value, ConfigError> {
+    pub(super) fn value<'i>(
+        &self,
+        item: &'i Item,
+        key: &str,
+        span: Span,
+    ) -> Result<&'i Value, ConfigError> {
         item.as_value()
             .ok_or_else(|| self.error(span.clone(), key, "expected a value, found a table"))
     }
 
-    fn table<'i>(
+    pub(super) fn table<'i>(
         &self,
         item: &'i Item,
         key: &str,
@@ -191,7 +246,7 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected a table"))
     }
 
-    fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
+    pub(super) fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         match value.as_str() {
             Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
@@ -201,7 +256,12 @@ impl Ctx<'_> {
     }
 
     /// A positive number of seconds, integer or fractional (`0.5`).
-    fn seconds(&self, item: &Item, key: &str, span: Span) -> Result<Duration, ConfigError> {
+    pub(super) fn seconds(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<Duration, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         let seconds = match value {
             Value::Integer(n) => *n.value() as f64,
@@ -220,6 +280,49 @@ impl Ctx<'_> {
             Some(n) if n >= 1 => Ok(n as u64),
             _ => Err(self.error(span, key, "expected a whole number of at least 1")),
         }
+    }
+
+    /// Reads `key` into `context` if it is one of the four context settings (`full` is what errors call
+    /// it); `false` if it is not one of them.
+    fn context_key(
+        &self,
+        context: &mut ContextConfig,
+        key: &str,
+        full: &str,
+        item: &Item,
+        span: Span,
+    ) -> Result<bool, ConfigError> {
+        match key {
+            "context_window" => context.context_window = Some(self.count(item, full, span)?),
+            "compact_at" => context.compact_at = Some(self.share(item, full, span)?),
+            "prune" => context.prune = Some(self.boolean(item, full, span)?),
+            "compact" => context.compact = Some(self.boolean(item, full, span)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// A share of the context window: above 0.1 (compacting all the time helps nobody) and at most 1.
+    fn share(&self, item: &Item, key: &str, span: Span) -> Result<f64, ConfigError> {
+        let share = match self.value(item, key, span.clone())? {
+            Value::Integer(n) => Some(*n.value() as f64),
+            Value::Float(f) => Some(*f.value()),
+            _ => None,
+        };
+        // NaN is outside the range too.
+        share.filter(|s| *s > 0.1 && *s <= 1.0).ok_or_else(|| {
+            self.error(
+                span,
+                key,
+                "expected a share of the window above 0.1 and at most 1 (e.g. 0.8)",
+            )
+        })
+    }
+
+    pub(super) fn boolean(&self, item: &Item, key: &str, span: Span) -> Result<bool, ConfigError> {
+        self.value(item, key, span.clone())?
+            .as_bool()
+            .ok_or_else(|| self.error(span, key, "expected true or false"))
     }
 
     fn small_count(&self, item: &Item, key: &str, span: Span) -> Result<u32, ConfigError> {
@@ -344,13 +447,16 @@ impl Ctx<'_> {
                     })
             }
             "max_tokens" => provider.max_tokens = Some(self.small_count(item, full, span)?),
-            "context_window" => provider.context_window = Some(self.count(item, full, span)?),
-            _ => return Err(self.unknown(full, span, PROVIDER_KEYS)),
+            _ => {
+                if !self.context_key(&mut provider.context, key, full, item, span.clone())? {
+                    return Err(self.unknown(full, span, PROVIDER_KEYS));
+                }
+            }
         }
         Ok(())
     }
 
-    fn headers(
+    pub(super) fn headers(
         &self,
         item: &Item,
         full: &str,
@@ -376,7 +482,7 @@ impl Ctx<'_> {
 }
 
 /// 1-based line of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -506,7 +612,83 @@ chat_template_kwargs = { enable_thinking = false }
     }
 
     #[test]
+    fn context_settings_at_the_top_and_in_a_provider_table() {
+        let config = parse_user(
+            "context_window = 16000\ncompact_at = 0.7\nprune = false\n\
+             [providers.local]\nbase_url = \"http://h/v1\"\ncontext_window = 8192\ncompact = false\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            config.context,
+            ContextConfig {
+                context_window: Some(16000),
+                compact_at: Some(0.7),
+                prune: Some(false),
+                compact: None,
+            }
+        );
+        let local = config.providers["local"].context;
+        assert_eq!(local.context_window, Some(8192));
+        assert_eq!(local.compact, Some(false));
+        let merged = local.or(config.context);
+        assert_eq!(
+            (
+                merged.context_window,
+                merged.compact_at,
+                merged.prune,
+                merged.compact
+            ),
+            (Some(8192), Some(0.7), Some(false), Some(false))
+        );
+        // The repository may tune them too: they send nothing anywhere.
+        let repo = parse(
+            Path::new(".git-agent.toml"),
+            "context_window = 9000\n",
+            Scope::Repo,
+        );
+        assert_eq!(repo.expect("valid").context.context_window, Some(9000));
+    }
+
+    #[test]
+    fn bad_context_values_name_file_line_and_key() {
+        for (text, expected) in [
+            (
+                "model = \"m\"\ncontext_window = 0\n",
+                ":2: context_window: expected a whole number",
+            ),
+            (
+                "compact_at = 80\n",
+                ":1: compact_at: expected a share of the window",
+            ),
+            ("compact_at = 0.05\n", ":1: compact_at: expected a share"),
+            ("compact_at = \"0.8\"\n", ":1: compact_at: expected a share"),
+            ("prune = \"no\"\n", ":1: prune: expected true or false"),
+            ("\n\ncompact = 0\n", ":3: compact: expected true or false"),
+            (
+                "[providers.x]\nprune = 1\n",
+                ":2: providers.x.prune: expected true or false",
+            ),
+            (
+                "[providers.x]\ncompact_at = 1.5\n",
+                ":2: providers.x.compact_at: expected a share",
+            ),
+        ] {
+            let err = parse_user(text).unwrap_err().to_string();
+            assert!(err.starts_with("/cfg/config.toml"), "{err}");
+            assert!(err.contains(expected), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
     fn key_types() {
+        assert_eq!(key_type(&["context_window"]), Some(KeyType::Count));
+        assert_eq!(key_type(&["compact_at"]), Some(KeyType::Share));
+        assert_eq!(key_type(&["prune"]), Some(KeyType::Bool));
+        assert_eq!(
+            key_type(&["providers", "x", "compact"]),
+            Some(KeyType::Bool)
+        );
+        assert_eq!(key_type(&["retry", "prune"]), None);
         assert_eq!(key_type(&["model"]), Some(KeyType::String));
         assert_eq!(key_type(&["retry", "base_delay"]), Some(KeyType::Seconds));
         assert_eq!(

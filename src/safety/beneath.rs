@@ -169,7 +169,10 @@ fn open_beneath(dir: &OwnedFd, rel: &Path, flags: libc::c_int) -> io::Result<Own
             other => return other,
         }
     }
-    let (last, dirs) = parts.split_last().expect("checked non-empty above");
+    let Some((last, dirs)) = parts.split_last() else {
+        // Checked non-empty above; refuse rather than panic should that ever change.
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
     let mut current: Option<OwnedFd> = None;
     for name in dirs {
         let parent = current.as_ref().unwrap_or(dir);

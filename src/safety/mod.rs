@@ -1,6 +1,7 @@
 //! Safety checks that sit in front of every tool call: path confinement ([`path`] checks what the model
 //! named, [`beneath`] opens it without following anything swapped in since), permission rules, the shell
-//! guard, the sandbox of `run` commands and secret redaction.
+//! guard, the sandbox of `run` commands, secret names and the scrubbing of child environments ([`secrets`]),
+//! secret redaction ([`redact`]) and which files stay out of commits ([`withhold`]).
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
 //! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
@@ -15,10 +16,9 @@ pub mod rules;
 pub mod sandbox;
 pub mod secrets;
 pub mod shell;
+pub mod withhold;
 
 use std::path::{Path, PathBuf};
-
-use crate::protocol::Approval;
 
 use guard::GuardEnv;
 use rules::Rules;
@@ -92,6 +92,20 @@ impl Decision {
     }
 }
 
+/// The user's answer to a question about a risky call, as far as the decision goes. (The front-ends' own
+/// vocabulary is `protocol::Approval`; safety stays a leaf, so the agent translates.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Once,
+    /// This call and the same command again this session.
+    Always,
+    Declined,
+    /// The turn was cancelled while the question was open.
+    Cancelled,
+    /// Nobody can be asked (`--yes`, `--json`, no terminal, a hook).
+    CannotAsk,
+}
+
 /// Everything that decides a call: rules, the guard's view of the session, and the user's earlier answers.
 pub struct Policy {
     pub rules: Rules,
@@ -159,7 +173,7 @@ impl Policy {
     }
 
     /// Turns an [`Outcome::Ask`] decision on `command` into the final one, given the user's answer.
-    pub fn settle(&mut self, command: &str, asked: Decision, answer: Approval) -> Decision {
+    pub fn settle(&mut self, command: &str, asked: Decision, answer: Answer) -> Decision {
         let why = asked.reason;
         let approved = |rule: &str, why: String| Decision {
             outcome: Outcome::Approved,
@@ -167,16 +181,16 @@ impl Policy {
             reason: why,
         };
         match answer {
-            Approval::Once => approved("approval", why),
-            Approval::Always => {
+            Answer::Once => approved("approval", why),
+            Answer::Always => {
                 self.always.push(command.to_string());
                 approved("approval:always", why)
             }
-            Approval::Reject => Decision::deny("approval", format!("{why}; the user declined")),
-            Approval::Cancelled => {
+            Answer::Declined => Decision::deny("approval", format!("{why}; the user declined")),
+            Answer::Cancelled => {
                 Decision::deny("approval", format!("{why}; the user cancelled the turn"))
             }
-            Approval::CannotAsk => Decision::deny(
+            Answer::CannotAsk => Decision::deny(
                 "approval",
                 format!("{why}; this needs the user's approval and this run cannot ask (--yes or no terminal); \
                          the user can allow it with --allow 'Run(...)' or [permissions] allow"),
@@ -197,7 +211,7 @@ impl Policy {
             );
         }
         let allowed = self.rules.allow_path(tool, rel, &abs, home);
-        if let Some(what) = redact::sensitive_path(rel) {
+        if let Some(what) = withhold::sensitive_path(rel) {
             return match allowed {
                 Some(rule) => Decision::allow(rule.text.clone()),
                 None => Decision::deny(
@@ -242,7 +256,7 @@ mod tests {
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "Run(curl:*)"));
         let d = run(&mut p, "git push origin agent/a1");
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Ask, "approval"));
-        let d = p.settle("git push origin agent/a1", d, Approval::CannotAsk);
+        let d = p.settle("git push origin agent/a1", d, Answer::CannotAsk);
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "approval"));
         assert!(d.message_for_model().contains("ask the user"));
         assert!(!p.check("read_file", &json!({"path": ".env"})).is_denied());
@@ -268,13 +282,13 @@ mod tests {
         let ask = |p: &mut Policy| p.check("run", &json!({"command": push}));
         let d = ask(&mut p);
         assert!(d.needs_approval());
-        assert_eq!(p.settle(push, d, Approval::Once).outcome, Outcome::Approved);
+        assert_eq!(p.settle(push, d, Answer::Once).outcome, Outcome::Approved);
         let d = ask(&mut p);
-        assert!(p.settle(push, d, Approval::Reject).is_denied());
+        assert!(p.settle(push, d, Answer::Declined).is_denied());
         let d = ask(&mut p);
-        assert!(p.settle(push, d, Approval::Cancelled).is_denied());
+        assert!(p.settle(push, d, Answer::Cancelled).is_denied());
         let d = ask(&mut p);
-        assert_eq!(p.settle(push, d, Approval::Always).rule, "approval:always");
+        assert_eq!(p.settle(push, d, Answer::Always).rule, "approval:always");
         // "always" holds for the rest of the session: no second question.
         assert_eq!(ask(&mut p).outcome, Outcome::Allow);
     }

@@ -1,5 +1,6 @@
-//! Secret redaction: everything written into `refs/agent/*`, notes and step commits passes through here,
-//! because users push those refs.
+//! Secret redaction: finding secrets in text. Everything written into `refs/agent/*`, notes and commit
+//! messages passes through here (because users push those refs), and the withholding policy
+//! ([`super::withhold`]) uses the same finder to keep files holding secrets out of step commits.
 //!
 //! Two kinds of secret are found. Known values: the configured API keys, key-command output, environment
 //! variables whose names look secret (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`) and the values in the
@@ -10,6 +11,8 @@
 use std::borrow::Cow;
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
+
+use super::secrets::{is_dotenv_name, is_secret_name};
 
 /// Values shorter than this are not treated as secrets: redacting `1` or `true` everywhere would wreck text.
 const MIN_KNOWN_LEN: usize = 8;
@@ -153,196 +156,16 @@ pub fn register(value: &str, kind: &str) {
 
 /// Redacts with the process-wide redactor: the one choke point for text going into refs.
 pub fn redact(text: &str) -> String {
+    with_global(|r| r.redact(text).into_owned())
+}
+
+/// Runs `f` with the process-wide redactor (read-locked for the call).
+pub fn with_global<T>(f: impl FnOnce(&Redactor) -> T) -> T {
     match global().read() {
-        Ok(r) => r.redact(text).into_owned(),
-        // A poisoned lock means a panic elsewhere; redacting with formats alone still protects keys.
-        Err(_) => Redactor::default().redact(text).into_owned(),
+        Ok(r) => f(&r),
+        // A poisoned lock means a panic elsewhere mid-update; the list it holds is still a list of secrets.
+        Err(poisoned) => f(&poisoned.into_inner()),
     }
-}
-
-/// Variable names that hold secrets: `*KEY*` as a word (`API_KEY`, `OPENAI_KEY`, `KEY_ID`), and any name
-/// containing `TOKEN` (not `TOKENIZER`), `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`.
-pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    // `TOKENIZERS_PARALLELISM` and friends configure tokenizers; they hold no secret.
-    let token = upper.contains("TOKEN") && !upper.contains("TOKENIZ");
-    let other = [
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "APIKEY",
-        "PRIVATE_KEY",
-    ];
-    if token || other.iter().any(|w| upper.contains(w)) {
-        return true;
-    }
-    upper.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
-        w == "KEY" || w == "KEYS" || (w.ends_with("KEY") && w.len() > 3 && !w.ends_with("MONKEY"))
-    }) && !matches!(upper.as_str(), "GPG_KEY_ID" | "XKB_KEYMAP")
-}
-
-/// `.env`, `.env.local`, `prod.env`; not the templates meant to be committed (`.env.example`).
-pub fn is_dotenv_name(name: &str) -> bool {
-    let templates = [".example", ".sample", ".template", ".dist", ".defaults"];
-    (name == ".env" || name.starts_with(".env.") || name.ends_with(".env"))
-        && !templates.iter().any(|t| name.ends_with(t))
-}
-
-/// Files the file tools refuse unless an allow rule names them, and step commits never include: key
-/// material and environment files. `~/.ssh` and `~/.aws` are outside the checkout and refused by path
-/// confinement already; they are listed for `run` commands' output paths and for rules.
-pub fn sensitive_path(rel: &Path) -> Option<&'static str> {
-    let name = rel.file_name()?.to_str()?;
-    let lower = name.to_ascii_lowercase();
-    if is_dotenv_name(&lower) {
-        return Some("an environment file");
-    }
-    let key_ext = [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk"];
-    if key_ext.iter().any(|e| lower.ends_with(e)) {
-        return Some("key material");
-    }
-    if lower.starts_with("id_rsa")
-        || lower.starts_with("id_ed25519")
-        || lower.starts_with("id_ecdsa")
-        || lower.starts_with("id_dsa")
-    {
-        return Some("an SSH key");
-    }
-    if matches!(
-        lower.as_str(),
-        ".netrc" | ".pgpass" | "credentials" | ".git-credentials"
-    ) {
-        return Some("a credentials file");
-    }
-    let parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().to_string())
-        .collect();
-    if parts
-        .iter()
-        .any(|p| p == ".ssh" || p == ".aws" || p == ".gnupg")
-    {
-        return Some("a credentials directory");
-    }
-    None
-}
-
-/// Whether a file of the user's (captured as step 0) must stay out of the session's branch: a sensitive
-/// name, or content holding a known secret value or a secret format. Deletions (missing files) pass.
-pub fn withhold_user_file(workdir: &Path, rel: &Path) -> bool {
-    let abs = workdir.join(rel);
-    if !abs.is_file() {
-        return false;
-    }
-    if sensitive_path(rel).is_some() {
-        return true;
-    }
-    match std::fs::read(&abs) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            match global().read() {
-                Ok(r) => !r.find(&text).is_empty(),
-                Err(_) => !Redactor::default().find(&text).is_empty(),
-            }
-        }
-        Err(_) => false,
-    }
-}
-
-/// A known secret found in an object that `git agent push` would send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefLeak {
-    /// The object id (blob, tree, commit or tag).
-    pub object: String,
-    /// The path of a blob in the pushed history, when known.
-    pub path: String,
-    /// The kind of secret (the variable it came from).
-    pub kind: String,
-}
-
-/// The known secrets in objects reachable from `refs` but not from the user's own branches, tags and remote
-/// branches: what a push of those refs would publish. `git agent push` refuses when this is not empty.
-/// Only known values count: a format match in pushed history might be a test fixture, a known key never is.
-pub fn secrets_in_refs(
-    repo_dir: &Path,
-    refs: &[&str],
-    redactor: &Redactor,
-) -> std::io::Result<Vec<RefLeak>> {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    if refs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let listed = Command::new("git")
-        .args(["rev-list", "--objects"])
-        .args(refs)
-        // `agent/*` branches are what is pushed, so they do not count as already published.
-        .args([
-            "--not",
-            "--exclude=agent/*",
-            "--branches",
-            "--tags",
-            "--remotes",
-        ])
-        .current_dir(repo_dir)
-        .stderr(Stdio::null())
-        .output()?;
-    if !listed.status.success() {
-        return Err(std::io::Error::other("git rev-list failed"));
-    }
-    let listing = String::from_utf8_lossy(&listed.stdout);
-    let objects: Vec<(&str, &str)> = listing
-        .lines()
-        .map(|l| l.split_once(' ').unwrap_or((l, "")))
-        .collect();
-    let mut child = Command::new("git")
-        .args(["cat-file", "--batch"])
-        .current_dir(repo_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut input = String::new();
-    for (id, _) in &objects {
-        input.push_str(id);
-        input.push('\n');
-    }
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| std::io::Error::other("no stdin"))?;
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output()?;
-    writer
-        .join()
-        .map_err(|_| std::io::Error::other("writer panicked"))??;
-    let mut leaks = Vec::new();
-    let mut data = &out.stdout[..];
-    for (id, path) in &objects {
-        // Each record: `<id> <type> <size>\n<content>\n`.
-        let Some(nl) = data.iter().position(|b| *b == b'\n') else {
-            break;
-        };
-        let header = String::from_utf8_lossy(&data[..nl]).to_string();
-        let size: usize = header
-            .rsplit(' ')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let start = nl + 1;
-        let end = (start + size).min(data.len());
-        let text = String::from_utf8_lossy(&data[start..end]);
-        if let Some(f) = redactor.find_known(&text).first() {
-            leaks.push(RefLeak {
-                object: id.to_string(),
-                path: path.to_string(),
-                kind: f.kind.clone(),
-            });
-        }
-        data = &data[(end + 1).min(data.len())..];
-    }
-    Ok(leaks)
 }
 
 fn is_token_char(b: u8) -> bool {
@@ -506,104 +329,6 @@ mod tests {
             "eyJ.",
         ] {
             assert_eq!(r.redact(text), text);
-        }
-    }
-
-    #[test]
-    fn push_check_finds_known_values_in_agent_history_only() {
-        let dir =
-            std::env::temp_dir().join(format!("git-agent-redact-push-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(args)
-                .current_dir(&dir)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@e")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@e")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        git(&["init", "-q", "-b", "main"]);
-        std::fs::write(
-            dir.join("a.txt"),
-            "user's own file mentions hunter2hunter2\n",
-        )
-        .unwrap();
-        git(&["add", "a.txt"]);
-        git(&["commit", "-qm", "base"]);
-        git(&["checkout", "-qb", "agent/abc"]);
-        std::fs::write(dir.join("b.txt"), "clean\n").unwrap();
-        git(&["add", "b.txt"]);
-        git(&["commit", "-qm", "clean step"]);
-        let mut r = Redactor::default();
-        r.add_known("hunter2hunter2", "DB_PASSWORD");
-        // Already on main: not a leak of this push.
-        assert_eq!(
-            secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap(),
-            vec![]
-        );
-        std::fs::write(dir.join("c.txt"), "key hunter2hunter2\n").unwrap();
-        git(&["add", "c.txt"]);
-        git(&["commit", "-qm", "leaky step"]);
-        let leaks = secrets_in_refs(&dir, &["refs/heads/agent/abc"], &r).unwrap();
-        assert_eq!(leaks.len(), 1, "{leaks:?}");
-        assert_eq!(
-            (leaks[0].path.as_str(), leaks[0].kind.as_str()),
-            ("c.txt", "DB_PASSWORD")
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn secret_names() {
-        for n in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "DB_PASSWORD",
-            "MY_APIKEY",
-            "STRIPE_KEY",
-        ] {
-            assert!(is_secret_name(n), "{n}");
-        }
-        for n in [
-            "PATH",
-            "HOME",
-            "KEYBOARD",
-            "MONKEY",
-            "XKB_KEYMAP",
-            "PWD",
-            "TERM",
-        ] {
-            assert!(!is_secret_name(n), "{n}");
-        }
-    }
-
-    #[test]
-    fn sensitive_paths() {
-        for p in [
-            ".env",
-            "app/.env.local",
-            "certs/server.pem",
-            "id_rsa",
-            "x/.ssh/config",
-            "deploy.key",
-        ] {
-            assert!(sensitive_path(Path::new(p)).is_some(), "{p}");
-        }
-        for p in [".env.example", "src/env.rs", "README.md", "keys.rs"] {
-            assert!(sensitive_path(Path::new(p)).is_none(), "{p}");
         }
     }
 }

@@ -10,11 +10,17 @@
 //! deliberate: `git diff` / `git status` run by the model inside the checkout then show everything the session
 //! changed so far, and we never have to rewrite (or race with the model on) the checkout's index.
 //!
+//! The store is the one choke point for what enters git: file contents pass the withholding policy
+//! ([`crate::safety::withhold`]) in [`Store::capture_user_changes()`] and [`Store::commit_step()`], text for
+//! notes and session logs passes [`sanitize()`].
+//!
 //! gix does the object and ref work; the git CLI is used where git itself is the reference implementation and
-//! a gix port would be large: `git status` (what did the user change?) and `git worktree add/remove` (checkout
-//! with smudge filters, worktree bookkeeping).
+//! a gix port would be large: `git status` (what did the user change?), `git worktree add/remove` (checkout
+//! with smudge filters, worktree bookkeeping) and `git rev-list --objects` (what a push would send). Every git
+//! process of git-agent is started through [`git`], which removes the variables that would redirect it.
 
 mod changes;
+pub mod git;
 pub mod lifecycle;
 mod notes;
 #[cfg(target_os = "linux")]
@@ -31,7 +37,6 @@ mod watch;
 use std::ffi::OsStr;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 pub use changes::{ChangeTracker, Detection};
 pub use gix::ObjectId;
@@ -39,6 +44,11 @@ pub use lifecycle::Change;
 pub use notes::NOTES_REF;
 pub use scan::Scan;
 pub use session_log::{LogContents, Meta, SessionLog};
+pub use share::RefLeak;
+pub use snapshot::StepCommit;
+
+/// What the withholding policy keeps out of a commit (returned by [`Store::commit_step()`]).
+pub use crate::safety::withhold::{Reason as WithheldReason, Withheld};
 
 /// The error returned by every [`Store`] operation.
 #[derive(Debug, thiserror::Error)]
@@ -365,77 +375,6 @@ impl Store {
             &[OsStr::new("worktree"), OsStr::new("prune")],
         )?;
         Ok(())
-    }
-
-    /// Run git with `args` in `dir`, returning stdout. Environment that would redirect git elsewhere is removed,
-    /// so git sees the same repository gix discovered.
-    fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
-        self.git_with_index(dir, args, None)
-    }
-
-    /// [`Store::git()`] with `GIT_INDEX_FILE` set to `index`, so a command that rewrites the index it reads
-    /// cannot write the user's (used in the user's work tree, `--here`).
-    fn git_with_index(
-        &self,
-        dir: &Path,
-        args: &[&OsStr],
-        index: Option<&Path>,
-    ) -> Result<Vec<u8>, StoreError> {
-        let _lock = if args.contains(&OsStr::new("worktree")) {
-            Some(self.worktree_lock()?)
-        } else {
-            None
-        };
-        let mut cmd = Command::new("git");
-        cmd.args(args)
-            .current_dir(dir)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .env_remove("GIT_COMMON_DIR")
-            .stdin(Stdio::null());
-        if let Some(index) = index {
-            cmd.env("GIT_INDEX_FILE", index);
-        }
-        let out = cmd.output().map_err(StoreError::GitMissing)?;
-        if !out.status.success() {
-            return Err(StoreError::GitCommand {
-                args: args
-                    .iter()
-                    .map(|a| a.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        Ok(out.stdout)
-    }
-}
-
-impl Store {
-    /// An exclusive lock held around every `git worktree` command of every session in this repository.
-    ///
-    /// `git worktree add` reads each `.git/worktrees/*/commondir`; a concurrent add that has made its directory
-    /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
-    /// started at once. The lock is released when the file is closed, also when the process is killed.
-    fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
-        use std::os::fd::AsRawFd;
-        let dir = self.common_dir.join("agent");
-        std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
-        let path = dir.join("worktrees.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(StoreError::io("open", &path))?;
-        // SAFETY: flock on a descriptor we own; it blocks until no other session holds the lock.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(StoreError::io("lock", &path)(
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(file)
     }
 }
 

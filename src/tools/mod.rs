@@ -9,6 +9,8 @@ mod bench;
 pub mod edit;
 pub mod jobs;
 pub mod list;
+pub mod mcp;
+pub mod process;
 pub mod read;
 #[cfg(test)]
 mod rg_parity;

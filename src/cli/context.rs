@@ -1,0 +1,73 @@
+//! What every subcommand is given: the directory it runs in, the environment, the repository (opened once,
+//! when first needed) and where its events go.
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use super::error::CommandError;
+use crate::protocol::Sink;
+use crate::store::Store;
+use crate::ui;
+
+/// The command context, built once in `cli::run` and passed to the subcommand.
+pub struct Context {
+    cwd: PathBuf,
+    json: bool,
+    store: OnceCell<Store>,
+    sink: Option<Box<dyn Sink>>,
+}
+
+impl Context {
+    /// A context for the current directory; `json` is the command's `--json`.
+    pub fn new(json: bool) -> Result<Context, CommandError> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            CommandError::internal(format!("cannot read the current directory: {e}"))
+        })?;
+        Ok(Context {
+            cwd,
+            json,
+            store: OnceCell::new(),
+            sink: None,
+        })
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// A variable of the environment git-agent started with. Secret variables were moved out of the process
+    /// environment at start-up (`safety::secrets`), so they are read from memory here, never from `std::env`.
+    pub fn env(&self, name: &str) -> Option<String> {
+        crate::safety::secrets::var(name)
+    }
+
+    /// True when stdout carries JSON events (`--json`) and nothing else.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// The repository of the current directory, opened on first use.
+    pub fn store(&self) -> Result<&Store, CommandError> {
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let store = Store::open(&self.cwd)?;
+        Ok(self.store.get_or_init(|| store))
+    }
+
+    /// Where the command's events go: JSON lines on stdout with `--json`, else the live terminal renderer.
+    /// Built on first use; errors go through it too once it exists (`cli::run`), so an error line starts on
+    /// a line of its own after streamed text, and a script reading `--json` gets an `error` event.
+    pub fn sink(&mut self) -> &mut dyn Sink {
+        let json = self.json;
+        self.sink.get_or_insert_with(|| ui::sink(json)).as_mut()
+    }
+
+    /// The sink if the command opened one.
+    pub(super) fn open_sink(&mut self) -> Option<&mut dyn Sink> {
+        match &mut self.sink {
+            Some(sink) => Some(sink.as_mut()),
+            None => None,
+        }
+    }
+}

@@ -75,7 +75,7 @@ fn block(rule: &'static str, reason: impl Into<String>) -> Verdict {
 pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
     let mut checker = Checker {
         env,
-        frames: Vec::new(),
+        frame: Frame::new(State::new(env.checkout.clone()), &Script::default()),
         remote: 0,
         found: Inspection::default(),
     };
@@ -85,9 +85,9 @@ pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
 
 struct Checker<'e> {
     env: &'e GuardEnv,
-    /// The shell state of each script being read: the line, then the scripts nested in it
-    /// (see [`vars`]). Relative paths are judged from its working directory.
-    frames: Vec<Frame>,
+    /// The shell state of the script being read (the line, or a script nested in it; see [`vars`]).
+    /// Relative paths are judged from its working directory.
+    frame: Frame,
     /// How many `ssh` scripts the current one is nested in: git there is not the user's repository.
     remote: u32,
     found: Inspection,
@@ -174,12 +174,9 @@ impl Checker<'_> {
             reason: format!("the command line cannot be parsed ({e}), so it cannot be checked"),
         })?;
         fork_bomb(&script)?;
-        self.frames.push(Frame::new(start, &script));
+        let outer = std::mem::replace(&mut self.frame, Frame::new(start, &script));
         let checked = self.commands(&script, depth);
-        let frame = self
-            .frames
-            .pop()
-            .expect("the frame pushed above is still there");
+        let frame = std::mem::replace(&mut self.frame, outer);
         checked?;
         Ok(frame.into_top())
     }

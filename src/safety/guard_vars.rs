@@ -108,9 +108,12 @@ impl State {
 
 /// The shell state of one script (the line, or a script nested in it such as `bash -c '...'`).
 pub(super) struct Frame {
-    /// One state per subshell seen so far, keyed by its scope (see [`Command::scope`]).
-    states: HashMap<Vec<u32>, State>,
+    /// The state of the subshell the current command runs in.
+    current: State,
+    /// Its scope (see [`Command::scope`]).
     scope: Vec<u32>,
+    /// The states of the other subshells seen so far, by scope.
+    others: HashMap<Vec<u32>, State>,
     /// Names whose value at a later command depends on what ran (see [`unstable_names`]): never known.
     unstable: HashSet<String>,
     /// `trap` bodies, checked when the script ends (that is when they run, with the values of then).
@@ -120,8 +123,9 @@ pub(super) struct Frame {
 impl Frame {
     pub(super) fn new(start: State, script: &Script) -> Frame {
         Frame {
-            states: HashMap::from([(Vec::new(), start)]),
+            current: start,
             scope: Vec::new(),
+            others: HashMap::new(),
             unstable: unstable_names(script),
             traps: Vec::new(),
         }
@@ -129,18 +133,26 @@ impl Frame {
 
     /// Moves to `scope`; a subshell seen for the first time starts as a copy of its parent as it is now.
     pub(super) fn enter(&mut self, scope: &[u32]) {
-        self.scope = scope.to_vec();
-        if self.states.contains_key(scope) {
+        if self.scope == scope {
             return;
         }
-        let parent = (0..scope.len())
-            .rev()
-            .find_map(|n| self.states.get(&scope[..n]))
-            .cloned();
-        let mut state = parent.unwrap_or_else(|| State::new(PathBuf::from("/")));
-        // The subshell exists only when its parent's list got this far: what is pending there holds here.
-        state.pending.clear();
-        self.states.insert(scope.to_vec(), state);
+        let next = self.others.remove(scope).unwrap_or_else(|| {
+            let parent = (0..scope.len()).rev().map(|n| &scope[..n]).find_map(|p| {
+                if p == self.scope.as_slice() {
+                    Some(&self.current)
+                } else {
+                    self.others.get(p)
+                }
+            });
+            // The top level (`[]`) is always either current or among the others, so a parent is found.
+            let mut state = parent.unwrap_or(&self.current).clone();
+            // The subshell exists only when its parent's list got this far: what is pending there holds.
+            state.pending.clear();
+            state
+        });
+        let previous = std::mem::replace(&mut self.current, next);
+        let left = std::mem::replace(&mut self.scope, scope.to_vec());
+        self.others.insert(left, previous);
     }
 
     pub(super) fn scope(&self) -> &[u32] {
@@ -152,22 +164,17 @@ impl Frame {
     }
 
     pub(super) fn state(&self) -> &State {
-        self.states
-            .get(&self.scope)
-            .expect("enter() creates the state of every scope it moves to")
+        &self.current
     }
 
     pub(super) fn state_mut(&mut self) -> &mut State {
-        self.states
-            .get_mut(&self.scope)
-            .expect("enter() creates the state of every scope it moves to")
+        &mut self.current
     }
 
     /// The state of the script's own shell when it ends.
     pub(super) fn into_top(mut self) -> State {
-        self.states
-            .remove(&Vec::new())
-            .expect("a frame starts with its top-level state")
+        self.enter(&[]);
+        self.current
     }
 }
 
@@ -209,15 +216,11 @@ enum Resolved {
 
 impl Checker<'_> {
     pub(super) fn frame(&self) -> &Frame {
-        self.frames
-            .last()
-            .expect("commands are checked inside a script's frame")
+        &self.frame
     }
 
     pub(super) fn frame_mut(&mut self) -> &mut Frame {
-        self.frames
-            .last_mut()
-            .expect("commands are checked inside a script's frame")
+        &mut self.frame
     }
 
     pub(super) fn cwd(&self) -> &std::path::Path {

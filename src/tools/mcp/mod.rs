@@ -14,6 +14,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod names;
 pub mod render;
+pub mod servers;
 pub mod stdio;
 
 use std::time::Duration;

@@ -239,6 +239,22 @@ impl Servers {
         self.lock().tools.get(name).cloned()
     }
 
+    /// The tool the model calls `name`, waiting for servers that are still starting (each is bounded by its
+    /// startup timeout): a model that calls an MCP tool before its server joined (it knows it from an
+    /// earlier session, or guessed) gets it rather than an unknown-tool error.
+    pub async fn find_or_wait(&self, name: &str) -> Option<McpTool> {
+        let mut changed = self.changed();
+        loop {
+            if let Some(tool) = self.find(name) {
+                return Some(tool);
+            }
+            if !name.starts_with("mcp__") || self.status().settled() {
+                return None;
+            }
+            changed.changed().await.ok()?;
+        }
+    }
+
     /// Every tool of the connected servers, in the order they joined.
     pub fn tools(&self) -> Vec<McpTool> {
         let shared = self.lock();

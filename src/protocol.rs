@@ -208,6 +208,8 @@ pub enum Event<'a> {
     ToolCall {
         id: &'a str,
         name: &'a str,
+        /// What the tool is (ACP shows calls by kind); [`ToolKind::Other`] for a call naming no tool.
+        kind: ToolKind,
         label: &'a str,
         input: &'a serde_json::Value,
     },

@@ -368,6 +368,7 @@ mod tests {
             Event::ToolCall {
                 id: "1",
                 name: "write_file",
+                kind: crate::protocol::ToolKind::Edit,
                 label: "write a.txt",
                 input: &serde_json::Value::Null,
             },

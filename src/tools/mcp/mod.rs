@@ -16,6 +16,7 @@ pub mod names;
 pub mod render;
 pub mod servers;
 pub mod stdio;
+pub mod tool;
 
 use std::time::Duration;
 

@@ -39,6 +39,8 @@ pub struct McpTool {
     pub name: String,
     pub server: String,
     pub def: ToolDef,
+    /// What the model reads about it: the server's description, marked with the server's name.
+    pub description: String,
     client: Client,
     timeout: Duration,
     runtime: tokio::runtime::Handle,
@@ -46,13 +48,9 @@ pub struct McpTool {
 
 impl McpTool {
     pub fn schema(&self) -> ToolSchema {
-        let mut description = self.def.description.clone();
-        if description.is_empty() {
-            description = self.def.title.clone().unwrap_or_default();
-        }
         ToolSchema {
             name: self.name.clone(),
-            description: format!("[MCP server {}] {description}", self.server),
+            description: self.description.clone(),
             parameters: self.def.input_schema.clone(),
         }
     }
@@ -137,6 +135,44 @@ impl Status {
         !self.servers.iter().any(|(_, s)| *s == State::Starting)
     }
 
+    /// The states as the session's events carry them.
+    pub fn states(&self) -> Vec<crate::protocol::McpServerState> {
+        self.servers
+            .iter()
+            .map(|(name, state)| {
+                let (label, tools, error, stderr) = match state {
+                    State::Starting => ("starting", 0, None, Vec::new()),
+                    State::Connected { tools } => ("connected", *tools, None, Vec::new()),
+                    State::Failed(f) => ("failed", 0, Some(f.message.clone()), f.stderr.clone()),
+                };
+                crate::protocol::McpServerState {
+                    name: name.clone(),
+                    state: label,
+                    tools,
+                    error,
+                    stderr,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether `self` is worth telling the user about after `before` was: a server failed since, or
+    /// everything has settled since.
+    pub fn is_news(&self, before: Option<&Status>) -> bool {
+        if before == Some(self) {
+            return false;
+        }
+        let failed = |s: &Status| {
+            s.servers
+                .iter()
+                .filter(|(_, st)| matches!(st, State::Failed(_)))
+                .count()
+        };
+        let newly_failed = failed(self) > before.map_or(0, failed);
+        let newly_settled = self.settled() && !before.is_some_and(Status::settled);
+        newly_failed || newly_settled
+    }
+
     /// `2 of 3 MCP servers connected`.
     pub fn line(&self) -> String {
         let starting = self
@@ -186,10 +222,7 @@ impl Servers {
         for name in reserved {
             shared.names.reserve(name);
         }
-        shared.states = specs
-            .iter()
-            .map(|s| (s.name.clone(), State::Starting))
-            .collect();
+        shared.names.reserve(SEARCH_TOOL);
         let search_at = std::env::var(SEARCH_AT_VAR)
             .ok()
             .and_then(|v| v.trim().parse().ok())
@@ -200,12 +233,46 @@ impl Servers {
             clients: Arc::new(Mutex::new(Vec::new())),
             search_at,
         };
+        servers.add(specs, &root);
+        servers
+    }
+
+    /// Starts more servers (an editor's for its ACP session); a name already in use is refused as a failed
+    /// server.
+    pub fn add(&self, specs: Vec<ServerSpec>, root: &std::path::Path) {
         for spec in specs {
-            let servers = servers.clone();
-            let root = root.clone();
+            let taken = {
+                let mut shared = self.lock();
+                let taken = shared.states.iter().any(|(n, _)| *n == spec.name);
+                if !taken {
+                    shared.states.push((spec.name.clone(), State::Starting));
+                }
+                taken
+            };
+            if taken {
+                let message = "another server of this session has the same name".to_string();
+                self.failed(&format!("{} (again)", spec.name), message);
+                continue;
+            }
+            let servers = self.clone();
+            let root = root.to_path_buf();
             tokio::spawn(async move { servers.run_one(spec, root).await });
         }
-        servers
+    }
+
+    /// Records a server that could not even be started (a bad entry in its configuration).
+    pub fn failed(&self, name: &str, message: String) {
+        {
+            let mut shared = self.lock();
+            if !shared.states.iter().any(|(n, _)| n == name) {
+                shared.states.push((name.to_string(), State::Starting));
+            }
+        }
+        let failure = Failure {
+            message,
+            stderr: Vec::new(),
+        };
+        self.set_state(name, State::Failed(failure));
     }
 
     /// Sets the number of tools past which the search tool replaces their schemas.
@@ -326,6 +393,20 @@ impl Servers {
         )
     }
 
+    /// Stops what [`Servers::shutdown`] did not reach, from code that cannot await (a session closed
+    /// without it): stdio servers get the same close, SIGTERM, SIGKILL sequence, waited for on this thread;
+    /// HTTP sessions are left to expire on the server.
+    pub fn stop_blocking(&self) {
+        let clients: Vec<Client> = self
+            .clients
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        for client in clients {
+            client.stop_blocking();
+        }
+    }
+
     /// Stops every server (stdio: close stdin, SIGTERM, SIGKILL; HTTP: DELETE the session), in parallel.
     pub async fn shutdown(&self) {
         let clients: Vec<Client> = self
@@ -416,9 +497,15 @@ impl Servers {
                 if !shared.order.contains(&name) {
                     shared.order.push(name.clone());
                 }
+                let about = if def.description.is_empty() {
+                    def.title.clone().unwrap_or_default()
+                } else {
+                    def.description.clone()
+                };
                 let tool = McpTool {
                     name: name.clone(),
                     server: spec.name.clone(),
+                    description: format!("[MCP server {}] {about}", spec.name),
                     def,
                     client: client.clone(),
                     timeout: spec.tool_timeout,

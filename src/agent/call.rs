@@ -49,7 +49,14 @@ impl Turn<'_> {
                 return Ok(ToolOutput::error(format!("not run: {reason}")));
             }
         }
-        let tool = self.s.tools.registry.find(&call.name).map(Arc::clone);
+        let tool = match self.s.tools.registry.find(&call.name) {
+            Some(tool) => Some(Arc::clone(tool)),
+            // Not built in: an MCP tool, whose server may still be starting (bounded by its startup timeout).
+            None => tokio::select! {
+                tool = self.s.tools.mcp.tool(&call.name) => tool,
+                () = self.control.cancelled() => None,
+            },
+        };
         let output = self.call_tool(tool.as_ref(), call, truncated).await?;
         let effect = match tool.as_deref() {
             Some(tool) if tool.kind() == ToolKind::Edit => Effect::Edit,

@@ -137,6 +137,8 @@ impl<'t> Turn<'t> {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;
             }
+            // MCP servers that joined since the last request bring their tools now.
+            self.s.refresh_mcp(&mut *self.sink);
             let response = match self.request().await {
                 // The conversation outgrew the model: make room and try again, once.
                 Err(err) if err.is_context_overflow() && !trimmed => {

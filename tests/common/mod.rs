@@ -5,6 +5,7 @@
 //! config, HOME, keys or clock.
 
 pub mod server;
+pub mod tmux;
 
 use std::fs;
 use std::io::Read;
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use server::{call, raw_call, Reply, Server};
+pub use server::{call, raw_call, Gate, Reply, Server};
 
 /// The dummy key every agent run gets; tests assert it never leaks into output.
 pub const API_KEY: &str = "test-key";

@@ -105,7 +105,7 @@ fn a_terminal_chat_streams_commits_diffs_undoes_and_resumes() {
         s.contains("Still here, on the same branch.")
     });
     assert!(screen.contains(&format!("agent/{id}")), "{screen}");
-    assert_eq!(agent_branches(&repo), [id.clone()]);
+    assert_eq!(agent_branches(&repo), vec![id.clone()]);
     let requests = server.requests();
     let texts = requests.last().expect("a request").user_texts();
     assert_eq!(

@@ -95,10 +95,10 @@ pub enum Parsed<'a> {
     },
 }
 
-/// `Some` when `line` is a slash command: its first word is `/` and a name of letters, digits and `-`. A
-/// path such as `/usr/bin/env is missing` is a prompt.
+/// `Some` when `line` is a slash command: it starts with `/` and a name of letters, digits and `-`. A path
+/// such as `/usr/bin/env is missing` is a prompt, and so is a line starting with a space.
 pub fn parse(line: &str) -> Option<Parsed<'_>> {
-    let line = line.trim();
+    let line = line.trim_end();
     let rest = line.strip_prefix('/')?;
     let (name, args) = match rest.find(char::is_whitespace) {
         Some(at) => (&rest[..at], rest[at..].trim()),
@@ -269,9 +269,9 @@ fn help() -> String {
         out.push_str(&format!("  /{usage:<width$}  {}\n", c.description));
     }
     out.push_str(
-        "keys: Enter sends · Alt-Enter, Ctrl-J or a trailing \\ adds a line · Tab completes a command\n\
-         \x20     while a turn runs: type and Enter to steer it · Ctrl-C or Esc Esc cancels it\n\
-         \x20     Ctrl-O shows the last reasoning · Ctrl-L clears · Ctrl-C twice or Ctrl-D exits",
+        "keys:\n  Enter sends; Alt-Enter, Ctrl-J or a trailing \\ adds a line; Tab completes a command\n  \
+         while a turn runs: type and Enter to steer it; Ctrl-C or Esc Esc cancels it\n  \
+         Ctrl-O shows the last reasoning; Ctrl-L clears; Ctrl-C twice or Ctrl-D exits",
     );
     out
 }
@@ -481,7 +481,12 @@ mod tests {
     fn lines_are_commands_only_when_they_start_with_a_name() {
         let undo = COMMANDS.iter().find(|c| c.name == "undo").unwrap();
         assert_eq!(parse("/undo 2"), Some(Parsed::Known(undo, "2")));
-        assert_eq!(parse("  /undo  "), Some(Parsed::Known(undo, "")));
+        assert_eq!(parse("/undo  "), Some(Parsed::Known(undo, "")));
+        assert_eq!(
+            parse(" /undo"),
+            None,
+            "a leading space sends it as a prompt"
+        );
         assert_eq!(parse("/usr/bin/env is missing"), None);
         assert_eq!(parse("fix the /undo command"), None);
         assert_eq!(parse("/"), None);

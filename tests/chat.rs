@@ -325,3 +325,53 @@ fn piped_slash_commands_diff_undo_and_name_close_ones() {
     );
     out.assert_code(0);
 }
+
+#[test]
+fn reasoning_is_one_collapsed_line_that_ctrl_o_expands() {
+    if !tmux::available() {
+        return;
+    }
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let chunks = [
+        openai_chunk(
+            json!({"reasoning_content": "Weighing the two ways to do it."}),
+            None,
+        ),
+        openai_chunk(json!({"content": "The short answer."}), None),
+        openai_chunk(json!({}), Some("stop")),
+    ];
+    let server = Server::start(vec![Reply::sse_raw(openai_events(&chunks))]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("think first");
+    let screen = tmux.wait_for("the answer", |s| s.contains("The short answer."));
+    assert!(screen.contains("thinking… (31 chars)"), "{screen}");
+    assert!(!screen.contains("Weighing"), "{screen}");
+    at_prompt(&tmux, "the prompt");
+    tmux.keys(&["C-o"]);
+    tmux.wait_for("the expanded reasoning", |s| {
+        s.contains("Weighing the two ways to do it.")
+    });
+}
+
+#[test]
+fn a_paste_is_one_prompt_with_its_lines_and_tabs() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("Got all three lines.")]);
+    let tmux = chat(&repo, &server, &[]);
+    let pasted = "first line\n\tsecond, indented\nthird line";
+    tmux.paste(pasted);
+    tmux.wait_for("the pasted text", |s| s.contains("third line"));
+    assert!(
+        server.requests().is_empty(),
+        "a pasted newline is not Enter"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the answer", |s| s.contains("Got all three lines."));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].user_texts(), [pasted]);
+}

@@ -92,6 +92,12 @@ impl Tmux {
         self.keys(&["Enter"]);
     }
 
+    /// Pastes `text` as a terminal does (bracketed, when the program asked for it).
+    pub fn paste(&self, text: &str) {
+        self.run(&["set-buffer", "--", text]);
+        self.run(&["paste-buffer", "-p", "-d", "-t", "t"]);
+    }
+
     /// Presses keys by tmux's names: `C-c`, `Escape`, `Enter`, `M-Enter`.
     pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "t"];

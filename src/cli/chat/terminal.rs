@@ -291,10 +291,8 @@ impl Ui {
                     "2",
                 );
             }
-            Ok(_) if !left.is_empty() => {
-                self.echo(&left, false);
-                return Some(left);
-            }
+            // It came after the model's last request: it is the next prompt.
+            Ok(_) if !left.is_empty() => return Some(left),
             Ok(_) => {}
             Err(err) => self.error(&CommandError::from(err)),
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::{
-    agent_commits, call, run, session_id, user_state, Reply, Server, TestRepo, API_KEY,
+    agent_commits, call, fsck, run, session_id, user_state, Reply, Server, TestRepo, API_KEY,
 };
 
 #[test]
@@ -339,4 +339,67 @@ fn run_changes_become_steps_without_ignored_files() {
         assert_eq!(stderr.matches("from inotify events").count(), 3, "{stderr}");
         assert!(!stderr.contains("falls back"), "{stderr}");
     }
+}
+
+/// Issue 17 defect 8: names git refuses (macOS folds `.g\u{200c}it` to `.git`, Windows reads `.git.`, `git~1`
+/// and `.git::$INDEX_ALLOCATION` as `.git`) are refused by the file tools before anything is written, and
+/// when a command creates them they stay out of the step commit; the branch stays `git fsck --strict` clean.
+#[test]
+fn names_git_refuses_are_never_committed() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let names = [
+        ".g\u{200c}it/config",
+        "\u{feff}.git/hooks/pre-commit",
+        ".git./config",
+        ".git /x",
+        "git~1/HEAD",
+        ".git::$INDEX_ALLOCATION/config",
+        "src/GIT~1",
+    ];
+    let writes: Vec<_> = names
+        .iter()
+        .map(|n| call("write_file", json!({"path": n, "content": "[core]\n"})))
+        .collect();
+    let ok = call(
+        "write_file",
+        json!({"path": "fine.txt", "content": "fine\n"}),
+    );
+    let make = call(
+        "run",
+        json!({"command": "mkdir -p 'git~1' $'.gi\\xe2\\x80\\x8dt' && echo x > 'git~1/HEAD' && echo y > $'.gi\\xe2\\x80\\x8dt/config' && echo z > '.git.' && echo kept > kept.txt && echo made"}),
+    );
+    let mut first = writes.clone();
+    first.push(ok);
+    let server = Server::start(vec![
+        Reply::tool_calls(first),
+        Reply::tool_calls(vec![make.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "make look-alikes"]);
+    out.assert_code(0);
+    let requests = server.requests();
+    for (call, name) in writes.iter().zip(names) {
+        let result = requests[1].tool_result(&call.id);
+        assert!(
+            result.contains("has a name git refuses") || result.contains("inside .git"),
+            "{name}: {result}"
+        );
+    }
+    assert!(requests[2].tool_result(&make.id).contains("made"));
+    let id = session_id(&repo);
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", &format!("agent/{id}")]);
+    assert_eq!(
+        tree,
+        "README.md\nfile.txt\nfine.txt\nkept.txt\n",
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("git refuses the name"),
+        "the withheld files are named: {}",
+        out.stderr()
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
 }

@@ -102,8 +102,60 @@ pub enum StoreError {
     NotesBusy,
     #[error("{0}")]
     Refused(String),
-    #[error("git storage error: {0:#}")]
+    #[error("{}", describe_gix(.0))]
     Git(#[from] gix::Error),
+}
+
+/// A gix error in words: what failed and its cause on the first line, and, when a lock file is in the way,
+/// which one and what to do about it. (Its alternate form prints gix's internal structures: issue 17.)
+fn describe_gix(err: &gix::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.iter_errors() {
+        let text = e.to_string();
+        // A cause is often repeated by the frame that wraps it.
+        if parts.iter().any(|p| p.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    let lock = err
+        .iter_errors()
+        .any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+        })
+        .then(|| parts.iter().find_map(|p| quoted_lock_path(p)))
+        .flatten();
+    let what = parts.first().map_or("unknown failure", String::as_str);
+    let what = lower_first(what);
+    match lock {
+        Some(lock) => format!(
+            "git storage error: {what}: {lock} exists (another git process is writing there, or one was killed while it did)\n\
+             hint: if no git or git-agent process is running in this repository, remove {lock} and try again"
+        ),
+        None if parts.len() > 1 => {
+            let cause = lower_first(&parts[parts.len() - 1]);
+            format!("git storage error: {what}: {cause}")
+        }
+        None => format!("git storage error: {what}"),
+    }
+}
+
+/// The first `"...lock"` path quoted in a gix message.
+fn quoted_lock_path(text: &str) -> Option<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .find(|s| s.ends_with(".lock"))
+        .map(str::to_owned)
+}
+
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if !text.starts_with("HEAD") => c.to_lowercase().chain(chars).collect(),
+        _ => text.to_owned(),
+    }
 }
 
 impl StoreError {

@@ -366,3 +366,82 @@ fn common_key_formats_never_reach_git() {
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
+
+/// Issue 17: a `terraform destroy -auto-approve` the guard missed really ran. Here the scripted model asks
+/// for it through `bash -c` and through `env` with `apply -destroy`; both are denied with the infrastructure
+/// rule before anything runs, while the precise cases next to them (a variable assigned in the line, a
+/// fresh `mktemp -d`, a permission-only `chmod -R`) run. The refused commands are harmless even if they ran
+/// (an empty checkout, a missing `-chdir`), so a broken guard fails the test without destroying anything.
+#[test]
+fn guard_refuses_infrastructure_destruction_and_runs_the_precise_cases() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let destroy = call(
+        "run",
+        json!({"command": "bash -c 'terraform destroy -auto-approve'"}),
+    );
+    let apply_destroy = call(
+        "run",
+        json!({"command": "env TF_IN_AUTOMATION=1 terraform -chdir=no-such-dir apply -destroy -auto-approve"}),
+    );
+    let variable = call(
+        "run",
+        json!({"command": "X=build; mkdir -p \"$X/out\" && touch \"$X/out/f\" \"$X/keep\" && rm -rf \"$X\"/* && ls -A build | wc -l | tr -d ' ' && echo cleaned"}),
+    );
+    let temp = call(
+        "run",
+        json!({"command": "T=$(mktemp -d) && touch \"$T/x\" && rm -rf \"$T\" && test ! -e \"$T\" && echo temp-gone"}),
+    );
+    let owner = call("run", json!({"command": "chmod -R u+w . && echo perms-ok"}));
+    let revoke = call("run", json!({"command": "chmod -R a-r ."}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![
+            destroy.clone(),
+            apply_destroy.clone(),
+            variable.clone(),
+            temp.clone(),
+            owner.clone(),
+            revoke.clone(),
+        ]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--json", "tear the staging stack down"]);
+    out.assert_code(0);
+    let events = json_events(out.stdout());
+    for refused in [&destroy, &apply_destroy] {
+        let decision = permission(&events, &refused.id);
+        assert_eq!(decision["decision"], "deny", "{decision}");
+        assert_eq!(decision["rule"], "guard:infra-destroy", "{decision}");
+        assert!(
+            decision["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("deletes every resource the configuration manages"),
+            "{decision}"
+        );
+    }
+    let revoked = permission(&events, &revoke.id);
+    assert_eq!(
+        (revoked["decision"].as_str(), revoked["rule"].as_str()),
+        (Some("deny"), Some("guard:repo-root"))
+    );
+    for allowed in [&variable, &temp, &owner] {
+        assert_eq!(permission(&events, &allowed.id)["decision"], "allow");
+    }
+    let last = server.requests().pop().expect("a follow-up request");
+    let result = last.tool_result(&destroy.id);
+    assert!(
+        result.contains("blocked by guard:infra-destroy"),
+        "{result}"
+    );
+    assert!(result.contains("ask the user"), "{result}");
+    assert!(
+        last.tool_result(&variable.id).contains("0\ncleaned"),
+        "{}",
+        last.tool_result(&variable.id)
+    );
+    assert!(last.tool_result(&temp.id).contains("temp-gone"));
+    assert!(last.tool_result(&owner.id).contains("perms-ok"));
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -145,13 +145,7 @@ pub(crate) fn session_tip(
 
 /// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
 pub(crate) fn when(secs: i64) -> String {
-    let (y, m, d) = crate::agent::civil_from_days(secs.div_euclid(86_400));
-    let rest = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60
-    )
+    crate::agent::date::datetime(secs)
 }
 
 /// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),

@@ -15,7 +15,8 @@ use clap::Args;
 
 use super::{CommandError, Context};
 use crate::agent::journal;
-use crate::protocol::{Event, Sink, Status};
+use crate::agent::plan::OwnTool;
+use crate::protocol::{Event, Sink, Status, ToolKind};
 use crate::store::{LogContents, Meta};
 use crate::ui::{self, HumanSink};
 
@@ -94,7 +95,6 @@ impl HeldStep {
 
 /// Emits the stored events as the shared events the renderer knows.
 fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
-    let tools = crate::tools::registry();
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
     let mut held: Option<HeldStep> = None;
@@ -132,18 +132,21 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 }
                 for call in &tool_calls {
                     let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+                    let tool = crate::tools::find(&call.name);
                     let label = input
                         .as_ref()
-                        .and_then(|args| {
-                            let tool = tools.iter().find(|t| t.name() == call.name)?;
-                            Some(tool.label(args))
-                        })
+                        .zip(tool)
+                        .map(|(args, tool)| tool.label(args))
                         .unwrap_or_else(|| {
                             format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
                         });
                     sink.emit(&Event::ToolCall {
                         id: &call.id,
                         name: &call.name,
+                        kind: tool
+                            .map(|t| t.kind())
+                            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
+                            .unwrap_or(ToolKind::Other),
                         label: &label,
                         input: input.as_ref().unwrap_or(&serde_json::Value::Null),
                     });

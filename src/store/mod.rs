@@ -21,6 +21,7 @@
 
 mod changes;
 pub mod git;
+pub mod land;
 pub mod lifecycle;
 mod notes;
 #[cfg(target_os = "linux")]

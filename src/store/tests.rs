@@ -8,15 +8,15 @@ use std::process::Command;
 use super::*;
 
 /// `git status`, the index file's bytes and every work tree file with its bytes.
-type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
+pub(super) type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
 
-/// A temp dir holding a repository, removed on drop.
-struct TestRepo {
+/// A temp dir holding a repository, removed on drop (shared with the tests of the store's other modules).
+pub(super) struct TestRepo {
     dir: PathBuf,
 }
 
 impl TestRepo {
-    fn new(name: &str) -> TestRepo {
+    pub(super) fn new(name: &str) -> TestRepo {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -35,7 +35,7 @@ impl TestRepo {
     }
 
     /// A repository with a first commit of a few files.
-    fn with_commit(name: &str) -> TestRepo {
+    pub(super) fn with_commit(name: &str) -> TestRepo {
         let repo = TestRepo::new(name);
         repo.write("a.txt", "alpha\n");
         repo.write("dir/b.txt", "beta\n");
@@ -47,11 +47,11 @@ impl TestRepo {
         repo
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
 
-    fn write(&self, rel: &str, content: &str) {
+    pub(super) fn write(&self, rel: &str, content: &str) {
         write(&self.dir, rel, content);
     }
 
@@ -59,16 +59,16 @@ impl TestRepo {
         std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    fn git(&self, args: &[&str]) -> String {
+    pub(super) fn git(&self, args: &[&str]) -> String {
         git_in(&self.dir, args)
     }
 
-    fn store(&self) -> Store {
+    pub(super) fn store(&self) -> Store {
         Store::open(&self.dir).unwrap()
     }
 
     /// What the user sees: status, index bytes and every work tree file's bytes.
-    fn user_state(&self) -> UserState {
+    pub(super) fn user_state(&self) -> UserState {
         let status = self.git(&[
             "--no-optional-locks",
             "status",

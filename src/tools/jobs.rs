@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::process::{self, Exit};
 use super::{opt_str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 
 /// Output shown per look, head and tail; the log keeps everything.
 const SHOWN_BYTES: u64 = 8 * 1024;
@@ -301,11 +302,11 @@ fn server_kind(words: &[&str]) -> Option<&'static str> {
 pub struct Job;
 
 impl Tool for Job {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "job"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Manage background jobs started by `run` (servers, watchers, or `background: true`). action `output` \
          returns what job `id` printed since you last looked and whether it is still running; `stop` stops it \
          (SIGTERM, then SIGKILL, whole process group); `list` shows all jobs."
@@ -324,6 +325,10 @@ impl Tool for Job {
     fn is_mutating(&self) -> bool {
         // Stopping a job can make it flush files; the defensive answer.
         true
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

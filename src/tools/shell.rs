@@ -23,6 +23,7 @@ use serde_json::json;
 use super::jobs::{self, looks_like_server};
 use super::process::{self, Exit};
 use super::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 
 /// Per-call timeouts above this are capped: one call should not hold the session for longer.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -39,11 +40,11 @@ const BACKGROUND_SETTLE: Duration = Duration::from_secs(2);
 pub struct Run;
 
 impl Tool for Run {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "run"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a shell command with bash in the repository root, e.g. to build, run tests, or use git. stdin is \
          empty; stdout and stderr come back together, with the exit code. Long output keeps its first and last \
          16 KiB (the full output is saved to a file whose path is given). The command is killed (with \
@@ -63,6 +64,19 @@ impl Tool for Run {
             },
             "required": ["command"]
         })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    fn command_arg(&self) -> Option<&str> {
+        Some("command")
+    }
+
+    fn changes_by_scan(&self) -> bool {
+        // A command may write anything, and says nothing of what it wrote.
+        true
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

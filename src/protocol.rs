@@ -194,6 +194,22 @@ pub enum ToolKind {
     Other,
 }
 
+/// How one MCP server of a session stands, for [`Event::Mcp`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct McpServerState {
+    pub name: String,
+    /// `starting`, `connected` or `failed`.
+    pub state: &'static str,
+    /// Tools it offers (when connected).
+    pub tools: usize,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its last stderr lines, when it failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stderr: Vec<String>,
+}
+
 /// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
 #[derive(Debug)]
 pub enum Event<'a> {
@@ -253,6 +269,15 @@ pub enum Event<'a> {
         status: &'a Status,
         answer: &'a str,
         exit_code: i32,
+    },
+    /// How the session's MCP servers stand: once when they start, then when one fails or all have settled
+    /// (`N of M servers connected`); `untrusted` says that a project's `.mcp.json` was skipped and how to
+    /// trust it.
+    Mcp {
+        connected: usize,
+        total: usize,
+        servers: &'a [McpServerState],
+        untrusted: Option<&'a str>,
     },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),

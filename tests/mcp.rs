@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{run, Server, TestRepo};
+use serde_json::{json, Value};
+
+use crate::common::{self, call, run, Reply, Server, TestRepo};
 
 /// Where `.ci/run` installed the partners.
 const PARTNERS_VAR: &str = "GIT_AGENT_MCP_PARTNERS";
@@ -434,4 +436,296 @@ fn conformance_tools_call() {
     if let Some(partners) = Partners::find("conformance_tools_call") {
         conformance(&partners, "tools_call");
     }
+}
+
+/// The config file of the session tests: server-everything and mcp-server-git over stdio, and `extra`.
+fn session_config(partners: &Partners, extra: &str) -> String {
+    format!(
+        "[mcp_servers.everything]\ncommand = {}\nargs = [\"stdio\"]\nenv = {{ \"EVERYTHING_TOKEN\" = \"mcp-canary-7a8b9c0d1e\" }}\n\n\
+         [mcp_servers.git]\ncommand = {}\nargs = [\"--repository\", \".\"]\n{extra}",
+        toml_string(&partners.everything()),
+        toml_string(&partners.git_server()),
+    )
+}
+
+/// Every object in the repository's database, as text.
+fn all_objects(repo: &TestRepo) -> String {
+    let out = Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .current_dir(repo.path())
+        .output()
+        .expect("git cat-file runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_model_calls_tools_of_configured_servers() {
+    let Some(partners) = Partners::find("the_model_calls_tools_of_configured_servers") else {
+        return;
+    };
+    let repo = TestRepo::new();
+    repo.write("new.txt", "untracked\n");
+    let echo = call(
+        "mcp__everything__echo",
+        json!({"message": "the token is mcp-canary-7a8b9c0d1e"}),
+    );
+    let status = call("mcp__git__git_status", json!({"repo_path": "."}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![echo.clone(), status.clone()]),
+        Reply::text("Both servers answered."),
+    ]);
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, session_config(&partners, "")).expect("write the config");
+    let mut cmd = repo.agent(&server, &["ask", "--json", "use the MCP tools"]);
+    cmd.env("GIT_AGENT_CONFIG", &path);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    let requests = server.requests();
+    let last = requests.last().expect("a follow-up request");
+    assert_eq!(
+        last.tool_result(&echo.id),
+        "Echo: the token is mcp-canary-7a8b9c0d1e",
+        "the server's real result"
+    );
+    let git_status = last.tool_result(&status.id);
+    assert!(git_status.contains("Repository status:"), "{git_status}");
+    // The server runs in the session's checkout (detached at step 0), not in the user's tree on main.
+    assert!(
+        git_status.contains("Not currently on any branch"),
+        "{git_status}"
+    );
+    // By the follow-up request both servers have joined: their tools are offered by the names the model uses.
+    let offered: Vec<String> = last.body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            t["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        offered.iter().any(|n| n == "mcp__everything__echo"),
+        "{offered:?}"
+    );
+    assert!(
+        offered.iter().any(|n| n == "mcp__git__git_log"),
+        "{offered:?}"
+    );
+    // --json: the status event (existing events unchanged), the calls like any other tool's.
+    let events: Vec<Value> = out
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    let settled = events
+        .iter()
+        .rfind(|e| e["type"] == "mcp")
+        .expect("an mcp event");
+    assert_eq!(
+        (settled["connected"].as_u64(), settled["total"].as_u64()),
+        (Some(2), Some(2)),
+        "{settled}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["type"] == "tool_call" && e["name"] == "mcp__git__git_status"));
+    let permission = events
+        .iter()
+        .find(|e| e["type"] == "permission" && e["tool"] == "mcp__everything__echo")
+        .expect("a permission event");
+    assert_eq!(
+        permission["decision"], "allow",
+        "read-only tools run like read_file"
+    );
+    // The session log has the calls, and no git object holds the server's secret.
+    let id = common::session_id(&repo);
+    let show = run(&mut repo.agent(&server, &["show", &id]));
+    assert!(show.stdout().contains("mcp__everything__echo"), "{show}");
+    assert!(show.stdout().contains("[REDACTED"), "{show}");
+    assert!(!all_objects(&repo).contains("mcp-canary-7a8b9c0d1e"));
+}
+
+#[test]
+fn trusted_project_servers_over_http_and_stdio() {
+    let Some(partners) = Partners::find("trusted_project_servers_over_http_and_stdio") else {
+        return;
+    };
+    let http = HttpServer::start(&partners);
+    let repo = TestRepo::new();
+    let file = json!({"mcpServers": {
+        "everything": {"type": "http", "url": "${EVERYTHING_URL}"},
+        "git": {"type": "stdio", "command": partners.git_server(), "args": ["--repository", "."]}
+    }});
+    repo.write(".mcp.json", &file.to_string());
+    repo.commit_all("project MCP servers");
+    let echo = call("mcp__everything__echo", json!({"message": "over http"}));
+    let log = call(
+        "mcp__git__git_log",
+        json!({"repo_path": ".", "max_count": 1}),
+    );
+    let script = || {
+        vec![
+            Reply::tool_calls(vec![echo.clone(), log.clone()]),
+            Reply::text("done"),
+        ]
+    };
+    let ask = |server: &Server| {
+        let mut cmd = agent(&repo, "", &["ask", "use them"]);
+        cmd.env("OPENAI_BASE_URL", server.base_url())
+            .env("EVERYTHING_URL", &http.url);
+        run(&mut cmd)
+    };
+
+    // Not trusted yet: nothing starts, and the user is told how to trust the file.
+    let server = Server::start(script());
+    let out = ask(&server);
+    out.assert_code(0);
+    assert!(
+        out.stderr()
+            .contains("defines MCP servers (everything, git) that were not started"),
+        "{out}"
+    );
+    assert!(
+        out.stderr()
+            .contains("hint: read it, then run `git agent mcp trust`"),
+        "{out}"
+    );
+    let last = server.requests().pop().expect("a follow-up");
+    assert!(
+        last.tool_result(&echo.id)
+            .contains("unknown tool 'mcp__everything__echo'"),
+        "{out}"
+    );
+
+    let out = run(&mut agent(&repo, "", &["mcp", "trust"]));
+    out.assert_code(0);
+    let server = Server::start(script());
+    let out = ask(&server);
+    out.assert_code(0);
+    assert!(
+        out.stderr().contains("MCP: 2 of 2 servers connected"),
+        "{out}"
+    );
+    let last = server.requests().pop().expect("a follow-up");
+    assert_eq!(last.tool_result(&echo.id), "Echo: over http");
+    assert!(
+        last.tool_result(&log.id).contains("project MCP servers"),
+        "the repo's real log"
+    );
+}
+
+#[test]
+fn a_server_that_fails_to_start_is_reported_and_the_session_goes_on() {
+    let repo = TestRepo::new();
+    let config = "[mcp_servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo 'missing API_URL' >&2; exit 4\"]\n\
+                  [mcp_servers.nothing]\ncommand = \"no-such-mcp-server\"\n";
+    // The model calls a tool of the broken server: the call waits for it to settle, then fails as unknown.
+    let guess = call("mcp__broken__anything", json!({}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![guess.clone()]),
+        Reply::text("Fine without them."),
+    ]);
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let mut cmd = repo.agent(&server, &["ask", "hello"]);
+    cmd.env("GIT_AGENT_CONFIG", &path);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "Fine without them.");
+    assert!(
+        out.stderr().contains("MCP: 0 of 2 servers connected"),
+        "{out}"
+    );
+    assert!(
+        out.stderr()
+            .contains("warning: MCP server 'broken' failed: the server exited with status 4"),
+        "{out}"
+    );
+    assert!(
+        out.stderr().contains("  missing API_URL"),
+        "its stderr\n{out}"
+    );
+    assert!(
+        out.stderr()
+            .contains("no-such-mcp-server is not installed or not on PATH"),
+        "{out}"
+    );
+    let result = server
+        .requests()
+        .pop()
+        .expect("a follow-up")
+        .tool_result(&guess.id);
+    assert!(
+        result.contains("unknown tool 'mcp__broken__anything'"),
+        "{result}"
+    );
+
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![guess.clone()]),
+        Reply::text("Still fine."),
+    ]);
+    let mut cmd = repo.agent(&server, &["ask", "--json", "hello"]);
+    cmd.env("GIT_AGENT_CONFIG", &path);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    let mcp: Vec<Value> = out
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "mcp")
+        .collect();
+    let last = mcp.last().expect("an mcp event");
+    let broken = &last["servers"][0];
+    assert_eq!(broken["state"], "failed", "{last}");
+    assert_eq!(broken["stderr"][0], "missing API_URL", "{last}");
+}
+
+#[test]
+fn tools_not_marked_read_only_need_approval() {
+    let Some(partners) = Partners::find("tools_not_marked_read_only_need_approval") else {
+        return;
+    };
+    let repo = TestRepo::new();
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, session_config(&partners, "")).expect("write the config");
+    let toggle = call("mcp__everything__toggle-simulated-logging", json!({}));
+    let ask = |extra: &[&str]| {
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![toggle.clone()]),
+            Reply::text("ok"),
+        ]);
+        let mut args = vec!["ask", "--yes"];
+        args.extend_from_slice(extra);
+        args.push("toggle logging");
+        let mut cmd = repo.agent(&server, &args);
+        cmd.env("GIT_AGENT_CONFIG", &path);
+        run(&mut cmd).assert_code(0);
+        server
+            .requests()
+            .pop()
+            .expect("a follow-up")
+            .tool_result(&toggle.id)
+    };
+    let refused = ask(&[]);
+    assert!(refused.contains("blocked by approval"), "{refused}");
+    assert!(
+        refused.contains("--allow 'Mcp(everything/toggle-simulated-logging)'"),
+        "{refused}"
+    );
+    let allowed = ask(&["--allow", "Mcp(everything/*)"]);
+    assert!(allowed.to_lowercase().contains("logging"), "{allowed}");
+    assert!(!allowed.contains("blocked"), "{allowed}");
+    let denied = ask(&[
+        "--allow",
+        "Mcp(everything/*)",
+        "--deny",
+        "Mcp(everything/toggle-*)",
+    ]);
+    assert!(
+        denied.contains("blocked by Mcp(everything/toggle-*)"),
+        "{denied}"
+    );
 }

@@ -142,6 +142,11 @@ impl Accounting {
         }
     }
 
+    /// The tool schemas changed (an MCP server joined): the estimate keeps its calibration.
+    pub fn set_schemas(&mut self, schemas: &[ToolSchema]) {
+        self.schema_tokens = Accounting::new(schemas).schema_tokens;
+    }
+
     /// Estimated prompt tokens of a request carrying `messages` (and the schemas).
     pub fn tokens(&self, messages: &[Message]) -> u64 {
         ((self.raw(messages) as f64) * self.ratio).ceil() as u64

@@ -110,6 +110,7 @@ pub async fn ask(
     let result = async {
         let mut session = AgentSession::open(cwd, options, sink).await?;
         let end = session.turn(prompt, sink, approver, &control).await;
+        session.shutdown_mcp().await;
         session.close();
         end
     }

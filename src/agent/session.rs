@@ -31,6 +31,8 @@ use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
 use crate::safety::Policy;
 use crate::store::{ChangeTracker, Meta, ObjectId, Session, SessionLog, Store, StoreError};
+use crate::tools::mcp::servers::{Servers, Status as McpStatus};
+use crate::tools::mcp::ServerSpec;
 use crate::tools::{Registry, SessionState};
 
 use super::context::{ContextState, Settings};
@@ -136,6 +138,10 @@ pub(super) struct Toolbox {
     /// What commands changed in the checkout (inotify, or a stat scan).
     pub changes: ChangeTracker,
     pub run_timeout: Duration,
+    /// The session's MCP servers, joining in the background.
+    pub mcp: Servers,
+    /// Their status as last shown, so each change is shown once.
+    pub mcp_shown: Option<McpStatus>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -199,37 +205,11 @@ impl AgentSession {
             }
             Some(which) => reopen(&store, which, options.here)?,
         };
-        let (policy, sandbox) = safety_for(&store, &session, options.safety);
-        if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
-        }
-        let tools = Toolbox {
-            registry: Registry::builtin(),
-            policy,
-            sandbox: Arc::new(sandbox),
-            state: Arc::new(SessionState::new(
-                Some(
-                    store
-                        .common_dir()
-                        .join("agent")
-                        .join("output")
-                        .join(&session.id),
-                ),
-                vec![model.api_key_env.to_string()],
-            )),
-            changes: ChangeTracker::new(session.root()),
-            run_timeout: options.run_timeout,
-        };
+        let (safety, run_timeout) = (options.safety, options.run_timeout);
+        let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
         let settings = resolve_context(&client, &model).await;
-        let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
-        schemas.extend(plan::schemas());
-        let mut instructions = Instructions::new(session.root());
-        for path in journal::loaded_instructions(&events) {
-            instructions.already_loaded(&path);
-        }
-        let system = system_prompt(&session, &mut instructions, &relative_cwd(&store, cwd));
-        let mut messages = vec![Message::System { content: system }];
-        messages.extend(journal::rebuild(&events));
+        let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
         let line = SessionLine {
             id: session.id.clone(),
             branch: short_branch(&session).to_owned(),
@@ -237,14 +217,8 @@ impl AgentSession {
             model: model.display_name(),
         };
         Ok(AgentSession {
-            context: ContextState::new(settings, &schemas),
-            conv: Conversation {
-                messages,
-                schemas,
-                plan: journal::plan(&events),
-                goal: String::new(),
-                instructions,
-            },
+            context: ContextState::new(settings, &conv.schemas),
+            conv,
             work: Workspace {
                 step_lines: journal::step_lines(&events),
                 store,
@@ -292,6 +266,8 @@ impl AgentSession {
             Ok(outcome) => Ok(turn.finish(outcome)),
             Err(err) => Err(err),
         };
+        // A server that failed or joined while the last request ran is shown now rather than never.
+        self.refresh_mcp(sink);
         match result {
             Ok(end) => {
                 self.untouched = false;
@@ -358,11 +334,47 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`); they join
+    /// in the background like the configured ones.
+    pub fn add_mcp_servers(&mut self, specs: Vec<ServerSpec>) {
+        self.tools.mcp.add(specs, self.work.session.root());
+    }
+
+    /// How the session's MCP servers stand.
+    pub fn mcp_status(&self) -> McpStatus {
+        self.tools.mcp.status()
+    }
+
+    /// Stops the session's MCP servers gracefully (stdio: close stdin, SIGTERM, SIGKILL; HTTP: end the
+    /// session). [`AgentSession::close`] stops any left without waiting on the runtime.
+    pub async fn shutdown_mcp(&self) {
+        self.tools.mcp.shutdown().await;
+    }
+
+    /// Before a request: the tools of servers that joined (or changed) since are offered from now on, and a
+    /// change in their status worth telling (a failure, all settled) is shown.
+    pub(super) fn refresh_mcp(&mut self, sink: &mut dyn Sink) {
+        if self.tools.mcp.is_empty() {
+            return;
+        }
+        let schemas = offered(&self.tools);
+        if schemas != self.conv.schemas {
+            self.context.accounting.set_schemas(&schemas);
+            self.conv.schemas = schemas;
+        }
+        let status = self.tools.mcp.status();
+        if status.is_news(self.tools.mcp_shown.as_ref()) {
+            show_mcp(sink, &status, None);
+            self.tools.mcp_shown = Some(status);
+        }
+    }
+
     /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last
     /// turn recorded it. A new session nothing happened in is rolled back instead (no branch, checkout or log).
     pub fn close(mut self) {
-        // Background jobs (dev servers) never outlive the session, however it ended.
+        // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
         self.tools.state.shutdown();
+        self.tools.mcp.stop_blocking();
         let work = &mut self.work;
         if self.untouched {
             // Best effort: the model error is what the user needs to see.
@@ -491,6 +503,69 @@ impl AgentSession {
         match err {
             AgentError::Model(err) => super::with_hint(err, &self.model.config),
             err => err,
+        }
+    }
+}
+
+impl Toolbox {
+    /// The session's tools, policy and sandbox (a sandbox that fell back is a warning for `sink`), its tool
+    /// state and change tracker.
+    fn new(
+        store: &Store,
+        session: &Session,
+        model: &ModelConfig,
+        safety: SafetyOptions,
+        run_timeout: Duration,
+        sink: &mut dyn Sink,
+    ) -> Toolbox {
+        let (policy, sandbox) = safety_for(store, session, safety);
+        if let Some(warning) = &sandbox.fallback {
+            sink.emit(&Event::Warning(warning));
+        }
+        let output = store
+            .common_dir()
+            .join("agent")
+            .join("output")
+            .join(&session.id);
+        Toolbox {
+            registry: Registry::builtin(),
+            policy,
+            sandbox: Arc::new(sandbox),
+            state: Arc::new(SessionState::new(
+                Some(output),
+                vec![model.api_key_env.to_string()],
+            )),
+            changes: ChangeTracker::new(session.root()),
+            run_timeout,
+            mcp: Servers::none(),
+            mcp_shown: None,
+        }
+    }
+}
+
+impl Conversation {
+    /// The conversation as the session's recorded `events` left it, after a fresh system prompt (the one
+    /// for this checkout, with the project instructions from the root down to `cwd`), offering `schemas`.
+    fn load(
+        store: &Store,
+        session: &Session,
+        schemas: Vec<ToolSchema>,
+        events: &[serde_json::Value],
+        cwd: &Path,
+    ) -> Conversation {
+        let mut instructions = Instructions::new(session.root());
+        for path in journal::loaded_instructions(events) {
+            instructions.already_loaded(&path);
+        }
+        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let mut messages = vec![Message::System { content: system }];
+        messages.extend(journal::rebuild(events));
+        Conversation {
+            messages,
+            schemas,
+            plan: journal::plan(events),
+            goal: String::new(),
+            instructions,
         }
     }
 }
@@ -643,4 +718,80 @@ fn relative_cwd(store: &Store, cwd: &Path) -> PathBuf {
 /// `agent/<id>`.
 pub(super) fn short_branch(session: &Session) -> &str {
     session.branch.trim_start_matches("refs/heads/")
+}
+
+/// What the model is offered: the registry's tools, `plan_update` and `finish`, then the MCP tools (last, so
+/// the stable part of the request comes first for prompt caches, and servers joining change only its end).
+fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
+    let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
+    schemas.extend(plan::schemas());
+    schemas.extend(tools.mcp.offered());
+    schemas
+}
+
+/// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
+/// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
+fn start_mcp(
+    cwd: &Path,
+    store: &Store,
+    session: &Session,
+    registry: &Registry,
+    sink: &mut dyn Sink,
+) -> Servers {
+    let env = |name: &str| crate::safety::secrets::var(name);
+    // The front-end loaded the settings for the model already; a file that broke since costs only the servers.
+    let user = match crate::config::Settings::load(cwd, &env) {
+        Ok(settings) => settings.user,
+        Err(err) => {
+            sink.emit(&Event::Warning(&format!("MCP servers not started: {err}")));
+            return Servers::none();
+        }
+    };
+    let config = crate::config::mcp::load(
+        &user.mcp_servers,
+        &user.path,
+        Some((store.workdir(), store.common_dir())),
+        &env,
+    );
+    if let Some(project) = config.project.as_ref() {
+        if let Some(error) = &project.error {
+            let message = format!(
+                "{}: {error}; its MCP servers are not used",
+                project.path.display()
+            );
+            sink.emit(&Event::Warning(&message));
+        }
+    }
+    let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
+    reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
+    let mut specs = Vec::new();
+    let mut broken = Vec::new();
+    for entry in config.to_start() {
+        match &entry.spec {
+            Ok(spec) => specs.push(spec.clone()),
+            Err(problem) => {
+                broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
+            }
+        }
+    }
+    let servers = Servers::start(specs, session.root().to_path_buf(), &reserved);
+    for (name, problem) in broken {
+        servers.failed(&name, problem);
+    }
+    let notice = config.untrusted_notice();
+    if !servers.is_empty() || notice.is_some() {
+        show_mcp(sink, &servers.status(), notice.as_deref());
+    }
+    servers
+}
+
+fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
+    let states = status.states();
+    sink.emit(&Event::Mcp {
+        connected: status.connected(),
+        total: status.total(),
+        servers: &states,
+        untrusted,
+    });
 }

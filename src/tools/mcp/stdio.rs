@@ -124,6 +124,40 @@ impl Stdio {
     }
 }
 
+impl Stdio {
+    /// [`Stdio::shutdown`] on this thread, for code that cannot await: stdin closed, then SIGTERM, then
+    /// SIGKILL to the group, each after [`EXIT_GRACE`] (polled, so a server that exits at once costs nothing).
+    pub(crate) fn stop_blocking(&self) {
+        if let Ok(mut stdin) = self.stdin.try_lock() {
+            drop(stdin.take());
+        }
+        let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
+            return;
+        };
+        let exited = |child: &mut Child| {
+            let deadline = std::time::Instant::now() + EXIT_GRACE;
+            while std::time::Instant::now() < deadline {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        };
+        for signal in [libc::SIGTERM, libc::SIGKILL] {
+            if exited(&mut child) {
+                break;
+            }
+            if let Some(pid) = self.pid {
+                kill_group(pid, signal);
+            }
+        }
+        if let Some(pid) = self.pid {
+            kill_group(pid, libc::SIGKILL);
+        }
+    }
+}
+
 fn spawn_message(command: &str, err: &std::io::Error) -> String {
     if err.kind() == std::io::ErrorKind::NotFound {
         format!("{command} is not installed or not on PATH")

@@ -11,6 +11,7 @@
 
 pub mod edit;
 pub mod file;
+pub mod mcp;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -12,6 +12,7 @@ pub mod config;
 pub mod model;
 pub mod protocol;
 pub mod safety;
+pub mod sse;
 pub mod store;
 pub mod tools;
 pub mod ui;

@@ -194,6 +194,22 @@ pub enum ToolKind {
     Other,
 }
 
+/// How one MCP server of a session stands, for [`Event::Mcp`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct McpServerState {
+    pub name: String,
+    /// `starting`, `connected` or `failed`.
+    pub state: &'static str,
+    /// Tools it offers (when connected).
+    pub tools: usize,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its last stderr lines, when it failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stderr: Vec<String>,
+}
+
 /// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
 #[derive(Debug)]
 pub enum Event<'a> {
@@ -208,6 +224,8 @@ pub enum Event<'a> {
     ToolCall {
         id: &'a str,
         name: &'a str,
+        /// What the tool is (ACP shows calls by kind); [`ToolKind::Other`] for a call naming no tool.
+        kind: ToolKind,
         label: &'a str,
         input: &'a serde_json::Value,
     },
@@ -252,9 +270,54 @@ pub enum Event<'a> {
         answer: &'a str,
         exit_code: i32,
     },
+    /// How the session's MCP servers stand: once when they start, then when one fails or all have settled
+    /// (`N of M servers connected`); `untrusted` says that a project's `.mcp.json` was skipped and how to
+    /// trust it.
+    Mcp {
+        connected: usize,
+        total: usize,
+        servers: &'a [McpServerState],
+        untrusted: Option<&'a str>,
+    },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
     Error(&'a str),
+    // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
+    // the same code as a live session. The agent does not emit these today; none is in the JSON contract.
+    /// A prompt from the user.
+    Prompt(&'a str),
+    /// A message the agent itself added to the conversation: `kind` is `instructions` (a deeper AGENTS.md,
+    /// named by `path`), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
+    Context {
+        kind: &'a str,
+        path: &'a str,
+        content: &'a str,
+    },
+    /// The plan after an update: `done` of `total` items, and the plan as text, one line per item.
+    Plan {
+        done: usize,
+        total: usize,
+        text: &'a str,
+    },
+    /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
+    /// context window.
+    Compaction {
+        replaced: u64,
+        dropped: bool,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    /// A turn ended with `status`.
+    TurnEnd(&'a Status),
+    /// Another run continued the session.
+    Resumed,
+    /// `git agent undo` moved the branch back `steps` steps, to commit `to`.
+    Undone {
+        steps: u32,
+        to: &'a str,
+    },
+    /// `git agent discard` removed the session's checkout and branch.
+    Discarded,
 }
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.

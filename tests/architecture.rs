@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("protocol", &[]),
     ("safety", &[]),
-    ("model", &["protocol"]),
+    // The byte-level SSE decoder: model replies and MCP's Streamable HTTP both arrive as event streams.
+    ("sse", &[]),
+    ("model", &["protocol", "sse"]),
     // Config builds the model clients' tuning and reads keys through safety's secret store.
     ("config", &["protocol", "safety", "model"]),
     ("store", &["protocol", "safety"]),
     // Tools never talk to the model.
-    ("tools", &["protocol", "safety", "store", "config"]),
+    ("tools", &["protocol", "safety", "store", "config", "sse"]),
     (
         "agent",
         &["protocol", "safety", "config", "model", "tools", "store"],

@@ -27,5 +27,9 @@ mod cli;
 mod sessions;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
+// The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.
+mod session_api;
 // `ask --here`: the user's own working tree, HEAD/index/branches untouched, rollback, discard and undo there.
 mod here;
+// The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
+mod mcp;

@@ -597,3 +597,113 @@ fn push_refuses_a_key_value_in_a_session() {
     assert!(!out.stderr().contains(crate::common::API_KEY));
     assert_eq!(repo.git(&["ls-remote", bare.to_str().unwrap()]), "");
 }
+
+/// A transcript is read later, maybe from someone else's push: `show` neutralises what the model and its
+/// tools wrote exactly as the live `ask` output does (OSC 52 clipboard writes, screen clears, bidi overrides).
+#[test]
+fn show_neutralises_escape_sequences_in_a_transcript() {
+    const OSC52: &str = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}";
+    const CLEAR: &str = "\u{1b}[2J";
+    const BIDI: &str = "\u{202e}";
+    let repo = TestRepo::new();
+    let evil = format!("evil{OSC52}{BIDI}.txt");
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            &format!("Writing{CLEAR} a file{OSC52}."),
+            vec![
+                // The path (a tool-call argument) shows in the call line and in the step's file list.
+                call("write_file", json!({"path": evil, "content": "x\n"})),
+                // The command shows in the call line; the tool's error names the missing path.
+                call("run", json!({"command": format!("echo '{CLEAR}'")})),
+                call(
+                    "read_file",
+                    json!({"path": format!("gone{CLEAR}{BIDI}.txt")}),
+                ),
+            ],
+        ),
+        Reply::text(&format!("Done{BIDI}, all{CLEAR} clear{OSC52}.")),
+    ]);
+    let live = repo.run_agent(&server, &["ask", &format!("write{BIDI} it")]);
+    live.assert_code(0);
+    let id = session_id(&repo);
+    // The step really holds the file whose name carries the sequences (so the step line has them to show).
+    assert!(repo
+        .git(&["ls-tree", "-r", "-z", "--name-only", &format!("agent/{id}")])
+        .contains(&evil));
+
+    let show = agent(&repo, &["show", &id]);
+    show.assert_code(0);
+    let text = show.stdout();
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(
+            !text.contains(raw),
+            "{raw:?} reached the terminal:\n{text:?}"
+        );
+        assert!(
+            !live.stderr().contains(raw),
+            "{raw:?} live:\n{:?}",
+            live.stderr()
+        );
+    }
+    let neutral = |s: &str| s.replace(['\u{1b}', '\u{7}', '\u{202e}'], "\u{fffd}");
+    for needle in [
+        format!("> write{BIDI} it"),
+        format!("Writing{CLEAR} a file{OSC52}."),
+        format!("● write {evil}"),
+        format!("● run echo '{CLEAR}'"),
+        format!("  ⎿ error: 'gone{CLEAR}{BIDI}.txt' does not exist"),
+        "  ⎿ step 1: ".to_string(),
+        format!("({evil})"),
+        format!("Done{BIDI}, all{CLEAR} clear{OSC52}."),
+    ] {
+        let needle = neutral(&needle);
+        assert!(text.contains(&needle), "{needle:?} missing:\n{text}");
+    }
+    // One renderer: the tool lines read the same live and in the transcript.
+    for line in text.lines().filter(|l| l.starts_with('●')) {
+        assert!(
+            live.stderr().contains(line),
+            "{line:?} not in\n{}",
+            live.stderr()
+        );
+    }
+}
+
+/// Issue 17 defect 12: a storage failure says in words what failed, names the lock file in the way and what
+/// to do, instead of printing gix's structures; nothing of the user's changes.
+#[test]
+fn a_stale_lock_is_reported_in_words() {
+    let repo = TestRepo::new();
+    let write = call("write_file", json!({"path": "new.txt", "content": "new\n"}));
+    let server = Server::start(vec![Reply::tool_calls(vec![write]), Reply::text("done")]);
+    repo.run_agent(&server, &["ask", "add a file"])
+        .assert_code(0);
+    let id = session_id(&repo);
+    let before = user_state(&repo);
+    let lock = repo.path().join(".git/packed-refs.lock");
+    fs::write(&lock, "").unwrap();
+    let out = agent(&repo, &["discard", &id]);
+    out.assert_code(1);
+    let first = out.first_stderr_line();
+    assert!(first.starts_with("error: git storage error: "), "{out}");
+    assert!(
+        first.contains(&format!("{} exists", lock.display())),
+        "{out}"
+    );
+    assert!(
+        out.stderr().contains(&format!(
+            "hint: if no git or git-agent process is running in this repository, remove {}",
+            lock.display()
+        )),
+        "{out}"
+    );
+    for debug in ["Message {", "values:", "Bytes("] {
+        assert!(!out.stderr().contains(debug), "{out}");
+    }
+    assert_eq!(user_state(&repo), before);
+    // After removing the lock as told, the same command works.
+    fs::remove_file(&lock).unwrap();
+    agent(&repo, &["discard", &id]).assert_code(0);
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

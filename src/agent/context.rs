@@ -19,11 +19,7 @@
 //! reply carries usage, so the estimate tracks the real tokenizer without shipping one.
 
 use crate::config::ModelConfig;
-use crate::model::Request;
 use crate::protocol::{Message, ToolSchema, Usage};
-
-use super::journal::Event as LogEvent;
-use super::{AgentError, Turn};
 
 /// Tool results in this many most recent assistant turns are never pruned.
 const KEEP_TURNS: usize = 3;
@@ -144,6 +140,11 @@ impl Accounting {
             ratio: 1.0,
             schema_tokens: (bytes / 4) as u64,
         }
+    }
+
+    /// The tool schemas changed (an MCP server joined): the estimate keeps its calibration.
+    pub fn set_schemas(&mut self, schemas: &[ToolSchema]) {
+        self.schema_tokens = Accounting::new(schemas).schema_tokens;
     }
 
     /// Estimated prompt tokens of a request carrying `messages` (and the schemas).
@@ -401,13 +402,58 @@ fn earlier_summary(messages: &[Message]) -> Option<String> {
     }
 }
 
-/// What context management did before one request.
+/// The context management of one session: its settings, the token accounting, and when it last compacted.
+///
+/// It works on the conversation it is given and never talks to the model: when a compaction is due
+/// ([`ContextState::prepare()`]), the caller sends the summarising request ([`ContextState::summary_request()`])
+/// and hands the answer (or `None`) to [`ContextState::apply()`].
 #[derive(Debug)]
 pub struct ContextState {
     pub settings: Settings,
     pub accounting: Accounting,
     /// The request count at the last compaction or drop.
     last_compaction: Option<u32>,
+    /// The session's model requests so far (summaries not counted), for the cooldown.
+    requests: u32,
+}
+
+/// A compaction found due by [`ContextState::prepare()`]: `messages[1..start]` are to be replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    start: usize,
+    /// The last compaction was too recent to summarise again: the older messages are dropped instead.
+    recent: bool,
+    /// Estimated tokens before.
+    before: u64,
+}
+
+/// What a compaction did, for the session log and the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// The message that replaced the older ones.
+    pub summary: String,
+    /// Messages kept after the summary.
+    pub kept: u64,
+    pub replaced: u64,
+    /// Dropped with a note rather than summarised.
+    pub fallback: bool,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+impl Compacted {
+    /// The warning line shown when it happens.
+    pub fn note(&self, window: u64) -> String {
+        let what = if self.fallback {
+            "dropped"
+        } else {
+            "summarised"
+        };
+        format!(
+            "context: {} older messages {what} ({} → {} tokens of {window})",
+            self.replaced, self.tokens_before, self.tokens_after
+        )
+    }
 }
 
 impl ContextState {
@@ -416,52 +462,105 @@ impl ContextState {
             settings,
             accounting: Accounting::new(schemas),
             last_compaction: None,
+            requests: 0,
         }
     }
-}
 
-impl Turn<'_> {
-    /// Prunes, and compacts or drops when the next request would pass the threshold. Called before every
-    /// request; never fails the task (a failed summary falls back to dropping).
-    pub(super) async fn manage_context(
-        &mut self,
-        messages: &mut Vec<Message>,
-    ) -> Result<(), AgentError> {
-        let settings = self.context.settings;
-        let acct = self.context.accounting.clone();
+    /// Counts one model request of the session, before it is sent.
+    pub fn count_request(&mut self) {
+        self.requests += 1;
+    }
+
+    /// Estimated prompt tokens of a request carrying `messages`.
+    pub fn tokens(&self, messages: &[Message]) -> u64 {
+        self.accounting.tokens(messages)
+    }
+
+    /// Called before every request: prunes, and says whether the older messages must be compacted (the next
+    /// request would pass the threshold). `force` (the user asked) compacts whatever the size and settings,
+    /// keeping only the newest exchange.
+    pub fn prepare(&self, messages: &mut [Message], force: bool) -> Option<Pending> {
+        let settings = &self.settings;
         if settings.prune {
             prune(messages);
         }
         let limit = (settings.window as f64 * settings.threshold) as u64;
-        let before = acct.tokens(messages);
-        if !settings.compact || before <= limit {
-            return Ok(());
+        let before = self.accounting.tokens(messages);
+        if !force && (!settings.compact || before <= limit) {
+            return None;
         }
-        let recent = self
-            .context
-            .last_compaction
-            .is_some_and(|at| self.requests < at + COMPACT_COOLDOWN);
-        let tail_budget = (settings.window as f64 * TAIL_SHARE) as u64;
-        let Some(start) = tail_start(messages, &acct, tail_budget) else {
-            return Ok(());
-        };
-        let summary = if recent {
-            None
+        let recent = !force
+            && self
+                .last_compaction
+                .is_some_and(|at| self.requests < at + COMPACT_COOLDOWN);
+        let tail_budget = if force {
+            0
         } else {
-            self.summarise(&messages[1..start], &settings, &acct)
-                .await?
+            (settings.window as f64 * TAIL_SHARE) as u64
         };
-        let facts = Facts {
-            goal: &self.goal,
-            plan: &self.plan,
-            steps: &self.step_lines,
-        };
+        let start = tail_start(messages, &self.accounting, tail_budget)?;
+        Some(Pending {
+            start,
+            recent,
+            before,
+        })
+    }
+
+    /// The request (system and user message) that asks the model to summarise what `pending` replaces, with
+    /// the step commits `steps` to cite and an optional `focus` from the user; `None` when the messages are to
+    /// be dropped without asking (a compaction just happened).
+    pub fn summary_request(
+        &self,
+        pending: &Pending,
+        messages: &[Message],
+        steps: &[String],
+        focus: Option<&str>,
+    ) -> Option<[Message; 2]> {
+        if pending.recent {
+            return None;
+        }
+        let older = &messages[1..pending.start];
+        let max_bytes =
+            (self.settings.window as f64 * SUMMARISE_SHARE / self.accounting.ratio * 4.0) as usize;
+        let mut text = format!(
+            "The session so far:\n\n{}",
+            transcript(older, max_bytes.max(2000))
+        );
+        if !steps.is_empty() {
+            text.push_str("\nStep commits (use these ids):\n");
+            for step in steps {
+                text.push_str(&format!("- {step}\n"));
+            }
+        }
+        if let Some(focus) = focus.map(str::trim).filter(|f| !f.is_empty()) {
+            text.push_str(&format!(
+                "\nThe user asks the summary to focus on: {focus}\n"
+            ));
+        }
+        Some([
+            Message::System {
+                content: SUMMARISER.to_owned(),
+            },
+            Message::User { content: text },
+        ])
+    }
+
+    /// Replaces the older messages by the model's `summary`, or by a note that they were dropped when there is
+    /// none (summarising failed, or was not asked for); the goal, plan and steps in `facts` are restated.
+    pub fn apply(
+        &mut self,
+        messages: &mut Vec<Message>,
+        pending: Pending,
+        summary: Option<String>,
+        facts: &Facts<'_>,
+    ) -> Compacted {
+        let start = pending.start;
         let (text, fallback) = match summary {
             Some(body) => (
                 summary_message(
                     "Earlier messages of this session were replaced by this summary.",
                     &body,
-                    &facts,
+                    facts,
                 ),
                 false,
             ),
@@ -469,113 +568,43 @@ impl Turn<'_> {
                 let how = format!(
                     "{} earlier messages were dropped to fit the context window{}.",
                     start - 1,
-                    if recent {
+                    if pending.recent {
                         ""
                     } else {
                         " (summarising them failed)"
                     }
                 );
                 let body = earlier_summary(messages).unwrap_or_default();
-                (summary_message(&how, &body, &facts), true)
+                (summary_message(&how, &body, facts), true)
             }
         };
         let replaced = start - 1;
         replace_prefix(messages, start, text.clone());
-        let after = acct.tokens(messages);
-        self.context.last_compaction = Some(self.requests);
-        self.log.append(
-            LogEvent::Compaction {
-                summary: text,
-                kept: (messages.len() - 2) as u64,
-                replaced: replaced as u64,
-                fallback,
-                tokens_before: before,
-                tokens_after: after,
-            }
-            .to_json(),
-        )?;
-        let what = if fallback { "dropped" } else { "summarised" };
-        let note = format!(
-            "context: {replaced} older messages {what} ({before} → {after} tokens of {})",
-            settings.window
-        );
-        self.sink.emit(&crate::protocol::Event::Warning(&note));
-        Ok(())
+        let after = self.accounting.tokens(messages);
+        self.last_compaction = Some(self.requests);
+        Compacted {
+            summary: text,
+            kept: (messages.len() - 2) as u64,
+            replaced: replaced as u64,
+            fallback,
+            tokens_before: pending.before,
+            tokens_after: after,
+        }
+    }
+
+    /// Another model takes over (`/model`): its settings, and an estimate calibrated anew for its tokenizer.
+    pub fn switch_model(&mut self, settings: Settings, schemas: &[ToolSchema]) {
+        self.settings = settings;
+        self.accounting = Accounting::new(schemas);
     }
 
     /// The provider refused `messages` as too long: the window is at most their size, whatever the settings
     /// say, and an overflow is not a compaction loop, so the cooldown starts over.
-    pub(super) fn learn_window(&mut self, messages: &[Message]) {
-        let refused = self.context.accounting.tokens(messages);
-        let window = &mut self.context.settings.window;
+    pub fn learn_window(&mut self, messages: &[Message]) {
+        let refused = self.accounting.tokens(messages);
+        let window = &mut self.settings.window;
         *window = (*window).min(refused).max(1024);
-        self.context.last_compaction = None;
-    }
-
-    /// Prunes and compacts against the (learned) window now; true when the conversation got smaller.
-    pub(super) async fn make_room(
-        &mut self,
-        messages: &mut Vec<Message>,
-    ) -> Result<bool, AgentError> {
-        let before = self.context.accounting.tokens(messages);
-        self.manage_context(messages).await?;
-        Ok(self.context.accounting.tokens(messages) < before)
-    }
-
-    /// Asks the model for the summary of `older`; `None` when it fails (the caller drops instead).
-    async fn summarise(
-        &mut self,
-        older: &[Message],
-        settings: &Settings,
-        acct: &Accounting,
-    ) -> Result<Option<String>, AgentError> {
-        let max_bytes = (settings.window as f64 * SUMMARISE_SHARE / acct.ratio * 4.0) as usize;
-        let mut text = format!(
-            "The session so far:\n\n{}",
-            transcript(older, max_bytes.max(2000))
-        );
-        if !self.step_lines.is_empty() {
-            text.push_str("\nStep commits (use these ids):\n");
-            for step in &self.step_lines {
-                text.push_str(&format!("- {step}\n"));
-            }
-        }
-        let messages = [
-            Message::System {
-                content: SUMMARISER.to_owned(),
-            },
-            Message::User { content: text },
-        ];
-        let request = Request {
-            model: &self.model.model,
-            messages: &messages,
-            tools: &[],
-            max_tokens: Some(2000),
-        };
-        let mut quiet = |_: &crate::model::StreamEvent| {};
-        let mut no_retry_note = |_: &crate::model::ModelError, _: std::time::Duration, _: u32| {};
-        let mut cancelled = self.cancelled.clone();
-        // Ctrl-C drops the request at once; the next model request then ends the turn as interrupted.
-        let result = tokio::select! {
-            result = self.client.stream_with_retries(&request, &mut quiet, &self.retry, &mut no_retry_note) => result,
-            _ = cancelled.wait_for(|c| *c) => return Ok(None),
-        };
-        match result {
-            Ok(response) if !response.text.trim().is_empty() => {
-                if let Some(usage) = &response.usage {
-                    self.usage.add(usage);
-                    self.spent += usage.input_tokens + usage.output_tokens;
-                    self.log_usage(usage)?;
-                }
-                Ok(Some(response.text))
-            }
-            Ok(_) => Ok(None),
-            Err(err) => {
-                let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&crate::protocol::Event::Warning(&message));
-                Ok(None)
-            }
-        }
+        self.last_compaction = None;
     }
 }
 

@@ -43,6 +43,16 @@ pub struct Guards {
     plan_reminded_at_finish: bool,
 }
 
+/// What a call was, as far as the guards care (the tool says it; see `tools::Tool`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect<'a> {
+    /// It edited files: the next failure of a command counts as one more round.
+    Edit,
+    /// It ran the command line held in its argument of this name.
+    Command(&'a str),
+    Other,
+}
+
 #[derive(Debug, Default)]
 struct Failure {
     output: u64,
@@ -77,26 +87,32 @@ impl Guards {
         ))
     }
 
-    /// Records what a call did: edits arm the same-failure check; a failing `run` whose output matches the
+    /// Records what a call did: edits arm the same-failure check; a failing command whose output matches the
     /// previous failure of the same command after an edit counts one round. Returns a reminder or a stop.
-    pub fn after_call(&mut self, call: &ToolCall, failed: bool, output: &str) -> Verdict {
+    pub fn after_call(
+        &mut self,
+        call: &ToolCall,
+        effect: Effect<'_>,
+        failed: bool,
+        output: &str,
+    ) -> Verdict {
         self.calls_since_plan += 1;
-        match call.name.as_str() {
-            "edit_file" | "write_file" => {
+        match effect {
+            Effect::Edit => {
                 for failure in self.failures.values_mut() {
                     failure.edited = true;
                 }
                 Verdict::Run
             }
-            "run" => self.after_run(call, failed, output),
-            _ => Verdict::Run,
+            Effect::Command(arg) => self.after_run(call, arg, failed, output),
+            Effect::Other => Verdict::Run,
         }
     }
 
-    fn after_run(&mut self, call: &ToolCall, failed: bool, output: &str) -> Verdict {
+    fn after_run(&mut self, call: &ToolCall, arg: &str, failed: bool, output: &str) -> Verdict {
         let command = serde_json::from_str::<serde_json::Value>(&call.arguments)
             .ok()
-            .and_then(|a| a.get("command").and_then(|c| c.as_str()).map(str::to_owned))
+            .and_then(|a| a.get(arg).and_then(|c| c.as_str()).map(str::to_owned))
             .unwrap_or_else(|| call.arguments.clone());
         if !failed {
             self.failures.remove(&command);
@@ -259,6 +275,8 @@ impl Budget {
 mod tests {
     use super::*;
 
+    const RUN: Effect<'static> = Effect::Command("command");
+
     fn call(name: &str, args: &str) -> ToolCall {
         ToolCall {
             id: "x".into(),
@@ -297,27 +315,27 @@ mod tests {
         let test = call("run", r#"{"command":"cargo test"}"#);
         let edit = call("edit_file", "{}");
         let out = |t: &str| format!("test foo ... FAILED\n[exit 101 after {t} s]");
-        assert_eq!(g.after_call(&test, true, &out("1.2")), Verdict::Run);
+        assert_eq!(g.after_call(&test, RUN, true, &out("1.2")), Verdict::Run);
         // The same failure without an edit in between is not a round (the model may just look again).
-        assert_eq!(g.after_call(&test, true, &out("1.3")), Verdict::Run);
-        g.after_call(&edit, false, "");
+        assert_eq!(g.after_call(&test, RUN, true, &out("1.3")), Verdict::Run);
+        g.after_call(&edit, Effect::Edit, false, "");
         assert!(matches!(
-            g.after_call(&test, true, &out("0.9")),
+            g.after_call(&test, RUN, true, &out("0.9")),
             Verdict::Remind(_)
         ));
-        g.after_call(&edit, false, "");
+        g.after_call(&edit, Effect::Edit, false, "");
         assert!(matches!(
-            g.after_call(&test, true, &out("2.0")),
+            g.after_call(&test, RUN, true, &out("2.0")),
             Verdict::Stop(_)
         ));
         // A different failure starts over; a pass clears it.
         let mut g = Guards::default();
-        g.after_call(&test, true, "a");
-        g.after_call(&edit, false, "");
-        g.after_call(&test, true, "b");
-        g.after_call(&edit, false, "");
-        assert_eq!(g.after_call(&test, true, "c"), Verdict::Run);
-        assert_eq!(g.after_call(&test, false, "ok"), Verdict::Run);
+        g.after_call(&test, RUN, true, "a");
+        g.after_call(&edit, Effect::Edit, false, "");
+        g.after_call(&test, RUN, true, "b");
+        g.after_call(&edit, Effect::Edit, false, "");
+        assert_eq!(g.after_call(&test, RUN, true, "c"), Verdict::Run);
+        assert_eq!(g.after_call(&test, RUN, false, "ok"), Verdict::Run);
     }
 
     #[test]

@@ -202,6 +202,11 @@ pub fn step_line(step: u32, commit: &str, files: &[String]) -> String {
     )
 }
 
+/// The step number of a line made by [`step_line()`].
+pub fn step_of_line(line: &str) -> Option<u32> {
+    line.strip_prefix("step ")?.split(':').next()?.parse().ok()
+}
+
 fn close_open(messages: &mut Vec<Message>, open: &mut Vec<String>) {
     for id in open.drain(..) {
         messages.push(Message::Tool {

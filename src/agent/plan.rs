@@ -3,17 +3,52 @@
 //! Why not [`crate::tools::Tool`]s: both act on the session, not on the checkout. `plan_update` replaces the
 //! plan kept in the session log *outside* the conversation (so it survives compaction and resume and `show`
 //! can print it), and `finish` ends the turn loop. Neither touches files, so the safety policy has nothing to
-//! decide and they never run in the sandbox; the loop intercepts them by name before the registry lookup.
+//! decide and they never run in the sandbox. [`OwnTool::find()`] is their registry: the loop asks it before the
+//! tool registry.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::protocol::ToolSchema;
+use crate::protocol::{ToolKind, ToolSchema};
 
 /// The name of the plan tool.
 pub const PLAN_TOOL: &str = "plan_update";
 /// The name of the outcome tool.
 pub const FINISH_TOOL: &str = "finish";
+
+/// One of the agent's own tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnTool {
+    Plan,
+    Finish,
+}
+
+impl OwnTool {
+    /// The own tool a call names, if it names one.
+    pub fn find(name: &str) -> Option<OwnTool> {
+        match name {
+            PLAN_TOOL => Some(OwnTool::Plan),
+            FINISH_TOOL => Some(OwnTool::Finish),
+            _ => None,
+        }
+    }
+
+    /// What it is, for front-ends: planning is thinking; ending the task is neither a read nor an edit.
+    pub fn kind(self) -> ToolKind {
+        match self {
+            OwnTool::Plan => ToolKind::Think,
+            OwnTool::Finish => ToolKind::Other,
+        }
+    }
+
+    /// The label on its tool line.
+    pub fn label(self, args: &serde_json::Value) -> String {
+        match self {
+            OwnTool::Plan => "plan".to_owned(),
+            OwnTool::Finish => format!("finish {}", args["status"].as_str().unwrap_or("?")),
+        }
+    }
+}
 
 /// Where one plan item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

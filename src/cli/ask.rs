@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
-use crate::agent::{self, AskOptions, Resume};
+use crate::agent::{self, Resume, SessionOptions};
 use crate::config;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Mode, SandboxConfig};
@@ -89,8 +89,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let model = settings.resolve(args.model.as_deref(), &env)?;
     let (connect_timeout, idle_timeout) = settings.timeouts(&env)?;
     let safety = safety_options(&args)?;
-    let options = AskOptions {
-        prompt,
+    let options = SessionOptions {
         model,
         max_steps: args.max_steps,
         max_time: args.max_time,
@@ -106,12 +105,19 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         },
         here: args.here,
         safety,
+        title: None,
     };
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let cwd = ctx.cwd().to_path_buf();
     let mut approver = ui::approver(args.yes, args.json);
-    let code = runtime.block_on(agent::ask(&cwd, options, ctx.sink(), approver.as_mut()))?;
+    let code = runtime.block_on(agent::ask(
+        &cwd,
+        &prompt,
+        options,
+        ctx.sink(),
+        approver.as_mut(),
+    ))?;
     match code {
         0 => Ok(()),
         agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),

@@ -9,6 +9,7 @@ mod diff;
 mod discard;
 mod error;
 mod log;
+mod mcp;
 mod pull;
 mod push;
 mod show;
@@ -45,6 +46,7 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
 }
@@ -84,6 +86,7 @@ pub fn run() -> i32 {
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
     };
@@ -142,23 +145,13 @@ pub(crate) fn session_tip(
 
 /// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
 pub(crate) fn when(secs: i64) -> String {
-    let (y, m, d) = crate::agent::civil_from_days(secs.div_euclid(86_400));
-    let rest = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60
-    )
+    crate::agent::date::datetime(secs)
 }
 
-/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git).
+/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),
+/// cleaned of variables that would redirect it (see [`crate::store::git`]).
 pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new("git");
-    cmd.current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
-    cmd
+    crate::store::git::command(dir)
 }
 
 /// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and

@@ -29,7 +29,7 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
         let redactor = redact::global()
             .read()
             .map_err(|_| CommandError::internal("the secret list is unavailable"))?;
-        redact::secrets_in_refs(store.workdir(), &refs, &redactor).map_err(|e| {
+        store.secrets_in_refs(&refs, &redactor).map_err(|e| {
             CommandError::internal(format!(
                 "could not check what would be pushed for secrets: {e}"
             ))

@@ -1,13 +1,24 @@
 //! `git agent show`: a session's transcript from its log: prompts, answers, tool calls and results, steps.
+//!
+//! The stored events are replayed through the renderer `ask` uses live ([`HumanSink`]), so a transcript is
+//! neutralised exactly as the live session was: a log may come from someone else's `git agent push`, and
+//! what the model and its tools wrote in it must not drive the reader's terminal.
+//!
+//! The conversion from the log's events ([`journal::Event`]) to the shared [`Event`]s lives here, at the edge
+//! that may see both: the log's meaning belongs to the agent, which writes it and rebuilds conversations from
+//! it, and the renderer in `ui` must not depend on the agent (DESIGN section 6).
 
-use std::fmt::Write as _;
 use std::io::Write;
+use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CommandError, Context};
-use crate::agent::journal::Event;
-use crate::store::LogContents;
+use crate::agent::journal;
+use crate::agent::plan::OwnTool;
+use crate::protocol::{Event, Sink, Status, ToolKind};
+use crate::store::{LogContents, Meta};
+use crate::ui::{self, HumanSink};
 
 /// Show a session's transcript: prompts, answers, each tool call and its result, each step commit
 #[derive(Debug, Args)]
@@ -20,150 +31,179 @@ pub fn run(ctx: &Context, args: ShowArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let id = store.resolve_session(args.id.as_deref())?;
     let log = store.read_log(&id)?;
-    let text = render(&log);
-    // A closed pipe (`| head`) is not an error.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let stdout = std::io::stdout();
+    let color = ui::use_color(&stdout);
+    // Rendered whole, then written at once: a closed pipe (`| head`) is not an error.
+    let text = render(&log, color);
+    let _ = stdout.lock().write_all(&text);
     Ok(())
 }
 
-/// The transcript as text.
-fn render(log: &LogContents) -> String {
-    let m = &log.meta;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "session {} · {} · {} · {} step{}",
-        m.id,
-        m.model,
-        m.status,
-        m.steps,
-        if m.steps == 1 { "" } else { "s" }
-    );
+/// The transcript as the terminal gets it.
+fn render(log: &LogContents, color: bool) -> Vec<u8> {
+    let mut sink = HumanSink::replay(Vec::new(), color);
+    for line in heading(&log.meta) {
+        sink.write_line(&line);
+    }
+    replay(&log.events, &mut sink);
+    sink.finish()
+}
+
+/// The two heading lines: id, model, status, steps; branch, base, start and tokens.
+fn heading(m: &Meta) -> [String; 2] {
     let base = m.base.get(..7).unwrap_or(&m.base);
-    let _ = writeln!(
-        out,
-        "branch {}{} · base {base} · started {} · tokens {} in, {} out",
-        m.branch.trim_start_matches("refs/heads/"),
-        if m.here {
-            " (--here: your working tree)"
-        } else {
-            ""
-        },
-        super::when(m.created),
-        m.input_tokens,
-        m.output_tokens
-    );
-    let tools = crate::tools::registry();
+    [
+        format!(
+            "session {} · {} · {} · {} step{}",
+            m.id,
+            m.model,
+            m.status,
+            m.steps,
+            if m.steps == 1 { "" } else { "s" }
+        ),
+        format!(
+            "branch {}{} · base {base} · started {} · tokens {} in, {} out",
+            m.branch.trim_start_matches("refs/heads/"),
+            if m.here {
+                " (--here: your working tree)"
+            } else {
+                ""
+            },
+            super::when(m.created),
+            m.input_tokens,
+            m.output_tokens
+        ),
+    ]
+}
+
+/// A step commit, kept until the result of the call that made it.
+struct HeldStep {
+    step: u32,
+    commit: String,
+    files: Vec<PathBuf>,
+}
+
+impl HeldStep {
+    fn emit(self, sink: &mut dyn Sink) {
+        sink.emit(&Event::Step {
+            commit: &self.commit,
+            step: self.step,
+            files: &self.files,
+        });
+    }
+}
+
+/// Emits the stored events as the shared events the renderer knows.
+fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
-    let mut step_line: Option<String> = None;
-    for event in log.events.iter().filter_map(Event::from_json) {
-        match event {
-            Event::User { content } => {
-                out.push('\n');
-                for line in content.lines() {
-                    let _ = writeln!(out, "> {line}");
-                }
+    let mut held: Option<HeldStep> = None;
+    for event in events.iter().filter_map(journal::Event::from_json) {
+        if let journal::Event::ToolResult {
+            tool_call_id,
+            ok,
+            summary,
+            ..
+        } = &event
+        {
+            let summary = crate::tools::short(summary, 120);
+            sink.emit(&Event::ToolResult {
+                id: tool_call_id,
+                ok: *ok,
+                summary: &summary,
+            });
+            if let Some(step) = held.take() {
+                step.emit(sink);
             }
-            Event::Assistant {
+            continue;
+        }
+        if let Some(step) = held.take() {
+            step.emit(sink);
+        }
+        match event {
+            journal::Event::User { content } => sink.emit(&Event::Prompt(&content)),
+            journal::Event::Assistant {
                 content,
                 tool_calls,
                 ..
             } => {
                 if !content.trim().is_empty() {
-                    let _ = writeln!(out, "\n{}", content.trim_end());
+                    sink.emit(&Event::Text(content.trim_end()));
                 }
-                for call in tool_calls {
-                    let label = serde_json::from_str(&call.arguments)
-                        .ok()
-                        .and_then(|args| {
-                            let tool = tools.iter().find(|t| t.name() == call.name)?;
-                            Some(tool.label(&args))
-                        })
+                for call in &tool_calls {
+                    let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+                    let tool = crate::tools::find(&call.name);
+                    let label = input
+                        .as_ref()
+                        .zip(tool)
+                        .map(|(args, tool)| tool.label(args))
                         .unwrap_or_else(|| {
                             format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
                         });
-                    let _ = writeln!(out, "● {label}");
+                    sink.emit(&Event::ToolCall {
+                        id: &call.id,
+                        name: &call.name,
+                        kind: tool
+                            .map(|t| t.kind())
+                            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
+                            .unwrap_or(ToolKind::Other),
+                        label: &label,
+                        input: input.as_ref().unwrap_or(&serde_json::Value::Null),
+                    });
                 }
             }
-            Event::ToolResult { ok, summary, .. } => {
-                let mark = if ok { "" } else { "error: " };
-                let _ = writeln!(out, "  ⎿ {mark}{}", crate::tools::short(&summary, 120));
-                out.extend(step_line.take());
-            }
-            Event::Step {
+            journal::Event::Step {
                 step,
                 commit,
                 files,
             } => {
-                out.extend(step_line.take());
-                step_line = Some(format!(
-                    "  ⎿ step {step}: {} ({})\n",
-                    commit.get(..7).unwrap_or(&commit),
-                    files.join(", ")
-                ));
+                held = Some(HeldStep {
+                    step,
+                    commit,
+                    files: files.into_iter().map(PathBuf::from).collect(),
+                });
             }
-            Event::End { status, .. } => {
-                out.extend(step_line.take());
-                let _ = writeln!(out, "-- {status}");
+            journal::Event::End { status, .. } => {
+                sink.emit(&Event::TurnEnd(&Status::parse(&status)));
             }
-            Event::Resume {} => {
-                let _ = writeln!(out, "\n-- resumed");
+            journal::Event::Resume {} => sink.emit(&Event::Resumed),
+            journal::Event::Undo { to, steps, .. } => {
+                sink.emit(&Event::Undone { steps, to: &to });
             }
-            Event::Undo { to, steps, .. } => {
-                let _ = writeln!(
-                    out,
-                    "-- undo {steps} step{} (now at {})",
-                    if steps == 1 { "" } else { "s" },
-                    to.get(..7).unwrap_or(&to)
-                );
-            }
-            Event::Discard { .. } => {
-                let _ = writeln!(out, "-- discarded (checkout and branch removed)");
-            }
-            Event::Usage { .. } => {}
-            Event::Context {
+            journal::Event::Discard { .. } => sink.emit(&Event::Discarded),
+            journal::Event::Context {
                 kind,
                 path,
                 content,
-            } => {
-                out.extend(step_line.take());
-                let what = if kind == "instructions" {
-                    format!("instructions from {path}")
-                } else {
-                    format!("{kind}: {}", crate::tools::short(&content, 100))
-                };
-                let _ = writeln!(out, "-- {what}");
-            }
-            Event::Plan { items } => {
-                out.extend(step_line.take());
+            } => sink.emit(&Event::Context {
+                kind: &kind,
+                path: &path,
+                content: &crate::tools::short(&content, 100),
+            }),
+            journal::Event::Plan { items } => {
                 let plan = crate::agent::plan::Plan { items };
-                let _ = writeln!(
-                    out,
-                    "-- plan ({} of {} done)",
-                    plan.done(),
-                    plan.items.len()
-                );
-                for line in plan.render().lines() {
-                    let _ = writeln!(out, "   {line}");
-                }
+                sink.emit(&Event::Plan {
+                    done: plan.done(),
+                    total: plan.items.len(),
+                    text: &plan.render(),
+                });
             }
-            Event::Compaction {
+            journal::Event::Compaction {
                 replaced,
                 fallback,
                 tokens_before,
                 tokens_after,
                 ..
-            } => {
-                out.extend(step_line.take());
-                let how = if fallback { "dropped" } else { "summarised" };
-                let _ = writeln!(
-                    out,
-                    "-- context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
-                );
-            }
+            } => sink.emit(&Event::Compaction {
+                replaced,
+                dropped: fallback,
+                tokens_before,
+                tokens_after,
+            }),
+            journal::Event::Usage { .. } | journal::Event::ToolResult { .. } => {}
         }
     }
-    out.extend(step_line.take());
-    out
+    if let Some(step) = held.take() {
+        step.emit(sink);
+    }
 }

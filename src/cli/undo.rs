@@ -3,7 +3,6 @@
 use clap::Args;
 
 use super::{CommandError, Context};
-use crate::agent::journal::Event;
 
 /// Move the session's branch back N steps (default 1) and update its checkout
 ///
@@ -28,14 +27,7 @@ pub fn run(ctx: &Context, args: UndoArgs) -> Result<(), CommandError> {
     // Taking the session's lock refuses to undo under a running agent.
     let mut log = store.open_log(&id)?;
     let mut session = store.reopen_session(&log.meta)?;
-    let old = store.undo(&mut session, args.count)?;
-    let event = Event::Undo {
-        from: old.to_string(),
-        to: session.tip.to_string(),
-        steps: args.count,
-    };
-    log.meta.steps = session.steps;
-    log.append(event.to_json()).and_then(|()| log.fold(store))?;
+    let old = crate::agent::record_undo(store, &mut log, &mut session, args.count)?;
     let short = |id: crate::store::ObjectId| id.to_hex_with_len(7).to_string();
     eprintln!(
         "agent/{id}: undid {} step{}, now at step {} ({})",

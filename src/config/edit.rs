@@ -15,10 +15,11 @@ pub fn key_path(key: &str) -> Result<Vec<&str>, ConfigError> {
     if path.iter().any(|part| part.is_empty()) || key_type(&path).is_none() {
         return Err(ConfigError::Key {
             key: key.to_string(),
-            message: "no such setting (known: model, connect_timeout, idle_timeout, context_window, \
-                      compact_at, prune, compact, retry.<key>, providers.<name>.<key>; see git agent \
-                      config --help)"
-                .to_string(),
+            message:
+                "no such setting (known: model, connect_timeout, idle_timeout, context_window, \
+                      compact_at, prune, compact, retry.<key>, providers.<name>.<key>, \
+                      mcp_servers.<name>.<key>; see git agent config --help)"
+                    .to_string(),
         });
     }
     Ok(path)

@@ -37,6 +37,8 @@ pub struct FileConfig {
     /// `context_window`, `compact_at`, `prune`, `compact` at the top level: for whichever model is selected.
     pub context: ContextConfig,
     pub providers: BTreeMap<String, ProviderTable>,
+    /// `[mcp_servers.<name>]` tables, in file order (user file only).
+    pub mcp_servers: Vec<super::mcp::McpTable>,
 }
 
 /// How the conversation is kept inside the model's window, as a file states it. Accepted at the top level
@@ -132,6 +134,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
             _ => context_key_type(key),
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
+        ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         _ => None,
     }
 }
@@ -166,6 +169,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "connect_timeout" => config.connect_timeout = Some(ctx.seconds(item, key, span)?),
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
+            "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -185,22 +189,22 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, [retry], [providers.<name>]";
+                        compact, [retry], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
 
 /// Where errors point: the file, its text (for line numbers) and which rules apply.
-struct Ctx<'a> {
-    path: &'a Path,
-    text: &'a str,
-    scope: Scope,
+pub(super) struct Ctx<'a> {
+    pub(super) path: &'a Path,
+    pub(super) text: &'a str,
+    pub(super) scope: Scope,
 }
 
-type Span = Option<Range<usize>>;
+pub(super) type Span = Option<Range<usize>>;
 
 /// The span of a key, which is where an error about its value is best reported too.
-fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
+pub(super) fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
     table
         .get_key_value(key)
         .and_then(|(key, _)| key.span())
@@ -208,7 +212,7 @@ fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Span {
 }
 
 impl Ctx<'_> {
-    fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, span: Span, key: &str, message: impl Into<String>) -> ConfigError {
         let line = span.map_or(1, |span| line_of(self.text, span.start));
         ConfigError::File {
             path: self.path.to_path_buf(),
@@ -218,16 +222,21 @@ impl Ctx<'_> {
         }
     }
 
-    fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
+    pub(super) fn unknown(&self, key: &str, span: Span, known: &str) -> ConfigError {
         self.error(span, key, format!("unknown key (known keys: {known})"))
     }
 
-    fn value<'i>(&self, item: &'i Item, key: &str, span: Span) -> Result<&'i Value, ConfigError> {
+    pub(super) fn value<'i>(
+        &self,
+        item: &'i Item,
+        key: &str,
+        span: Span,
+    ) -> Result<&'i Value, ConfigError> {
         item.as_value()
             .ok_or_else(|| self.error(span.clone(), key, "expected a value, found a table"))
     }
 
-    fn table<'i>(
+    pub(super) fn table<'i>(
         &self,
         item: &'i Item,
         key: &str,
@@ -237,7 +246,7 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected a table"))
     }
 
-    fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
+    pub(super) fn string(&self, item: &Item, key: &str, span: Span) -> Result<String, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         match value.as_str() {
             Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
@@ -247,7 +256,12 @@ impl Ctx<'_> {
     }
 
     /// A positive number of seconds, integer or fractional (`0.5`).
-    fn seconds(&self, item: &Item, key: &str, span: Span) -> Result<Duration, ConfigError> {
+    pub(super) fn seconds(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<Duration, ConfigError> {
         let value = self.value(item, key, span.clone())?;
         let seconds = match value {
             Value::Integer(n) => *n.value() as f64,
@@ -305,7 +319,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn boolean(&self, item: &Item, key: &str, span: Span) -> Result<bool, ConfigError> {
+    pub(super) fn boolean(&self, item: &Item, key: &str, span: Span) -> Result<bool, ConfigError> {
         self.value(item, key, span.clone())?
             .as_bool()
             .ok_or_else(|| self.error(span, key, "expected true or false"))
@@ -442,7 +456,7 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn headers(
+    pub(super) fn headers(
         &self,
         item: &Item,
         full: &str,
@@ -468,7 +482,7 @@ impl Ctx<'_> {
 }
 
 /// 1-based line of a byte offset.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()

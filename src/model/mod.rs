@@ -8,7 +8,8 @@ pub mod anthropic;
 mod http;
 pub mod openai;
 pub mod retry;
-pub mod sse;
+// The byte-level SSE decoder lives at the crate's top (the MCP client reads event streams too).
+pub use crate::sse;
 pub mod think;
 mod window;
 

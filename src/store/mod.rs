@@ -10,11 +10,18 @@
 //! deliberate: `git diff` / `git status` run by the model inside the checkout then show everything the session
 //! changed so far, and we never have to rewrite (or race with the model on) the checkout's index.
 //!
+//! The store is the one choke point for what enters git: file contents pass the withholding policy
+//! ([`crate::safety::withhold`]) in [`Store::capture_user_changes()`] and [`Store::commit_step()`], text for
+//! notes and session logs passes [`sanitize()`].
+//!
 //! gix does the object and ref work; the git CLI is used where git itself is the reference implementation and
-//! a gix port would be large: `git status` (what did the user change?) and `git worktree add/remove` (checkout
-//! with smudge filters, worktree bookkeeping).
+//! a gix port would be large: `git status` (what did the user change?), `git worktree add/remove` (checkout
+//! with smudge filters, worktree bookkeeping) and `git rev-list --objects` (what a push would send). Every git
+//! process of git-agent is started through [`git`], which removes the variables that would redirect it.
 
 mod changes;
+pub mod git;
+pub mod land;
 pub mod lifecycle;
 mod notes;
 #[cfg(target_os = "linux")]
@@ -31,7 +38,6 @@ mod watch;
 use std::ffi::OsStr;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 pub use changes::{ChangeTracker, Detection};
 pub use gix::ObjectId;
@@ -39,6 +45,11 @@ pub use lifecycle::Change;
 pub use notes::NOTES_REF;
 pub use scan::Scan;
 pub use session_log::{LogContents, Meta, SessionLog};
+pub use share::RefLeak;
+pub use snapshot::StepCommit;
+
+/// What the withholding policy keeps out of a commit (returned by [`Store::commit_step()`]).
+pub use crate::safety::withhold::{Reason as WithheldReason, Withheld};
 
 /// The error returned by every [`Store`] operation.
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +103,86 @@ pub enum StoreError {
     NotesBusy,
     #[error("{0}")]
     Refused(String),
-    #[error("git storage error: {0:#}")]
+    #[error("{}", describe_gix(.0))]
     Git(#[from] gix::Error),
+}
+
+/// The repository `GIT_DIR` names (relative to `cwd`), with git's choice of work tree: `GIT_WORK_TREE`, else
+/// `core.worktree`, else `cwd` itself (git's rule when only `GIT_DIR` is set; a hook runs at the top of the
+/// work tree).
+fn open_from_environment(cwd: &Path, git_dir: &Path) -> Result<gix::Repository, StoreError> {
+    let git_dir = cwd.join(git_dir);
+    let mut repo = gix::open(&git_dir).map_err(StoreError::NotARepo)?;
+    let configured = repo
+        .config_snapshot()
+        .trusted_path("core.worktree")
+        .ok()
+        .flatten()
+        .map(|p| git_dir.join(p));
+    let workdir = match std::env::var_os("GIT_WORK_TREE").filter(|d| !d.is_empty()) {
+        Some(dir) => Some(cwd.join(dir)),
+        None if repo.config_snapshot().boolean("core.bare") == Some(true) => None,
+        None => configured.or_else(|| Some(cwd.to_path_buf())),
+    };
+    repo.set_workdir(workdir.clone())
+        .map_err(|_| StoreError::Io {
+            action: "open the work tree",
+            path: workdir.unwrap_or_default(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+    Ok(repo)
+}
+
+/// A gix error in words: what failed and its cause on the first line, and, when a lock file is in the way,
+/// which one and what to do about it. (Its alternate form prints gix's internal structures: issue 17.)
+fn describe_gix(err: &gix::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.iter_errors() {
+        let text = e.to_string();
+        // A cause is often repeated by the frame that wraps it.
+        if parts.iter().any(|p| p.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    let lock = err
+        .iter_errors()
+        .any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+        })
+        .then(|| parts.iter().find_map(|p| quoted_lock_path(p)))
+        .flatten();
+    let what = parts.first().map_or("unknown failure", String::as_str);
+    let what = lower_first(what);
+    match lock {
+        Some(lock) => format!(
+            "git storage error: {what}: {lock} exists (another git process is writing there, or one was killed while it did)\n\
+             hint: if no git or git-agent process is running in this repository, remove {lock} and try again"
+        ),
+        None if parts.len() > 1 => {
+            let cause = lower_first(&parts[parts.len() - 1]);
+            format!("git storage error: {what}: {cause}")
+        }
+        None => format!("git storage error: {what}"),
+    }
+}
+
+/// The first `"...lock"` path quoted in a gix message.
+fn quoted_lock_path(text: &str) -> Option<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .find(|s| s.ends_with(".lock"))
+        .map(str::to_owned)
+}
+
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if !text.starts_with("HEAD") => c.to_lowercase().chain(chars).collect(),
+        _ => text.to_owned(),
+    }
 }
 
 impl StoreError {
@@ -170,12 +259,20 @@ pub struct Store {
     repo: gix::Repository,
     workdir: PathBuf,
     common_dir: PathBuf,
+    /// The git dir, when git run in the work tree would not find it there (`GIT_DIR` named one elsewhere):
+    /// the store's git processes in the work tree are then told where it is.
+    detached_git_dir: Option<PathBuf>,
 }
 
 impl Store {
-    /// Discover the repository containing `cwd`; fail if there is none or if it is bare.
+    /// Discover the repository containing `cwd`, or open the one `GIT_DIR` and `GIT_WORK_TREE` name (as git
+    /// does: `git --git-dir=R/.git --work-tree=R agent ask` from anywhere, or a hook); fail if there is none
+    /// or if it is bare.
     pub fn open(cwd: &Path) -> Result<Store, StoreError> {
-        let repo = gix::discover(cwd).map_err(StoreError::NotARepo)?;
+        let (repo, from_environment) = match std::env::var_os("GIT_DIR").filter(|d| !d.is_empty()) {
+            Some(git_dir) => (open_from_environment(cwd, Path::new(&git_dir))?, true),
+            None => (gix::discover(cwd).map_err(StoreError::NotARepo)?, false),
+        };
         let Some(workdir) = repo.workdir() else {
             return Err(StoreError::Bare(repo.git_dir().to_path_buf()));
         };
@@ -183,10 +280,22 @@ impl Store {
         let workdir = std::fs::canonicalize(workdir).map_err(StoreError::io("resolve", workdir))?;
         let common_dir = std::fs::canonicalize(repo.common_dir())
             .map_err(StoreError::io("resolve", repo.common_dir()))?;
+        let detached_git_dir = if from_environment {
+            let git_dir = std::fs::canonicalize(repo.git_dir())
+                .map_err(StoreError::io("resolve", repo.git_dir()))?;
+            // Where git itself would look from the work tree: `.git` there, a dir or a gitfile.
+            let found = gix::discover(&workdir)
+                .ok()
+                .and_then(|r| std::fs::canonicalize(r.git_dir()).ok());
+            (found.as_ref() != Some(&git_dir)).then_some(git_dir)
+        } else {
+            None
+        };
         Ok(Store {
             repo,
             workdir,
             common_dir,
+            detached_git_dir,
         })
     }
 
@@ -365,77 +474,6 @@ impl Store {
             &[OsStr::new("worktree"), OsStr::new("prune")],
         )?;
         Ok(())
-    }
-
-    /// Run git with `args` in `dir`, returning stdout. Environment that would redirect git elsewhere is removed,
-    /// so git sees the same repository gix discovered.
-    fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
-        self.git_with_index(dir, args, None)
-    }
-
-    /// [`Store::git()`] with `GIT_INDEX_FILE` set to `index`, so a command that rewrites the index it reads
-    /// cannot write the user's (used in the user's work tree, `--here`).
-    fn git_with_index(
-        &self,
-        dir: &Path,
-        args: &[&OsStr],
-        index: Option<&Path>,
-    ) -> Result<Vec<u8>, StoreError> {
-        let _lock = if args.contains(&OsStr::new("worktree")) {
-            Some(self.worktree_lock()?)
-        } else {
-            None
-        };
-        let mut cmd = Command::new("git");
-        cmd.args(args)
-            .current_dir(dir)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .env_remove("GIT_COMMON_DIR")
-            .stdin(Stdio::null());
-        if let Some(index) = index {
-            cmd.env("GIT_INDEX_FILE", index);
-        }
-        let out = cmd.output().map_err(StoreError::GitMissing)?;
-        if !out.status.success() {
-            return Err(StoreError::GitCommand {
-                args: args
-                    .iter()
-                    .map(|a| a.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        Ok(out.stdout)
-    }
-}
-
-impl Store {
-    /// An exclusive lock held around every `git worktree` command of every session in this repository.
-    ///
-    /// `git worktree add` reads each `.git/worktrees/*/commondir`; a concurrent add that has made its directory
-    /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
-    /// started at once. The lock is released when the file is closed, also when the process is killed.
-    fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
-        use std::os::fd::AsRawFd;
-        let dir = self.common_dir.join("agent");
-        std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
-        let path = dir.join("worktrees.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(StoreError::io("open", &path))?;
-        // SAFETY: flock on a descriptor we own; it blocks until no other session holds the lock.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(StoreError::io("lock", &path)(
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(file)
     }
 }
 

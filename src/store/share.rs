@@ -1,7 +1,10 @@
-//! Sharing sessions through a remote: the refspecs and the notes ref a pull fetches into (the notes merge is
-//! `Store::merge_notes`; the secret check before a push is `safety::redact::secrets_in_refs`). The transport is the git CLI (it knows the user's remotes, credentials and protocols).
+//! Sharing sessions through a remote: the refspecs, the notes ref a pull fetches into (the notes merge is
+//! `Store::merge_notes`) and the secret check before a push ([`Store::secrets_in_refs()`]). The transport is
+//! the git CLI (it knows the user's remotes, credentials and protocols).
 
 use std::ffi::OsStr;
+
+use crate::safety::redact::Redactor;
 
 use super::{ObjectId, Store, StoreError};
 
@@ -31,5 +34,63 @@ impl Store {
             Some(mut r) => Ok(Some(r.peel_to_id()?.detach())),
             None => Ok(None),
         }
+    }
+}
+
+/// A known secret found in an object that `git agent push` would send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefLeak {
+    /// The object id (blob, tree, commit or tag).
+    pub object: String,
+    /// The path of a blob in the pushed history, when known.
+    pub path: String,
+    /// The kind of secret (the variable it came from).
+    pub kind: String,
+}
+
+impl Store {
+    /// The known secrets in objects reachable from `refs` (ref names or `rev-list` options such as
+    /// `--glob=refs/agent/*`) but not from the user's own branches, tags and remote branches: what a push of
+    /// those refs would publish. `git agent push` refuses when this is not empty. Only known values count: a
+    /// format match in pushed history might be a test fixture, a known key never is.
+    pub fn secrets_in_refs(
+        &self,
+        refs: &[&str],
+        redactor: &Redactor,
+    ) -> Result<Vec<RefLeak>, StoreError> {
+        if refs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = vec!["rev-list", "--objects"];
+        args.extend_from_slice(refs);
+        // `agent/*` branches are what is pushed, so they do not count as already published.
+        args.extend([
+            "--not",
+            "--exclude=agent/*",
+            "--branches",
+            "--tags",
+            "--remotes",
+        ]);
+        let listing = self.git_output(&args)?;
+        let mut leaks = Vec::new();
+        for line in String::from_utf8_lossy(&listing).lines() {
+            // `<id>` for commits, `<id> <path>` for trees and blobs (the path is empty for a root tree).
+            let (id, path) = line.split_once(' ').unwrap_or((line, ""));
+            // Skipping an object would skip its check: a line we cannot read fails the check instead.
+            let oid = ObjectId::from_hex(id.as_bytes()).map_err(|_| StoreError::GitCommand {
+                args: "rev-list --objects".into(),
+                stderr: format!("unexpected output line {line:?}"),
+            })?;
+            let object = self.repo.find_object(oid)?;
+            let text = String::from_utf8_lossy(&object.data);
+            if let Some(f) = redactor.find_known(&text).first() {
+                leaks.push(RefLeak {
+                    object: id.to_owned(),
+                    path: path.to_owned(),
+                    kind: f.kind.clone(),
+                });
+            }
+        }
+        Ok(leaks)
     }
 }

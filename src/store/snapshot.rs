@@ -14,6 +14,9 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::{FullName, Target};
 
+use crate::safety::redact;
+use crate::safety::withhold::{self, Withheld};
+
 use super::{ObjectId, Session, Store, StoreError};
 
 impl Store {
@@ -46,9 +49,6 @@ impl Store {
             .split(|b| *b == 0)
             .filter(|rec| rec.len() > 3)
             .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
-            // The user's secrets (.env, keys, files holding known key values) never go into agent refs; a
-            // withheld file is also absent from the checkout.
-            .filter(|rel| !crate::safety::redact::withhold_user_file(&self.workdir, rel))
             .collect();
         if paths.is_empty() && head.is_some() {
             return Ok(None);
@@ -57,6 +57,10 @@ impl Store {
             Some(head) => self.repo.find_commit(head)?.tree_id()?.detach(),
             None => ObjectId::empty_tree(self.repo.object_hash()),
         };
+        // The user's secrets (.env, keys, files holding known key values) never go into agent refs; a
+        // withheld file is also absent from the checkout. The capture is silent about them, as the user's
+        // files are theirs: they stay where they are.
+        let (paths, _withheld) = screen(&self.repo, &self.workdir, head_tree, &paths)?;
         let tree = write_tree(&self.repo, &self.workdir, head_tree, &paths)?;
         if tree == head_tree && head.is_some() {
             return Ok(None);
@@ -68,31 +72,42 @@ impl Store {
     /// Commit the checkout's current content of `changed` (checkout-relative paths; missing files are removed) on
     /// top of `s.tip`, and move `s.branch` to it by compare-and-swap.
     ///
-    /// Returns `None`, and commits nothing, if the resulting tree equals the tip's tree, so callers may pass
-    /// paths that merely *might* have changed. Fails with [`StoreError::BranchMoved`] if the branch no longer
-    /// points at `s.tip`. The checkout itself is not touched.
+    /// Every file first passes the withholding policy ([`withhold::decide()`]): environment and key files,
+    /// files holding a known secret value and files with a secret format their committed version lacked stay
+    /// in the checkout and out of the commit. `message` gets those (empty when none) and returns the commit
+    /// message, which is redacted before it is written.
+    ///
+    /// [`StepCommit::commit`] is `None`, and nothing is committed, if the resulting tree equals the tip's tree, so
+    /// callers may pass paths that merely *might* have changed. Fails with [`StoreError::BranchMoved`] if the
+    /// branch no longer points at `s.tip`. The checkout itself is not touched.
     pub fn commit_step(
         &self,
         s: &mut Session,
         changed: &[PathBuf],
-        message: &str,
-    ) -> Result<Option<ObjectId>, StoreError> {
+        message: impl FnOnce(&[Withheld]) -> String,
+    ) -> Result<StepCommit, StoreError> {
+        let mut step = StepCommit::default();
         if changed.is_empty() {
-            return Ok(None);
+            return Ok(step);
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
         let checkout = gix::open_opts(s.root(), self.repo.open_options().clone())?;
         let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
-        let tree = write_tree(&checkout, s.root(), tip_tree, changed)?;
-        if tree == tip_tree {
-            return Ok(None);
+        (step.committed, step.withheld) = screen(&checkout, s.root(), tip_tree, changed)?;
+        if step.committed.is_empty() {
+            return Ok(step);
         }
-        let step = s.steps + 1;
+        let tree = write_tree(&checkout, s.root(), tip_tree, &step.committed)?;
+        if tree == tip_tree {
+            return Ok(step);
+        }
+        let number = s.steps + 1;
+        let message = super::sanitize(&message(&step.withheld));
         let commit = write_commit(
             &checkout,
             tree,
             Some(s.tip),
-            &with_trailers(message, &s.id, step),
+            &with_trailers(&message, &s.id, number),
         )?;
         super::crash_point();
         cas_branch(
@@ -100,12 +115,13 @@ impl Store {
             &s.branch,
             s.tip,
             commit,
-            &format!("git-agent: step {step}"),
+            &format!("git-agent: step {number}"),
         )?;
         super::crash_point();
         s.tip = commit;
-        s.steps = step;
-        Ok(Some(commit))
+        s.steps = number;
+        step.commit = Some(commit);
+        Ok(step)
     }
 
     /// Create `branch` at `target`; it must not exist yet.
@@ -132,6 +148,72 @@ impl Store {
         );
         edit_ref(&self.repo, edit).map_err(|err| moved_or(&self.repo, branch, expected, err))
     }
+}
+
+/// What [`Store::commit_step()`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepCommit {
+    /// The new step commit, or `None` when nothing changed (no commit was made, the branch did not move).
+    pub commit: Option<ObjectId>,
+    /// The paths given to the commit: those passed in, less the withheld ones.
+    pub committed: Vec<PathBuf>,
+    /// The files kept out of git, and why; they stay in the checkout.
+    pub withheld: Vec<Withheld>,
+}
+
+/// Splits `paths` (relative to `root`) into those that may enter git and those the withholding policy keeps
+/// out. `base` is the tree the commit is built on; its blobs are what a file's content replaces. A path
+/// that is no regular file (deleted, a directory now, a fifo) passes: it commits no content of its own.
+fn screen(
+    repo: &gix::Repository,
+    root: &Path,
+    base: ObjectId,
+    paths: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<Withheld>), StoreError> {
+    let base = repo.find_tree(base)?;
+    let mut keep = Vec::with_capacity(paths.len());
+    let mut withheld = Vec::new();
+    redact::with_global(|redactor| {
+        for rel in paths {
+            // Refused before anything is read: `../x` must not be judged, let alone committed.
+            check_path(rel)?;
+            let full = root.join(rel);
+            // A name git refuses (`.git.`, `git~1`, `.g\u{200c}it`) would fail the tree write or `git fsck`;
+            // the file stays in the checkout and the session goes on.
+            let symlink = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_symlink());
+            if let Some((name, why)) = crate::safety::path::git_refuses(rel, symlink) {
+                withheld.push(Withheld {
+                    path: rel.clone(),
+                    reason: withhold::Reason::NameGitRefuses(name, why),
+                });
+                continue;
+            }
+            // Through a symlink, as git would not: a link to a key file is withheld like the key file.
+            let bytes = match std::fs::metadata(&full) {
+                Ok(md) if md.is_file() => std::fs::read(&full).ok(),
+                _ => None,
+            };
+            let previous = || committed_blob(&base, rel);
+            match bytes.and_then(|b| withhold::decide(redactor, rel, &b, previous)) {
+                Some(reason) => withheld.push(Withheld {
+                    path: rel.clone(),
+                    reason,
+                }),
+                None => keep.push(rel.clone()),
+            }
+        }
+        Ok::<_, StoreError>(())
+    })?;
+    Ok((keep, withheld))
+}
+
+/// The content of the blob at `rel` in `tree`, if there is one.
+fn committed_blob(tree: &gix::Tree<'_>, rel: &Path) -> Option<Vec<u8>> {
+    let entry = tree.lookup_entry_by_path(rel).ok()??;
+    if !entry.mode().is_blob_or_symlink() {
+        return None;
+    }
+    Some(entry.object().ok()?.detach().data)
 }
 
 /// Write `base` with the on-disk state of `paths` (relative to `root`) applied, returning the new tree.

@@ -8,15 +8,15 @@ use std::process::Command;
 use super::*;
 
 /// `git status`, the index file's bytes and every work tree file with its bytes.
-type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
+pub(super) type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
 
-/// A temp dir holding a repository, removed on drop.
-struct TestRepo {
+/// A temp dir holding a repository, removed on drop (shared with the tests of the store's other modules).
+pub(super) struct TestRepo {
     dir: PathBuf,
 }
 
 impl TestRepo {
-    fn new(name: &str) -> TestRepo {
+    pub(super) fn new(name: &str) -> TestRepo {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -35,7 +35,7 @@ impl TestRepo {
     }
 
     /// A repository with a first commit of a few files.
-    fn with_commit(name: &str) -> TestRepo {
+    pub(super) fn with_commit(name: &str) -> TestRepo {
         let repo = TestRepo::new(name);
         repo.write("a.txt", "alpha\n");
         repo.write("dir/b.txt", "beta\n");
@@ -47,11 +47,11 @@ impl TestRepo {
         repo
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
 
-    fn write(&self, rel: &str, content: &str) {
+    pub(super) fn write(&self, rel: &str, content: &str) {
         write(&self.dir, rel, content);
     }
 
@@ -59,16 +59,16 @@ impl TestRepo {
         std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    fn git(&self, args: &[&str]) -> String {
+    pub(super) fn git(&self, args: &[&str]) -> String {
         git_in(&self.dir, args)
     }
 
-    fn store(&self) -> Store {
+    pub(super) fn store(&self) -> Store {
         Store::open(&self.dir).unwrap()
     }
 
     /// What the user sees: status, index bytes and every work tree file's bytes.
-    fn user_state(&self) -> UserState {
+    pub(super) fn user_state(&self) -> UserState {
         let status = self.git(&[
             "--no-optional-locks",
             "status",
@@ -180,6 +180,18 @@ fn git_add_tree(dir: &Path) -> String {
     tree
 }
 
+/// [`Store::commit_step()`] with a fixed message, returning the commit.
+fn commit(
+    store: &Store,
+    s: &mut Session,
+    paths: &[PathBuf],
+    message: &str,
+) -> Result<Option<ObjectId>, StoreError> {
+    store
+        .commit_step(s, paths, |_| message.to_owned())
+        .map(|step| step.commit)
+}
+
 fn tree_of(repo: &TestRepo, commit: ObjectId) -> String {
     repo.git(&["rev-parse", &format!("{commit}^{{tree}}")])
         .trim()
@@ -238,8 +250,7 @@ fn step_commit_leaves_the_user_alone() {
         ["a.txt", "dir/b.txt", "new/c.txt"].map(PathBuf::from)
     );
 
-    let c1 = store
-        .commit_step(&mut s, &changed, "Edit a, add c, drop b")
+    let c1 = commit(&store, &mut s, &changed, "Edit a, add c, drop b")
         .unwrap()
         .unwrap();
     assert_eq!((s.tip, s.steps), (c1, 1));
@@ -281,13 +292,11 @@ fn step_commit_leaves_the_user_alone() {
         .contains("author Test User <test@example.com>"));
 
     // Same paths again: nothing changed, no empty commit.
-    assert_eq!(store.commit_step(&mut s, &changed, "again").unwrap(), None);
+    assert_eq!(commit(&store, &mut s, &changed, "again").unwrap(), None);
     // Touching without changing content is not a change either.
     write(s.root(), "a.txt", "alpha 2\n");
     assert_eq!(
-        store
-            .commit_step(&mut s, &[PathBuf::from("a.txt")], "touch")
-            .unwrap(),
+        commit(&store, &mut s, &[PathBuf::from("a.txt")], "touch").unwrap(),
         None
     );
     assert_eq!(s.steps, 1);
@@ -384,7 +393,7 @@ fn crlf_is_normalised_like_git_add() {
     write(s.root(), "a.txt", "one\r\ntwo\r\n");
     write(s.root(), "data.bin", "raw\r\n");
     let paths = [PathBuf::from("a.txt"), PathBuf::from("data.bin")];
-    let c = store.commit_step(&mut s, &paths, "crlf").unwrap().unwrap();
+    let c = commit(&store, &mut s, &paths, "crlf").unwrap().unwrap();
     assert_eq!(
         repo.git(&["cat-file", "-p", &format!("{c}:a.txt")]),
         "one\ntwo\n"
@@ -416,10 +425,7 @@ fn symlinks_exec_bits_and_type_changes() {
         changed,
         ["a.txt", "dir/b.txt", "dir/b.txt/inner.txt", "dir/to-a"].map(PathBuf::from)
     );
-    let c = store
-        .commit_step(&mut s, &changed, "links")
-        .unwrap()
-        .unwrap();
+    let c = commit(&store, &mut s, &changed, "links").unwrap().unwrap();
     let ls = repo.git(&["ls-tree", "-r", &c.to_string()]);
     assert!(
         ls.contains("120000 blob") && ls.contains("\tdir/to-a\n"),
@@ -444,17 +450,14 @@ fn moved_branch_is_a_cas_failure() {
     let store = repo.store();
     let mut s = store.start_session("cas001", false).unwrap();
     write(s.root(), "a.txt", "mine\n");
-    store
-        .commit_step(&mut s, &[PathBuf::from("a.txt")], "one")
+    commit(&store, &mut s, &[PathBuf::from("a.txt")], "one")
         .unwrap()
         .unwrap();
     // Someone else moves the branch back.
     repo.git(&["update-ref", "refs/heads/agent/cas001", &s.base.to_string()]);
     write(s.root(), "a.txt", "mine again\n");
     let tip = s.tip;
-    let err = store
-        .commit_step(&mut s, &[PathBuf::from("a.txt")], "two")
-        .unwrap_err();
+    let err = commit(&store, &mut s, &[PathBuf::from("a.txt")], "two").unwrap_err();
     assert!(matches!(err, StoreError::BranchMoved { .. }), "{err}");
     assert!(
         err.to_string()
@@ -544,9 +547,7 @@ fn refusals() {
     let store = repo.store();
     let mut s = store.start_session("pth001", false).unwrap();
     for bad in ["../a.txt", "/etc/passwd", ".git/config", "dir/../../x"] {
-        let err = store
-            .commit_step(&mut s, &[PathBuf::from(bad)], "bad")
-            .unwrap_err();
+        let err = commit(&store, &mut s, &[PathBuf::from(bad)], "bad").unwrap_err();
         assert!(matches!(err, StoreError::InvalidPath(_)), "{bad}: {err}");
     }
 
@@ -581,4 +582,173 @@ fn dates_come_from_the_environment_format() {
             "{date}"
         );
     }
+}
+
+/// A key value registered with the process-wide redactor, unlike anything else the tests write.
+const KNOWN_SECRET: &str = "store-test-known-4711abcdef";
+/// A secret format (an OpenAI key) that no redactor needs to know.
+const FORMAT_SECRET: &str = "sk-proj-STORETESTABCDEFGHIJKLMNOP";
+
+#[test]
+fn one_policy_withholds_from_step_0_and_later_steps() {
+    crate::safety::redact::register(KNOWN_SECRET, "STORE_TEST_KEY");
+    let repo = TestRepo::with_commit("withhold");
+    repo.write("fixture.txt", &format!("old fixture {FORMAT_SECRET}\n"));
+    repo.git(&["add", "fixture.txt"]);
+    repo.git(&["commit", "-q", "-m", "fixture"]);
+    // The user's uncommitted files: an environment file, a known value, a fixture already in history.
+    repo.write(".env", "DB=1\n");
+    repo.write("db.txt", &format!("pw {KNOWN_SECRET}\n"));
+    repo.write(
+        "fixture.txt",
+        &format!("old fixture {FORMAT_SECRET}\nmore\n"),
+    );
+    repo.write("plain.txt", "plain\n");
+    let store = repo.store();
+    let mut s = store.start_session("wh0001", true).unwrap();
+    let step0 = s.step0.expect("there are changes to capture").to_string();
+    let files = repo.git(&["ls-tree", "-r", "--name-only", &step0]);
+    assert!(
+        files.contains("plain.txt\n") && files.contains("fixture.txt\n"),
+        "{files}"
+    );
+    assert!(
+        !files.contains(".env") && !files.contains("db.txt"),
+        "{files}"
+    );
+    assert!(!s.root().join(".env").exists());
+
+    // Later steps, the same rules: a new format match is withheld, the message gets the list.
+    write(s.root(), "new.txt", &format!("key {FORMAT_SECRET}\n"));
+    write(s.root(), "keys/deploy.pem", "-----BEGIN-----\n");
+    write(s.root(), "ok.txt", "fine\n");
+    let paths = ["new.txt", "keys/deploy.pem", "ok.txt"].map(PathBuf::from);
+    let mut seen = Vec::new();
+    let step = store
+        .commit_step(&mut s, &paths, |withheld| {
+            seen = withheld.to_vec();
+            format!("write three files, one has {KNOWN_SECRET}")
+        })
+        .unwrap();
+    let reasons: Vec<(String, String)> = step
+        .withheld
+        .iter()
+        .map(|w| (w.path.display().to_string(), w.reason.to_string()))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("new.txt", "it contains a new secret (openai-key)"),
+            ("keys/deploy.pem", "it is key material"),
+        ]
+        .map(|(p, r)| (p.to_owned(), r.to_owned()))
+    );
+    assert_eq!(seen, step.withheld);
+    assert_eq!(step.committed, [PathBuf::from("ok.txt")]);
+    let commit = step.commit.expect("ok.txt was committed").to_string();
+    let files = repo.git(&["ls-tree", "-r", "--name-only", &commit]);
+    assert!(
+        files.contains("ok.txt\n") && !files.contains("new.txt"),
+        "{files}"
+    );
+    let message = repo.git(&["log", "-1", "--format=%B", &commit]);
+    assert!(
+        message.starts_with("write three files, one has [REDACTED:STORE_TEST_KEY]"),
+        "the store redacts the message: {message}"
+    );
+
+    // Only withheld files: no commit, and the caller still learns why.
+    let step = commit_only(&store, &mut s, "new.txt");
+    assert_eq!((step.commit, step.committed.len()), (None, 0));
+    assert_eq!(step.withheld.len(), 1);
+    fsck(&repo);
+}
+
+fn commit_only(store: &Store, s: &mut Session, rel: &str) -> StepCommit {
+    store
+        .commit_step(s, &[PathBuf::from(rel)], |_| "again".to_owned())
+        .unwrap()
+}
+
+#[test]
+fn push_check_finds_known_values_in_agent_history_only() {
+    let repo = TestRepo::with_commit("push-check");
+    repo.write("a.txt", "user's own file mentions hunter2hunter2\n");
+    repo.git(&["commit", "-qam", "base"]);
+    repo.git(&["checkout", "-qb", "agent/abc"]);
+    repo.write("b.txt", "clean\n");
+    repo.git(&["add", "b.txt"]);
+    repo.git(&["commit", "-qm", "clean step"]);
+    let mut r = crate::safety::redact::Redactor::default();
+    r.add_known("hunter2hunter2", "DB_PASSWORD");
+    let store = repo.store();
+    let agent = ["refs/heads/agent/abc"];
+    // Already on main: not a leak of this push.
+    assert_eq!(store.secrets_in_refs(&agent, &r).unwrap(), vec![]);
+    repo.write("c.txt", "key hunter2hunter2\n");
+    repo.git(&["add", "c.txt"]);
+    repo.git(&["commit", "-qm", "leaky step"]);
+    let leaks = store.secrets_in_refs(&agent, &r).unwrap();
+    assert_eq!(leaks.len(), 1, "{leaks:?}");
+    assert_eq!(
+        (leaks[0].path.as_str(), leaks[0].kind.as_str()),
+        ("c.txt", "DB_PASSWORD")
+    );
+    // A commit message counts too.
+    repo.git(&[
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "the pw is hunter2hunter2",
+    ]);
+    let leaks = store.secrets_in_refs(&agent, &r).unwrap();
+    assert_eq!(leaks.len(), 2, "{leaks:?}");
+}
+
+/// Issue 17 defect 12: a storage error says what failed in words and names the lock in the way, not gix's
+/// internal structures.
+#[test]
+fn a_stale_lock_is_named_in_words() {
+    let repo = TestRepo::with_commit("stale-lock");
+    let store = Store::open(&repo.dir).unwrap();
+    std::fs::create_dir_all(repo.path(".git/refs/heads/agent")).unwrap();
+    let lock = repo.path(".git/refs/heads/agent/zz.lock");
+    std::fs::write(&lock, "").unwrap();
+    let head = store.repo.head_id().unwrap().detach();
+    let err = store
+        .create_branch("refs/heads/agent/zz", head, "test")
+        .unwrap_err();
+    let text = err.to_string();
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    assert!(
+        first.starts_with("git storage error: could not prepare reference edit"),
+        "{text}"
+    );
+    assert!(
+        first.contains(&format!("{} exists", lock.display())),
+        "{text}"
+    );
+    for debug in ["Message {", "values:", "Bytes(", "Caused by"] {
+        assert!(!text.contains(debug), "{text}");
+    }
+    assert_eq!(
+        lines.next(),
+        Some(
+            format!(
+                "hint: if no git or git-agent process is running in this repository, remove {} and try again",
+                lock.display()
+            )
+            .as_str()
+        ),
+        "{text}"
+    );
+    // Nothing was written: the lock is the stale one, the branch does not exist.
+    assert!(store
+        .repo
+        .try_find_reference("refs/heads/agent/zz")
+        .unwrap()
+        .is_none());
+    assert_eq!(std::fs::read(&lock).unwrap(), b"");
 }

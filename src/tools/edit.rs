@@ -18,6 +18,7 @@ use similar::{ChangeTag, TextDiff};
 use super::read::binary_kind;
 use super::state::fingerprint;
 use super::{bool_arg, confine, looks_binary, str_arg, Confined, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
 /// Below this similarity the closest region is noise, and showing it would mislead.
@@ -34,11 +35,11 @@ const MAX_SNIPPETS: usize = 5;
 pub struct EditFile;
 
 impl Tool for EditFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "edit_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Replace text in an existing file. `old_string` must match the file exactly (whitespace and \
          indentation included, without the line numbers read_file shows) and occur exactly once; include \
          enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. For \
@@ -71,6 +72,14 @@ impl Tool for EditFile {
             },
             "required": ["path"]
         })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn path_arg(&self) -> Option<&str> {
+        Some("path")
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

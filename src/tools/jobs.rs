@@ -2,22 +2,22 @@
 //! a turn.
 //!
 //! `run` starts one when the model asks (`background: true`) or when the command looks like a server
-//! ([`looks_like_server()`]). The job runs detached from the turn in its own process group, its output going
-//! to a log file; the `job` tool reads what it printed since the last look and stops it. Every job is killed
-//! (its whole group) when the session ends.
+//! ([`looks_like_server()`]). The job runs detached from the turn in its own process group (started, like a
+//! `run` command, by [`super::process`]), its output going to a log file; the `job` tool reads what it
+//! printed since the last look and stops it. Every job is killed (its whole group) when the session ends.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::shell::scrub_env;
+use super::process::{self, Exit};
 use super::{opt_str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 
 /// Output shown per look, head and tail; the log keeps everything.
 const SHOWN_BYTES: u64 = 8 * 1024;
@@ -54,7 +54,7 @@ impl Entry {
     fn state(&mut self) -> String {
         match self.poll() {
             None => format!("running (pid {})", self.child.id()),
-            Some(status) => describe_exit(status),
+            Some(status) => Exit::of(status).to_string(),
         }
     }
 
@@ -69,14 +69,14 @@ impl Entry {
     fn stop(&mut self, grace: Duration) {
         let pid = self.child.id();
         if self.poll().is_none() {
-            signal_group(pid, libc::SIGTERM);
+            process::signal_group(pid, libc::SIGTERM);
             let deadline = Instant::now() + grace;
             while self.poll().is_none() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(20));
             }
         }
         // The shell may be gone while children it started still run in its group.
-        signal_group(pid, libc::SIGKILL);
+        process::kill_group(pid);
         if self.status.is_none() {
             self.status = self.child.wait().ok();
         }
@@ -88,24 +88,14 @@ impl Jobs {
     pub fn start(&mut self, ctx: &ToolContext, command: &str) -> io::Result<u32> {
         self.next += 1;
         let id = self.next;
+        // A server gets the same sandbox as any command; if it cannot be applied, the job does not start.
+        let mut cmd = process::bash(ctx, command).map_err(io::Error::other)?;
         let log = log_path(ctx, id)?;
         let out = File::create(&log)?;
-        let mut cmd = Command::new("bash");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(&ctx.root)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
+        cmd.stdout(out.try_clone()?)
             .stderr(out)
             // Servers written in Python would otherwise keep their log lines in a buffer until exit.
-            .env("PYTHONUNBUFFERED", "1")
-            .process_group(0);
-        scrub_env(&mut cmd, ctx);
-        // A server gets the same sandbox as any command; if it cannot be applied, the job does not start.
-        let sandbox = ctx.sandbox.prepare().map_err(io::Error::other)?;
-        if let Some(sandbox) = sandbox {
-            sandbox.install(&mut cmd);
-        }
+            .env("PYTHONUNBUFFERED", "1");
         let child = cmd.spawn()?;
         self.list.push(Entry {
             id,
@@ -130,7 +120,7 @@ impl Jobs {
         }
         // One grace period for all of them, not one each.
         for entry in &running {
-            signal_group(entry.child.id(), libc::SIGTERM);
+            process::signal_group(entry.child.id(), libc::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_millis(500);
         for entry in running {
@@ -214,7 +204,7 @@ pub fn start_for_run(
     match ended {
         Some(status) => content.push_str(&format!(
             "[the job already ended: {}]\n",
-            describe_exit(status)
+            Exit::of(status)
         )),
         None => content.push_str(&format!(
             "[read more output with job {{\"id\": {id}, \"action\": \"output\"}}, stop it with job {{\"id\": {id}, \
@@ -222,7 +212,7 @@ pub fn start_for_run(
         )),
     }
     let summary = match ended {
-        Some(status) => format!("job {id}: {}", describe_exit(status)),
+        Some(status) => format!("job {id}: {}", Exit::of(status)),
         None => format!("job {id} started in the background"),
     };
     Ok(ToolOutput {
@@ -238,22 +228,6 @@ fn format_output(output: &str) -> String {
         output.to_string()
     } else {
         format!("{output}\n")
-    }
-}
-
-pub fn describe_exit(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "ended".to_string(),
-    }
-}
-
-fn signal_group(pid: u32, signal: libc::c_int) {
-    if let Ok(pgid) = libc::pid_t::try_from(pid) {
-        // SAFETY: killpg only sends a signal, to the group the job was started in (process_group(0)); the
-        // group id stays reserved while any member lives, and we reap the leader only after this.
-        unsafe { libc::killpg(pgid, signal) };
     }
 }
 
@@ -328,11 +302,11 @@ fn server_kind(words: &[&str]) -> Option<&'static str> {
 pub struct Job;
 
 impl Tool for Job {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "job"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Manage background jobs started by `run` (servers, watchers, or `background: true`). action `output` \
          returns what job `id` printed since you last looked and whether it is still running; `stop` stops it \
          (SIGTERM, then SIGKILL, whole process group); `list` shows all jobs."
@@ -351,6 +325,10 @@ impl Tool for Job {
     fn is_mutating(&self) -> bool {
         // Stopping a job can make it flush files; the defensive answer.
         true
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

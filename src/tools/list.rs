@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::walk::{self, Filters};
 use super::{confine, display_rel, opt_str_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
 /// Entries shown before the listing is cut.
@@ -19,11 +20,11 @@ const MAX_ENTRIES: usize = 1000;
 pub struct ListFiles;
 
 impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "list_files"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "List the files under a directory of the repository (recursively), skipping files ignored by \
          .gitignore, like `rg --files`. Paths are relative to the repository root, sorted. `pattern` filters \
          with a glob such as `src/**/*.rs` or `*.md` (a glob without `/` matches file names at any depth; \
@@ -44,6 +45,14 @@ impl Tool for ListFiles {
 
     fn is_mutating(&self) -> bool {
         false
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn path_arg(&self) -> Option<&str> {
+        Some("path")
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

@@ -7,6 +7,8 @@
 pub mod edit;
 pub mod jobs;
 pub mod list;
+pub mod mcp;
+pub mod process;
 pub mod read;
 pub mod search;
 pub mod shell;
@@ -22,9 +24,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::ToolSchema;
+use crate::protocol::{ToolKind, ToolSchema};
 use crate::safety::beneath;
 use crate::safety::path::{self, Access};
+use crate::safety::{self, Action};
 
 /// What a tool needs from the session it runs in.
 #[derive(Clone, Debug)]
@@ -58,8 +61,8 @@ pub struct ToolOutput {
     pub summary: String,
     /// True when the call failed; `content` then says why, so the model can correct itself.
     pub is_error: bool,
-    /// Repo-relative paths this call wrote or deleted (for the step commit). `run` leaves this empty: the
-    /// agent finds what a command changed by scanning the checkout.
+    /// Repo-relative paths this call wrote or deleted (for the step commit). A tool whose changes are found
+    /// by a scan of the checkout ([`Tool::changes_by_scan`], `run`) leaves this empty.
     pub changed: Vec<PathBuf>,
 }
 
@@ -84,15 +87,37 @@ impl ToolOutput {
     }
 }
 
-/// One tool: its schema and its executor.
+/// One tool: its schema, what it is, and its executor.
+///
+/// The loop never asks a tool's name what it does: the tool says it here (its kind, whether it mutates,
+/// whether its changes must be found by a scan, which argument is its path or its command), so a tool added
+/// at run time (MCP) is handled like the built-in ones.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// JSON schema of the arguments object.
     fn parameters(&self) -> serde_json::Value;
-    /// Whether the tool may change files. Defaults to the defensive answer.
+    /// What kind of thing the tool does, for front-ends that show calls by kind (ACP's `tool_call.kind`).
+    fn kind(&self) -> ToolKind;
+    /// Whether the tool may change files. Defaults to the defensive answer. Only a mutating tool's call can
+    /// make a step commit.
     fn is_mutating(&self) -> bool {
         true
+    }
+    /// True when a call may change any file and cannot say which (a shell command): the agent finds its
+    /// changes by scanning the checkout. Other tools list what they wrote in [`ToolOutput::changed`].
+    fn changes_by_scan(&self) -> bool {
+        false
+    }
+    /// The argument naming the file or directory a call works on, if the tool has one: the safety policy
+    /// checks it against path rules, and reaching a directory loads the project instructions found there.
+    fn path_arg(&self) -> Option<&str> {
+        None
+    }
+    /// The argument holding a shell command line, if the tool runs one: the policy puts it through the
+    /// guard and the `Run(...)` rules, and it is what an approval question shows.
+    fn command_arg(&self) -> Option<&str> {
+        None
     }
     /// The short label shown on the tool line, e.g. `search "parse_args"` or `edit src/cli.rs`.
     fn label(&self, args: &serde_json::Value) -> String;
@@ -106,19 +131,83 @@ pub trait Tool: Send + Sync {
             parameters: self.parameters(),
         }
     }
+
+    /// The call as the safety policy sees it: the tool's name, its kind in the rules' terms (`Read(...)` covers
+    /// reading and searching tools, `Edit(...)` editing ones), and its command line or its path.
+    fn checked<'a>(&'a self, args: &'a serde_json::Value) -> safety::Call<'a> {
+        let kind = match self.kind() {
+            ToolKind::Read | ToolKind::Search => safety::Kind::Read,
+            ToolKind::Edit => safety::Kind::Edit,
+            ToolKind::Execute | ToolKind::Think | ToolKind::Other => safety::Kind::Other,
+        };
+        let arg = |name: Option<&str>| name.and_then(|n| args.get(n)).and_then(|v| v.as_str());
+        let action = if self.command_arg().is_some() {
+            // A command tool called without its command is checked as the empty command line.
+            Action::Command(arg(self.command_arg()).unwrap_or_default())
+        } else {
+            match arg(self.path_arg()) {
+                Some(path) => Action::Path(path),
+                None => Action::Other,
+            }
+        };
+        safety::Call {
+            tool: self.name(),
+            kind,
+            action,
+        }
+    }
 }
 
-/// All built-in tools, in the order they are offered to the model.
-pub fn registry() -> Vec<Box<dyn Tool>> {
-    vec![
-        Box::new(read::ReadFile),
-        Box::new(list::ListFiles),
-        Box::new(search::Search),
-        Box::new(edit::EditFile),
-        Box::new(write::WriteFile),
-        Box::new(shell::Run),
-        Box::new(jobs::Job),
-    ]
+/// The tools of one session, in the order they are offered to the model. Clones share the tools.
+#[derive(Clone)]
+pub struct Registry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl Registry {
+    /// All built-in tools.
+    pub fn builtin() -> Registry {
+        Registry {
+            tools: vec![
+                Arc::new(read::ReadFile),
+                Arc::new(list::ListFiles),
+                Arc::new(search::Search),
+                Arc::new(edit::EditFile),
+                Arc::new(write::WriteFile),
+                Arc::new(shell::Run),
+                Arc::new(jobs::Job),
+            ],
+        }
+    }
+
+    /// The tool called `name`: the one place a call's name is matched to a tool.
+    pub fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    /// The names, in order (for the model's "unknown tool" message).
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+/// The built-in tool called `name`, for readers of stored sessions (`show` labels its calls with it).
+pub fn find(name: &str) -> Option<&'static dyn Tool> {
+    static BUILTIN: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    BUILTIN
+        .get_or_init(Registry::builtin)
+        .find(name)
+        .map(|t| t.as_ref())
 }
 
 /// Reads a string argument, or says which one is missing.

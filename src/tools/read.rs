@@ -14,6 +14,7 @@ use super::state::Fingerprinter;
 use super::{
     confine, cut_line, looks_binary, str_arg, u64_arg, Tool, ToolContext, ToolOutput, BINARY_SNIFF,
 };
+use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
 /// Lines shown when the model gives no `limit`.
@@ -28,11 +29,11 @@ const MAX_DIR_ENTRIES: usize = 500;
 pub struct ReadFile;
 
 impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read a text file in the repository. Lines come numbered like `cat -n` (the numbers are not part of the \
          file). Reads up to 2000 lines from `offset` (1-based); when more remain, the output says which offset \
          to use next. Lines longer than 2000 characters are cut. Binary files are refused; a directory is \
@@ -53,6 +54,14 @@ impl Tool for ReadFile {
 
     fn is_mutating(&self) -> bool {
         false
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn path_arg(&self) -> Option<&str> {
+        Some("path")
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

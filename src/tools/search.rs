@@ -23,6 +23,7 @@ use super::{
     bool_arg, confine, cut_line, opt_str_arg, short, str_arg, u64_arg, Tool, ToolContext,
     ToolOutput,
 };
+use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
 const DEFAULT_MAX_RESULTS: u64 = 100;
@@ -36,11 +37,11 @@ const MAX_LINE_CHARS: usize = 300;
 pub struct Search;
 
 impl Tool for Search {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "search"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Search file contents in the repository, like ripgrep (`rg -n`). `pattern` is a regular expression \
          (Rust regex syntax) unless `literal` is true. Files ignored by .gitignore, hidden files (unless \
          `hidden`) and binary files are skipped. Output is `path:line:text` (context lines `path-line-text`), \
@@ -71,6 +72,14 @@ impl Tool for Search {
 
     fn is_mutating(&self) -> bool {
         false
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn path_arg(&self) -> Option<&str> {
+        Some("path")
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

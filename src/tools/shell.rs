@@ -1,18 +1,18 @@
 //! `run`: a shell command in the checkout, bounded in time and in output.
 //!
-//! The command runs as `bash -c` in its own process group, so a timeout or a Ctrl-C can kill everything it
-//! started (test runners, servers, `sleep &`) with one `killpg`. Output is streamed through a fixed-size head
+//! The command runs as `bash -c` in its own process group ([`super::process`]), so a timeout or a Ctrl-C can
+//! kill everything it started (test runners, servers, `sleep &`) with one `killpg`. Output is streamed through a fixed-size head
 //! and tail, so `yes` or a runaway log costs 32 KiB of memory and context, not gigabytes, and the model still
 //! sees how it began and how it ended; the full output goes to a file under `<git dir>/agent/output/`, whose
 //! path the model gets when something was cut. Commands that do not end by themselves (dev servers) become
-//! background jobs ([`super::jobs`]). Provider keys and other secrets are removed from the environment.
+//! background jobs ([`super::jobs`]). Provider keys, other secrets and git's redirecting variables are removed
+//! from the environment.
 
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::jobs::{self, looks_like_server};
+use super::process::{self, Exit};
 use super::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 
 /// Per-call timeouts above this are capped: one call should not hold the session for longer.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -35,41 +37,14 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How long a background job runs before `run` reports its first output.
 const BACKGROUND_SETTLE: Duration = Duration::from_secs(2);
 
-/// Environment variables never passed to commands, beyond the patterns of [`is_secret_name`]: credentials
-/// that commonly sit in a developer's shell and that nothing the agent runs should need.
-const SECRET_NAMES: &[&str] = &[
-    "ANTHROPIC_AUTH_TOKEN",
-    "OPENAI_ADMIN_KEY",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AZURE_OPENAI_KEY",
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "GITLAB_TOKEN",
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-    "NPM_TOKEN",
-    "CARGO_REGISTRY_TOKEN",
-    "PYPI_TOKEN",
-];
-/// Name endings that mark a secret (`OPENAI_API_KEY`, `FOO_AUTH_TOKEN`, ...).
-const SECRET_SUFFIXES: &[&str] = &[
-    "_API_KEY",
-    "_APIKEY",
-    "_AUTH_TOKEN",
-    "_ACCESS_TOKEN",
-    "_SECRET_KEY",
-    "_SECRET",
-];
-
 pub struct Run;
 
 impl Tool for Run {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "run"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a shell command with bash in the repository root, e.g. to build, run tests, or use git. stdin is \
          empty; stdout and stderr come back together, with the exit code. Long output keeps its first and last \
          16 KiB (the full output is saved to a file whose path is given). The command is killed (with \
@@ -89,6 +64,19 @@ impl Tool for Run {
             },
             "required": ["command"]
         })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    fn command_arg(&self) -> Option<&str> {
+        Some("command")
+    }
+
+    fn changes_by_scan(&self) -> bool {
+        // A command may write anything, and says nothing of what it wrote.
+        true
     }
 
     fn label(&self, args: &serde_json::Value) -> String {
@@ -133,9 +121,9 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
     let started = Instant::now();
     let log = full_output_path(ctx);
     // Requested but impossible: the command fails rather than run unsandboxed.
-    let sandbox = ctx.sandbox.prepare().map_err(|e| e.to_string())?;
-    let (mut child, capture, drained) = spawn(ctx, command, log.as_ref(), sandbox)
-        .map_err(|e| format!("cannot start bash: {e}"))?;
+    let cmd = process::bash(ctx, command).map_err(|e| e.to_string())?;
+    let (mut child, capture, drained) =
+        spawn(cmd, log.as_ref()).map_err(|e| format!("cannot start bash: {e}"))?;
     let outcome = wait(&mut child, timeout, &ctx.cancel)
         .map_err(|e| format!("cannot wait for the command: {e}"))?;
     let complete = drained.recv_timeout(DRAIN_GRACE).is_ok();
@@ -175,43 +163,15 @@ fn full_output_path(ctx: &ToolContext) -> Option<PathBuf> {
     Some(dir.join(format!("{}.log", ctx.session.next_run())))
 }
 
-/// Removes provider keys and other secrets from a command's environment: the model's commands have no
-/// business with them, and a test that prints its environment would put them into the transcript.
-pub fn scrub_env(cmd: &mut Command, ctx: &ToolContext) {
-    // `git status` would otherwise refresh and rewrite the index it reads: with `ask --here` that is the user's.
-    cmd.env("GIT_OPTIONAL_LOCKS", "0");
-    for (key, _) in std::env::vars_os() {
-        let secret = key
-            .to_str()
-            .is_none_or(|k| is_secret_name(k) || ctx.session.secret_env.iter().any(|s| s == k));
-        if secret {
-            cmd.env_remove(key);
-        }
-    }
-}
-
-/// Starts `bash -c command` with stdout and stderr on one pipe (so they interleave as written), and a thread
-/// draining that pipe into a [`Capture`] (and the whole of it into `log`); the channel says when the pipe
-/// closed.
+/// Starts `cmd` (from [`process::bash()`]) with stdout and stderr on one pipe (so they interleave as written),
+/// and a thread draining that pipe into a [`Capture`] (and the whole of it into `log`); the channel says when
+/// the pipe closed.
 fn spawn(
-    ctx: &ToolContext,
-    command: &str,
+    mut cmd: Command,
     log: Option<&PathBuf>,
-    sandbox: Option<crate::safety::sandbox::Prepared>,
 ) -> io::Result<(Child, Arc<Mutex<Capture>>, mpsc::Receiver<()>)> {
     let (reader, writer) = io::pipe()?;
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.root)
-        .stdin(Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer)
-        .process_group(0);
-    scrub_env(&mut cmd, ctx);
-    if let Some(sandbox) = sandbox {
-        sandbox.install(&mut cmd);
-    }
+    cmd.stdout(writer.try_clone()?).stderr(writer);
     let log = log.map(File::create).transpose()?;
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
@@ -225,13 +185,6 @@ fn spawn(
         let _ = done.send(());
     });
     Ok((child, capture, drained))
-}
-
-fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    crate::safety::redact::is_secret_name(name)
-        || SECRET_NAMES.contains(&upper.as_str())
-        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
 }
 
 fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<File>) {
@@ -278,16 +231,16 @@ fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result
             // The shell is gone; anything it left running in the background would hold the pipe open and
             // outlive the call. Its group id stays reserved while any member lives, so this kill cannot hit
             // an unrelated process.
-            let leftovers = kill_group(child.id());
+            let leftovers = process::kill_group(child.id());
             return Ok(Outcome::Exited { status, leftovers });
         }
         if cancel.load(Ordering::Relaxed) {
-            kill_group(child.id());
+            process::kill_group(child.id());
             child.wait()?;
             return Ok(Outcome::Interrupted);
         }
         if Instant::now() >= deadline {
-            kill_group(child.id());
+            process::kill_group(child.id());
             child.wait()?;
             return Ok(Outcome::TimedOut(timeout));
         }
@@ -295,29 +248,16 @@ fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result
     }
 }
 
-/// SIGKILLs the process group led by `pid`; true if there was anyone left to kill.
-fn kill_group(pid: u32) -> bool {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: killpg only sends a signal; the group is the one we created with process_group(0).
-    unsafe { libc::killpg(pgid, libc::SIGKILL) == 0 }
-}
-
 fn report(output: String, outcome: &Outcome, elapsed: Duration, complete: bool) -> ToolOutput {
     let (status_line, summary, ok) = match outcome {
-        Outcome::Exited { status, .. } => match (status.code(), status.signal()) {
-            (Some(code), _) => (
+        Outcome::Exited { status, .. } => match Exit::of(*status) {
+            Exit::Code(code) => (
                 format!("exit {code} after {:.1} s", elapsed.as_secs_f64()),
                 format!("exit {code}"),
                 code == 0,
             ),
-            (None, Some(sig)) => (
-                format!("killed by signal {sig}"),
-                format!("signal {sig}"),
-                false,
-            ),
-            (None, None) => (
+            signal @ Exit::Signal(sig) => (signal.to_string(), format!("signal {sig}"), false),
+            Exit::Unknown => (
                 "ended without an exit code".to_string(),
                 "no exit code".to_string(),
                 false,
@@ -559,17 +499,6 @@ mod tests {
             &out.content[16000..16500]
         );
         assert!(out.content.starts_with("y\ny\n"));
-    }
-
-    #[test]
-    fn api_keys_not_passed_on() {
-        assert!(is_secret_name("OPENAI_API_KEY"));
-        assert!(is_secret_name("anthropic_api_key"));
-        assert!(is_secret_name("ANTHROPIC_AUTH_TOKEN"));
-        assert!(is_secret_name("GITHUB_TOKEN"));
-        assert!(is_secret_name("MY_SERVICE_SECRET"));
-        assert!(!is_secret_name("PATH"));
-        assert!(!is_secret_name("TOKENIZERS_PARALLELISM"));
     }
 
     #[test]

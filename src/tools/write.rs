@@ -9,16 +9,17 @@ use serde_json::json;
 
 use super::state::fingerprint;
 use super::{confine, str_arg, Tool, ToolContext, ToolOutput};
+use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
 pub struct WriteFile;
 
 impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Create a file, or replace a file's whole content, in the repository. Parent directories are created. \
          To change part of an existing file, prefer edit_file."
     }
@@ -32,6 +33,14 @@ impl Tool for WriteFile {
             },
             "required": ["path", "content"]
         })
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn path_arg(&self) -> Option<&str> {
+        Some("path")
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

@@ -1,11 +1,12 @@
-//! A byte-level Server-Sent-Events decoder, free of any HTTP so it can be tested with raw byte chunks.
+//! A byte-level Server-Sent-Events decoder, free of any HTTP so it can be tested with raw byte chunks. The
+//! model clients read their streamed replies with it, and the MCP client its Streamable HTTP answers.
 //!
 //! Network reads split the stream at arbitrary bytes: inside a UTF-8 character, between the `\r` and `\n` of
 //! a line ending, in the middle of a field name. The decoder therefore keeps the bytes of an unfinished line
 //! as bytes and decodes UTF-8 only once the whole line is in hand, so valid input never turns into U+FFFD.
 //! Each byte is scanned once, which keeps a multi-megabyte event linear rather than quadratic.
 //!
-//! It follows the WHATWG event-stream rules that matter to model APIs: `\n`, `\r\n` and lone `\r` end a
+//! It follows the WHATWG event-stream rules that matter to model APIs and MCP: `\n`, `\r\n` and lone `\r` end a
 //! line; a line starting with `:` is a comment; one space after the colon is dropped; `data` lines are
 //! joined with `\n`; a blank line dispatches the event; `id`, `retry` and unknown fields are ignored.
 

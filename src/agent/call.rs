@@ -1,0 +1,380 @@
+//! One tool call: parse it, ask the safety policy (and, for a risky call no rule settles, the front-end's
+//! approver), run it, and hand what it changed to the step commit. The agent's own tools (`plan_update`,
+//! `finish`) are handled here too, without policy, sandbox or commit: they act on the session, not on files.
+//!
+//! The tools say what they are ([`crate::tools::Tool`]: kind, path or command argument, whether a scan finds
+//! their changes); nothing here asks a tool's name what it does.
+
+use std::mem;
+use std::sync::Arc;
+
+use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
+use crate::safety::{Answer, Decision};
+use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
+
+use super::guards::{Effect, Verdict};
+use super::instructions;
+use super::journal::Event as LogEvent;
+use super::plan::{Finish, OwnTool, Plan};
+use super::turn::Turn;
+use super::{step, AgentError};
+
+/// What one round of tool calls leaves for the loop to do once every call has its result.
+#[derive(Default)]
+pub(super) struct Round {
+    /// Messages to add after the results: `(kind, path, text)` as in [`LogEvent::Context`].
+    pub context: Vec<(&'static str, String, String)>,
+    /// The loop guard's reason to stop.
+    pub stop: Option<String>,
+    pub finish: Option<Finish>,
+}
+
+impl Turn<'_> {
+    /// Runs one call: the agent's own tools here, the others through the guards and the registry. What the
+    /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`.
+    pub(super) async fn dispatch(
+        &mut self,
+        call: &ToolCall,
+        truncated: bool,
+        round: &mut Round,
+    ) -> Result<ToolOutput, AgentError> {
+        if let Some(own) = OwnTool::find(&call.name) {
+            return self.own_tool(own, call, truncated, round);
+        }
+        match self.guards.before_call(call) {
+            Verdict::Run => {}
+            Verdict::Remind(text) => self.remind(round, text),
+            Verdict::Stop(reason) => {
+                round.stop = Some(reason.clone());
+                return Ok(ToolOutput::error(format!("not run: {reason}")));
+            }
+        }
+        let tool = match self.s.tools.registry.find(&call.name) {
+            Some(tool) => Some(Arc::clone(tool)),
+            // Not built in: an MCP tool, whose server may still be starting (bounded by its startup timeout).
+            None => tokio::select! {
+                tool = self.s.tools.mcp.tool(&call.name) => tool,
+                () = self.control.cancelled() => None,
+            },
+        };
+        let output = self.call_tool(tool.as_ref(), call, truncated).await?;
+        let effect = match tool.as_deref() {
+            Some(tool) if tool.kind() == ToolKind::Edit => Effect::Edit,
+            Some(tool) => tool.command_arg().map_or(Effect::Other, Effect::Command),
+            None => Effect::Other,
+        };
+        match self
+            .guards
+            .after_call(call, effect, output.is_error, &output.content)
+        {
+            Verdict::Run => {}
+            Verdict::Remind(text) => self.remind(round, text),
+            Verdict::Stop(reason) => round.stop = Some(reason),
+        }
+        if let Some(arg) = tool.as_deref().and_then(|t| t.path_arg()) {
+            if !output.is_error {
+                self.touch_for_instructions(call, arg, round);
+            }
+        }
+        Ok(output)
+    }
+
+    fn remind(&mut self, round: &mut Round, text: String) {
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        self.sink.emit(&Event::Warning(&first));
+        round.context.push(("reminder", String::new(), text));
+    }
+
+    /// `plan_update` and `finish`: session state, not files, so no policy check, sandbox or step commit.
+    fn own_tool(
+        &mut self,
+        own: OwnTool,
+        call: &ToolCall,
+        truncated: bool,
+        round: &mut Round,
+    ) -> Result<ToolOutput, AgentError> {
+        let args = match parse_args(call, truncated) {
+            Ok(args) => args,
+            Err(message) => return Ok(self.reported(call, ToolOutput::error(message))),
+        };
+        let label = own.label(&args);
+        self.sink.emit(&Event::ToolCall {
+            id: &call.id,
+            name: &call.name,
+            kind: own.kind(),
+            label: &label,
+            input: &args,
+        });
+        let output = match own {
+            OwnTool::Plan => match Plan::from_args(&args) {
+                Ok(plan) => {
+                    self.s.work.log.append(
+                        LogEvent::Plan {
+                            items: plan.items.clone(),
+                        }
+                        .to_json(),
+                    )?;
+                    self.s.conv.plan = plan;
+                    self.guards.plan_updated();
+                    let plan = &self.s.conv.plan;
+                    let summary = format!("{} of {} done", plan.done(), plan.items.len());
+                    ToolOutput::ok(format!("plan updated: {summary}"), summary)
+                }
+                Err(message) => ToolOutput::error(message),
+            },
+            OwnTool::Finish => match Finish::from_args(&args) {
+                Ok(finish) => {
+                    let reminder = if finish.completed {
+                        self.guards.may_finish(&self.s.conv.plan).err()
+                    } else {
+                        None
+                    };
+                    match reminder {
+                        // Refused once: the reminder is the result, and the model goes on.
+                        Some(reminder) => ToolOutput::error(reminder),
+                        None => {
+                            round.finish = Some(finish);
+                            ToolOutput::ok("finished", "finished")
+                        }
+                    }
+                }
+                Err(message) => ToolOutput::error(message),
+            },
+        };
+        Ok(self.reported(call, output))
+    }
+
+    /// A file tool reached a directory (its argument `arg`): bring in project instructions found there for
+    /// the first time.
+    fn touch_for_instructions(&mut self, call: &ToolCall, arg: &str, round: &mut Round) {
+        let Ok(args) = serde_json::from_str::<serde_json::Value>(&call.arguments) else {
+            return;
+        };
+        let Some(path) = args.get(arg).and_then(|p| p.as_str()) else {
+            return;
+        };
+        for file in self.s.conv.instructions.touch(path) {
+            let text = instructions::message(&file);
+            round.context.push(("instructions", file.path, text));
+        }
+    }
+
+    /// Runs one registry tool call and commits what it changed. Failures the model can fix come back as error
+    /// output.
+    async fn call_tool(
+        &mut self,
+        tool: Option<&Arc<dyn Tool>>,
+        call: &ToolCall,
+        truncated: bool,
+    ) -> Result<ToolOutput, AgentError> {
+        let (tool, args) = match parse_call(tool, &self.s.tools.registry, call, truncated) {
+            Ok(found) => found,
+            Err(message) => {
+                let label = format!("{} (rejected)", call.name);
+                self.sink.emit(&Event::ToolCall {
+                    id: &call.id,
+                    name: &call.name,
+                    kind: ToolKind::Other,
+                    label: &label,
+                    input: &serde_json::Value::Null,
+                });
+                return Ok(self.reported(call, ToolOutput::error(message)));
+            }
+        };
+        let label = tool.label(&args);
+        self.sink.emit(&Event::ToolCall {
+            id: &call.id,
+            name: tool.name(),
+            kind: tool.kind(),
+            label: &label,
+            input: &args,
+        });
+        let decision = self.decide(tool.as_ref(), call, &args, &label).await;
+        if decision.is_denied() {
+            let output = ToolOutput::error(decision.message_for_model());
+            return Ok(self.reported(call, output));
+        }
+        let scan = tool.changes_by_scan();
+        if scan {
+            self.s.tools.changes.before_run()?;
+        }
+        let mut output = self.execute(tool, args).await?;
+        self.report(call, &output);
+        // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
+        let changed = if scan {
+            self.s.tools.changes.after_run()?
+        } else if tool.is_mutating() {
+            mem::take(&mut output.changed)
+        } else {
+            Vec::new()
+        };
+        if !changed.is_empty() {
+            step::commit(
+                &mut self.s.work,
+                &mut *self.sink,
+                call,
+                &label,
+                &self.why,
+                &changed,
+            )?;
+        }
+        Ok(output)
+    }
+
+    /// The policy's decision on a call, with the front-end's approver asked when no rule settles it, and
+    /// shown (audit: refused calls are recorded too).
+    async fn decide(
+        &mut self,
+        tool: &dyn Tool,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        label: &str,
+    ) -> Decision {
+        let mut decision = self.s.tools.policy.check(&tool.checked(args));
+        if decision.needs_approval() {
+            let subject = tool
+                .command_arg()
+                .and_then(|arg| args.get(arg))
+                .and_then(|c| c.as_str())
+                .unwrap_or(label);
+            let request = ApprovalRequest {
+                call_id: call.id.clone(),
+                tool: tool.name().to_string(),
+                subject: subject.to_string(),
+                reason: decision.reason.clone(),
+            };
+            let answer = self.ask_user(&request).await;
+            decision = self
+                .s
+                .tools
+                .policy
+                .settle(&request.subject, decision, answer);
+        }
+        self.sink.emit(&Event::Permission {
+            id: &call.id,
+            tool: tool.name(),
+            decision: decision.outcome.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+        });
+        decision
+    }
+
+    /// Puts a question to the front-end's approver, in safety's terms; a cancel while it is open answers it.
+    async fn ask_user(&mut self, request: &ApprovalRequest) -> Answer {
+        let approval = tokio::select! {
+            answer = self.approver.approve(request) => answer,
+            () = self.control.cancelled() => Approval::Cancelled,
+        };
+        match approval {
+            Approval::Once => Answer::Once,
+            Approval::Always => Answer::Always,
+            Approval::Reject => Answer::Declined,
+            Approval::Cancelled => Answer::Cancelled,
+            Approval::CannotAsk => Answer::CannotAsk,
+        }
+    }
+
+    /// Runs the tool on a blocking thread (file I/O, child processes); a cancel reaches it through
+    /// `ctx.cancel`.
+    async fn execute(
+        &self,
+        tool: &Arc<dyn Tool>,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, AgentError> {
+        let tools = &self.s.tools;
+        let ctx = ToolContext {
+            root: self.s.work.session.root().to_path_buf(),
+            run_timeout: tools.run_timeout,
+            cancel: self.control.flag(),
+            session: Arc::clone(&tools.state),
+            sandbox: Arc::clone(&tools.sandbox),
+        };
+        let tool = Arc::clone(tool);
+        tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
+            .await
+            .map_err(|e| AgentError::Join(e.to_string()))
+    }
+
+    fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
+        self.sink.emit(&Event::ToolResult {
+            id: &call.id,
+            ok: !output.is_error,
+            summary: &output.summary,
+        });
+    }
+
+    fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> ToolOutput {
+        self.report(call, &output);
+        output
+    }
+}
+
+/// Checks that the call names a tool and parses its arguments, or says what is wrong in words the model can
+/// act on; `tool` is what the registry found for the call's name.
+fn parse_call<'t>(
+    tool: Option<&'t Arc<dyn Tool>>,
+    registry: &Registry,
+    call: &ToolCall,
+    truncated: bool,
+) -> Result<(&'t Arc<dyn Tool>, serde_json::Value), String> {
+    let tool = tool.ok_or_else(|| {
+        format!(
+            "unknown tool '{}'; available tools: {}",
+            call.name,
+            registry.names().join(", ")
+        )
+    })?;
+    Ok((tool, parse_args(call, truncated)?))
+}
+
+/// Parses a call's arguments as a JSON object, or says what is wrong.
+fn parse_args(call: &ToolCall, truncated: bool) -> Result<serde_json::Value, String> {
+    if truncated {
+        return Err(format!(
+            "the arguments of this {} call were cut off by the output token limit, so it was not run; \
+             make the call again with shorter arguments (e.g. split a large write into several edits)",
+            call.name
+        ));
+    }
+    let text = call.arguments.trim();
+    let args = if text.is_empty() {
+        serde_json::Value::Object(Default::default())
+    } else {
+        serde_json::from_str(text)
+            .map_err(|e| format!("the arguments are not valid JSON ({e}); send a JSON object"))?
+    };
+    if !args.is_object() {
+        return Err("the arguments must be a JSON object".to_string());
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_calls_become_messages_for_the_model() {
+        let tools = Registry::builtin();
+        let call = |name: &str, args: &str| ToolCall {
+            id: "1".into(),
+            name: name.into(),
+            arguments: args.into(),
+        };
+        let parse = |c: &ToolCall, truncated| {
+            parse_call(tools.find(&c.name), &tools, c, truncated).map(|(_, args)| args)
+        };
+        let err = parse(&call("nope", "{}"), false).unwrap_err();
+        assert!(err.contains("unknown tool 'nope'"), "{err}");
+        assert!(err.contains("read_file, list_files"), "{err}");
+        let err = parse(&call("read_file", "{\"path\": "), false).unwrap_err();
+        assert!(err.contains("not valid JSON"), "{err}");
+        let err = parse(&call("read_file", "[1]"), false).unwrap_err();
+        assert!(err.contains("JSON object"), "{err}");
+        let err = parse(&call("read_file", "{\"path\":\"a\"}"), true).unwrap_err();
+        assert!(err.contains("cut off"), "{err}");
+        let args = parse(&call("read_file", ""), false).unwrap();
+        assert!(args.as_object().is_some_and(|o| o.is_empty()));
+    }
+}

@@ -1,0 +1,143 @@
+//! What a front-end holds while a turn runs: a cancel for that one turn, and a queue of text that steers it.
+//!
+//! Cancelling is per turn, not per process: chat's Ctrl-C and ACP's `session/cancel` end the turn and the session
+//! lives on for the next prompt. `ask` wires the process's Ctrl-C to its one turn
+//! ([`TurnControl::cancel_on_ctrl_c()`]). A cancel drops the model stream at once (so the provider stops
+//! generating), kills a running command's process group (tools watch [`crate::tools::ToolContext::cancel`]),
+//! answers an open approval question with [`crate::protocol::Approval::Cancelled`], and records the calls not
+//! yet run as not run; steps already committed stay.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+/// The cancel and the steering queue of one turn. Clones share them, so a front-end keeps one clone and
+/// passes another to [`super::AgentSession::turn()`].
+#[derive(Clone, Debug)]
+pub struct TurnControl {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Read by the tools on their blocking threads.
+    cancelled: Arc<AtomicBool>,
+    /// Wakes the awaits that race a cancel (the model stream, an approval question).
+    wake: watch::Sender<bool>,
+    steering: Mutex<Vec<String>>,
+}
+
+impl Default for TurnControl {
+    fn default() -> Self {
+        TurnControl::new()
+    }
+}
+
+impl TurnControl {
+    pub fn new() -> TurnControl {
+        TurnControl {
+            inner: Arc::new(Inner {
+                cancelled: Arc::new(AtomicBool::new(false)),
+                wake: watch::channel(false).0,
+                steering: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Cancels the turn (see the module docs). Safe from any thread or task, and more than once.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        self.inner.wake.send_replace(true);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Adds text the user typed while the turn runs: it joins the conversation as a user message before the
+    /// next model request, and a turn whose model has just answered goes on with it instead of ending.
+    pub fn steer(&self, text: impl Into<String>) {
+        lock(&self.inner.steering).push(text.into());
+    }
+
+    /// Takes the steered text not yet sent (all of it, oldest first). The turn takes it before each request;
+    /// a front-end takes what is left after a turn that ended anyway (stopped, cancelled) to send it next.
+    pub fn take_steering(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.inner.steering))
+    }
+
+    /// True when steered text waits.
+    pub fn has_steering(&self) -> bool {
+        !lock(&self.inner.steering).is_empty()
+    }
+
+    /// Cancels on the process's Ctrl-C (SIGINT), from the first time the runtime polls the returned task on.
+    /// Installing the handler means Ctrl-C no longer kills the process: the turn ends as interrupted (exit 130)
+    /// with the work so far recorded. Abort the task when the turn is over.
+    pub fn cancel_on_ctrl_c(&self) -> tokio::task::JoinHandle<()> {
+        let control = self.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                control.cancel();
+            }
+        })
+    }
+
+    /// The flag the tools watch.
+    pub(super) fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.inner.cancelled)
+    }
+
+    /// Resolves once the turn is cancelled (at once if it already is).
+    pub(super) async fn cancelled(&self) {
+        let mut wake = self.inner.wake.subscribe();
+        // The sender lives as long as `self`, so this only returns once the value is true.
+        let _ = wake.wait_for(|c| *c).await;
+    }
+}
+
+/// A poisoned lock only means a front-end panicked mid-push; the queue stays usable.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steering_is_taken_in_order_once() {
+        let control = TurnControl::new();
+        let front_end = control.clone();
+        assert!(!control.has_steering());
+        front_end.steer("first");
+        front_end.steer(String::from("second"));
+        assert!(control.has_steering());
+        assert_eq!(control.take_steering(), ["first", "second"]);
+        assert!(control.take_steering().is_empty());
+    }
+
+    #[test]
+    fn a_cancel_wakes_a_waiting_turn_and_sets_the_tools_flag() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let control = TurnControl::new();
+        let flag = control.flag();
+        let front_end = control.clone();
+        runtime.block_on(async {
+            let waiting = control.cancelled();
+            let canceller = async {
+                tokio::task::yield_now().await;
+                front_end.cancel();
+            };
+            tokio::join!(waiting, canceller);
+        });
+        assert!(control.is_cancelled());
+        assert!(flag.load(Ordering::Relaxed));
+        // Already cancelled: resolves at once.
+        runtime.block_on(control.cancelled());
+    }
+}

@@ -1,0 +1,797 @@
+//! One agent session held open by a front-end: opened once (a new session, or an earlier one resumed), then any
+//! number of turns on the same branch and checkout, then closed.
+//!
+//! ```text
+//! let mut session = AgentSession::open(cwd, options, sink).await?;
+//! let end = session.turn(prompt, sink, approver, &control).await?;   // as often as the front-end likes
+//! session.close();
+//! ```
+//!
+//! `ask` is exactly that with one turn; chat sends turn after turn; ACP keeps one per editor session. Every turn
+//! is recorded in the session log as `ask` and `--resume` record theirs, so `show`, `log` and a later `--resume`
+//! see a chat's turns like any other.
+//!
+//! What a session holds is cut into parts that change for different reasons: [`Workspace`] (the repository,
+//! the branch and checkout, the log), [`ModelLink`] (the client and how to reach it), [`Toolbox`] (tools,
+//! policy, sandbox, change tracking), [`Conversation`] (messages, plan, goal, instructions) and the context
+//! accounting. What lives for one turn only (budget, guards, the front-end's sink and approver) is in
+//! [`super::turn`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::ModelConfig;
+use crate::model::retry::RetryPolicy;
+use crate::model::Client;
+use crate::protocol::{Approver, Event, Message, Never, Sink, Status, ToolSchema, Usage};
+use crate::safety::guard::GuardEnv;
+use crate::safety::redact;
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::Policy;
+use crate::store::{ChangeTracker, Meta, ObjectId, Session, SessionLog, Store, StoreError};
+use crate::tools::mcp::servers::{Servers, Status as McpStatus};
+use crate::tools::mcp::ServerSpec;
+use crate::tools::{Registry, SessionState};
+
+use super::context::{ContextState, Settings};
+use super::control::TurnControl;
+use super::instructions::{self, Instructions};
+use super::journal::{self, Event as LogEvent};
+use super::plan::{self, Plan};
+use super::stream::SessionLine;
+use super::turn::{Turn, TurnEnd};
+use super::{date, prompt, AgentError};
+
+/// How to open a session.
+#[derive(Debug)]
+pub struct SessionOptions {
+    pub model: ModelConfig,
+    /// Stop a turn (exit 3) after this many model requests.
+    pub max_steps: u32,
+    /// Stop a turn (exit 3) once this much time has passed since it began.
+    pub max_time: Option<Duration>,
+    /// Stop a turn (exit 3) once its requests used this many tokens (input plus output).
+    pub max_tokens: Option<u64>,
+    pub run_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
+    pub safety: SafetyOptions,
+    /// Continue an earlier session instead of starting one.
+    pub resume: Option<Resume>,
+    /// Work in the user's own work tree (`--here`) instead of a linked checkout; steps still go to `agent/<id>`.
+    pub here: bool,
+    /// What `git agent log` lists a new session as from its start (`ask` gives its prompt). `None` (a chat
+    /// opened before its first prompt): the first turn's prompt. Ignored on resume.
+    pub title: Option<String>,
+}
+
+/// Which session `--resume` / `--continue` means.
+#[derive(Debug, Clone)]
+pub enum Resume {
+    /// A session id or unique prefix.
+    Id(String),
+    /// The newest session.
+    Latest,
+}
+
+/// Permission rules and sandbox of one session (approvals are the front-end's [`Approver`]).
+#[derive(Debug, Default)]
+pub struct SafetyOptions {
+    pub rules: Rules,
+    pub sandbox: SandboxConfig,
+}
+
+/// An open session; see the module docs.
+pub struct AgentSession {
+    pub(super) work: Workspace,
+    pub(super) model: ModelLink,
+    pub(super) tools: Toolbox,
+    pub(super) conv: Conversation,
+    pub(super) context: ContextState,
+    pub(super) limits: Limits,
+    /// The `session` event, shown once the model first answers.
+    pub(super) line: SessionLine,
+    /// The model has answered at least once in this process.
+    pub(super) announced: bool,
+    /// Opened with `--resume`.
+    pub(super) resumed: bool,
+    /// Turns begun in this process.
+    pub(super) turns: u32,
+    /// A new session in which nothing happened but model requests that never got an answer: closing it
+    /// leaves no trace (no branch, checkout or log), as if it had never started.
+    pub(super) untouched: bool,
+    /// The log's status before this process set it to running (restored when no turn ran).
+    prior_status: Status,
+    /// Tokens of this process's turns.
+    usage: Usage,
+}
+
+/// Where the session's work is kept: the repository, the session's branch and checkout, and its log.
+pub(super) struct Workspace {
+    pub store: Store,
+    pub session: Session,
+    /// Every message, tool result and step is appended as it happens.
+    pub log: SessionLog,
+    /// `step N: <commit> (files)` for summaries and stop reports.
+    pub step_lines: Vec<String>,
+}
+
+/// The model and how to reach it.
+pub(super) struct ModelLink {
+    pub client: Client,
+    pub config: ModelConfig,
+    pub retry: RetryPolicy,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+/// What tool calls run with.
+pub(super) struct Toolbox {
+    pub registry: Registry,
+    pub policy: Policy,
+    pub sandbox: Arc<Sandbox>,
+    /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
+    pub state: Arc<SessionState>,
+    /// What commands changed in the checkout (inotify, or a stat scan).
+    pub changes: ChangeTracker,
+    pub run_timeout: Duration,
+    /// The session's MCP servers, joining in the background.
+    pub mcp: Servers,
+    /// Their status as last shown, so each change is shown once.
+    pub mcp_shown: Option<McpStatus>,
+}
+
+/// The conversation and what the agent keeps beside it.
+pub(super) struct Conversation {
+    /// The system prompt, then the conversation as the model sees it.
+    pub messages: Vec<Message>,
+    /// What the model is offered: the registry's tools, then `plan_update` and `finish`.
+    pub schemas: Vec<ToolSchema>,
+    /// The plan, kept outside the conversation (see [`plan`]).
+    pub plan: Plan,
+    /// The user's goal, restated in every compaction summary.
+    pub goal: String,
+    pub instructions: Instructions,
+}
+
+/// The budgets every turn starts with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub max_steps: u32,
+    pub max_time: Option<Duration>,
+    pub max_tokens: Option<u64>,
+}
+
+/// What [`AgentSession::undo()`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undone {
+    /// The tip it moved away from (to redo: move the branch back there).
+    pub from: ObjectId,
+    pub to: ObjectId,
+    /// The step the branch is at now.
+    pub steps: u32,
+}
+
+impl AgentSession {
+    /// Starts a new session (branch `agent/<id>`, its checkout or `--here`, step 0, the log) or reopens the
+    /// one `options.resume` names, and gets everything its turns need: policy and sandbox, tool state, context
+    /// settings (which may ask the endpoint for its window), the conversation so far and the system prompt.
+    /// `sink` hears warnings (a sandbox that fell back).
+    pub async fn open(
+        cwd: &Path,
+        options: SessionOptions,
+        sink: &mut dyn Sink,
+    ) -> Result<AgentSession, AgentError> {
+        let model = options.model;
+        let client = Client::new_tuned(
+            model.wire,
+            model.base_url.clone(),
+            model.api_key.clone(),
+            options.connect_timeout,
+            options.idle_timeout,
+            model.tuning.clone(),
+        )?;
+        let store = Store::open(cwd)?;
+        register_secrets(&model, &store);
+        let resumed = options.resume.is_some();
+        let (session, log, events, prior_status) = match &options.resume {
+            None => {
+                let title = options.title.unwrap_or_default();
+                let (session, log) = start(&store, &model, title, options.here)?;
+                (session, log, Vec::new(), Status::Running)
+            }
+            Some(which) => reopen(&store, which, options.here)?,
+        };
+        let (safety, run_timeout) = (options.safety, options.run_timeout);
+        let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
+        let settings = resolve_context(&client, &model).await;
+        let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
+        let line = SessionLine {
+            id: session.id.clone(),
+            branch: short_branch(&session).to_owned(),
+            base: session.base.to_string(),
+            model: model.display_name(),
+        };
+        Ok(AgentSession {
+            context: ContextState::new(settings, &conv.schemas),
+            conv,
+            work: Workspace {
+                step_lines: journal::step_lines(&events),
+                store,
+                session,
+                log,
+            },
+            model: ModelLink {
+                client,
+                config: model,
+                retry: options.retry,
+                connect_timeout: options.connect_timeout,
+                idle_timeout: options.idle_timeout,
+            },
+            tools,
+            limits: Limits {
+                max_steps: options.max_steps,
+                max_time: options.max_time,
+                max_tokens: options.max_tokens,
+            },
+            line,
+            announced: false,
+            resumed,
+            turns: 0,
+            untouched: !resumed,
+            prior_status,
+            usage: Usage::default(),
+        })
+    }
+
+    /// Runs one turn: `prompt` joins the conversation and the loop goes on until the model answers without
+    /// tool calls, calls `finish`, a budget or loop guard stops it, or `control` cancels it. Runnable any
+    /// number of times; each turn starts on the branch's current tip. Host failures are errors (the turn is
+    /// recorded with status `error` and the session stays usable); everything the model can fix is a tool
+    /// result.
+    pub async fn turn(
+        &mut self,
+        prompt: &str,
+        sink: &mut dyn Sink,
+        approver: &mut dyn Approver,
+        control: &TurnControl,
+    ) -> Result<TurnEnd, AgentError> {
+        self.begin(prompt)?;
+        let mut turn = Turn::new(self, sink, approver, control);
+        let result = match turn.run(prompt).await {
+            Ok(outcome) => Ok(turn.finish(outcome)),
+            Err(err) => Err(err),
+        };
+        // A server that failed or joined while the last request ran is shown now rather than never.
+        self.refresh_mcp(sink);
+        match result {
+            Ok(end) => {
+                self.untouched = false;
+                self.usage.add(&end.usage);
+                Ok(end)
+            }
+            Err(err) => Err(self.failed(err)),
+        }
+    }
+
+    /// Compacts the conversation now, whatever its size (`/compact [focus]`): the model summarises all but the
+    /// newest exchange, with `focus` as the user's emphasis. False when there was nothing older to replace.
+    pub async fn compact(
+        &mut self,
+        focus: Option<&str>,
+        sink: &mut dyn Sink,
+        control: &TurnControl,
+    ) -> Result<bool, AgentError> {
+        let mut never = Never;
+        let mut turn = Turn::new(self, sink, &mut never, control);
+        let compacted = turn.compact(true, focus).await?;
+        let usage = turn.usage();
+        let meta = &mut self.work.log.meta;
+        meta.input_tokens += usage.input_tokens;
+        meta.output_tokens += usage.output_tokens;
+        self.usage.add(&usage);
+        self.work.log.fold(&self.work.store)?;
+        Ok(compacted)
+    }
+
+    /// Moves the session's branch back `n` steps and its checkout with it (`/undo`), recorded in the log; the
+    /// next turn commits on the new tip.
+    pub fn undo(&mut self, n: u32) -> Result<Undone, AgentError> {
+        let work = &mut self.work;
+        let from = record_undo(&work.store, &mut work.log, &mut work.session, n)?;
+        let steps = work.session.steps;
+        // The summaries and stop reports must not cite what was undone.
+        work.step_lines
+            .retain(|line| journal::step_of_line(line).is_some_and(|step| step <= steps));
+        Ok(Undone {
+            from,
+            to: work.session.tip,
+            steps,
+        })
+    }
+
+    /// Switches the model for the next turns (`/model`): a new client, the context window resolved for the new
+    /// model, and its key registered for redaction. The conversation stays.
+    pub async fn set_model(&mut self, model: ModelConfig) -> Result<(), AgentError> {
+        let link = &mut self.model;
+        link.client = Client::new_tuned(
+            model.wire,
+            model.base_url.clone(),
+            model.api_key.clone(),
+            link.connect_timeout,
+            link.idle_timeout,
+            model.tuning.clone(),
+        )?;
+        register_secrets(&model, &self.work.store);
+        let settings = resolve_context(&link.client, &model).await;
+        self.context.switch_model(settings, &self.conv.schemas);
+        self.line.model = model.display_name();
+        link.config = model;
+        Ok(())
+    }
+
+    /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`); they join
+    /// in the background like the configured ones.
+    pub fn add_mcp_servers(&mut self, specs: Vec<ServerSpec>) {
+        self.tools.mcp.add(specs, self.work.session.root());
+    }
+
+    /// How the session's MCP servers stand.
+    pub fn mcp_status(&self) -> McpStatus {
+        self.tools.mcp.status()
+    }
+
+    /// Stops the session's MCP servers gracefully (stdio: close stdin, SIGTERM, SIGKILL; HTTP: end the
+    /// session). [`AgentSession::close`] stops any left without waiting on the runtime.
+    pub async fn shutdown_mcp(&self) {
+        self.tools.mcp.shutdown().await;
+    }
+
+    /// Before a request: the tools of servers that joined (or changed) since are offered from now on, and a
+    /// change in their status worth telling (a failure, all settled) is shown.
+    pub(super) fn refresh_mcp(&mut self, sink: &mut dyn Sink) {
+        if self.tools.mcp.is_empty() {
+            return;
+        }
+        let schemas = offered(&self.tools);
+        if schemas != self.conv.schemas {
+            self.context.accounting.set_schemas(&schemas);
+            self.conv.schemas = schemas;
+        }
+        let status = self.tools.mcp.status();
+        if status.is_news(self.tools.mcp_shown.as_ref()) {
+            show_mcp(sink, &status, None);
+            self.tools.mcp_shown = Some(status);
+        }
+    }
+
+    /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last
+    /// turn recorded it. A new session nothing happened in is rolled back instead (no branch, checkout or log).
+    pub fn close(mut self) {
+        // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
+        self.tools.state.shutdown();
+        self.tools.mcp.stop_blocking();
+        let work = &mut self.work;
+        if self.untouched {
+            // Best effort: the model error is what the user needs to see.
+            let _ = work.store.rollback_session(&work.session);
+            let _ = work.store.delete_log(&work.session.id);
+        } else if work.log.meta.status == Status::Running && self.turns == 0 {
+            // Resumed, and closed without a turn: the session stands where it stood.
+            work.log.meta.status = std::mem::take(&mut self.prior_status);
+            let _ = work.log.fold(&work.store);
+        }
+        if let Some(tmp) = &self.tools.sandbox.tmpdir {
+            // Best effort: it is the session's scratch space in the system temp dir.
+            let _ = std::fs::remove_dir_all(tmp);
+        }
+    }
+
+    /// The session's id (6 hex characters).
+    pub fn id(&self) -> &str {
+        &self.work.session.id
+    }
+
+    /// The session's branch without `refs/heads/`: `agent/<id>`.
+    pub fn branch(&self) -> &str {
+        short_branch(&self.work.session)
+    }
+
+    /// The store-level session: base, step 0, tip, steps, checkout (for `/diff`: `git diff base...tip`).
+    pub fn session(&self) -> &Session {
+        &self.work.session
+    }
+
+    /// The repository, for front-ends that read it between turns (diffs, logs).
+    pub fn store(&self) -> &Store {
+        &self.work.store
+    }
+
+    /// Step commits on the branch (step 0 not counted).
+    pub fn steps(&self) -> u32 {
+        self.work.session.steps
+    }
+
+    /// Tokens of the session's requests as its log counts them (earlier runs included); cached tokens of this
+    /// process's turns.
+    pub fn usage(&self) -> Usage {
+        let meta = &self.work.log.meta;
+        Usage {
+            input_tokens: meta.input_tokens,
+            output_tokens: meta.output_tokens,
+            cached_tokens: self.usage.cached_tokens,
+        }
+    }
+
+    /// `provider/model`.
+    pub fn model_name(&self) -> String {
+        self.model.config.display_name()
+    }
+
+    /// Estimated tokens the next request would carry (conversation and tool schemas), for a status line.
+    pub fn context_used(&self) -> u64 {
+        self.context.tokens(&self.conv.messages)
+    }
+
+    /// The model's context window as the session knows it (learned smaller after an overflow).
+    pub fn context_window(&self) -> u64 {
+        self.context.settings.window
+    }
+
+    /// Gets a turn going: the branch's current tip, the title, the goal, and the status `running`.
+    fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
+        let first = !self.resumed && self.turns == 0;
+        self.turns += 1;
+        self.follow_branch()?;
+        let meta = &mut self.work.log.meta;
+        let mut changed = false;
+        if meta.prompt.is_empty() {
+            meta.prompt = prompt.to_owned();
+            changed = true;
+        }
+        self.conv.goal = if first {
+            prompt.to_owned()
+        } else {
+            format!("{}\n\n(continued with:) {prompt}", meta.prompt)
+        };
+        if meta.status != Status::Running {
+            meta.status = Status::Running;
+            changed = true;
+        }
+        if changed {
+            self.work.log.fold(&self.work.store)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the branch as it stands if something outside the session moved it since the last turn (as
+    /// `--resume` would), so the next step commits on the right parent.
+    fn follow_branch(&mut self) -> Result<(), AgentError> {
+        let work = &mut self.work;
+        let tip = work
+            .store
+            .branch_tip(&work.session.branch)?
+            .ok_or_else(|| {
+                StoreError::Refused(format!(
+                    "session {} was discarded ({} is gone): start a new session",
+                    work.session.id,
+                    short_branch(&work.session)
+                ))
+            })?;
+        if tip != work.session.tip {
+            work.session.steps = work.store.step_of(tip)?;
+            work.session.tip = tip;
+        }
+        Ok(())
+    }
+
+    /// Records a turn that failed with a host error, and adds the hint the user needs to the error.
+    fn failed(&mut self, err: AgentError) -> AgentError {
+        let never_answered = matches!(err, AgentError::Model(_)) && !self.announced;
+        if !never_answered {
+            self.untouched = false;
+        }
+        let work = &mut self.work;
+        work.log.meta.status = Status::Error;
+        work.log.meta.steps = work.session.steps;
+        // Best effort: the error itself is what the user needs to see.
+        let _ = work.log.fold(&work.store);
+        match err {
+            AgentError::Model(err) => super::with_hint(err, &self.model.config),
+            err => err,
+        }
+    }
+}
+
+impl Toolbox {
+    /// The session's tools, policy and sandbox (a sandbox that fell back is a warning for `sink`), its tool
+    /// state and change tracker.
+    fn new(
+        store: &Store,
+        session: &Session,
+        model: &ModelConfig,
+        safety: SafetyOptions,
+        run_timeout: Duration,
+        sink: &mut dyn Sink,
+    ) -> Toolbox {
+        let (policy, sandbox) = safety_for(store, session, safety);
+        if let Some(warning) = &sandbox.fallback {
+            sink.emit(&Event::Warning(warning));
+        }
+        let output = store
+            .common_dir()
+            .join("agent")
+            .join("output")
+            .join(&session.id);
+        Toolbox {
+            registry: Registry::builtin(),
+            policy,
+            sandbox: Arc::new(sandbox),
+            state: Arc::new(SessionState::new(
+                Some(output),
+                vec![model.api_key_env.to_string()],
+            )),
+            changes: ChangeTracker::new(session.root()),
+            run_timeout,
+            mcp: Servers::none(),
+            mcp_shown: None,
+        }
+    }
+}
+
+impl Conversation {
+    /// The conversation as the session's recorded `events` left it, after a fresh system prompt (the one
+    /// for this checkout, with the project instructions from the root down to `cwd`), offering `schemas`.
+    fn load(
+        store: &Store,
+        session: &Session,
+        schemas: Vec<ToolSchema>,
+        events: &[serde_json::Value],
+        cwd: &Path,
+    ) -> Conversation {
+        let mut instructions = Instructions::new(session.root());
+        for path in journal::loaded_instructions(events) {
+            instructions.already_loaded(&path);
+        }
+        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let mut messages = vec![Message::System { content: system }];
+        messages.extend(journal::rebuild(events));
+        Conversation {
+            messages,
+            schemas,
+            plan: journal::plan(events),
+            goal: String::new(),
+            instructions,
+        }
+    }
+}
+
+/// Moves `session`'s branch back `n` steps with its checkout and records it in the log (`undo` and `/undo`).
+/// Returns the tip it moved away from.
+pub fn record_undo(
+    store: &Store,
+    log: &mut SessionLog,
+    session: &mut Session,
+    n: u32,
+) -> Result<ObjectId, StoreError> {
+    let old = store.undo(session, n)?;
+    let event = LogEvent::Undo {
+        from: old.to_string(),
+        to: session.tip.to_string(),
+        steps: n,
+    };
+    log.meta.steps = session.steps;
+    log.append(event.to_json())?;
+    log.fold(store)?;
+    Ok(old)
+}
+
+/// Known secrets are registered before anything can be written into refs (step 0 included).
+fn register_secrets(model: &ModelConfig, store: &Store) {
+    if let Some(key) = &model.api_key {
+        redact::register(key, &model.api_key_env);
+    }
+    if let Ok(mut r) = redact::global().write() {
+        r.add_dotenv_files(store.workdir());
+    }
+}
+
+/// A new session: its branch and checkout (or the user's work tree), and its log, listed at once. A log that
+/// cannot be created takes the branch and checkout with it.
+fn start(
+    store: &Store,
+    model: &ModelConfig,
+    title: String,
+    here: bool,
+) -> Result<(Session, SessionLog), AgentError> {
+    let id = store.new_session_id();
+    let session = if here {
+        store.start_here(&id)?
+    } else {
+        store.start_session(&id, true)?
+    };
+    let meta = Meta {
+        id: id.clone(),
+        prompt: title,
+        model: model.display_name(),
+        branch: session.branch.clone(),
+        base: session.base.to_string(),
+        step0: session.step0.map(|c| c.to_string()),
+        status: Status::Running,
+        here,
+        ..Meta::default()
+    };
+    match store.create_log(meta) {
+        Ok(log) => Ok((session, log)),
+        Err(err) => {
+            let _ = store.rollback_session(&session);
+            Err(err.into())
+        }
+    }
+}
+
+/// An earlier session, locked for this process and marked running, with its recorded events and the status
+/// it had.
+fn reopen(
+    store: &Store,
+    which: &Resume,
+    here: bool,
+) -> Result<(Session, SessionLog, Vec<serde_json::Value>, Status), AgentError> {
+    let prefix = match which {
+        Resume::Id(prefix) => Some(prefix.as_str()),
+        Resume::Latest => None,
+    };
+    let id = store.resolve_session(prefix)?;
+    let mut log = store.open_log(&id)?;
+    if here && !log.meta.here {
+        return Err(StoreError::Refused(format!(
+            "session {id} works in its own checkout, not in your working tree: resume it without --here"
+        ))
+        .into());
+    }
+    let session = store.reopen_session(&log.meta)?;
+    let events = store.read_log(&id)?.events;
+    log.append(LogEvent::Resume {}.to_json())?;
+    let prior = std::mem::replace(&mut log.meta.status, Status::Running);
+    log.fold(store)?;
+    Ok((session, log, events, prior))
+}
+
+/// The context settings for `model`, asking the endpoint for its window when nothing else names one.
+async fn resolve_context(client: &Client, model: &ModelConfig) -> Settings {
+    let ollama = model.provider == "ollama";
+    let reported = client.context_window(&model.model, ollama);
+    Settings::resolve(model, reported).await
+}
+
+/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
+fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+    let checkout =
+        std::fs::canonicalize(session.root()).unwrap_or_else(|_| session.root().to_path_buf());
+    let guard = GuardEnv {
+        checkout: checkout.clone(),
+        repo_root: store.workdir().to_path_buf(),
+        common_dir: store.common_dir().to_path_buf(),
+        home: dirs::home_dir(),
+        session_branch: short_branch(session).to_string(),
+    };
+    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
+    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
+    (Policy::new(opts.rules, guard), sandbox)
+}
+
+/// The system prompt: fixed sections, the project instructions found from the root down to the working
+/// directory `cwd` (repository-relative), the environment.
+fn system_prompt(session: &Session, instructions: &mut Instructions, cwd: &Path) -> String {
+    let checkout = session.root().display().to_string();
+    let base = session.base.to_string();
+    let env = prompt::Environment {
+        checkout: &checkout,
+        branch: short_branch(session),
+        base: &base,
+        date: &date::today(),
+        here: session.checkout.is_here(),
+    };
+    let files = instructions.initial(cwd);
+    let section = if files.is_empty() {
+        String::new()
+    } else {
+        instructions::section(&files)
+    };
+    prompt::system_prompt(&env, &section)
+}
+
+/// The working directory relative to the repository root (where project instructions are looked up to).
+fn relative_cwd(store: &Store, cwd: &Path) -> PathBuf {
+    let root = std::fs::canonicalize(store.workdir()).unwrap_or_else(|_| store.workdir().into());
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.into());
+    cwd.strip_prefix(&root)
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+/// `agent/<id>`.
+pub(super) fn short_branch(session: &Session) -> &str {
+    session.branch.trim_start_matches("refs/heads/")
+}
+
+/// What the model is offered: the registry's tools, `plan_update` and `finish`, then the MCP tools (last, so
+/// the stable part of the request comes first for prompt caches, and servers joining change only its end).
+fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
+    let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
+    schemas.extend(plan::schemas());
+    schemas.extend(tools.mcp.offered());
+    schemas
+}
+
+/// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
+/// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
+fn start_mcp(
+    cwd: &Path,
+    store: &Store,
+    session: &Session,
+    registry: &Registry,
+    sink: &mut dyn Sink,
+) -> Servers {
+    let env = |name: &str| crate::safety::secrets::var(name);
+    // The front-end loaded the settings for the model already; a file that broke since costs only the servers.
+    let user = match crate::config::Settings::load(cwd, &env) {
+        Ok(settings) => settings.user,
+        Err(err) => {
+            sink.emit(&Event::Warning(&format!("MCP servers not started: {err}")));
+            return Servers::none();
+        }
+    };
+    let config = crate::config::mcp::load(
+        &user.mcp_servers,
+        &user.path,
+        Some((store.workdir(), store.common_dir())),
+        &env,
+    );
+    if let Some(project) = config.project.as_ref() {
+        if let Some(error) = &project.error {
+            let message = format!(
+                "{}: {error}; its MCP servers are not used",
+                project.path.display()
+            );
+            sink.emit(&Event::Warning(&message));
+        }
+    }
+    let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
+    reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
+    let mut specs = Vec::new();
+    let mut broken = Vec::new();
+    for entry in config.to_start() {
+        match &entry.spec {
+            Ok(spec) => specs.push(spec.clone()),
+            Err(problem) => {
+                broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
+            }
+        }
+    }
+    let servers = Servers::start(specs, session.root().to_path_buf(), &reserved);
+    for (name, problem) in broken {
+        servers.failed(&name, problem);
+    }
+    let notice = config.untrusted_notice();
+    if !servers.is_empty() || notice.is_some() {
+        show_mcp(sink, &servers.status(), notice.as_deref());
+    }
+    servers
+}
+
+fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
+    let states = status.states();
+    sink.emit(&Event::Mcp {
+        connected: status.connected(),
+        total: status.total(),
+        servers: &states,
+        untrusted,
+    });
+}

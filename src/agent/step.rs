@@ -1,0 +1,75 @@
+//! The step commit: what one tool call changed becomes the next commit on the session's branch, with a note
+//! saying which call made it and why, a line in the log, and an event for the front-end. The store decides
+//! which files stay out of git (one withholding policy for step 0 and every step); this module only says so.
+
+use std::path::PathBuf;
+
+use crate::protocol::{Event, Sink, ToolCall};
+use crate::store::Withheld;
+
+use super::journal::{self, Event as LogEvent};
+use super::session::Workspace;
+use super::AgentError;
+
+/// Commits `changed` (checkout-relative) as the session's next step; `label` and `why` (the model's text
+/// before the call) go into the message and the note. Withheld files stay in the checkout, with a warning.
+pub(super) fn commit(
+    work: &mut Workspace,
+    sink: &mut dyn Sink,
+    call: &ToolCall,
+    label: &str,
+    why: &str,
+    changed: &[PathBuf],
+) -> Result<(), AgentError> {
+    let step = work
+        .store
+        .commit_step(&mut work.session, changed, |withheld| {
+            message(label, withheld)
+        })?;
+    for w in &step.withheld {
+        let warning = format!(
+            "{} was not committed: {}; it stays in the checkout ({})",
+            w.path.display(),
+            w.reason,
+            work.session.root().display()
+        );
+        sink.emit(&Event::Warning(&warning));
+    }
+    let Some(commit) = step.commit else {
+        return Ok(());
+    };
+    let changed = &step.committed[..];
+    let hex = commit.to_string();
+    let step = work.session.steps;
+    let files: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+    work.step_lines.push(journal::step_line(step, &hex, &files));
+    work.log.append(
+        LogEvent::Step {
+            step,
+            commit: hex.clone(),
+            files,
+        }
+        .to_json(),
+    )?;
+    let note = journal::step_note(step, call, label, why);
+    work.store.add_note(commit, &note)?;
+    sink.emit(&Event::Step {
+        commit: &hex,
+        step,
+        files: changed,
+    });
+    Ok(())
+}
+
+/// A step's commit message: the call's label, then the files withheld from the commit and why (the store
+/// redacts the whole message before writing it).
+fn message(label: &str, withheld: &[Withheld]) -> String {
+    let mut message = label.to_owned();
+    if !withheld.is_empty() {
+        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+        for w in withheld {
+            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
+        }
+    }
+    message
+}

@@ -1,0 +1,566 @@
+//! One turn: the loop proper. Send the conversation and the tool schemas, stream the reply, run the calls
+//! (see [`super::call`]), feed the results back, and repeat until the model answers without tool calls or
+//! something stops it; then record how the turn ended and tell the front-end.
+//!
+//! What lives for one turn only is here: the front-end's sink, approver and [`TurnControl`], the budget and
+//! what the turn used of it, and the loop guards. The session's parts are borrowed from [`AgentSession`].
+
+use std::time::Instant;
+
+use crate::model::{FinishReason, ModelError, Request, Response};
+use crate::protocol::{Approver, Event, Message, Sink, Status, ToolCall, Usage};
+use crate::store::StoreError;
+use crate::tools::ToolOutput;
+
+use super::call::Round;
+use super::context::Facts;
+use super::control::TurnControl;
+use super::guards::{Budget, Guards};
+use super::journal::Event as LogEvent;
+use super::plan::Finish;
+use super::session::{short_branch, AgentSession};
+use super::stream::{self, Streamed};
+use super::{trim, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
+
+/// How a turn ended, for the front-end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnEnd {
+    /// `done`, `blocked`, `max_steps`, ..., `interrupted`.
+    pub status: Status,
+    /// The final answer: the model's text, `finish`'s summary, a stop report, or what streamed before a
+    /// cancel.
+    pub answer: String,
+    /// 0 done, 3 unfinished (budget, loop guard, blocked), 130 interrupted.
+    pub exit_code: i32,
+    /// Tokens of this turn's requests (summaries included).
+    pub usage: Usage,
+}
+
+/// How the loop ended.
+pub(super) enum Outcome {
+    /// Plain text without tool calls.
+    Answered(String),
+    /// The `finish` tool.
+    Finished(Finish),
+    /// A budget or a loop guard; `status` is what the log records (`max_steps`, `loop`, ...).
+    Stopped {
+        status: Status,
+        reason: String,
+    },
+    Interrupted(String),
+}
+
+/// One turn in progress.
+pub(super) struct Turn<'t> {
+    pub(super) s: &'t mut AgentSession,
+    pub(super) sink: &'t mut dyn Sink,
+    /// Answers the risky calls no rule settles (terminal, editor, or never).
+    pub(super) approver: &'t mut dyn Approver,
+    pub(super) control: &'t TurnControl,
+    tally: Tally,
+    pub(super) guards: Guards,
+    /// The model's text before the tool calls being run, for the step notes.
+    pub(super) why: String,
+}
+
+/// The turn's budget and what it used.
+struct Tally {
+    budget: Budget,
+    requests: u32,
+    /// Tokens used by the turn's requests: the provider's figures, or estimates where it gave none.
+    spent: u64,
+    usage: Usage,
+}
+
+impl<'t> Turn<'t> {
+    pub(super) fn new(
+        s: &'t mut AgentSession,
+        sink: &'t mut dyn Sink,
+        approver: &'t mut dyn Approver,
+        control: &'t TurnControl,
+    ) -> Turn<'t> {
+        let limits = s.limits;
+        Turn {
+            tally: Tally {
+                budget: Budget {
+                    max_steps: limits.max_steps,
+                    deadline: limits.max_time.map(|t| Instant::now() + t),
+                    max_time: limits.max_time,
+                    max_tokens: limits.max_tokens,
+                },
+                requests: 0,
+                spent: 0,
+                usage: Usage::default(),
+            },
+            s,
+            sink,
+            approver,
+            control,
+            guards: Guards::default(),
+            why: String::new(),
+        }
+    }
+
+    /// Tokens of this turn's requests so far.
+    pub(super) fn usage(&self) -> Usage {
+        self.tally.usage
+    }
+
+    pub(super) async fn run(&mut self, prompt: &str) -> Result<Outcome, AgentError> {
+        if self.s.resumed && self.s.turns == 1 && !self.s.conv.plan.is_empty() {
+            let text = format!(
+                "Your plan so far (from plan_update):\n{}",
+                self.s.conv.plan.render()
+            );
+            self.add_context("plan", "", text)?;
+        }
+        self.add_user(prompt)?;
+        self.rounds().await
+    }
+
+    /// The loop proper: one model request and its tool calls per round.
+    async fn rounds(&mut self) -> Result<Outcome, AgentError> {
+        let mut trimmed = false;
+        loop {
+            if let Some((status, reason)) = self
+                .tally
+                .budget
+                .exceeded(self.tally.requests, self.tally.spent)
+            {
+                return Ok(Outcome::Stopped { status, reason });
+            }
+            // What the user typed while the turn ran goes in before the next request.
+            for text in self.control.take_steering() {
+                self.add_user(&text)?;
+            }
+            if !trimmed {
+                // Not on the retry after an overflow: room was just made for it.
+                self.compact(false, None).await?;
+            }
+            // MCP servers that joined since the last request bring their tools now.
+            self.s.refresh_mcp(&mut *self.sink);
+            let response = match self.request().await {
+                // The conversation outgrew the model: make room and try again, once.
+                Err(err) if err.is_context_overflow() && !trimmed => {
+                    trimmed = true;
+                    self.make_room_after(err).await?;
+                    continue;
+                }
+                Err(err) => return Err(err.into()),
+                Ok(Streamed::Cancelled { partial }) => return Ok(Outcome::Interrupted(partial)),
+                Ok(Streamed::Reply(response)) => response,
+            };
+            trimmed = false;
+            if let Some(outcome) = self.answered(response).await? {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Sends the conversation, streaming the reply to the front-end.
+    async fn request(&mut self) -> Result<Streamed, ModelError> {
+        let conv = &self.s.conv;
+        let request = Request {
+            model: &self.s.model.config.model,
+            messages: &conv.messages,
+            tools: &conv.schemas,
+            max_tokens: None,
+        };
+        self.tally.requests += 1;
+        self.s.context.count_request();
+        let announce = (!self.s.announced).then_some(&self.s.line);
+        let link = &self.s.model;
+        let sent = stream::send(
+            &link.client,
+            &link.retry,
+            &request,
+            &mut *self.sink,
+            announce,
+            self.control,
+        )
+        .await?;
+        if let Streamed::Reply(response) = &sent {
+            self.s.announced = true;
+            if let Some(usage) = &response.usage {
+                self.tally.usage.add(usage);
+                self.sink.emit(&Event::RequestUsage {
+                    request: self.tally.requests,
+                    usage,
+                });
+            }
+        }
+        Ok(sent)
+    }
+
+    /// The provider refused the conversation as too long, so the window is smaller than the settings say:
+    /// learn it for the rest of the session and make room at once (trim old tool output; compact if there is
+    /// none). `err` comes back when there is no room to make.
+    async fn make_room_after(&mut self, err: ModelError) -> Result<(), AgentError> {
+        self.s.context.learn_window(&self.s.conv.messages);
+        if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
+            return Err(err.into());
+        }
+        let message = format!("{err}; made room in the context and trying again");
+        self.sink.emit(&Event::Warning(&message));
+        Ok(())
+    }
+
+    /// Takes in one reply: recorded, added to the conversation, and its tool calls run. `Some` when the turn
+    /// ends with it.
+    async fn answered(&mut self, response: Response) -> Result<Option<Outcome>, AgentError> {
+        self.count_tokens(&response);
+        self.record_reply(&response)?;
+        let cut_off = response.finish_reason == Some(FinishReason::Length);
+        let Response {
+            text,
+            tool_calls: calls,
+            thinking,
+            ..
+        } = response;
+        self.why.clone_from(&text);
+        self.s.conv.messages.push(Message::Assistant {
+            content: text.clone(),
+            tool_calls: calls.clone(),
+            thinking,
+        });
+        if calls.is_empty() {
+            if self.control.has_steering() {
+                // The user said more while the model answered: the turn goes on with it.
+                return Ok(None);
+            }
+            // Plain text ends the task, unless the plan still has open items (one reminder).
+            return match self.guards.may_finish(&self.s.conv.plan) {
+                Ok(()) => Ok(Some(Outcome::Answered(text))),
+                Err(reminder) => {
+                    self.add_context("reminder", "", reminder)?;
+                    Ok(None)
+                }
+            };
+        }
+        let round = self.run_calls(&calls, cut_off).await?;
+        if let Some(reason) = round.stop {
+            return Ok(Some(Outcome::Stopped {
+                status: Status::Loop,
+                reason,
+            }));
+        }
+        if self.control.is_cancelled() {
+            return Ok(Some(Outcome::Interrupted(text)));
+        }
+        if let Some(finish) = round.finish {
+            if !self.control.has_steering() {
+                return Ok(Some(Outcome::Finished(finish)));
+            }
+        }
+        if let Some(reminder) = self.guards.stale_plan(&self.s.conv.plan) {
+            self.add_context("reminder", "", reminder)?;
+        }
+        Ok(None)
+    }
+
+    /// Runs one reply's calls in order, each result recorded; then what the round brought in (reminders,
+    /// instructions). With finish_reason `length` (`cut_off`), the last call's arguments may have been cut off
+    /// mid-way: it is never run, since it merely looks complete.
+    async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
+        let mut round = Round::default();
+        for (i, call) in calls.iter().enumerate() {
+            let truncated = cut_off && i + 1 == calls.len();
+            let output = if self.control.is_cancelled() {
+                ToolOutput::error("interrupted by the user before this call ran")
+            } else if round.stop.is_some() {
+                ToolOutput::error("not run: the loop guard stopped the session")
+            } else {
+                self.dispatch(call, truncated, &mut round).await?
+            };
+            self.push_result(call, output)?;
+        }
+        for (kind, path, text) in std::mem::take(&mut round.context) {
+            self.add_context(kind, &path, text)?;
+        }
+        Ok(round)
+    }
+
+    /// Prunes, and compacts or drops when the next request would pass the threshold (or whenever, if
+    /// `force`); true when something was replaced. Never fails the task: a failed summary falls back to
+    /// dropping.
+    pub(super) async fn compact(
+        &mut self,
+        force: bool,
+        focus: Option<&str>,
+    ) -> Result<bool, AgentError> {
+        let Some(pending) = self.s.context.prepare(&mut self.s.conv.messages, force) else {
+            return Ok(false);
+        };
+        let ask = self.s.context.summary_request(
+            &pending,
+            &self.s.conv.messages,
+            &self.s.work.step_lines,
+            focus,
+        );
+        let summary = match ask {
+            Some(messages) => self.summarise(&messages).await?,
+            None => None,
+        };
+        let s = &mut *self.s;
+        let facts = Facts {
+            goal: &s.conv.goal,
+            plan: &s.conv.plan,
+            steps: &s.work.step_lines,
+        };
+        let done = s
+            .context
+            .apply(&mut s.conv.messages, pending, summary, &facts);
+        let note = done.note(s.context.settings.window);
+        s.work.log.append(
+            LogEvent::Compaction {
+                summary: done.summary,
+                kept: done.kept,
+                replaced: done.replaced,
+                fallback: done.fallback,
+                tokens_before: done.tokens_before,
+                tokens_after: done.tokens_after,
+            }
+            .to_json(),
+        )?;
+        self.sink.emit(&Event::Warning(&note));
+        Ok(true)
+    }
+
+    /// Prunes and compacts against the (learned) window now; true when the conversation got smaller.
+    async fn make_room(&mut self) -> Result<bool, AgentError> {
+        let before = self.s.context.tokens(&self.s.conv.messages);
+        self.compact(false, None).await?;
+        Ok(self.s.context.tokens(&self.s.conv.messages) < before)
+    }
+
+    /// Asks the model for a summary; `None` when it fails (the caller drops instead) or the turn is cancelled
+    /// (the next model request then ends the turn as interrupted).
+    async fn summarise(&mut self, messages: &[Message]) -> Result<Option<String>, AgentError> {
+        let link = &self.s.model;
+        let request = Request {
+            model: &link.config.model,
+            messages,
+            tools: &[],
+            max_tokens: Some(2000),
+        };
+        match stream::quietly(&link.client, &link.retry, &request, self.control).await {
+            None => Ok(None),
+            Some(Ok(response)) if !response.text.trim().is_empty() => {
+                if let Some(usage) = &response.usage {
+                    self.tally.usage.add(usage);
+                    self.tally.spent += usage.input_tokens + usage.output_tokens;
+                    self.log_usage(usage)?;
+                }
+                Ok(Some(response.text))
+            }
+            Some(Ok(_)) => Ok(None),
+            Some(Err(err)) => {
+                let message = format!("could not summarise older messages ({err}); dropping them");
+                self.sink.emit(&Event::Warning(&message));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Calibrates the estimate with the provider's figures and counts the request against `--max-tokens`.
+    fn count_tokens(&mut self, response: &Response) {
+        let messages = &self.s.conv.messages;
+        let accounting = &mut self.s.context.accounting;
+        match &response.usage {
+            Some(usage) => {
+                accounting.calibrate(messages, usage);
+                self.tally.spent += usage.input_tokens + usage.output_tokens;
+            }
+            None => {
+                let output = (response.text.len()
+                    + response
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.arguments.len())
+                        .sum::<usize>())
+                    / 4;
+                self.tally.spent += accounting.tokens(messages) + output as u64;
+            }
+        }
+    }
+
+    /// Appends a model reply and its usage to the session log.
+    fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        self.s.work.log.append(
+            LogEvent::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking.clone(),
+            }
+            .to_json(),
+        )?;
+        if let Some(usage) = &response.usage {
+            self.log_usage(usage)?;
+        }
+        Ok(())
+    }
+
+    /// Records one request's token usage in the session log.
+    fn log_usage(&mut self, usage: &Usage) -> Result<(), AgentError> {
+        let event = LogEvent::Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        };
+        self.s.work.log.append(event.to_json())?;
+        Ok(())
+    }
+
+    /// Adds a user message (the prompt, or text that steered the turn) to the conversation and the log.
+    fn add_user(&mut self, content: &str) -> Result<(), AgentError> {
+        self.s.conv.messages.push(Message::User {
+            content: content.into(),
+        });
+        self.s.work.log.append(
+            LogEvent::User {
+                content: content.into(),
+            }
+            .to_json(),
+        )?;
+        Ok(())
+    }
+
+    /// Appends a tool result to the conversation and the log.
+    fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
+        let (ok, summary) = (!output.is_error, output.summary.clone());
+        let content = model_view(output);
+        self.s.work.log.append(
+            LogEvent::ToolResult {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ok,
+                summary,
+                content: content.clone(),
+            }
+            .to_json(),
+        )?;
+        self.s.conv.messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            content,
+        });
+        Ok(())
+    }
+
+    /// Adds a message of the agent's own (instructions, a reminder, the plan) to the conversation and the log.
+    fn add_context(&mut self, kind: &str, path: &str, content: String) -> Result<(), AgentError> {
+        self.s.work.log.append(
+            LogEvent::Context {
+                kind: kind.into(),
+                path: path.into(),
+                content: content.clone(),
+            }
+            .to_json(),
+        )?;
+        self.s.conv.messages.push(Message::User { content });
+        Ok(())
+    }
+
+    /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
+    /// and `done`.
+    pub(super) fn finish(&mut self, outcome: Outcome) -> TurnEnd {
+        let (status, answer, code) = match outcome {
+            Outcome::Answered(answer) => (Status::Done, answer, 0),
+            Outcome::Finished(Finish {
+                completed: true,
+                summary,
+            }) => (Status::Done, summary, 0),
+            Outcome::Finished(Finish {
+                completed: false,
+                summary,
+            }) => (Status::Blocked, summary, EXIT_UNFINISHED),
+            Outcome::Stopped { status, reason } => {
+                let message = format!(
+                    "{reason}; the work so far is on {}",
+                    short_branch(&self.s.work.session)
+                );
+                self.sink.emit(&Event::Error(&message));
+                (status, self.stop_report(&reason), EXIT_UNFINISHED)
+            }
+            Outcome::Interrupted(partial) => (Status::Interrupted, partial, EXIT_INTERRUPTED),
+        };
+        if let Err(err) = self.close_log(&status, &answer) {
+            // The work is on the branch and the events are in the journal; the next start folds them.
+            let message = format!("could not save the session log: {err}");
+            self.sink.emit(&Event::Warning(&message));
+        }
+        let usage = self.tally.usage;
+        self.sink.emit(&Event::Usage(&usage));
+        let session = &self.s.work.session;
+        let base = session
+            .step0
+            .unwrap_or(session.base)
+            .to_hex_with_len(7)
+            .to_string();
+        self.sink.emit(&Event::Summary {
+            branch: short_branch(session),
+            steps: session.steps,
+            base: &base,
+            usage: &usage,
+            requests: self.tally.requests,
+        });
+        self.sink.emit(&Event::Done {
+            status: &status,
+            answer: &answer,
+            exit_code: code,
+        });
+        TurnEnd {
+            status,
+            answer,
+            exit_code: code,
+            usage,
+        }
+    }
+
+    /// Records the end of the turn in the session log and folds it into the ref.
+    fn close_log(&mut self, status: &Status, answer: &str) -> Result<(), StoreError> {
+        let work = &mut self.s.work;
+        work.log.append(
+            LogEvent::End {
+                status: status.to_string(),
+                answer: answer.into(),
+            }
+            .to_json(),
+        )?;
+        let meta = &mut work.log.meta;
+        meta.status = status.clone();
+        meta.steps = work.session.steps;
+        meta.input_tokens += self.tally.usage.input_tokens;
+        meta.output_tokens += self.tally.usage.output_tokens;
+        work.log.fold(&work.store)
+    }
+
+    /// The answer of a stopped turn: why, what was committed, and the plan.
+    fn stop_report(&self, reason: &str) -> String {
+        let work = &self.s.work;
+        let mut out = format!("Stopped unfinished: {reason}.\n");
+        if work.step_lines.is_empty() {
+            out.push_str("\nNo step was committed.\n");
+        } else {
+            out.push_str(&format!(
+                "\nCommitted on {}:\n",
+                short_branch(&work.session)
+            ));
+            for line in &work.step_lines {
+                out.push_str(&format!("- {line}\n"));
+            }
+        }
+        let plan = &self.s.conv.plan;
+        if !plan.is_empty() {
+            out.push_str(&format!("\nPlan:\n{}", plan.render()));
+        }
+        out
+    }
+}
+
+/// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
+fn model_view(output: ToolOutput) -> String {
+    if output.is_error && !output.content.starts_with("error") {
+        format!("error: {}", output.content)
+    } else {
+        output.content
+    }
+}

@@ -1,0 +1,159 @@
+//! The MCP client: tools from Model Context Protocol servers the user configured.
+//!
+//! A server is a child process speaking newline-delimited JSON-RPC on stdio ([`stdio`]) or an HTTP endpoint
+//! speaking Streamable HTTP ([`http`]); [`client::Client`] does the protocol on top of either: the
+//! `initialize` handshake, paginated `tools/list`, `tools/call` with progress and cancellation, and the
+//! answers to the server's own requests (`ping`, `roots/list`). [`render`] turns a call's result into the
+//! text the model reads, and [`names`] makes the names the model sees (`mcp__<server>__<tool>`).
+//!
+//! What is configured where (config.toml, `.mcp.json`) is `config::mcp`'s business, and so is the
+//! [`ServerSpec`] it makes; this module only connects to one.
+
+pub mod client;
+pub mod http;
+pub mod jsonrpc;
+pub mod names;
+pub mod render;
+pub mod servers;
+pub mod stdio;
+pub mod tool;
+
+use std::time::Duration;
+
+pub use client::{Client, Failure, Progress, ServerInfo, ToolDef};
+// What to connect to is configuration (`config::mcp` parses it); this module only consumes it.
+pub use crate::config::mcp::{
+    ServerSpec, TransportSpec, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+};
+use jsonrpc::RpcError;
+
+/// The protocol version we ask for.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The versions we accept from a server, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The error of a connection or a request to a server.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start `{command}`: {message}")]
+    Spawn { command: String, message: String },
+    #[error("cannot reach {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("HTTP {status} from {url}: {message}")]
+    Http {
+        status: u16,
+        url: String,
+        message: String,
+    },
+    /// HTTP 404 to a request carrying a session id: the server forgot the session; initialise again.
+    #[error("the server ended the MCP session (HTTP 404)")]
+    SessionExpired,
+    #[error("the server closed the connection{}", if .0.is_empty() { String::new() } else { format!(": {}", .0) })]
+    Closed(String),
+    #[error("no answer to {method} within {} s", .after.as_secs_f64())]
+    Timeout { method: String, after: Duration },
+    #[error("the server answered {method} with an error: {error}")]
+    Rpc { method: String, error: RpcError },
+    #[error("the server speaks MCP {0}, which this client does not (it knows {known})", known = SUPPORTED_VERSIONS.join(", "))]
+    Version(String),
+    #[error("the server broke the protocol: {0}")]
+    Protocol(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A server started, its handshake done and its tools listed.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub client: Client,
+    /// The tools the spec's filters let through.
+    pub tools: Vec<ToolDef>,
+    /// How many tools the filters held back.
+    pub filtered: usize,
+}
+
+/// Starts a server and lists its tools, all within its startup timeout; on failure the server is stopped
+/// and the error comes with its last stderr lines. `root` is the checkout.
+pub async fn start(spec: &ServerSpec, root: &std::path::Path) -> Result<Started, Failure> {
+    let begun = std::time::Instant::now();
+    let client = Client::connect(spec, root).await?;
+    let left = spec
+        .startup_timeout
+        .saturating_sub(begun.elapsed())
+        .max(Duration::from_millis(500));
+    match client.list_tools(left).await {
+        Ok(all) => {
+            let total = all.len();
+            let tools: Vec<ToolDef> = all.into_iter().filter(|t| spec.offers(&t.name)).collect();
+            Ok(Started {
+                client,
+                filtered: total - tools.len(),
+                tools,
+            })
+        }
+        Err(error) => {
+            let stderr = client.diagnostics(Tail::LINES);
+            client.shutdown().await;
+            Err(Failure {
+                message: error.to_string(),
+                stderr,
+            })
+        }
+    }
+}
+
+/// What a transport hands the client, in arrival order.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    Message(jsonrpc::Incoming),
+    /// The answer to request `id` will never come (its event stream ended without it).
+    Lost {
+        id: u64,
+        reason: String,
+    },
+    /// The connection is gone for good (the process closed its output).
+    Closed(String),
+    /// Something that is not a JSON-RPC message, kept for diagnostics.
+    Garbage(String),
+}
+
+pub(crate) type InboundTx = tokio::sync::mpsc::UnboundedSender<Inbound>;
+
+/// The last lines a server wrote to stderr (or logged), for diagnostics when it fails.
+#[derive(Debug, Default)]
+pub struct Tail {
+    lines: std::collections::VecDeque<String>,
+}
+
+impl Tail {
+    /// Lines kept.
+    pub const LINES: usize = 20;
+    /// Characters kept of one line.
+    const WIDTH: usize = 300;
+
+    pub fn push(&mut self, line: &str) {
+        let line = line.trim_end();
+        if line.is_empty() {
+            return;
+        }
+        if self.lines.len() == Self::LINES {
+            self.lines.pop_front();
+        }
+        let line = match line.char_indices().nth(Self::WIDTH) {
+            Some((end, _)) => format!("{}…", &line[..end]),
+            None => line.to_string(),
+        };
+        // Server output may carry escape sequences; the terminal shows it, so they are replaced.
+        self.lines
+            .push_back(line.replace(|c: char| c.is_control() && c != '\t', "\u{FFFD}"));
+    }
+
+    /// The last `n` lines, oldest first.
+    pub fn last(&self, n: usize) -> Vec<String> {
+        let skip = self.lines.len().saturating_sub(n);
+        self.lines.iter().skip(skip).cloned().collect()
+    }
+}
+
+/// A shared [`Tail`].
+pub type SharedTail = std::sync::Arc<std::sync::Mutex<Tail>>;

@@ -1,0 +1,219 @@
+//! The stdio transport: the server is a child process; we write one JSON-RPC message a line to its stdin and
+//! read one a line from its stdout. Its stderr is kept (the last lines) because that is where a server says
+//! why it failed.
+//!
+//! The child runs in its own process group, so shutdown reaches what it started too (`npx` starts `node`,
+//! `uvx` starts `python`). Shutdown follows the MCP lifecycle: close stdin, wait; then SIGTERM to the group,
+//! wait; then SIGKILL.
+
+use std::path::Path;
+use std::process::Stdio as Piped;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail, Tail};
+
+/// How long a server gets to exit after its stdin closed, and again after SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// A running stdio server.
+#[derive(Debug)]
+pub struct Stdio {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    child: Mutex<Option<Child>>,
+    pid: Option<u32>,
+    stderr: SharedTail,
+}
+
+/// What to start.
+pub struct Launch<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: &'a Path,
+}
+
+impl Stdio {
+    /// Starts the server; its messages go to `inbound` from now on.
+    pub(crate) fn spawn(launch: &Launch<'_>, inbound: InboundTx) -> Result<Stdio, McpError> {
+        let mut cmd = Command::new(launch.command);
+        cmd.args(launch.args)
+            .current_dir(launch.cwd)
+            .stdin(Piped::piped())
+            .stdout(Piped::piped())
+            .stderr(Piped::piped())
+            .process_group(0)
+            // A panic or an early return must not leave a server running.
+            .kill_on_drop(true);
+        // The environment every child of the agent gets: no secrets, no git redirects (a server must see the
+        // checkout it runs in, not the index of a hook that started us). Then exactly the env it was given.
+        crate::tools::process::child_env(cmd.as_std_mut(), &[]);
+        cmd.envs(launch.env.iter().map(|(k, v)| (k, v)));
+        let mut child = cmd.spawn().map_err(|err| McpError::Spawn {
+            command: launch.command.to_string(),
+            message: spawn_message(launch.command, &err),
+        })?;
+        let stderr: SharedTail = Arc::new(Mutex::new(Tail::default()));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(read_messages(out, inbound));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(read_stderr(err, Arc::clone(&stderr)));
+        }
+        Ok(Stdio {
+            stdin: tokio::sync::Mutex::new(child.stdin.take()),
+            pid: child.id(),
+            child: Mutex::new(Some(child)),
+            stderr,
+        })
+    }
+
+    /// Writes one message.
+    pub(crate) async fn send(&self, message: &Value) -> Result<(), McpError> {
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else {
+            return Err(McpError::Closed("its input is closed".into()));
+        };
+        let line = jsonrpc::encode_line(message);
+        let written = async {
+            pipe.write_all(&line).await?;
+            pipe.flush().await
+        };
+        written
+            .await
+            .map_err(|err| McpError::Closed(err.to_string()))
+    }
+
+    pub fn stderr(&self) -> SharedTail {
+        Arc::clone(&self.stderr)
+    }
+
+    /// How the process ended, if it has: `exited with status 1`.
+    pub(crate) fn exit_status(&self) -> Option<String> {
+        let mut child = self.child.lock().ok()?;
+        let status = child.as_mut()?.try_wait().ok()??;
+        Some(match status.code() {
+            Some(code) => format!("exited with status {code}"),
+            None => format!("ended by a signal ({status})"),
+        })
+    }
+
+    /// Stops the server: stdin closed, then SIGTERM, then SIGKILL, each after [`EXIT_GRACE`].
+    pub(crate) async fn shutdown(&self) {
+        drop(self.stdin.lock().await.take());
+        let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
+            return;
+        };
+        for signal in [Some(libc::SIGTERM), Some(libc::SIGKILL), None] {
+            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
+                break;
+            }
+            match (signal, self.pid) {
+                (Some(signal), Some(pid)) => kill_group(pid, signal),
+                _ => break,
+            }
+        }
+        // Whatever of the group outlived its leader (a daemonised helper) goes too.
+        if let Some(pid) = self.pid {
+            kill_group(pid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Stdio {
+    /// [`Stdio::shutdown`] on this thread, for code that cannot await: stdin closed, then SIGTERM, then
+    /// SIGKILL to the group, each after [`EXIT_GRACE`] (polled, so a server that exits at once costs nothing).
+    pub(crate) fn stop_blocking(&self) {
+        if let Ok(mut stdin) = self.stdin.try_lock() {
+            drop(stdin.take());
+        }
+        let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
+            return;
+        };
+        let exited = |child: &mut Child| {
+            let deadline = std::time::Instant::now() + EXIT_GRACE;
+            while std::time::Instant::now() < deadline {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        };
+        for signal in [libc::SIGTERM, libc::SIGKILL] {
+            if exited(&mut child) {
+                break;
+            }
+            if let Some(pid) = self.pid {
+                kill_group(pid, signal);
+            }
+        }
+        if let Some(pid) = self.pid {
+            kill_group(pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn spawn_message(command: &str, err: &std::io::Error) -> String {
+    if err.kind() == std::io::ErrorKind::NotFound {
+        format!("{command} is not installed or not on PATH")
+    } else {
+        err.to_string()
+    }
+}
+
+fn kill_group(pid: u32, signal: libc::c_int) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        // SAFETY: killpg only sends a signal, to the group we created with process_group(0).
+        unsafe { libc::killpg(pgid, signal) };
+    }
+}
+
+/// Reads stdout line by line until it closes.
+async fn read_messages(out: tokio::process::ChildStdout, inbound: InboundTx) {
+    let mut reader = BufReader::new(out);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) => break,
+            Ok(_) => match jsonrpc::parse(&line) {
+                Ok(messages) => {
+                    for message in messages {
+                        if inbound.send(Inbound::Message(message)).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(what) => {
+                    let _ = inbound.send(Inbound::Garbage(what));
+                }
+            },
+            Err(err) => {
+                let _ = inbound.send(Inbound::Closed(format!("reading its output failed: {err}")));
+                return;
+            }
+        }
+    }
+    let _ = inbound.send(Inbound::Closed(String::new()));
+}
+
+async fn read_stderr(err: tokio::process::ChildStderr, tail: SharedTail) {
+    let mut reader = BufReader::new(err);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if let Ok(mut tail) = tail.lock() {
+                    tail.push(&String::from_utf8_lossy(&line));
+                }
+            }
+        }
+    }
+}

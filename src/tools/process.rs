@@ -1,0 +1,121 @@
+//! Starting the model's commands and ending them: `bash -c` in a process group of its own with a clean
+//! environment and the session's sandbox, signals to the whole group, and how a process ended. `run` and
+//! background jobs ([`super::jobs`]) both start their commands here, so they clean, sandbox and kill alike.
+
+use std::fmt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+
+use crate::safety::sandbox::SandboxError;
+use crate::safety::secrets;
+use crate::store::git;
+
+use super::ToolContext;
+
+/// `bash -c command` in the checkout, stdin empty, leading a new process group (so one `killpg` ends
+/// everything it starts: test runners, servers, `sleep &`), with [`child_env()`] and the session's sandbox.
+/// Output streams are the caller's to set. Fails, running nothing, when a requested sandbox cannot be set up.
+pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
+    let sandbox = ctx.sandbox.prepare()?;
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(&ctx.root)
+        .stdin(Stdio::null())
+        .process_group(0);
+    child_env(&mut cmd, &ctx.session.secret_env);
+    if let Some(sandbox) = sandbox {
+        sandbox.install(&mut cmd);
+    }
+    Ok(cmd)
+}
+
+/// The environment of every command the model runs: no secrets (the patterns of
+/// [`secrets::is_secret_name()`] and the names in `secret_env`), nothing that would point its git at another
+/// repository or index ([`git::without_redirects()`]: started from a hook, the agent inherits the user's
+/// `GIT_INDEX_FILE`), and no optional locks.
+pub fn child_env(cmd: &mut Command, secret_env: &[String]) {
+    secrets::scrub_child_env(cmd, secret_env);
+    git::without_redirects(cmd);
+    // `git status` would otherwise refresh and rewrite the index it reads: with `ask --here` that is the user's.
+    cmd.env("GIT_OPTIONAL_LOCKS", "0");
+}
+
+/// Sends `signal` to the process group led by `pid` (a child started from [`bash()`]); true if the group still
+/// had members to receive it.
+pub fn signal_group(pid: u32, signal: libc::c_int) -> bool {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: killpg only sends a signal, to the group the child leads (process_group(0)). The group id stays
+    // reserved while any member lives and callers reap the leader only after signalling, so this cannot hit
+    // an unrelated process.
+    unsafe { libc::killpg(pgid, signal) == 0 }
+}
+
+/// SIGKILLs the process group led by `pid`; true if there was anyone left to kill.
+pub fn kill_group(pid: u32) -> bool {
+    signal_group(pid, libc::SIGKILL)
+}
+
+/// How a process ended. `Display` says it in a few words ("exited with code 1", "killed by signal 9").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Neither an exit code nor a signal (not seen on Linux, but the type allows it).
+    Unknown,
+}
+
+impl Exit {
+    pub fn of(status: ExitStatus) -> Exit {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(sig)) => Exit::Signal(sig),
+            (None, None) => Exit::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exit::Code(code) => write!(f, "exited with code {code}"),
+            Exit::Signal(sig) => write!(f, "killed by signal {sig}"),
+            Exit::Unknown => f.write_str("ended"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testutil::temp_ctx;
+
+    #[test]
+    fn commands_get_no_git_redirects() {
+        let ctx = temp_ctx("process-env");
+        let cmd = bash(&ctx, "true").unwrap();
+        let envs: Vec<_> = cmd.get_envs().collect();
+        for name in git::REDIRECTS {
+            assert!(
+                envs.contains(&(std::ffi::OsStr::new(name), None)),
+                "{name} is not removed: {envs:?}"
+            );
+        }
+        assert!(envs.contains(&(
+            std::ffi::OsStr::new("GIT_OPTIONAL_LOCKS"),
+            Some(std::ffi::OsStr::new("0"))
+        )));
+    }
+
+    #[test]
+    fn exits_are_described() {
+        let status = |script: &str| Command::new("bash").args(["-c", script]).status().unwrap();
+        assert_eq!(Exit::of(status("exit 3")).to_string(), "exited with code 3");
+        assert_eq!(
+            Exit::of(status("kill -9 $$")).to_string(),
+            "killed by signal 9"
+        );
+    }
+}

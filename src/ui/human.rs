@@ -1,0 +1,462 @@
+//! The one human renderer of a session: streamed text, one line per tool call and result, step commits, and
+//! the markers of a session's history. `ask` renders live to stderr; `git agent show` replays a stored
+//! session through the same code to stdout, so both neutralise what the model and its tools wrote in the same
+//! way (a transcript once let OSC 52 clipboard writes and screen clears through).
+//!
+//! Colours only when the output is a terminal and `NO_COLOR` is unset.
+
+use std::io::{self, IsTerminal, Write};
+
+use super::neutralize;
+use crate::protocol::{Event, Sink, Usage};
+
+/// Renders events for a person into `out`.
+pub struct HumanSink<W: Write + Send> {
+    out: W,
+    color: bool,
+    /// True while the cursor is in the middle of streamed text (so the next line starts on a new line).
+    mid_line: bool,
+    /// Live only: the final answer also goes to stdout (when stdout is not the same terminal).
+    answer_on_stdout: bool,
+    /// Characters of reasoning in the current run, shown collapsed as one line.
+    thinking: usize,
+    /// Replaying a stored session: each text is a whole reply (set off by a blank line), step lines name
+    /// their files, and nothing goes to stdout on its own.
+    replay: bool,
+}
+
+/// True when `stream` should get colours: it is a terminal and the user did not ask for none.
+pub fn use_color(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+impl HumanSink<io::Stderr> {
+    /// The live renderer of `ask`: stderr, and the final answer on stdout.
+    pub fn live() -> Self {
+        let err = io::stderr();
+        let color = use_color(&err);
+        // When stdout is the same terminal, the streamed text already showed the answer: do not print it twice.
+        let answer_on_stdout = !(io::stdout().is_terminal() && err.is_terminal());
+        HumanSink {
+            out: err,
+            color,
+            mid_line: false,
+            answer_on_stdout,
+            thinking: 0,
+            replay: false,
+        }
+    }
+}
+
+impl<W: Write + Send> HumanSink<W> {
+    /// The renderer of a stored session (`git agent show`) into `out`.
+    pub fn replay(out: W, color: bool) -> Self {
+        HumanSink {
+            out,
+            color,
+            mid_line: false,
+            answer_on_stdout: false,
+            thinking: 0,
+            replay: true,
+        }
+    }
+
+    /// A line of its own (a transcript's heading), neutralised like everything else.
+    pub fn write_line(&mut self, text: &str) {
+        let clean = neutralize(text);
+        self.line(&clean);
+    }
+
+    /// Ends the last line and returns the output.
+    pub fn finish(mut self) -> W {
+        self.end_reasoning();
+        if self.mid_line {
+            let _ = writeln!(self.out);
+        }
+        let _ = self.out.flush();
+        self.out
+    }
+
+    fn thinking_line(&self) -> String {
+        self.paint("2", &format!("thinking… ({} chars)", self.thinking))
+    }
+
+    /// Shows reasoning as one dim line that counts up on a terminal, so it never mixes with the answer.
+    fn reasoning(&mut self, text: &str) {
+        let first = self.thinking == 0;
+        self.thinking += text.chars().count();
+        if !self.color {
+            return;
+        }
+        let line = self.thinking_line();
+        if first && self.mid_line {
+            let _ = writeln!(self.out);
+        }
+        let _ = write!(self.out, "\r\x1b[2K{line}");
+        let _ = self.out.flush();
+        self.mid_line = false;
+    }
+
+    /// Ends the reasoning line before anything else is shown.
+    fn end_reasoning(&mut self) {
+        if self.thinking == 0 {
+            return;
+        }
+        let line = self.thinking_line();
+        if self.color {
+            let _ = writeln!(self.out);
+        } else {
+            if self.mid_line {
+                let _ = writeln!(self.out);
+            }
+            let _ = writeln!(self.out, "{line}");
+        }
+        self.mid_line = false;
+        self.thinking = 0;
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// Writes `text` (already neutralised) as whole lines, after ending streamed text.
+    fn line(&mut self, text: &str) {
+        if self.mid_line {
+            let _ = writeln!(self.out);
+        }
+        let _ = writeln!(self.out, "{text}");
+        let _ = self.out.flush();
+        self.mid_line = false;
+    }
+
+    /// A dim `-- ...` line about the session rather than the conversation.
+    fn marker(&mut self, text: &str) {
+        let painted = self.paint("2", &format!("-- {}", neutralize(text)));
+        self.line(&painted);
+    }
+
+    fn text(&mut self, delta: &str) {
+        if self.replay {
+            // A whole reply, set off from what came before.
+            if self.mid_line {
+                let _ = writeln!(self.out);
+            }
+            let _ = writeln!(self.out);
+        }
+        let clean = neutralize(delta);
+        let _ = self.out.write_all(clean.as_bytes());
+        let _ = self.out.flush();
+        self.mid_line = !clean.ends_with('\n');
+    }
+
+    /// `MCP: 1 of 2 servers connected`, then each failed server with its error and last stderr lines (server
+    /// output, so neutralised), and the notice of a skipped `.mcp.json`.
+    fn mcp(
+        &mut self,
+        connected: usize,
+        total: usize,
+        servers: &[crate::protocol::McpServerState],
+        untrusted: Option<&str>,
+    ) {
+        if total > 0 {
+            let starting = servers.iter().filter(|s| s.state == "starting").count();
+            let mut line = format!(
+                "MCP: {connected} of {total} server{} connected",
+                plural(total)
+            );
+            if starting > 0 {
+                line.push_str(&format!(" ({starting} starting)"));
+            }
+            let text = self.paint("2", &line);
+            self.line(&text);
+        }
+        for server in servers.iter().filter(|s| s.state == "failed") {
+            let error = server.error.as_deref().unwrap_or("failed");
+            let text = self.paint(
+                "33",
+                &format!(
+                    "warning: MCP server '{}' failed: {}",
+                    neutralize(&server.name),
+                    neutralize(error)
+                ),
+            );
+            self.line(&text);
+            for line in &server.stderr {
+                let text = self.paint("2", &format!("  {}", neutralize(line)));
+                self.line(&text);
+            }
+        }
+        if let Some(notice) = untrusted {
+            for line in notice.lines() {
+                let line = neutralize(line);
+                let text = if line.starts_with("hint:") {
+                    line.to_string()
+                } else {
+                    self.paint("33", &format!("warning: {line}"))
+                };
+                self.line(&text);
+            }
+        }
+    }
+
+    fn step(&mut self, commit: &str, step: u32, files: &[std::path::PathBuf]) {
+        let short = commit.get(..7).unwrap_or(commit);
+        // Live, a long list would scroll the session away; the transcript is the full record.
+        let what = if self.replay {
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            names.join(", ")
+        } else {
+            format!("{} file{}", files.len(), plural(files.len()))
+        };
+        let text = format!("  ⎿ step {step}: {short} ({})", neutralize(&what));
+        let painted = self.paint("32", &text);
+        self.line(&painted);
+    }
+
+    fn done(&mut self, answer: &str) {
+        if self.mid_line {
+            self.line("");
+        }
+        if self.answer_on_stdout && !answer.is_empty() {
+            let mut out = io::stdout().lock();
+            // Raw into a file or pipe (`> answer.md`), neutralised on a terminal.
+            let answer = if out.is_terminal() {
+                neutralize(answer)
+            } else {
+                answer.into()
+            };
+            let _ = writeln!(out, "{}", answer.trim_end());
+            let _ = out.flush();
+        }
+    }
+
+    fn history(&mut self, event: &Event<'_>) {
+        match event {
+            Event::Prompt(text) => {
+                let mut lines = String::from("\n");
+                for line in text.lines() {
+                    lines.push_str("> ");
+                    lines.push_str(&neutralize(line));
+                    lines.push('\n');
+                }
+                self.line(lines.trim_end_matches('\n'));
+            }
+            Event::Context {
+                kind,
+                path,
+                content,
+            } => {
+                let text = if *kind == "instructions" {
+                    format!("instructions from {path}")
+                } else {
+                    format!("{kind}: {content}")
+                };
+                self.marker(&text);
+            }
+            Event::Plan { done, total, text } => {
+                self.marker(&format!("plan ({done} of {total} done)"));
+                for line in text.lines() {
+                    let indented = format!("   {}", neutralize(line));
+                    self.line(&indented);
+                }
+            }
+            Event::Compaction {
+                replaced,
+                dropped,
+                tokens_before,
+                tokens_after,
+            } => {
+                let how = if *dropped { "dropped" } else { "summarised" };
+                self.marker(&format!(
+                    "context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
+                ));
+            }
+            Event::TurnEnd(status) => self.marker(status.as_str()),
+            Event::Resumed => {
+                self.line("");
+                self.marker("resumed");
+            }
+            Event::Undone { steps, to } => {
+                let short = to.get(..7).unwrap_or(to);
+                self.marker(&format!(
+                    "undo {steps} step{} (now at {short})",
+                    plural(*steps as usize)
+                ));
+            }
+            Event::Discarded => self.marker("discarded (checkout and branch removed)"),
+            _ => {}
+        }
+    }
+}
+
+impl<W: Write + Send> Sink for HumanSink<W> {
+    fn emit(&mut self, event: &Event<'_>) {
+        if let Event::Reasoning(text) = event {
+            self.reasoning(text);
+            return;
+        }
+        if !matches!(event, Event::RequestUsage { .. } | Event::Usage(_)) {
+            self.end_reasoning();
+        }
+        match event {
+            Event::Session {
+                id, branch, model, ..
+            } => {
+                let text = format!(
+                    "session {id} on {} ({model})",
+                    branch.trim_start_matches("refs/heads/")
+                );
+                let painted = self.paint("2", &neutralize(&text));
+                self.line(&painted);
+            }
+            Event::Text(delta) => self.text(delta),
+            Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(_) => {}
+            Event::ToolCall { label, .. } => {
+                let bullet = self.paint("36", "●");
+                self.line(&format!("{bullet} {}", neutralize(label)));
+            }
+            // Refusals show up as the tool result; the terminal only names the rule.
+            Event::Permission { decision, rule, .. } => {
+                if *decision != "allow" {
+                    let text = format!("  ⎿ {decision} ({})", neutralize(rule));
+                    let painted = self.paint("33", &text);
+                    self.line(&painted);
+                }
+            }
+            Event::ToolResult { ok, summary, .. } => {
+                // Said in words too, not only in red: a pipe, a file and NO_COLOR have no colours.
+                let mark = if *ok { "" } else { "error: " };
+                let text = format!("  ⎿ {mark}{}", neutralize(summary));
+                let painted = self.paint(if *ok { "2" } else { "31" }, &text);
+                self.line(&painted);
+            }
+            Event::Step {
+                commit,
+                step,
+                files,
+            } => self.step(commit, *step, files),
+            Event::Summary {
+                branch,
+                steps,
+                base,
+                usage,
+                requests,
+            } => {
+                let text = format!(
+                    "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
+                    plural(*steps as usize),
+                    usage_line(usage, *requests),
+                );
+                self.line(&text);
+            }
+            Event::Done { answer, .. } => self.done(answer),
+            Event::Warning(message) => {
+                let text = self.paint("33", &format!("warning: {}", neutralize(message)));
+                self.line(&text);
+            }
+            Event::Mcp {
+                connected,
+                total,
+                servers,
+                untrusted,
+            } => self.mcp(*connected, *total, servers, *untrusted),
+            Event::Error(message) => {
+                let text = format!("error: {}", neutralize(message));
+                self.line(&text);
+            }
+            Event::Prompt(_)
+            | Event::Context { .. }
+            | Event::Plan { .. }
+            | Event::Compaction { .. }
+            | Event::TurnEnd(_)
+            | Event::Resumed
+            | Event::Undone { .. }
+            | Event::Discarded => self.history(event),
+        }
+    }
+}
+
+/// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
+fn usage_line(usage: &Usage, requests: u32) -> String {
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} cached)", usage.cached_tokens)
+    } else {
+        String::new()
+    };
+    format!(
+        "tokens {} in{cached}, {} out over {requests} request{}",
+        usage.input_tokens,
+        usage.output_tokens,
+        plural(requests as usize)
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replayed(events: &[Event<'_>]) -> String {
+        let mut sink = HumanSink::replay(Vec::new(), false);
+        for event in events {
+            sink.emit(event);
+        }
+        String::from_utf8(sink.finish()).expect("the renderer writes UTF-8")
+    }
+
+    #[test]
+    fn a_replay_sets_replies_and_prompts_apart_and_names_step_files() {
+        let files = [std::path::PathBuf::from("a.txt"), "b\u{1b}[2J.txt".into()];
+        let text = replayed(&[
+            Event::Prompt("goal\nsecond"),
+            Event::Text("I will."),
+            Event::ToolCall {
+                id: "1",
+                name: "write_file",
+                kind: crate::protocol::ToolKind::Edit,
+                label: "write a.txt",
+                input: &serde_json::Value::Null,
+            },
+            Event::ToolResult {
+                id: "1",
+                ok: false,
+                summary: "no \u{7}bell",
+            },
+            Event::Step {
+                commit: "0123456789",
+                step: 1,
+                files: &files,
+            },
+            Event::TurnEnd(&crate::protocol::Status::Done),
+            Event::Resumed,
+            Event::Text("tail"),
+        ]);
+        let expected = [
+            "",
+            "> goal",
+            "> second",
+            "",
+            "I will.",
+            "● write a.txt",
+            "  ⎿ error: no \u{fffd}bell",
+            "  ⎿ step 1: 0123456 (a.txt, b\u{fffd}[2J.txt)",
+            "-- done",
+            "",
+            "-- resumed",
+            "",
+            "tail",
+        ];
+        assert_eq!(text, expected.map(|l| format!("{l}\n")).concat());
+    }
+}

@@ -25,6 +25,8 @@ mod safety;
 mod cli;
 // Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
 mod sessions;
+// `accept` hardened (atomic writes, links, submodules, markers, hooks) and `accept --commit --series`.
+mod accept;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
 // The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.

@@ -310,3 +310,138 @@ fn all_objects(repo: &Path) -> String {
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Issue 17 defect 6: the common key formats that have no known value (AWS secret keys, Stripe, Google, npm,
+/// passwords in URLs) stay out of the session log, the notes and the step commits.
+#[test]
+fn common_key_formats_never_reach_git() {
+    let secrets = [
+        "Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+        "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        "s3cr3t-Pw-7731",
+    ];
+    let content = format!(
+        "[default]\naws_secret_access_key = {}\nAWS_SECRET_ACCESS_KEY={}\nSTRIPE={}\nGOOGLE={}\n//registry.npmjs.org/:_authToken={}\nDATABASE_URL=postgres://app:{}@db:5432/app\n",
+        secrets[0], secrets[0], secrets[1], secrets[2], secrets[3], secrets[4]
+    );
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let write = call(
+        "write_file",
+        json!({"path": "settings.ini", "content": content}),
+    );
+    let show = call("run", json!({"command": "cat settings.ini; echo shown"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write, show.clone()]),
+        Reply::text(&format!(
+            "connect with postgres://app:{}@db/app",
+            secrets[4]
+        )),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--sandbox", "off", "configure it"]);
+    out.assert_code(0);
+    assert!(server
+        .requests()
+        .pop()
+        .expect("follow-up")
+        .tool_result(&show.id)
+        .contains("shown"));
+    assert!(
+        out.stderr().contains("settings.ini was not committed"),
+        "{}",
+        out.stderr()
+    );
+    let objects = all_objects(repo.path());
+    let notes = repo.git(&["log", "--notes=agent", "--format=%B%N", "--all"]);
+    for secret in secrets {
+        assert!(
+            !objects.contains(secret),
+            "{secret} is in the object database"
+        );
+        assert!(!notes.contains(secret), "{secret} is in a note or commit");
+    }
+    session_id(&repo);
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+/// Issue 17: a `terraform destroy -auto-approve` the guard missed really ran. Here the scripted model asks
+/// for it through `bash -c` and through `env` with `apply -destroy`; both are denied with the infrastructure
+/// rule before anything runs, while the precise cases next to them (a variable assigned in the line, a
+/// fresh `mktemp -d`, a permission-only `chmod -R`) run. The refused commands are harmless even if they ran
+/// (an empty checkout, a missing `-chdir`), so a broken guard fails the test without destroying anything.
+#[test]
+fn guard_refuses_infrastructure_destruction_and_runs_the_precise_cases() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let destroy = call(
+        "run",
+        json!({"command": "bash -c 'terraform destroy -auto-approve'"}),
+    );
+    let apply_destroy = call(
+        "run",
+        json!({"command": "env TF_IN_AUTOMATION=1 terraform -chdir=no-such-dir apply -destroy -auto-approve"}),
+    );
+    let variable = call(
+        "run",
+        json!({"command": "X=build; mkdir -p \"$X/out\" && touch \"$X/out/f\" \"$X/keep\" && rm -rf \"$X\"/* && ls -A build | wc -l | tr -d ' ' && echo cleaned"}),
+    );
+    let temp = call(
+        "run",
+        json!({"command": "T=$(mktemp -d) && touch \"$T/x\" && rm -rf \"$T\" && test ! -e \"$T\" && echo temp-gone"}),
+    );
+    let owner = call("run", json!({"command": "chmod -R u+w . && echo perms-ok"}));
+    let revoke = call("run", json!({"command": "chmod -R a-r ."}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![
+            destroy.clone(),
+            apply_destroy.clone(),
+            variable.clone(),
+            temp.clone(),
+            owner.clone(),
+            revoke.clone(),
+        ]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--json", "tear the staging stack down"]);
+    out.assert_code(0);
+    let events = json_events(out.stdout());
+    for refused in [&destroy, &apply_destroy] {
+        let decision = permission(&events, &refused.id);
+        assert_eq!(decision["decision"], "deny", "{decision}");
+        assert_eq!(decision["rule"], "guard:infra-destroy", "{decision}");
+        assert!(
+            decision["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("deletes every resource the configuration manages"),
+            "{decision}"
+        );
+    }
+    let revoked = permission(&events, &revoke.id);
+    assert_eq!(
+        (revoked["decision"].as_str(), revoked["rule"].as_str()),
+        (Some("deny"), Some("guard:repo-root"))
+    );
+    for allowed in [&variable, &temp, &owner] {
+        assert_eq!(permission(&events, &allowed.id)["decision"], "allow");
+    }
+    let last = server.requests().pop().expect("a follow-up request");
+    let result = last.tool_result(&destroy.id);
+    assert!(
+        result.contains("blocked by guard:infra-destroy"),
+        "{result}"
+    );
+    assert!(result.contains("ask the user"), "{result}");
+    assert!(
+        last.tool_result(&variable.id).contains("0\ncleaned"),
+        "{}",
+        last.tool_result(&variable.id)
+    );
+    assert!(last.tool_result(&temp.id).contains("temp-gone"));
+    assert!(last.tool_result(&owner.id).contains("perms-ok"));
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -205,40 +205,11 @@ impl AgentSession {
             }
             Some(which) => reopen(&store, which, options.here)?,
         };
-        let (policy, sandbox) = safety_for(&store, &session, options.safety);
-        if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
-        }
-        let tools = Toolbox {
-            registry: Registry::builtin(),
-            policy,
-            sandbox: Arc::new(sandbox),
-            state: Arc::new(SessionState::new(
-                Some(
-                    store
-                        .common_dir()
-                        .join("agent")
-                        .join("output")
-                        .join(&session.id),
-                ),
-                vec![model.api_key_env.to_string()],
-            )),
-            changes: ChangeTracker::new(session.root()),
-            run_timeout: options.run_timeout,
-            mcp: Servers::none(),
-            mcp_shown: None,
-        };
-        let mut tools = tools;
+        let (safety, run_timeout) = (options.safety, options.run_timeout);
+        let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
         let settings = resolve_context(&client, &model).await;
-        let schemas = offered(&tools);
-        let mut instructions = Instructions::new(session.root());
-        for path in journal::loaded_instructions(&events) {
-            instructions.already_loaded(&path);
-        }
-        let system = system_prompt(&session, &mut instructions, &relative_cwd(&store, cwd));
-        let mut messages = vec![Message::System { content: system }];
-        messages.extend(journal::rebuild(&events));
+        let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
         let line = SessionLine {
             id: session.id.clone(),
             branch: short_branch(&session).to_owned(),
@@ -246,14 +217,8 @@ impl AgentSession {
             model: model.display_name(),
         };
         Ok(AgentSession {
-            context: ContextState::new(settings, &schemas),
-            conv: Conversation {
-                messages,
-                schemas,
-                plan: journal::plan(&events),
-                goal: String::new(),
-                instructions,
-            },
+            context: ContextState::new(settings, &conv.schemas),
+            conv,
             work: Workspace {
                 step_lines: journal::step_lines(&events),
                 store,
@@ -538,6 +503,69 @@ impl AgentSession {
         match err {
             AgentError::Model(err) => super::with_hint(err, &self.model.config),
             err => err,
+        }
+    }
+}
+
+impl Toolbox {
+    /// The session's tools, policy and sandbox (a sandbox that fell back is a warning for `sink`), its tool
+    /// state and change tracker.
+    fn new(
+        store: &Store,
+        session: &Session,
+        model: &ModelConfig,
+        safety: SafetyOptions,
+        run_timeout: Duration,
+        sink: &mut dyn Sink,
+    ) -> Toolbox {
+        let (policy, sandbox) = safety_for(store, session, safety);
+        if let Some(warning) = &sandbox.fallback {
+            sink.emit(&Event::Warning(warning));
+        }
+        let output = store
+            .common_dir()
+            .join("agent")
+            .join("output")
+            .join(&session.id);
+        Toolbox {
+            registry: Registry::builtin(),
+            policy,
+            sandbox: Arc::new(sandbox),
+            state: Arc::new(SessionState::new(
+                Some(output),
+                vec![model.api_key_env.to_string()],
+            )),
+            changes: ChangeTracker::new(session.root()),
+            run_timeout,
+            mcp: Servers::none(),
+            mcp_shown: None,
+        }
+    }
+}
+
+impl Conversation {
+    /// The conversation as the session's recorded `events` left it, after a fresh system prompt (the one
+    /// for this checkout, with the project instructions from the root down to `cwd`), offering `schemas`.
+    fn load(
+        store: &Store,
+        session: &Session,
+        schemas: Vec<ToolSchema>,
+        events: &[serde_json::Value],
+        cwd: &Path,
+    ) -> Conversation {
+        let mut instructions = Instructions::new(session.root());
+        for path in journal::loaded_instructions(events) {
+            instructions.already_loaded(&path);
+        }
+        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let mut messages = vec![Message::System { content: system }];
+        messages.extend(journal::rebuild(events));
+        Conversation {
+            messages,
+            schemas,
+            plan: journal::plan(events),
+            goal: String::new(),
+            instructions,
         }
     }
 }

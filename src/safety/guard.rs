@@ -9,13 +9,27 @@
 //! dir it shares with the user's repository. Commands that write any of those (other than the session's own
 //! branch) are refused here, and by the file system under the sandbox.
 //!
+//! What a line destroys depends on what its words hold when they run, so the guard follows the shell's
+//! state as it reads (see [`vars`]): the working directory after `cd`, variables assigned earlier in the
+//! line, fresh `mktemp` paths, per subshell. Rules for data and infrastructure that dedicated programs
+//! destroy (database clients and tools, `terraform destroy`, `kubectl delete namespace`, Docker volumes)
+//! live in [`tools`], git's in [`git`].
+//!
 //! With `ask --here` the checkout *is* the user's work tree (`checkout == repo_root`): its files are the
 //! session's to change, as in a linked checkout, but its HEAD and index are the user's, so git commands that
 //! write them (`add`, `commit`, `checkout`, `reset`, `stash`, ...) are refused as well.
 
 use std::path::{Component, Path, PathBuf};
 
-use super::shell::{self, Command, Script, Word};
+use super::shell::{self, is_assignment, Command, Script, Word};
+use vars::{mode, Frame, Mode, State, Value};
+
+#[path = "guard_git.rs"]
+mod git;
+#[path = "guard_tools.rs"]
+mod tools;
+#[path = "guard_vars.rs"]
+mod vars;
 
 /// Where the command runs and what it must not touch.
 #[derive(Clone, Debug)]
@@ -61,18 +75,30 @@ fn block(rule: &'static str, reason: impl Into<String>) -> Verdict {
 pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
     let mut checker = Checker {
         env,
-        cwd: env.checkout.clone(),
+        frame: Frame::new(State::new(env.checkout.clone()), &Script::default()),
+        remote: 0,
         found: Inspection::default(),
     };
-    checker.script(line, 0)?;
+    checker.script(line, 0, State::new(env.checkout.clone()))?;
     Ok(checker.found)
 }
 
 struct Checker<'e> {
     env: &'e GuardEnv,
-    /// Follows literal `cd` commands, so relative paths are judged where they point.
-    cwd: PathBuf,
+    /// The shell state of the script being read (the line, or a script nested in it; see [`vars`]).
+    /// Relative paths are judged from its working directory.
+    frame: Frame,
+    /// How many `ssh` scripts the current one is nested in: git there is not the user's repository.
+    remote: u32,
     found: Inspection,
+}
+
+/// How a nested script relates to the shell that runs it.
+enum Shell {
+    /// The same shell (`eval`, `trap`): it sees and changes its variables and directory.
+    Same(Mode),
+    /// A new process (`bash -c`, `sh <<EOF`, `su -c`) starting in this state.
+    New(State),
 }
 
 /// Wrappers that run their arguments as a command, with the options that take a value.
@@ -140,49 +166,67 @@ const SHELLS: &[&str] = &[
     "busybox-sh",
 ];
 
-const DB_CLIENTS: &[&str] = &[
-    "psql",
-    "mysql",
-    "mariadb",
-    "sqlite3",
-    "sqlite",
-    "duckdb",
-    "sqlcmd",
-    "clickhouse-client",
-    "clickhouse",
-    "cockroach",
-    "mongo",
-    "mongosh",
-    "redis-cli",
-    "cqlsh",
-    "snowsql",
-    "usql",
-    "pgcli",
-    "mycli",
-    "litecli",
-];
-
 impl Checker<'_> {
-    fn script(&mut self, source: &str, depth: usize) -> Verdict {
+    /// Checks a script and returns the state its shell ends in.
+    fn script(&mut self, source: &str, depth: usize, start: State) -> Result<State, Blocked> {
         let script = shell::parse(source, depth).map_err(|e| Blocked {
             rule: "unparsable",
             reason: format!("the command line cannot be parsed ({e}), so it cannot be checked"),
         })?;
         fork_bomb(&script)?;
+        let outer = std::mem::replace(&mut self.frame, Frame::new(start, &script));
+        let checked = self.commands(&script, depth);
+        let frame = std::mem::replace(&mut self.frame, outer);
+        checked?;
+        Ok(frame.into_top())
+    }
+
+    fn commands(&mut self, script: &Script, depth: usize) -> Verdict {
         for cmd in &script.commands {
-            self.command(&script, cmd, depth)?;
+            self.command(script, cmd, depth)?;
+        }
+        // An EXIT trap runs when the script ends, with the values of then.
+        self.frame_mut().enter(&[]);
+        for body in std::mem::take(&mut self.frame_mut().traps) {
+            self.nested(&body, depth, "trap", Shell::Same(Mode::Certain))?;
         }
         Ok(())
     }
 
     fn command(&mut self, script: &Script, cmd: &Command, depth: usize) -> Verdict {
+        self.begin(cmd);
         for redirect in &cmd.redirects {
             if redirect.writes() {
-                self.written_path(&redirect.target)?;
+                let target = self.expand_one(script, &redirect.target);
+                self.written_path(&target)?;
             }
         }
-        let mut words: Vec<Word> = strip_keywords(&cmd.words);
+        let stripped = strip_keywords(&cmd.words);
+        // After a keyword (`{ X=1; }`, `then X=1`), leading assignments are still assignments.
+        let lead = if stripped.len() < cmd.words.len() {
+            stripped.iter().take_while(|w| is_assignment(w)).count()
+        } else {
+            0
+        };
+        let assignments: Vec<Word> = cmd
+            .assignments
+            .iter()
+            .chain(&stripped[..lead])
+            .cloned()
+            .collect();
+        let mut words = self.expand_all(script, &stripped[lead..]);
+        if words.is_empty() {
+            self.assign_words(script, cmd, &assignments);
+            return Ok(());
+        }
+        // What a shell started by this command inherits besides exported variables.
+        let mut extra: Vec<(String, Value)> = assignments
+            .iter()
+            .filter_map(|w| self.assignment(script, w))
+            .collect();
+        let mut clear_env = false;
         let mut from_stdin = false;
+        let mut in_container = false;
         loop {
             let Some(first) = words.first() else {
                 return Ok(());
@@ -197,14 +241,23 @@ impl Checker<'_> {
                 );
             }
             let name = basename(&first.text).to_string();
+            if let Some(inner) = tools::container_command(&name, &words[1..]) {
+                // `docker exec db psql ...`: the command runs in the container, with its own environment.
+                words = inner;
+                clear_env = true;
+                in_container = true;
+                continue;
+            }
             let Some((_, with_value)) = WRAPPERS.iter().find(|(w, _)| *w == name) else {
                 break;
             };
             match name.as_str() {
-                "sudo" | "doas" => self
-                    .found
-                    .risky
-                    .push(format!("`{name}` runs a command as root")),
+                "sudo" | "doas" => {
+                    clear_env = true;
+                    self.found
+                        .risky
+                        .push(format!("`{name}` runs a command as root"));
+                }
                 "command"
                     if words
                         .iter()
@@ -215,10 +268,14 @@ impl Checker<'_> {
                 }
                 "xargs" => from_stdin = true,
                 "env" => {
+                    let start = self.frame().state().child(&extra, clear_env);
                     if let Some(split) = env_split_string(&words) {
                         // `env -S 'cmd args'` splits its argument into a command line.
-                        return self.nested(&split, depth, "env -S");
+                        return self.nested(&split, depth, "env -S", Shell::New(start));
                     }
+                    let (cleared, set) = env_settings(&words[1..]);
+                    clear_env |= cleared;
+                    extra.extend(set);
                 }
                 _ => {}
             }
@@ -228,7 +285,8 @@ impl Checker<'_> {
         let args = &words[1..];
         self.found.commands.push(join(&words));
         if SHELLS.contains(&name.as_str()) {
-            return self.shell(script, cmd, args, depth);
+            let start = self.frame().state().child(&extra, clear_env);
+            return self.shell(script, cmd, args, depth, start);
         }
         if from_stdin && destructive_with_stdin_targets(&name, args) {
             return block(
@@ -236,6 +294,7 @@ impl Checker<'_> {
                 format!("`xargs {name}` deletes or changes paths read from stdin recursively; list the paths"),
             );
         }
+        self.tools(script, cmd, &name, args)?;
         match name.as_str() {
             "eval" => {
                 if args.iter().any(Word::is_dynamic) {
@@ -244,18 +303,43 @@ impl Checker<'_> {
                         "`eval` of text built at run time cannot be checked",
                     );
                 }
-                self.nested(&join(args), depth, "eval")
+                self.nested(&join(args), depth, "eval", Shell::Same(mode(cmd)))
             }
-            "cd" | "pushd" => {
-                self.cd(args);
+            "cd" | "pushd" | "popd" => {
+                if mode(cmd) != Mode::Lost {
+                    self.cd(&name, args);
+                }
                 Ok(())
             }
+            "export" | "declare" | "typeset" | "local" | "readonly" | "unset" | "source" | "."
+            | "read" | "mapfile" | "readarray" | "getopts" | "printf" => {
+                self.builtin_effects(script, cmd, &words);
+                Ok(())
+            }
+            "trap" => self.trap(args),
+            "ssh" => self.ssh(script, cmd, args, depth),
+            "su" | "runuser" => match args
+                .iter()
+                .position(|a| a.text == "-c" || a.text == "--command")
+            {
+                Some(p) => match args.get(p + 1) {
+                    Some(code) if !code.is_dynamic() => {
+                        let start = self.frame().state().child(&[], true);
+                        self.nested(&code.text, depth, "su -c", Shell::New(start))
+                    }
+                    _ => block(
+                        "uninspectable",
+                        format!("`{name} -c` of a script built at run time cannot be checked"),
+                    ),
+                },
+                None => Ok(()),
+            },
             "find" => self.find(args, depth),
             "rm" => self.rm(args),
             "chmod" | "chown" | "chgrp" => self.chmod(&name, args),
             "dd" => dd(args),
             "kill" | "pkill" | "killall" => kill(&name, args),
-            "git" => self.git(args),
+            "git" => self.git(args, in_container),
             n if n.starts_with("mkfs")
                 || matches!(
                     n,
@@ -296,7 +380,6 @@ impl Checker<'_> {
                 block("shutdown", "`systemctl` would stop or restart the machine")
             }
             "shred" => self.paths_written(args),
-            n if DB_CLIENTS.contains(&n) => database(script, cmd, n, args),
             "cp" | "mv" | "ln" | "install" | "rsync" => {
                 let (_, operands) = split_options(args);
                 let target = args
@@ -328,18 +411,90 @@ impl Checker<'_> {
         }
     }
 
-    fn nested(&mut self, source: &str, depth: usize, what: &str) -> Verdict {
+    fn nested(&mut self, source: &str, depth: usize, what: &str, shell: Shell) -> Verdict {
         if depth + 1 > shell::MAX_DEPTH {
             return block(
                 "uninspectable",
                 format!("`{what}` nests scripts too deeply to check"),
             );
         }
-        self.script(source, depth + 1)
+        match shell {
+            Shell::Same(mode) => {
+                let start = self.frame().state().clone();
+                let end = self.script(source, depth + 1, start)?;
+                self.merge(end, mode);
+            }
+            Shell::New(start) => {
+                self.script(source, depth + 1, start)?;
+            }
+        }
+        Ok(())
     }
 
-    /// `bash -c '...'`, `sh <<EOF`, `echo ... | sh`: parse the script the shell would run.
-    fn shell(&mut self, script: &Script, cmd: &Command, args: &[Word], depth: usize) -> Verdict {
+    /// `trap 'body' SIGNAL...`: the body runs later, in this shell; it is checked when the script ends.
+    fn trap(&mut self, args: &[Word]) -> Verdict {
+        let (_, operands) = split_options(args);
+        let [body, _, ..] = operands.as_slice() else {
+            return Ok(());
+        };
+        if body.text == "-" || body.text.is_empty() {
+            return Ok(());
+        }
+        if body.is_dynamic() {
+            return block(
+                "uninspectable",
+                "a `trap` running a script built at run time cannot be checked",
+            );
+        }
+        self.frame_mut().traps.push(body.text.clone());
+        Ok(())
+    }
+
+    /// `ssh HOST cmd...`: the remote shell runs the words joined by spaces (or, without them, its stdin), in
+    /// a home directory; judged like a line run here, from the user's home.
+    fn ssh(&mut self, script: &Script, cmd: &Command, args: &[Word], depth: usize) -> Verdict {
+        const VALUED: &str = "BbcDEeFIiJLlmOoPpQRSWw";
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            let t = a.text.as_str();
+            if t.len() == 2 && t.starts_with('-') && VALUED.contains(&t[1..]) {
+                i += 2;
+            } else if t.starts_with('-') {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let remote = args.get(i + 1..).unwrap_or(&[]);
+        let start = State::new(self.env.home.clone().unwrap_or_else(|| PathBuf::from("/")));
+        if remote.is_empty() {
+            self.remote += 1;
+            let checked = self.shell(script, cmd, &[], depth, start);
+            self.remote -= 1;
+            return checked;
+        }
+        if remote.iter().any(Word::is_dynamic) {
+            return block(
+                "uninspectable",
+                "an `ssh` command line built at run time cannot be checked",
+            );
+        }
+        self.remote += 1;
+        let checked = self.nested(&join(remote), depth, "ssh", Shell::New(start));
+        self.remote -= 1;
+        checked
+    }
+
+    /// `bash -c '...'`, `sh <<EOF`, `echo ... | sh`: parse the script the shell would run, in a new shell
+    /// that starts in `start`.
+    fn shell(
+        &mut self,
+        script: &Script,
+        cmd: &Command,
+        args: &[Word],
+        depth: usize,
+        start: State,
+    ) -> Verdict {
         let mut i = 0;
         while i < args.len() {
             let a = &args[i];
@@ -363,7 +518,7 @@ impl Checker<'_> {
                         ),
                     );
                 }
-                return self.nested(&code.text, depth, "-c");
+                return self.nested(&code.text, depth, "-c", Shell::New(start));
             }
             if a.text == "-o" || a.text == "+o" {
                 i += 2;
@@ -388,21 +543,22 @@ impl Checker<'_> {
         }
         // No `-c` and no file: the shell reads its script from stdin.
         for doc in &cmd.heredocs {
-            self.nested(&doc.body, depth, "here-document")?;
+            self.nested(&doc.body, depth, "here-document", Shell::New(start.clone()))?;
         }
         for s in &cmd.here_strings {
+            let s = self.expand_one(script, s);
             if s.is_dynamic() {
                 return block(
                     "uninspectable",
                     "a shell reading a here-string built at run time cannot be checked",
                 );
             }
-            self.nested(&s.text, depth, "here-string")?;
+            self.nested(&s.text, depth, "here-string", Shell::New(start.clone()))?;
         }
         if let Some(from) = cmd.piped_from {
             let upstream = &script.commands[from];
-            return match piped_script(upstream) {
-                Some(text) => self.nested(&text, depth, "pipe"),
+            return match self.piped_script(script, upstream) {
+                Some(text) => self.nested(&text, depth, "pipe", Shell::New(start)),
                 None => block(
                     "uninspectable",
                     format!(
@@ -415,18 +571,27 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn cd(&mut self, args: &[Word]) {
+    /// `cd`, `pushd`, `popd`: where relative paths point from now on.
+    fn cd(&mut self, name: &str, args: &[Word]) {
         let target = args
             .iter()
             .find(|a| !a.text.starts_with('-') || a.text == "-");
-        match target {
-            None => {
-                if let Some(home) = &self.env.home {
-                    self.cwd = home.clone();
-                }
+        let state = self.frame().state();
+        let to = match (name, target) {
+            ("popd", _) => state.dirs.last().cloned(),
+            (_, None) if name == "pushd" => state.dirs.last().cloned(),
+            (_, None) => self.env.home.clone(),
+            (_, Some(w)) if w.text == "-" => state.oldcwd.clone(),
+            (_, Some(w)) if w.is_dynamic() => None,
+            // `CDPATH` set in the line: a relative `cd` may land anywhere. Judged as from `/`, where every
+            // relative recursive delete is refused.
+            (_, Some(w)) if self.assigned("CDPATH") && !w.text.starts_with(['.', '/', '~']) => {
+                Some(PathBuf::from("/"))
             }
-            Some(w) if w.is_dynamic() || w.text == "-" => {}
-            Some(w) => self.cwd = self.resolve(&w.text),
+            (_, Some(w)) => Some(self.resolve(&w.text)),
+        };
+        if let Some(to) = to {
+            self.frame_mut().state_mut().move_to(name, to);
         }
     }
 
@@ -437,7 +602,34 @@ impl Checker<'_> {
             (Some(_), _) => PathBuf::from("/home"),
             _ => PathBuf::from(text),
         };
-        normalize(&self.cwd.join(expanded))
+        normalize(&self.cwd().join(expanded))
+    }
+
+    /// The text `echo`/`printf`/`cat <<EOF` pipe into the next command, if it is known.
+    fn piped_script(&self, script: &Script, upstream: &Command) -> Option<String> {
+        let words = strip_keywords(&self.expand_all(script, &upstream.words));
+        let name = basename(&words.first()?.text).to_string();
+        let args = &words[1..];
+        if args.iter().any(Word::is_dynamic) {
+            return None;
+        }
+        match name.as_str() {
+            "echo" => Some(join(
+                &args
+                    .iter()
+                    .filter(|a| !matches!(a.text.as_str(), "-n" | "-e" | "-E"))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            )),
+            "printf" => Some(
+                args.iter()
+                    .map(|a| a.text.replace("\\n", "\n"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            "cat" if args.is_empty() => upstream.heredocs.first().map(|h| h.body.clone()),
+            _ => None,
+        }
     }
 
     /// Why recursively deleting or changing `word` would be a disaster, if it would.
@@ -455,28 +647,16 @@ impl Checker<'_> {
             return Some(Blocked {
                 rule: "dynamic-path",
                 reason: format!(
-                    "the path `{}` is computed at run time; use a literal path",
+                    "the path `{}` is only known at run time (a command's output, input, or a variable set in a branch or loop); use a literal path, or a variable assigned a literal path earlier in the line",
                     word.text
                 ),
             });
         }
-        let (path, is_glob) = if word.glob {
-            // `*`, `./*`, `/*`, `~/*`: judge the directory whose contents the glob names.
-            let cut = word.text.find(['*', '?', '[']).unwrap_or(0);
-            let dir_part = &word.text[..cut];
-            let rest = &word.text[cut..];
-            if rest.contains('/') {
-                return None;
-            }
-            let dir = dir_part
-                .rsplit_once('/')
-                .map(|(d, _)| if d.is_empty() { "/" } else { d })
-                .unwrap_or(".");
-            (self.resolve(dir), true)
-        } else {
-            (self.resolve(&word.text), false)
+        let (path, everything) = match self.target(word) {
+            Target::Path(p) => (p, false),
+            Target::Everything(p) => (p, true),
         };
-        let what = if is_glob {
+        let what = if everything {
             format!("everything in {}", path.display())
         } else {
             path.display().to_string()
@@ -548,20 +728,101 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// The path a word names for a recursive change. A glob names entries of a directory: all of them
+    /// (`*`, `.*`, `[a-z]*`), the git dir (`.g*`), or one kind of entry (`*.egg-info`, `build-*`), which is
+    /// judged like one entry.
+    fn target(&self, word: &Word) -> Target {
+        if !word.glob {
+            return Target::Path(self.resolve(&word.text));
+        }
+        let text = match word.text.trim_end_matches('/') {
+            "" => "/",
+            t => t,
+        };
+        let cut = text.find(['*', '?', '[']).unwrap_or(0);
+        let (dir, pattern) = match text[..cut].rfind('/') {
+            Some(0) => ("/", &text[1..]),
+            Some(slash) => (&text[..slash], &text[slash + 1..]),
+            None => (".", text),
+        };
+        let dir = self.resolve(dir);
+        let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.iter().any(|p| glob_match(p, ".git")) {
+            return Target::Path(dir.join(".git"));
+        }
+        if parts.first().is_some_and(|p| broad_pattern(p)) {
+            return Target::Everything(dir);
+        }
+        // `/home/*u*`, `/w*/repo`: a narrow glob can still name the home directory or the repository.
+        let protected = [
+            self.env.home.as_deref(),
+            Some(self.env.checkout.as_path()),
+            Some(self.env.repo_root.as_path()),
+            Some(self.env.common_dir.as_path()),
+        ];
+        for p in protected.into_iter().flatten() {
+            let Ok(rel) = p.strip_prefix(&dir) else {
+                continue;
+            };
+            let names: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.len() <= names.len() && parts.iter().zip(&names).all(|(g, n)| glob_match(g, n))
+            {
+                return Target::Path(names[..parts.len()].iter().fold(dir, |d, n| d.join(n)));
+            }
+        }
+        Target::Path(parts.iter().fold(dir, |d, p| d.join(p)))
+    }
+
     fn chmod(&mut self, name: &str, args: &[Word]) -> Verdict {
-        let (flags, operands) = split_options(args);
-        let recursive = has_short(&flags, 'R') || flags.iter().any(|f| f == "--recursive");
+        // `chmod -w f`: a mode that looks like an option. chmod's own options are `-R -c -f -v` and long ones.
+        let is_option = |a: &Word| {
+            a.text.starts_with("--")
+                || (name != "chmod" && a.text.starts_with('-') && a.text.len() > 1)
+                || (a.text.len() > 1
+                    && a.text.starts_with('-')
+                    && a.text[1..].chars().all(|c| "Rcfv".contains(c)))
+        };
+        let options: Vec<String> = args
+            .iter()
+            .filter(|a| is_option(a))
+            .map(|a| a.text.clone())
+            .collect();
+        let operands: Vec<&Word> = args.iter().filter(|a| !is_option(a)).collect();
+        let recursive = has_short(&options, 'R') || options.iter().any(|f| f == "--recursive");
         if !recursive {
             return Ok(());
         }
-        // The first operand is the mode or owner.
-        for w in operands.iter().skip(1) {
-            if let Some(b) = self.dangerous_target(w) {
+        // The first operand is the mode or owner, unless `--reference` gives it.
+        let reference = options.iter().any(|o| o.starts_with("--reference"));
+        let (mode, targets) = match operands.split_first() {
+            Some((m, rest)) if !reference => (Some(*m), rest),
+            _ => (None, &operands[..]),
+        };
+        let owner_adds = name == "chmod" && mode.is_some_and(|m| owner_adds_only(&m.text));
+        for w in targets {
+            let Some(b) = self.dangerous_target(w) else {
+                continue;
+            };
+            let is_checkout = match self.target(w) {
+                Target::Path(p) | Target::Everything(p) => p == self.env.checkout,
+            };
+            if is_checkout && b.rule == "repo-root" {
+                if owner_adds {
+                    // Only adds permissions for the owner: nothing is lost.
+                    continue;
+                }
                 return Err(Blocked {
                     rule: b.rule,
-                    reason: format!("recursive {name}: {}", b.reason),
+                    reason: format!("recursive {name}: {}; only adding permissions for the owner (`chmod -R u+w .`, `u+rwX`) is allowed across the checkout", b.reason),
                 });
             }
+            return Err(Blocked {
+                rule: b.rule,
+                reason: format!("recursive {name}: {}", b.reason),
+            });
         }
         Ok(())
     }
@@ -634,8 +895,13 @@ impl Checker<'_> {
                     })
                     .collect();
                 if !inner.is_empty() {
+                    // Run by find as its own process, in find's directory: nothing it does lasts, and
+                    // (`&&`) it does not end find's and-or list.
                     let cmd = Command {
                         words: inner,
+                        scope: self.frame().scope().to_vec(),
+                        background: true,
+                        op: Some("&&"),
                         ..Command::default()
                     };
                     let script = Script {
@@ -702,333 +968,85 @@ impl Checker<'_> {
         }
         Ok(())
     }
-
-    fn git(&mut self, args: &[Word]) -> Verdict {
-        let mut i = 0;
-        while i < args.len() {
-            let a = args[i].text.as_str();
-            match a {
-                "-c" => {
-                    if let Some(kv) = args.get(i + 1) {
-                        git_config_override(&kv.text)?;
-                    }
-                    i += 2;
-                }
-                "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--exec-path" => i += 2,
-                _ if a.starts_with("--config-env=") => {
-                    git_config_override(&a["--config-env=".len()..])?;
-                    i += 1;
-                }
-                _ if a.starts_with('-') => i += 1,
-                _ => break,
-            }
-        }
-        let Some(sub) = args.get(i) else {
-            return Ok(());
-        };
-        let rest = &args[i + 1..];
-        let (flags, operands) = split_options(rest);
-        let flag = |long: &str| {
-            flags
-                .iter()
-                .any(|f| f == long || f.starts_with(&format!("{long}=")))
-        };
-        let short = |c: char| has_short(&flags, c);
-        let texts: Vec<&str> = operands.iter().map(|w| w.text.as_str()).collect();
-        let first = texts.first().copied().unwrap_or("");
-        let shared = |what: &str| {
-            block(
-                "shared-git-state",
-                format!("this would write {what}, which the session's checkout shares with the user's repository"),
-            )
-        };
-        if self.env.checkout == self.env.repo_root {
-            if let Some(what) = here_writes(sub.text.as_str(), &flags) {
-                return block(
-                    "user-index",
-                    format!("`git {}` would write {what}; this session works in the user's own working tree (--here), whose HEAD, index and branches are theirs. The agent commits each step to {} itself", sub.text, self.env.session_branch),
-                );
-            }
-        }
-        match sub.text.as_str() {
-            "push" => {
-                if flag("--force")
-                    || short('f')
-                    || flag("--force-with-lease")
-                    || flag("--force-if-includes")
-                {
-                    return block(
-                        "git-force-push",
-                        "`git push --force` rewrites history on the remote",
-                    );
-                }
-                if flag("--mirror") {
-                    return block(
-                        "git-force-push",
-                        "`git push --mirror` overwrites every ref on the remote",
-                    );
-                }
-                if flag("--delete")
-                    || short('d')
-                    || flag("--prune")
-                    || texts.iter().any(|r| r.starts_with(':'))
-                {
-                    return block("git-push-delete", "this push deletes refs on the remote");
-                }
-                if texts.iter().any(|r| r.starts_with('+')) {
-                    return block("git-force-push", "a `+refspec` force-pushes");
-                }
-                if flag("--no-verify") {
-                    return block(
-                        "git-no-verify",
-                        "`--no-verify` skips the repository's hooks",
-                    );
-                }
-                self.found.risky.push("`git push` publishes commits".into());
-                Ok(())
-            }
-            "commit" => {
-                if flag("--no-verify") || short_in(rest, 'n', "mFCct") {
-                    return block(
-                        "git-no-verify",
-                        "`--no-verify` skips the repository's hooks",
-                    );
-                }
-                Ok(())
-            }
-            "reset" if flag("--hard") || flag("--keep") || flag("--merge") => block(
-                "git-reset-hard",
-                "`git reset --hard` discards uncommitted work",
-            ),
-            "checkout" => {
-                if flag("--force") || short('f') {
-                    return block(
-                        "git-discard",
-                        "`git checkout --force` discards uncommitted work",
-                    );
-                }
-                if let Some(b) = new_branch(rest, &["-b", "-B", "--orphan"]) {
-                    return self.own_branch(&b, "a branch");
-                }
-                let after_dd = rest.iter().position(|w| w.text == "--");
-                let paths: Vec<&str> = match after_dd {
-                    Some(p) => rest[p + 1..].iter().map(|w| w.text.as_str()).collect(),
-                    None => texts.clone(),
-                };
-                if paths.iter().any(|p| whole_tree(p)) {
-                    return block(
-                        "git-discard",
-                        "`git checkout -- .` discards uncommitted work",
-                    );
-                }
-                Ok(())
-            }
-            "switch" => match new_branch(
-                rest,
-                &["-c", "-C", "--create", "--force-create", "--orphan"],
-            ) {
-                Some(b) => self.own_branch(&b, "a branch"),
-                None if flag("--discard-changes") || short('f') || flag("--force") => block(
-                    "git-discard",
-                    "`git switch --discard-changes` discards uncommitted work",
-                ),
-                None => Ok(()),
-            },
-            "restore" => {
-                if texts.iter().any(|p| whole_tree(p)) && !flag("--staged")
-                    || (flag("--worktree") && texts.iter().any(|p| whole_tree(p)))
-                {
-                    return block("git-discard", "`git restore .` discards uncommitted work");
-                }
-                Ok(())
-            }
-            "clean" if (short('f') || flag("--force")) && !(short('n') || flag("--dry-run")) => {
-                block("git-clean", "`git clean -f` deletes untracked files")
-            }
-            "stash" => match first {
-                "" | "push" | "save" | "pop" | "drop" | "clear" | "store" | "branch" => {
-                    if matches!(first, "drop" | "clear") {
-                        block(
-                            "git-stash-drop",
-                            "`git stash drop/clear` destroys stashed work",
-                        )
-                    } else {
-                        shared("the stash")
-                    }
-                }
-                _ => Ok(()),
-            },
-            "branch" => {
-                if short('D') || (short('d') && short('f')) || flag("--delete") || short('d') {
-                    return block(
-                        "git-branch-delete",
-                        "deleting a branch loses the user's work",
-                    );
-                }
-                let writes = short('m')
-                    || short('M')
-                    || short('c')
-                    || short('C')
-                    || short('f')
-                    || flag("--move")
-                    || flag("--copy")
-                    || flag("--force")
-                    || flag("--set-upstream-to")
-                    || short('u')
-                    || flag("--unset-upstream")
-                    || flag("--edit-description")
-                    || flag("--track");
-                let lists = short('l')
-                    || flag("--list")
-                    || short('a')
-                    || short('r')
-                    || short('v')
-                    || flag("--contains")
-                    || flag("--merged")
-                    || flag("--no-merged")
-                    || flag("--show-current")
-                    || flag("--points-at")
-                    || flag("--format")
-                    || flag("--sort");
-                if writes || (!lists && !texts.is_empty()) {
-                    let name = first.to_string();
-                    if !writes && self.is_own_branch(&name) {
-                        return Ok(());
-                    }
-                    return shared("branches");
-                }
-                Ok(())
-            }
-            "tag" => {
-                let lists = short('l')
-                    || flag("--list")
-                    || short('v')
-                    || flag("--verify")
-                    || flag("--contains")
-                    || flag("--points-at")
-                    || flag("--merged")
-                    || flag("--sort")
-                    || flag("--format")
-                    || short('n');
-                if short('d') || flag("--delete") || (!lists && !texts.is_empty()) {
-                    return shared("tags");
-                }
-                Ok(())
-            }
-            "update-ref" => {
-                if short('d') {
-                    return block("git-update-ref", "`git update-ref -d` deletes a ref");
-                }
-                if flag("--stdin") {
-                    return shared("refs");
-                }
-                match texts.first() {
-                    Some(r) if self.is_own_branch(r) => Ok(()),
-                    Some(_) => shared("refs"),
-                    None => Ok(()),
-                }
-            }
-            "symbolic-ref"
-                if texts.len() >= 2 && texts[0] != "HEAD" || short('d') || flag("--delete") =>
-            {
-                shared("refs")
-            }
-            "reflog" if matches!(first, "expire" | "delete") => block(
-                "git-reflog-expire",
-                "expiring the reflog throws away the record that makes recovery possible",
-            ),
-            "gc" if flags
-                .iter()
-                .any(|f| f == "--prune=now" || f == "--prune=all") =>
-            {
-                block(
-                    "git-prune",
-                    "`git gc --prune=now` deletes unreachable objects the user may still need",
-                )
-            }
-            "prune" if !(short('n') || flag("--dry-run")) => block(
-                "git-prune",
-                "`git prune` deletes unreachable objects the user may still need",
-            ),
-            "config" => {
-                let reads = matches!(first, "get" | "list")
-                    || flag("--get")
-                    || flag("--get-all")
-                    || flag("--get-regexp")
-                    || flag("--list")
-                    || short('l')
-                    || flag("--get-urlmatch")
-                    || flag("--show-origin") && texts.len() < 2;
-                let writes = matches!(
-                    first,
-                    "set" | "unset" | "rename-section" | "remove-section" | "edit"
-                ) || flag("--unset")
-                    || flag("--unset-all")
-                    || flag("--add")
-                    || flag("--replace-all")
-                    || flag("--rename-section")
-                    || flag("--remove-section")
-                    || flag("--edit")
-                    || short('e');
-                if writes || (!reads && texts.len() >= 2) {
-                    return shared("the repository's config");
-                }
-                Ok(())
-            }
-            "remote"
-                if matches!(
-                    first,
-                    "add"
-                        | "remove"
-                        | "rm"
-                        | "rename"
-                        | "set-url"
-                        | "set-head"
-                        | "set-branches"
-                        | "prune"
-                        | "update"
-                ) =>
-            {
-                shared("the remotes")
-            }
-            "fetch" | "pull" => shared("remote-tracking refs"),
-            "notes" if !matches!(first, "list" | "show" | "") => shared("notes"),
-            "worktree" if !matches!(first, "list" | "") => shared("the worktree list"),
-            "replace" | "filter-branch" | "filter-repo" => shared("history of the user's branches"),
-            "hook" => Ok(()),
-            "rebase" if flag("--update-refs") => shared("branches"),
-            _ => Ok(()),
-        }
-    }
-
-    fn is_own_branch(&self, name: &str) -> bool {
-        let own = &self.env.session_branch;
-        name == own || name.strip_prefix("refs/heads/") == Some(own.as_str())
-    }
-
-    fn own_branch(&self, name: &str, what: &str) -> Verdict {
-        if self.is_own_branch(name) {
-            return Ok(());
-        }
-        block(
-            "shared-git-state",
-            format!("creating {what} `{name}` writes refs the session's checkout shares with the user's repository; the session's own branch is {}", self.env.session_branch),
-        )
-    }
 }
 
-/// What git subcommand `sub` writes of the user's HEAD or index, if it does (see the `--here` module docs).
-fn here_writes(sub: &str, flags: &[String]) -> Option<&'static str> {
-    let flag = |f: &str| flags.iter().any(|x| x == f);
-    match sub {
-        "add" | "rm" | "mv" | "update-index" | "read-tree" | "restore" => Some("the user's index"),
-        "apply" if flag("--index") || flag("--cached") || flag("-3") || flag("--3way") => {
-            Some("the user's index")
+/// What a word names for a recursive change (see [`Checker::target`]).
+enum Target {
+    Path(PathBuf),
+    /// Every entry of the directory.
+    Everything(PathBuf),
+}
+
+/// A glob that may match any name of a directory: no literal character but `.` outside brackets.
+fn broad_pattern(pattern: &str) -> bool {
+    let mut in_brackets = false;
+    for c in pattern.chars() {
+        match c {
+            ']' if in_brackets => in_brackets = false,
+            _ if in_brackets => {}
+            '[' => in_brackets = true,
+            '*' | '?' | '.' => {}
+            _ => return false,
         }
-        "commit" | "reset" | "checkout" | "switch" | "merge" | "rebase" | "cherry-pick"
-        | "revert" | "am" | "pull" | "stash" | "bisect" => Some("the user's HEAD or index"),
-        _ => None,
     }
+    true
+}
+
+/// Whether a glob matches `name` as bash matches it (a leading `.` only by a literal `.`).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    fn matches(p: &[char], n: &[char]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some(('*', rest)) => (0..=n.len()).any(|i| matches(rest, &n[i..])),
+            Some(('?', rest)) => !n.is_empty() && matches(rest, &n[1..]),
+            Some(('[', rest)) => {
+                let Some(close) = rest.iter().skip(1).position(|c| *c == ']').map(|i| i + 1) else {
+                    return n.first() == Some(&'[') && matches(rest, &n[1..]);
+                };
+                let Some(c) = n.first() else {
+                    return false;
+                };
+                let (negate, set) = match rest[..close].split_first() {
+                    Some(('!' | '^', set)) => (true, set),
+                    _ => (false, &rest[..close]),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == '-' {
+                        hit |= (set[i]..=set[i + 2]).contains(c);
+                        i += 3;
+                    } else {
+                        hit |= set[i] == *c;
+                        i += 1;
+                    }
+                }
+                hit != negate && matches(&rest[close + 1..], &n[1..])
+            }
+            Some((c, rest)) => n.first() == Some(c) && matches(rest, &n[1..]),
+        }
+    }
+    if name.starts_with('.') && !pattern.starts_with('.') {
+        return false;
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    matches(&p, &n)
+}
+
+/// A `chmod` mode that only adds permissions for the file's owner (`u+w`, `u+rwX`, `u+x,u+r`).
+fn owner_adds_only(mode: &str) -> bool {
+    mode.split(',').all(|clause| {
+        let Some(perms) = clause.strip_prefix('u') else {
+            return false;
+        };
+        let perms = perms.trim_start_matches('u');
+        perms.starts_with('+')
+            && perms
+                .split('+')
+                .skip(1)
+                .all(|p| !p.is_empty() && p.chars().all(|c| "rwxX".contains(c)))
+    })
 }
 
 /// Options and operands of a command (operands after `--` included; option values are not separated).
@@ -1060,73 +1078,6 @@ fn has_short(flags: &[String], c: char) -> bool {
                 .take_while(|x| x.is_ascii_alphabetic())
                 .any(|x| x == c)
     })
-}
-
-/// Like [`has_short`], but stops at options in `valued` whose value follows (`-m -n` is a message).
-fn short_in(args: &[Word], c: char, valued: &str) -> bool {
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-            continue;
-        }
-        let t = &a.text;
-        if t == "--" {
-            return false;
-        }
-        if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 {
-            for (i, x) in t[1..].chars().enumerate() {
-                if x == c {
-                    return true;
-                }
-                if valued.contains(x) {
-                    skip = i + 2 == t.len();
-                    break;
-                }
-            }
-        }
-    }
-    false
-}
-
-fn new_branch(args: &[Word], options: &[&str]) -> Option<String> {
-    let pos = args
-        .iter()
-        .position(|w| options.contains(&w.text.as_str()))?;
-    args.get(pos + 1).map(|w| w.text.clone())
-}
-
-fn whole_tree(pathspec: &str) -> bool {
-    matches!(pathspec, "." | "./" | ":/" | "*" | ":" | ":/*" | "-A")
-}
-
-/// `git -c key=value`: refuse overrides that run code.
-fn git_config_override(kv: &str) -> Verdict {
-    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-    let key = key.to_ascii_lowercase();
-    if key.starts_with("alias.") && value.trim_start().starts_with('!') {
-        return block(
-            "git-alias-exec",
-            "`git -c alias.x='!...'` runs a shell command the guard cannot check",
-        );
-    }
-    if matches!(
-        key.as_str(),
-        "core.hookspath"
-            | "core.fsmonitor"
-            | "core.sshcommand"
-            | "core.pager"
-            | "core.editor"
-            | "sequence.editor"
-            | "diff.external"
-            | "core.gitproxy"
-    ) {
-        return block(
-            "git-config-exec",
-            format!("`git -c {key}=...` makes git run another program"),
-        );
-    }
-    Ok(())
 }
 
 fn dd(args: &[Word]) -> Verdict {
@@ -1166,103 +1117,6 @@ fn destructive_with_stdin_targets(name: &str, args: &[Word]) -> bool {
         }
         "shred" => true,
         _ => false,
-    }
-}
-
-/// SQL (or the Redis/Mongo equivalents) a database client would run: arguments, here-documents, here-strings
-/// and `echo ... |`.
-fn database(script: &Script, cmd: &Command, name: &str, args: &[Word]) -> Verdict {
-    let mut texts: Vec<String> = args.iter().map(|w| w.text.clone()).collect();
-    texts.extend(cmd.heredocs.iter().map(|h| h.body.clone()));
-    texts.extend(cmd.here_strings.iter().map(|w| w.text.clone()));
-    if let Some(from) = cmd.piped_from {
-        if let Some(text) = piped_script(&script.commands[from]) {
-            texts.push(text);
-        }
-    }
-    if name == "redis-cli" {
-        let all = texts.join(" ").to_ascii_uppercase();
-        if all
-            .split_whitespace()
-            .any(|w| w == "FLUSHALL" || w == "FLUSHDB")
-        {
-            return block("destructive-sql", "`FLUSHALL`/`FLUSHDB` deletes every key");
-        }
-        return Ok(());
-    }
-    for text in &texts {
-        if let Some(what) = destructive_sql(text) {
-            return block(
-                "destructive-sql",
-                format!("`{name}` would run {what}, which destroys data"),
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Finds `DROP TABLE`, `TRUNCATE`, `DELETE`/`UPDATE` without `WHERE`, `ALTER TABLE ... DROP`, and Mongo drops.
-pub fn destructive_sql(text: &str) -> Option<&'static str> {
-    if text.contains("dropDatabase") || text.contains(".drop(") || text.contains("deleteMany({})") {
-        return Some("a collection or database drop");
-    }
-    for statement in text.split(';') {
-        let words: Vec<String> = statement
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| !w.is_empty())
-            .map(|w| w.to_ascii_uppercase())
-            .collect();
-        let has = |w: &str| words.iter().any(|x| x == w);
-        let first = words.first().map(String::as_str).unwrap_or("");
-        let objects = [
-            "TABLE",
-            "DATABASE",
-            "SCHEMA",
-            "INDEX",
-            "VIEW",
-            "COLLECTION",
-            "USER",
-            "ROLE",
-            "KEYSPACE",
-        ];
-        match first {
-            "DROP" if words.get(1).is_some_and(|w| objects.contains(&w.as_str())) => {
-                return Some("DROP")
-            }
-            "TRUNCATE" => return Some("TRUNCATE"),
-            "DELETE" if !has("WHERE") => return Some("DELETE without WHERE"),
-            "UPDATE" if has("SET") && !has("WHERE") => return Some("UPDATE without WHERE"),
-            "ALTER" if has("DROP") => return Some("ALTER ... DROP"),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The text `echo`/`printf` pipe into the next command, if it is static.
-fn piped_script(upstream: &Command) -> Option<String> {
-    let words = strip_keywords(&upstream.words);
-    let name = basename(&words.first()?.text).to_string();
-    let args = &words[1..];
-    if args.iter().any(Word::is_dynamic) {
-        return None;
-    }
-    match name.as_str() {
-        "echo" => Some(join(
-            &args
-                .iter()
-                .filter(|a| !matches!(a.text.as_str(), "-n" | "-e" | "-E"))
-                .cloned()
-                .collect::<Vec<_>>(),
-        )),
-        "printf" => Some(
-            args.iter()
-                .map(|a| a.text.replace("\\n", "\n"))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        "cat" if args.is_empty() => upstream.heredocs.first().map(|h| h.body.clone()),
-        _ => None,
     }
 }
 
@@ -1352,6 +1206,29 @@ fn unwrap(name: &str, args: &[Word], with_value: &[&str]) -> Vec<Word> {
         return vec![Word::literal("sh"), Word::literal("-c"), rest.remove(0)];
     }
     rest
+}
+
+/// `env`'s own settings: whether it starts from an empty environment (`-i`, `-`) and what it sets.
+fn env_settings(args: &[Word]) -> (bool, Vec<(String, Value)>) {
+    let mut cleared = false;
+    let mut set = Vec::new();
+    for a in args {
+        let t = a.text.as_str();
+        if matches!(t, "-i" | "--ignore-environment" | "-") {
+            cleared = true;
+        } else if t.starts_with('-') {
+            continue;
+        } else if let (true, Some((name, value))) = (is_assignment(a), t.split_once('=')) {
+            let value = match a.is_dynamic() {
+                true => Value::Runtime,
+                false => Value::Text(value.to_string()),
+            };
+            set.push((name.to_string(), value));
+        } else {
+            break;
+        }
+    }
+    (cleared, set)
 }
 
 fn env_split_string(words: &[Word]) -> Option<String> {

@@ -79,7 +79,7 @@ const TABLE: &[(&str, Option<&str>)] = &[
     ("rm -rf vendor/lib/.git", Some("git-dir")),
     ("rm -rf $BUILD/", Some("unset-variable")),
     ("rm -rf \"$DIR\"/*", Some("unset-variable")),
-    ("rm -rf $(pwd)/..", Some("dynamic-path")),
+    ("rm -rf $(pwd)/..", Some("repo-root")),
     ("chmod -R 777 /", Some("root")),
     ("chown -R nobody ~", Some("home")),
     ("find / -name core -delete", Some("root")),
@@ -223,6 +223,902 @@ const TABLE: &[(&str, Option<&str>)] = &[
     ("echo x >> ../../../config", Some("shared-git-state")),
     ("tee /work/repo/.git/HEAD < x", Some("shared-git-state")),
 ];
+
+/// One case of a class: the line, the rule expected to refuse it (`None`: it must run), and words the
+/// reason must contain, so the model is told what would be lost.
+type Case = (&'static str, Option<&'static str>, &'static str);
+
+/// The classes of issue 17, each with several spellings (wrappers, `bash -c`, `env`, `sudo`, quoting,
+/// `docker exec`, lists, pipes, subshells) and the ordinary commands next to them that must keep running.
+const CLASSES: &[(&str, &[Case])] = &[
+    ("variables and temp dirs", VARIABLES),
+    ("permission-only changes", PERMISSIONS),
+    ("database destruction", DATABASES),
+    ("infrastructure destruction", INFRASTRUCTURE),
+    ("docker volumes", DOCKER),
+    ("globs, braces and subshells", GLOBS),
+];
+
+const VARIABLES: &[Case] = &[
+    // A variable assigned earlier in the line is a known value.
+    ("X=build; rm -rf \"$X\"/*", None, ""),
+    ("X=build && rm -rf \"$X\"", None, ""),
+    ("OUT=dist; rm -rf $OUT", None, ""),
+    (
+        "export BUILD_DIR=target/tmp; rm -rf \"$BUILD_DIR\"",
+        None,
+        "",
+    ),
+    ("X=build; Y=$X/out; rm -rf \"$Y\"", None, ""),
+    ("X=node_modules; sudo rm -rf \"$X\"", None, ""),
+    ("DIR=build; rm -rf \"${DIR:?}\"/*", None, ""),
+    ("DIR=build/; rm -rf \"${DIR%/}/cache\"", None, ""),
+    ("DIRS=\"build dist\"; rm -rf $DIRS", None, ""),
+    ("X=target; (cd \"$X\" && rm -rf debug)", None, ""),
+    ("B=build; eval \"rm -rf $B\"", None, ""),
+    ("export D=build; bash -c 'rm -rf \"$D\"/*'", None, ""),
+    ("D=build bash -c 'rm -rf \"$D\"/*'", None, ""),
+    ("env D=build sh -c 'rm -rf \"$D\"'", None, ""),
+    (
+        "rm -rf \"$(git rev-parse --show-toplevel)/build\"",
+        None,
+        "",
+    ),
+    ("rm -rf \"$PWD/build\"", None, ""),
+    ("cd build && rm -rf *", None, ""),
+    ("X=build\nrm -rf \"$X\"", None, ""),
+    ("mkdir -p out && X=out && rm -rf \"$X\"/*", None, ""),
+    ("X=old; X=build; rm -rf \"$X\"", None, ""),
+    // `$(mktemp)` and variables assigned from it name a fresh temporary path.
+    ("T=$(mktemp -d); rm -rf \"$T\"", None, ""),
+    ("T=\"$(mktemp -d)\" && cd \"$T\" && rm -rf ./*", None, ""),
+    ("TMPDIR=$(mktemp -d); rm -rf \"$TMPDIR\"/x", None, ""),
+    ("rm -rf \"$(mktemp -d)\"", None, ""),
+    ("rm -rf `mktemp -d`", None, ""),
+    (
+        "T=$(mktemp -d -t build.XXXXXX); trap 'rm -rf \"$T\"' EXIT; cp -r src \"$T\"",
+        None,
+        "",
+    ),
+    ("F=$(mktemp); rm -rf \"$F\"", None, ""),
+    ("D=$(mktemp -d) && bash -c \"rm -rf $D/cache\"", None, ""),
+    ("T=$(mktemp -d -p /var/tmp); rm -rf \"$T\"", None, ""),
+    ("W=$(mktemp -d --tmpdir=build); rm -rf \"$W\"", None, ""),
+    // A known value is judged like the literal it holds.
+    (
+        "X=/; rm -rf \"$X\"",
+        Some("root"),
+        "the root of the file system",
+    ),
+    ("X=; rm -rf \"$X\"/*", Some("root"), "everything in /"),
+    ("X=~; rm -rf \"$X\"", Some("home"), "home directory"),
+    (
+        "X=build; unset X; rm -rf \"$X\"/*",
+        Some("root"),
+        "everything in /",
+    ),
+    ("X=/etc; sudo rm -rf $X", Some("system-dir"), "/etc"),
+    ("X=.git; rm -rf $X", Some("git-dir"), "git directory"),
+    ("CMD='rm -rf /'; bash -c \"$CMD\"", Some("root"), "root"),
+    ("RM=\"rm -rf\"; $RM /", Some("root"), "root"),
+    ("cd /; rm -rf \"$PWD\"", Some("root"), "root"),
+    ("rm -rf \"$(mktemp -d)\"/..", Some("system-dir"), "/tmp"),
+    ("T=$(mktemp -d); rm -rf \"$T/../..\"", Some("root"), "root"),
+    ("T=$(mktemp -d); trap 'rm -rf ~' EXIT", Some("home"), "home"),
+    (
+        "D=.git/hooks; echo x > \"$D/pre-commit\"",
+        Some("shared-git-state"),
+        ".git",
+    ),
+    (
+        "Q='DELETE FROM users'; psql -c \"$Q\"",
+        Some("destructive-sql"),
+        "DELETE without WHERE",
+    ),
+    // What the guard cannot see stays refused.
+    (
+        "X=$(cat f); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "only known at run time",
+    ),
+    (
+        "read X; rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "only known at run time",
+    ),
+    (
+        "read -r -p 'dir? ' D; rm -rf \"$D\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=$(curl -s https://example.com/d); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; X=$(cat f); rm -rf \"$X\"",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    ("rm -rf \"$1\"/*", Some("unset-variable"), "unset or empty"),
+    ("rm -rf \"$@\"", Some("unset-variable"), "unset or empty"),
+    ("rm -rf \"${X:-/}\"", Some("dynamic-path"), "run time"),
+    (
+        "rm -rf \"$TMPDIR\"/x",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "X=build rm -rf \"$X\"",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "X=build; bash -c 'rm -rf \"$X\"/*'",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "export X=build; sudo bash -c 'rm -rf \"$X\"/*'",
+        Some("unset-variable"),
+        "unset",
+    ),
+    (
+        "(X=build); rm -rf \"$X\"/*",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "echo | X=build; rm -rf \"$X\"/*",
+        Some("unset-variable"),
+        "unset or empty",
+    ),
+    (
+        "false && X=build; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "true || X=build; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; true || X=/ && rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "if [ -d b ]; then X=b; fi; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "branch or loop",
+    ),
+    (
+        "for d in build /; do rm -rf \"$d\"; done",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; while true; do rm -rf \"$X\"/*; X=/; done",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; f() { X=/; }; f; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; . ./env.sh; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; eval \"$(cat f)\"; rm -rf \"$X\"",
+        Some("uninspectable"),
+        "eval",
+    ),
+    ("rm -rf {$X,build}", Some("dynamic-path"), "run time"),
+    (
+        "X=build; declare -n X=Y; Y=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    ("IFS=x; X=x/; rm -rf $X", Some("dynamic-path"), "run time"),
+    (
+        "X=/; { X=build; } | cat; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    (
+        "X=build; shopt -s lastpipe; true | X=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    ("PWD=build; cd /; rm -rf \"$PWD\"", Some("root"), "root"),
+    (
+        "T=$(mktemp -d ~/XXXX); rm -rf \"$T/..\"",
+        Some("home"),
+        "home",
+    ),
+    (
+        "X=build; X[0]=/; rm -rf \"$X\"/*",
+        Some("dynamic-path"),
+        "run time",
+    ),
+    ("X=(a /); rm -rf \"$X\"", Some("dynamic-path"), "run time"),
+];
+
+const PERMISSIONS: &[Case] = &[
+    // Adding permissions for the owner loses nothing.
+    ("chmod -R u+w .", None, ""),
+    ("chmod -R u+rwX .", None, ""),
+    ("chmod -R u+x scripts", None, ""),
+    ("chmod -R u+w *", None, ""),
+    ("chmod -R u+w,u+x .", None, ""),
+    ("chmod --recursive u+rw ./", None, ""),
+    (
+        "chmod -R u+w /work/repo/.git/agent/worktrees/abc123",
+        None,
+        "",
+    ),
+    ("X=.; chmod -R u+w \"$X\"", None, ""),
+    ("bash -c 'chmod -R u+rwX .'", None, ""),
+    ("sudo chmod -R u+w .", None, ""),
+    ("chmod +x script.sh", None, ""),
+    ("chmod 755 build/app", None, ""),
+    ("chmod -R go-w build", None, ""),
+    ("chmod -R 644 docs", None, ""),
+    ("chmod u+x ~/bin/tool", None, ""),
+    // Everything else across the checkout, and anything on system paths or home, stays refused.
+    ("chmod -R 777 /", Some("root"), "root of the file system"),
+    ("chmod -R u+w /", Some("root"), "root"),
+    ("chmod -R -x /", Some("root"), "root"),
+    ("chmod -R u+w ~", Some("home"), "home"),
+    ("chmod --recursive 000 ~/", Some("home"), "home"),
+    ("chmod -R 755 /usr/local", Some("system-dir"), "system"),
+    ("sudo chmod -R 777 /etc", Some("system-dir"), "/etc"),
+    (
+        "chmod -R 000 .",
+        Some("repo-root"),
+        "only adding permissions for the owner",
+    ),
+    (
+        "chmod -R a-r .",
+        Some("repo-root"),
+        "only adding permissions for the owner",
+    ),
+    ("chmod -R -w .", Some("repo-root"), "whole checkout"),
+    ("chmod -R go-rwx .", Some("repo-root"), "whole checkout"),
+    ("chmod -R 777 .", Some("repo-root"), "whole checkout"),
+    ("chmod -R +w .", Some("repo-root"), "whole checkout"),
+    ("chmod -R u+s .", Some("repo-root"), "whole checkout"),
+    ("chmod -R u=rwx .", Some("repo-root"), "whole checkout"),
+    ("chmod -R u+w ..", Some("repo-root"), "parent"),
+    ("chmod -R a-w *", Some("repo-root"), "everything in"),
+    ("chmod -R u+w .git", Some("git-dir"), "git directory"),
+    ("chown -R nobody .", Some("repo-root"), "whole checkout"),
+    (
+        "bash -c 'chmod -R 000 .'",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    ("env chmod -R 777 /home", Some("home"), "home"),
+];
+
+const DATABASES: &[Case] = &[
+    // Dedicated tools that drop or reset a database.
+    (
+        "dropdb prod",
+        Some("database-drop"),
+        "deletes a PostgreSQL database",
+    ),
+    (
+        "dropdb -h localhost -U postgres app_dev",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "sudo -u postgres dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    ("dropuser alice", Some("database-drop"), "role"),
+    (
+        "mysqladmin -u root -p drop shop",
+        Some("database-drop"),
+        "MySQL database",
+    ),
+    ("rails db:drop", Some("database-drop"), "db:drop"),
+    ("bin/rails db:reset", Some("database-drop"), "db:reset"),
+    (
+        "bundle exec rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    (
+        "RAILS_ENV=production bundle exec rake db:drop",
+        Some("database-drop"),
+        "rake db:drop",
+    ),
+    ("rake db:drop:all", Some("database-drop"), "db:drop:all"),
+    (
+        "npx prisma migrate reset --force",
+        Some("database-drop"),
+        "prisma migrate reset",
+    ),
+    (
+        "yarn prisma migrate reset",
+        Some("database-drop"),
+        "prisma migrate reset",
+    ),
+    (
+        "pnpm exec prisma db push --force-reset",
+        Some("database-drop"),
+        "force-reset",
+    ),
+    (
+        "python manage.py flush --noinput",
+        Some("database-drop"),
+        "manage.py flush",
+    ),
+    ("./manage.py flush", Some("database-drop"), "flush"),
+    (
+        "poetry run python manage.py flush",
+        Some("database-drop"),
+        "flush",
+    ),
+    (
+        "php artisan migrate:fresh",
+        Some("database-drop"),
+        "migrate:fresh",
+    ),
+    ("mix ecto.reset", Some("database-drop"), "ecto.reset"),
+    ("flyway clean", Some("database-drop"), "flyway clean"),
+    (
+        "npx sequelize-cli db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    (
+        "docker exec -i db dropdb -U postgres app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "docker compose exec web rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    (
+        "docker-compose run --rm web python manage.py flush",
+        Some("database-drop"),
+        "flush",
+    ),
+    (
+        "kubectl exec -it pg-0 -- dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "ssh -i key.pem db1 dropdb app",
+        Some("database-drop"),
+        "dropdb",
+    ),
+    (
+        "ssh db1 <<'EOF'\nredis-cli flushall\nEOF",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    ("ssh db1 uptime", None, ""),
+    ("ssh -o BatchMode=yes host 'cd app && git pull'", None, ""),
+    ("docker exec app git pull", None, ""),
+    (
+        "ssh host 'cd app && git reset --hard'",
+        Some("git-reset-hard"),
+        "discards",
+    ),
+    (
+        "docker exec app git push --force",
+        Some("git-force-push"),
+        "rewrites history",
+    ),
+    ("bash -c 'dropdb app'", Some("database-drop"), "dropdb"),
+    ("env PGHOST=db dropdb app", Some("database-drop"), "dropdb"),
+    (
+        "cd app && bin/rails db:drop",
+        Some("database-drop"),
+        "db:drop",
+    ),
+    ("\"dropdb\" app", Some("database-drop"), "dropdb"),
+    // The same in the database's own language.
+    (
+        "mongosh app --eval 'db.dropDatabase()'",
+        Some("destructive-sql"),
+        "drop",
+    ),
+    (
+        "mongo app --eval \"db.users.drop()\"",
+        Some("destructive-sql"),
+        "drop",
+    ),
+    (
+        "docker exec mongo mongosh --eval 'db.dropDatabase()'",
+        Some("destructive-sql"),
+        "drop",
+    ),
+    ("redis-cli FLUSHDB", Some("destructive-sql"), "every key"),
+    (
+        "redis-cli -n 2 flushall async",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    (
+        "docker exec -it cache redis-cli FLUSHALL",
+        Some("destructive-sql"),
+        "every key",
+    ),
+    (
+        "psql -c 'DELETE FROM users WHERE 1=1'",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"DELETE FROM users WHERE 1\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "mysql -e \"UPDATE users SET admin = 1 WHERE true\"",
+        Some("destructive-sql"),
+        "UPDATE with a WHERE that is always true",
+    ),
+    (
+        "sqlite3 app.db \"DELETE FROM t WHERE 'a'='a'\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"DELETE FROM users WHERE id = 5 OR 1=1\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"UPDATE accounts SET balance = 0 WHERE (1 = 1)\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql <<SQL\nDELETE FROM orders WHERE 2 > 1;\nSQL",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "mysql <<< \"delete from logs where 1=1\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"DELETE FROM t WHERE id = id\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "docker exec -i db psql -U app -c 'DROP TABLE users'",
+        Some("destructive-sql"),
+        "DROP",
+    ),
+    (
+        "docker exec -i db psql -U app <<'SQL'\nTRUNCATE sessions;\nSQL",
+        Some("destructive-sql"),
+        "TRUNCATE",
+    ),
+    (
+        "echo \"DELETE FROM users WHERE TRUE;\" | psql",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    (
+        "psql -c \"delete from users where not false\"",
+        Some("destructive-sql"),
+        "always true",
+    ),
+    // Ordinary database work runs.
+    ("psql -c 'SELECT count(*) FROM users'", None, ""),
+    ("psql -c \"DELETE FROM users WHERE id = 3\"", None, ""),
+    (
+        "psql -c \"DELETE FROM users WHERE id = 3 AND 1=1\"",
+        None,
+        "",
+    ),
+    (
+        "mysql -e \"UPDATE users SET name = 'x' WHERE id = 7\"",
+        None,
+        "",
+    ),
+    (
+        "sqlite3 app.db \"DELETE FROM t WHERE created < '2020-01-01'\"",
+        None,
+        "",
+    ),
+    (
+        "psql -c \"DELETE FROM t WHERE id IN (SELECT id FROM u WHERE 1=1)\"",
+        None,
+        "",
+    ),
+    ("psql -c \"SELECT * FROM t WHERE 1=1\"", None, ""),
+    (
+        "psql -c \"DELETE FROM t WHERE name = 'a' OR name = 'b'\"",
+        None,
+        "",
+    ),
+    ("rails db:migrate", None, ""),
+    ("bin/rails db:seed", None, ""),
+    ("bundle exec rake db:migrate:status", None, ""),
+    ("npx prisma migrate dev --name init", None, ""),
+    ("npx prisma generate", None, ""),
+    ("python manage.py migrate", None, ""),
+    ("python manage.py test", None, ""),
+    ("php artisan migrate", None, ""),
+    ("mix ecto.migrate", None, ""),
+    ("redis-cli GET k", None, ""),
+    ("redis-cli SET k v", None, ""),
+    ("docker exec -it db psql -U app -c 'SELECT 1'", None, ""),
+    ("mongosh app --eval 'db.users.find()'", None, ""),
+    ("createdb app_test", None, ""),
+    ("mysqladmin -u root status", None, ""),
+    ("echo 'dropdb prod' > notes.txt", None, ""),
+    ("grep -rn dropDatabase src", None, ""),
+    ("git commit -m 'rails db:drop is gone'", None, ""),
+];
+
+const INFRASTRUCTURE: &[Case] = &[
+    (
+        "terraform destroy",
+        Some("infra-destroy"),
+        "every resource the configuration manages",
+    ),
+    (
+        "terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "terraform destroy",
+    ),
+    (
+        "terraform -chdir=infra destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "terraform apply -destroy -auto-approve",
+        Some("infra-destroy"),
+        "apply -destroy",
+    ),
+    ("tofu destroy", Some("infra-destroy"), "tofu destroy"),
+    (
+        "terragrunt run-all destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "bash -c 'terraform destroy -auto-approve'",
+        Some("infra-destroy"),
+        "terraform destroy",
+    ),
+    (
+        "sh -c \"cd infra && terraform destroy -auto-approve\"",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "env TF_LOG=debug terraform destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    ("sudo terraform destroy", Some("infra-destroy"), "destroy"),
+    (
+        "timeout 600 terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "cd infra; terraform init && terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "echo yes | terraform destroy",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "ssh deploy@host terraform -chdir=infra destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "ssh -p 2222 host 'cd /srv && rm -rf *'",
+        Some("system-dir"),
+        "everything in /srv",
+    ),
+    ("\"terraform\" 'destroy'", Some("infra-destroy"), "destroy"),
+    ("t''erraform destroy", Some("infra-destroy"), "destroy"),
+    (
+        "(cd infra && terraform destroy)",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "docker exec tools terraform destroy -auto-approve",
+        Some("infra-destroy"),
+        "destroy",
+    ),
+    (
+        "pulumi destroy --yes",
+        Some("infra-destroy"),
+        "every resource of the stack",
+    ),
+    ("pulumi down -y", Some("infra-destroy"), "pulumi destroy"),
+    ("pulumi stack rm dev", Some("infra-destroy"), "stack"),
+    (
+        "kubectl delete namespace prod",
+        Some("infra-destroy"),
+        "namespace and everything in it",
+    ),
+    (
+        "kubectl delete ns staging",
+        Some("infra-destroy"),
+        "namespace",
+    ),
+    (
+        "kubectl delete ns/staging",
+        Some("infra-destroy"),
+        "namespace",
+    ),
+    (
+        "kubectl -n prod delete pods --all",
+        Some("infra-destroy"),
+        "every resource of that kind",
+    ),
+    (
+        "kubectl delete deploy -A",
+        Some("infra-destroy"),
+        "every resource",
+    ),
+    (
+        "kubectl delete all --all -n prod",
+        Some("infra-destroy"),
+        "every resource",
+    ),
+    (
+        "kubectl --context prod delete namespaces a b",
+        Some("infra-destroy"),
+        "namespace",
+    ),
+    ("helm uninstall web", Some("infra-destroy"), "release"),
+    ("helm -n prod delete web", Some("infra-destroy"), "release"),
+    (
+        "aws s3 rb s3://bucket --force",
+        Some("infra-destroy"),
+        "bucket",
+    ),
+    (
+        "aws s3 rm s3://bucket --recursive",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "aws --profile prod s3 rm s3://b/logs/ --recursive",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "aws ec2 terminate-instances --instance-ids i-1",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
+    (
+        "aws rds delete-db-instance --db-instance-identifier db1",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
+    (
+        "gcloud compute instances delete vm-1 --zone us-east1-b",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
+    (
+        "gcloud projects delete my-proj",
+        Some("infra-destroy"),
+        "cloud resources",
+    ),
+    (
+        "gsutil rm -r gs://bucket/data",
+        Some("infra-destroy"),
+        "every object",
+    ),
+    (
+        "az group delete -n rg-prod --yes",
+        Some("infra-destroy"),
+        "Azure",
+    ),
+    ("az vm delete -g rg -n vm1", Some("infra-destroy"), "Azure"),
+    // Looking, planning and targeted changes run.
+    ("terraform plan", None, ""),
+    ("terraform plan -destroy -out=destroy.tfplan", None, ""),
+    ("terraform init && terraform validate", None, ""),
+    ("terraform fmt -recursive", None, ""),
+    ("terraform state list", None, ""),
+    ("terraform apply -auto-approve", None, ""),
+    ("pulumi preview", None, ""),
+    ("kubectl get ns", None, ""),
+    ("kubectl get pods -A", None, ""),
+    ("kubectl delete pod web-1", None, ""),
+    ("kubectl delete -f deploy.yaml", None, ""),
+    ("kubectl describe namespace prod", None, ""),
+    ("helm list -A", None, ""),
+    ("helm install web ./chart", None, ""),
+    ("aws s3 ls", None, ""),
+    ("aws s3 cp build s3://b/site --recursive", None, ""),
+    ("aws s3 rm s3://b/file.txt", None, ""),
+    ("gcloud compute instances list", None, ""),
+    ("az group list", None, ""),
+    ("echo terraform destroy", None, ""),
+    ("grep -r 'terraform destroy' docs", None, ""),
+];
+
+const DOCKER: &[Case] = &[
+    (
+        "docker system prune -a --volumes",
+        Some("docker-volumes"),
+        "volume",
+    ),
+    (
+        "docker system prune -af --volumes",
+        Some("docker-volumes"),
+        "volume",
+    ),
+    (
+        "docker system prune --all",
+        Some("docker-volumes"),
+        "every unused image",
+    ),
+    (
+        "docker volume rm pgdata",
+        Some("docker-volumes"),
+        "data in them",
+    ),
+    (
+        "docker volume prune -f",
+        Some("docker-volumes"),
+        "data in them",
+    ),
+    ("podman volume rm data", Some("docker-volumes"), "volumes"),
+    ("docker compose down -v", Some("docker-volumes"), "volumes"),
+    (
+        "docker-compose down --volumes",
+        Some("docker-volumes"),
+        "volumes",
+    ),
+    (
+        "sudo docker volume rm pgdata",
+        Some("docker-volumes"),
+        "volumes",
+    ),
+    (
+        "bash -c 'docker volume prune -f'",
+        Some("docker-volumes"),
+        "volumes",
+    ),
+    ("docker volume ls", None, ""),
+    ("docker volume create cache", None, ""),
+    ("docker volume inspect pgdata", None, ""),
+    ("docker system df", None, ""),
+    ("docker system prune -f", None, ""),
+    ("docker compose down", None, ""),
+    ("docker compose up -d --build", None, ""),
+    ("docker image prune -f", None, ""),
+    ("docker rm -f web", None, ""),
+    ("docker ps -a", None, ""),
+    ("docker run --rm -v \"$PWD\":/w alpine ls /w", None, ""),
+];
+
+const GLOBS: &[Case] = &[
+    ("rm -rf *.egg-info", None, ""),
+    ("rm -rf build-*", None, ""),
+    ("rm -rf packages/*/dist", None, ""),
+    ("rm -rf src/{a,b}/*", None, ""),
+    ("rm -rf {build,dist}", None, ""),
+    ("rm -rf /tmp/*.log", None, ""),
+    ("(cd build; rm -rf *)", None, ""),
+    ("rm -rf .*", Some("git-dir"), "git directory"),
+    ("rm -rf ./.[!.]*", Some("git-dir"), "git directory"),
+    ("rm -rf /*/", Some("root"), "everything in /"),
+    ("rm -rf ~/*/", Some("home"), "home"),
+    ("rm -rf /usr/*", Some("system-dir"), "everything in /usr"),
+    ("rm -rf {build,/}", Some("root"), "root"),
+    ("rm -rf /{usr,etc}", Some("system-dir"), "system"),
+    ("rm -rf ./*/.git", Some("git-dir"), "git"),
+    (
+        "(cd build && make); rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "bash -c 'cd /' && rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "echo $(cd /) && rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "cd build; cd -; rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    (
+        "pushd build; popd; rm -rf *",
+        Some("repo-root"),
+        "whole checkout",
+    ),
+    ("pushd build && rm -rf *", None, ""),
+    (
+        "CDPATH=/; cd etc && rm -rf *",
+        Some("root"),
+        "everything in /",
+    ),
+    ("rm -rf /home/*u*", Some("home"), "home"),
+    ("rm -rf /w*/repo", Some("repo-root"), "repository"),
+    (
+        "rm -rf ../../../../../r?po",
+        Some("repo-root"),
+        "repository",
+    ),
+    (
+        "(cd /; find . -exec rm -rf {} +)",
+        Some("system-dir"),
+        "system",
+    ),
+];
+
+#[test]
+fn guard_classes() {
+    let env = env();
+    let mut failures = Vec::new();
+    let mut total = 0;
+    for (class, cases) in CLASSES {
+        let allowed = cases.iter().filter(|c| c.1.is_none()).count();
+        assert!(
+            cases.len() >= 10 && allowed >= 5 && cases.len() - allowed >= 5,
+            "{class}: {} cases, {allowed} allowed",
+            cases.len()
+        );
+        total += cases.len();
+        for (line, rule, reason) in *cases {
+            let got = inspect(line, &env);
+            let ok = match (&got, rule) {
+                (Ok(_), None) => true,
+                (Err(b), Some(r)) => b.rule == *r && b.reason.contains(reason),
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!(
+                    "[{class}] {line:?}: expected {rule:?} ({reason:?}), got {got:?}"
+                ));
+            }
+        }
+    }
+    assert!(total + TABLE.len() >= 250, "{} cases", total + TABLE.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {total} wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
 
 #[test]
 fn guard_table() {

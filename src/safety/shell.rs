@@ -29,8 +29,35 @@ pub struct Word {
     pub has_subst: bool,
     /// Contains an unquoted glob character (`*`, `?`, `[`).
     pub glob: bool,
+    /// Contains an unquoted `{`: it may be brace-expanded (`{a,b}`, `{1..3}`) into several words.
+    pub brace: bool,
     /// Any part was quoted.
     pub quoted: bool,
+    /// Where each expansion sits in `text`, so a guard that knows a variable's value can put it in.
+    pub expansions: Vec<Expansion>,
+}
+
+/// One expansion inside a [`Word`]: its placeholder's byte range in the word's text and what it expands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expansion {
+    pub start: usize,
+    pub end: usize,
+    pub kind: ExpansionKind,
+    /// Inside double quotes: the value is neither split into words nor globbed.
+    pub quoted: bool,
+    /// The expansion may produce nothing (`$X`, but not `${X:?}` or `$((1+1))`).
+    pub may_be_empty: bool,
+}
+
+/// What an [`Expansion`] expands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpansionKind {
+    /// `$NAME`, `$1` or `${NAME<op>}`, with the operator and its word (`:-default`, `:?`, `%/`), empty for plain.
+    Param { name: String, op: String },
+    /// `$(...)` or backticks: the commands `first..end` of [`Script::commands`].
+    Command { first: usize, end: usize },
+    /// Anything else (`$((...))`, `$@`, `$#`, `${#X}`, `${!X}`): only known at run time.
+    Other,
 }
 
 impl Word {
@@ -86,6 +113,16 @@ pub struct Command {
     pub background: bool,
     /// `name() ...`: this entry only records a function definition.
     pub defines: Option<String>,
+    /// The subshells this command runs in, outermost first (`(...)`, `$(...)`, backticks, `<(...)`), each
+    /// with an id unique in the line; empty at the top level. A `cd` or assignment in a subshell does not reach
+    /// commands outside it.
+    pub scope: Vec<u32>,
+    /// The and-or operator before this command in its list: `None` when it starts a list, `Some("&&")` when
+    /// every operator before it in the list is `&&` (so the commands before it all ran when it runs), and
+    /// `Some("||")` otherwise.
+    pub op: Option<&'static str>,
+    /// Its stdout is piped into the next command (so it runs in a subshell).
+    pub pipes_out: bool,
     /// Here-documents announced on this command, whose bodies follow the end of the line.
     pub(crate) heredoc_requests: Vec<(String, bool, bool)>,
 }
@@ -137,6 +174,10 @@ pub fn parse(source: &str, depth: usize) -> Result<Script, ParseError> {
         out: Vec::new(),
         pending: Vec::new(),
         depth,
+        scopes: Vec::new(),
+        next_scope: 1,
+        op: None,
+        list_or: false,
     };
     parser.sequence(false)?;
     Ok(Script {
@@ -153,7 +194,18 @@ struct Parser {
     out: Vec<Command>,
     pending: Vec<PendingHeredoc>,
     depth: usize,
+    /// The subshells being parsed, outermost first.
+    scopes: Vec<u32>,
+    /// The next subshell id (shared with sub-parsers, so ids stay unique in the line).
+    next_scope: u32,
+    /// The and-or operator waiting for the next command of the list.
+    op: Option<&'static str>,
+    /// The current list has had a `||`: from there on, earlier commands may not have run.
+    list_or: bool,
 }
+
+/// What a nested sequence saves of its parent's and-or list.
+type ListState = (Option<&'static str>, bool);
 
 /// Characters that end an unquoted word.
 fn is_meta(c: char) -> bool {
@@ -215,7 +267,11 @@ impl Parser {
                 '#' => self.skip_comment(),
                 '\n' => {
                     self.pos += 1;
-                    self.finish(&mut current, &mut piped_from, Sep::Plain);
+                    let finished = self.finish(&mut current, &mut piped_from, Sep::Plain);
+                    // `a &&` at the end of a line continues the list on the next one.
+                    if finished || self.op.is_none() {
+                        self.end_list();
+                    }
                     self.read_heredocs()?;
                 }
                 ';' => {
@@ -223,14 +279,23 @@ impl Parser {
                     self.eat(";");
                     self.eat("&");
                     self.finish(&mut current, &mut piped_from, Sep::Plain);
+                    self.end_list();
                 }
-                '&' if self.eat("&&") => self.finish(&mut current, &mut piped_from, Sep::Plain),
+                '&' if self.eat("&&") => {
+                    self.finish(&mut current, &mut piped_from, Sep::Plain);
+                    self.op = Some(if self.list_or { "||" } else { "&&" });
+                }
                 '&' if self.peek_at(1) == Some('>') => self.redirect(&mut current, None)?,
                 '&' => {
                     self.pos += 1;
                     self.finish(&mut current, &mut piped_from, Sep::Background);
+                    self.end_list();
                 }
-                '|' if self.eat("||") => self.finish(&mut current, &mut piped_from, Sep::Plain),
+                '|' if self.eat("||") => {
+                    self.finish(&mut current, &mut piped_from, Sep::Plain);
+                    self.list_or = true;
+                    self.op = Some("||");
+                }
                 '|' => {
                     self.pos += 1;
                     self.eat("&");
@@ -239,7 +304,7 @@ impl Parser {
                 '(' => self.open_paren(&mut current, &mut piped_from)?,
                 '<' | '>' if self.peek_at(1) == Some('(') => {
                     self.pos += 2;
-                    self.sequence(true)?;
+                    self.subshell()?;
                     current.words.push(Word {
                         text: "/dev/fd/63".into(),
                         has_subst: true,
@@ -250,6 +315,53 @@ impl Parser {
                 _ => self.word_or_fd_redirect(&mut current)?,
             }
         }
+    }
+
+    fn end_list(&mut self) {
+        self.op = None;
+        self.list_or = false;
+    }
+
+    /// Parses a subshell or substitution up to its `)`, in a scope of its own, with its own and-or lists.
+    /// Returns the range of commands it produced.
+    fn subshell(&mut self) -> Result<(usize, usize), ParseError> {
+        let first = self.out.len();
+        let saved: ListState = (self.op.take(), std::mem::take(&mut self.list_or));
+        let id = self.next_scope;
+        self.next_scope += 1;
+        self.scopes.push(id);
+        let result = self.sequence(true);
+        self.scopes.pop();
+        (self.op, self.list_or) = saved;
+        result?;
+        Ok((first, self.out.len()))
+    }
+
+    /// A parser for text inside this line (a backtick substitution, a here-document), whose commands join
+    /// this parser's output through [`Parser::absorb`].
+    fn sub(&mut self, text: &str, scopes: Vec<u32>) -> Parser {
+        Parser {
+            chars: text.chars().collect(),
+            pos: 0,
+            out: Vec::new(),
+            pending: Vec::new(),
+            depth: self.depth,
+            scopes,
+            next_scope: self.next_scope,
+            op: None,
+            list_or: false,
+        }
+    }
+
+    /// Appends a sub-parser's commands, keeping their pipe links pointing at the right commands.
+    fn absorb(&mut self, sub: Parser) -> (usize, usize) {
+        let base = self.out.len();
+        self.next_scope = sub.next_scope;
+        self.out.extend(sub.out.into_iter().map(|mut c| {
+            c.piped_from = c.piped_from.map(|i| i + base);
+            c
+        }));
+        (base, self.out.len())
     }
 
     /// `name()` defines a function; any other `(` opens a subshell.
@@ -274,16 +386,23 @@ impl Parser {
         }
         self.pos += 1;
         self.finish(current, piped_from, Sep::Plain);
-        self.sequence(true)
+        self.subshell()?;
+        // The group is one element of its list: the operator before it is used up.
+        self.op = None;
+        Ok(())
     }
 
-    fn finish(&mut self, current: &mut Command, piped_from: &mut Option<usize>, sep: Sep) {
+    /// Ends the current simple command; false when there was none.
+    fn finish(&mut self, current: &mut Command, piped_from: &mut Option<usize>, sep: Sep) -> bool {
         let mut cmd = std::mem::take(current);
         if cmd.is_empty() {
-            return;
+            return false;
         }
         cmd.piped_from = piped_from.take();
         cmd.background = matches!(sep, Sep::Background);
+        cmd.pipes_out = matches!(sep, Sep::Pipe);
+        cmd.scope = self.scopes.clone();
+        cmd.op = self.op.take();
         let index = self.out.len();
         for (delim, strip, expand) in std::mem::take(&mut cmd.heredoc_requests) {
             self.pending.push((index, delim, strip, expand));
@@ -292,6 +411,7 @@ impl Parser {
         if matches!(sep, Sep::Pipe) {
             *piped_from = Some(index);
         }
+        true
     }
 
     fn skip_blanks(&mut self) {
@@ -388,15 +508,14 @@ impl Parser {
             }
             if expand {
                 // Substitutions in an unquoted here-document run; parse them so the guard sees them.
-                let mut sub = Parser {
-                    chars: body.chars().collect(),
-                    pos: 0,
-                    out: Vec::new(),
-                    pending: Vec::new(),
-                    depth: self.depth,
-                };
+                let scopes = self
+                    .out
+                    .get(index)
+                    .map(|c| c.scope.clone())
+                    .unwrap_or_default();
+                let mut sub = self.sub(&body, scopes);
                 sub.heredoc_expansions()?;
-                self.out.extend(sub.out);
+                self.absorb(sub);
             }
             if let Some(cmd) = self.out.get_mut(index) {
                 cmd.heredocs.push(Heredoc { body, expand });
@@ -417,7 +536,7 @@ impl Parser {
                 }
                 '`' => {
                     self.pos += 1;
-                    self.backtick(&mut scratch)?;
+                    self.backtick(&mut scratch, true)?;
                 }
                 _ => self.pos += 1,
             }
@@ -457,9 +576,13 @@ impl Parser {
                     self.double_quoted(&mut w)?;
                 }
                 '$' => self.dollar(&mut w, false)?,
-                '`' => self.backtick(&mut w)?,
+                '`' => self.backtick(&mut w, false)?,
                 '*' | '?' | '[' => {
                     w.glob = true;
+                    w.text.push(c);
+                }
+                '{' => {
+                    w.brace = true;
                     w.text.push(c);
                 }
                 _ => w.text.push(c),
@@ -512,7 +635,7 @@ impl Parser {
                     _ => w.text.push('\\'),
                 },
                 '$' => self.dollar(w, true)?,
-                '`' => self.backtick(w)?,
+                '`' => self.backtick(w, true)?,
                 _ => w.text.push(c),
             }
         }
@@ -521,57 +644,67 @@ impl Parser {
 
     /// After a `$`: ANSI-C quoting, substitutions, arithmetic, or a parameter.
     fn dollar(&mut self, w: &mut Word, in_quotes: bool) -> Result<(), ParseError> {
-        match self.peek() {
+        let start = w.text.len();
+        let (kind, may_be_empty) = match self.peek() {
             Some('\'') if !in_quotes => {
                 self.pos += 1;
                 w.quoted = true;
-                self.ansi_c(w)
+                return self.ansi_c(w);
             }
             Some('"') if !in_quotes => {
                 self.pos += 1;
                 w.quoted = true;
-                self.double_quoted(w)
+                return self.double_quoted(w);
             }
             Some('(') if self.peek_at(1) == Some('(') => {
                 self.pos += 2;
                 self.skip_balanced('(', ')', 2)?;
                 w.text.push_str("$((...))");
                 w.has_var = true;
-                Ok(())
+                (ExpansionKind::Other, false)
             }
             Some('(') => {
                 self.pos += 1;
-                self.sequence(true)?;
+                let (first, end) = self.subshell()?;
                 w.text.push_str("$(...)");
                 w.has_subst = true;
-                Ok(())
+                (ExpansionKind::Command { first, end }, true)
             }
             Some('{') => {
                 self.pos += 1;
-                let start = self.pos;
+                let open = self.pos;
                 self.skip_balanced('{', '}', 1)?;
-                let inner: String = self.chars[start..self.pos - 1].iter().collect();
+                let inner: String = self.chars[open..self.pos - 1].iter().collect();
+                if inner.contains("$(") || inner.contains('`') {
+                    // `${X:-$(cmd)}` runs `cmd`: the guard must see it.
+                    let mut sub = self.sub(&inner, self.scopes.clone());
+                    sub.heredoc_expansions()?;
+                    self.absorb(sub);
+                    w.has_subst = true;
+                }
                 w.text.push_str(&format!("${{{inner}}}"));
                 w.has_var = true;
-                if !expansion_is_never_empty(&inner) {
+                let may_be_empty = !expansion_is_never_empty(&inner);
+                if may_be_empty {
                     w.var_may_be_empty = true;
                 }
-                Ok(())
+                (braced(&inner), may_be_empty)
             }
             Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                let start = self.pos;
+                let from = self.pos;
                 while self
                     .peek()
                     .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
                 {
                     self.pos += 1;
                 }
-                let name: String = self.chars[start..self.pos].iter().collect();
+                let name: String = self.chars[from..self.pos].iter().collect();
                 w.text.push('$');
                 w.text.push_str(&name);
                 w.has_var = true;
                 w.var_may_be_empty = true;
-                Ok(())
+                let op = String::new();
+                (ExpansionKind::Param { name, op }, true)
             }
             Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
                 self.pos += 1;
@@ -579,13 +712,29 @@ impl Parser {
                 w.text.push(c);
                 w.has_var = true;
                 w.var_may_be_empty = true;
-                Ok(())
+                let kind = if c.is_ascii_digit() {
+                    ExpansionKind::Param {
+                        name: c.to_string(),
+                        op: String::new(),
+                    }
+                } else {
+                    ExpansionKind::Other
+                };
+                (kind, true)
             }
             _ => {
                 w.text.push('$');
-                Ok(())
+                return Ok(());
             }
-        }
+        };
+        w.expansions.push(Expansion {
+            start,
+            end: w.text.len(),
+            kind,
+            quoted: in_quotes,
+            may_be_empty,
+        });
+        Ok(())
     }
 
     /// Skips to the `close` that balances `open`, with `depth` opens already consumed.
@@ -612,7 +761,7 @@ impl Parser {
     }
 
     /// `` `...` ``: the old form of `$(...)`. Backslash-escaped backticks nest.
-    fn backtick(&mut self, w: &mut Word) -> Result<(), ParseError> {
+    fn backtick(&mut self, w: &mut Word, in_quotes: bool) -> Result<(), ParseError> {
         let mut inner = String::new();
         loop {
             let Some(c) = self.peek() else {
@@ -631,10 +780,28 @@ impl Parser {
                 _ => inner.push(c),
             }
         }
-        let script = parse(&inner, self.depth + 1)?;
-        self.out.extend(script.commands);
+        if self.depth + 1 > MAX_DEPTH {
+            return Err(ParseError(format!(
+                "scripts nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let mut scopes = self.scopes.clone();
+        scopes.push(self.next_scope);
+        self.next_scope += 1;
+        let mut sub = self.sub(&inner, scopes);
+        sub.depth += 1;
+        sub.sequence(false)?;
+        let (first, end) = self.absorb(sub);
+        let start = w.text.len();
         w.text.push_str("$(...)");
         w.has_subst = true;
+        w.expansions.push(Expansion {
+            start,
+            end: w.text.len(),
+            kind: ExpansionKind::Command { first, end },
+            quoted: in_quotes,
+            may_be_empty: true,
+        });
         Ok(())
     }
 
@@ -705,13 +872,16 @@ impl Parser {
     }
 }
 
-/// `NAME=...` or `NAME+=...` with a valid name.
-fn is_assignment(w: &Word) -> bool {
+/// `NAME=...`, `NAME+=...` or `NAME[subscript]=...` with a valid name.
+pub(crate) fn is_assignment(w: &Word) -> bool {
     let Some(eq) = w.text.find('=') else {
         return false;
     };
     let name = w.text[..eq].trim_end_matches('+');
-    is_name(name)
+    match name.split_once('[') {
+        Some((array, subscript)) => is_name(array) && subscript.ends_with(']'),
+        None => is_name(name),
+    }
 }
 
 fn is_name_eq(text: &str) -> bool {
@@ -728,6 +898,27 @@ fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// What `${inner}` expands: a named or positional parameter with its operator, or something only known at
+/// run time (`${#X}`, `${!X}`, `${@}`).
+fn braced(inner: &str) -> ExpansionKind {
+    let name_len = if inner.starts_with(|c: char| c.is_ascii_digit()) {
+        inner.chars().take_while(char::is_ascii_digit).count()
+    } else {
+        inner
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .count()
+    };
+    let name = &inner[..name_len];
+    if name.is_empty() || !(is_name(name) || name.chars().all(|c| c.is_ascii_digit())) {
+        return ExpansionKind::Other;
+    }
+    ExpansionKind::Param {
+        name: name.to_string(),
+        op: inner[name_len..].to_string(),
+    }
+}
+
 /// `${X:?msg}` aborts when X is unset or empty, and `${X:-default}` with a non-empty default never expands to
 /// nothing; every other form may.
 fn expansion_is_never_empty(inner: &str) -> bool {
@@ -737,5 +928,119 @@ fn expansion_is_never_empty(inner: &str) -> bool {
     match inner.split_once(":-").or_else(|| inner.split_once(":=")) {
         Some((_, default)) => !default.is_empty() && !default.starts_with('$'),
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(line: &str) -> Vec<Command> {
+        parse(line, 0).expect("the test line parses").commands
+    }
+
+    fn names(cmds: &[Command]) -> Vec<String> {
+        cmds.iter()
+            .map(|c| c.words.first().map(|w| w.text.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn and_or_operators_say_whether_the_commands_before_ran() {
+        let cmds = commands("a && b || c && d; e\nf &&\ng & h");
+        assert_eq!(names(&cmds), ["a", "b", "c", "d", "e", "f", "g", "h"]);
+        let ops: Vec<Option<&str>> = cmds.iter().map(|c| c.op).collect();
+        // After the `||`, every later operator of the list reads `||`: `b` may not have run.
+        assert_eq!(
+            ops,
+            [
+                None,
+                Some("&&"),
+                Some("||"),
+                Some("||"),
+                None,
+                None,
+                Some("&&"),
+                None
+            ]
+        );
+        assert!(cmds[6].background);
+    }
+
+    #[test]
+    fn subshells_and_substitutions_get_their_own_scopes() {
+        let cmds = commands("(cd x; a) && echo $(b; c) `d` && e");
+        let scopes: Vec<(String, Vec<u32>)> = cmds
+            .iter()
+            .map(|c| (c.words[0].text.clone(), c.scope.clone()))
+            .collect();
+        assert_eq!(scopes[0], ("cd".into(), vec![1]));
+        assert_eq!(scopes[1], ("a".into(), vec![1]));
+        assert_eq!(scopes[2].1, vec![2]);
+        assert_eq!(scopes[3].1, vec![2]);
+        assert_eq!(scopes[4], ("d".into(), vec![3]));
+        assert_eq!(scopes[5], ("echo".into(), vec![]));
+        assert_eq!(scopes[6], ("e".into(), vec![]));
+        // The group used up the `&&` before it; `echo` follows the `&&` after it.
+        assert_eq!(cmds[5].op, Some("&&"));
+    }
+
+    #[test]
+    fn expansions_record_where_they_are_and_what_they_run() {
+        let cmds = commands("X=$(mktemp -d) && rm -rf \"$X\"/* ${Y:-a} $1");
+        let assign = &cmds[1].assignments[0];
+        assert_eq!(assign.text, "X=$(...)");
+        assert_eq!(
+            assign.expansions[0].kind,
+            ExpansionKind::Command { first: 0, end: 1 }
+        );
+        assert_eq!(names(&cmds[..1]), ["mktemp"]);
+        let rm = &cmds[2];
+        let target = &rm.words[2];
+        assert_eq!(target.text, "$X/*");
+        let e = &target.expansions[0];
+        assert_eq!((e.start, e.end, e.quoted), (0, 2, true));
+        assert_eq!(
+            e.kind,
+            ExpansionKind::Param {
+                name: "X".into(),
+                op: String::new()
+            }
+        );
+        assert!(target.glob);
+        let default = &rm.words[3].expansions[0];
+        assert_eq!(
+            (default.kind.clone(), default.may_be_empty),
+            (
+                ExpansionKind::Param {
+                    name: "Y".into(),
+                    op: ":-a".into()
+                },
+                false
+            )
+        );
+        assert!(
+            matches!(&rm.words[4].expansions[0].kind, ExpansionKind::Param { name, .. } if name == "1")
+        );
+    }
+
+    #[test]
+    fn pipes_inside_backticks_point_at_their_own_commands() {
+        let cmds = commands("ls; echo `printf x | sh`");
+        let sh = cmds
+            .iter()
+            .find(|c| c.words[0].text == "sh")
+            .expect("sh is parsed");
+        let upstream = &cmds[sh.piped_from.expect("sh reads a pipe")];
+        assert_eq!(upstream.words[0].text, "printf");
+        assert!(upstream.pipes_out);
+    }
+
+    #[test]
+    fn braces_and_array_elements_are_marked() {
+        let cmds = commands("X[0]=/ rm -rf {a,b}");
+        assert!(is_assignment(&cmds[0].assignments[0]));
+        assert!(cmds[0].words[2].brace);
+        assert!(!cmds[0].words[0].brace);
     }
 }

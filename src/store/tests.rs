@@ -815,3 +815,50 @@ fn push_check_finds_known_values_in_agent_history_only() {
     let leaks = store.secrets_in_refs(&agent, &r).unwrap();
     assert_eq!(leaks.len(), 2, "{leaks:?}");
 }
+
+/// Issue 17 defect 12: a storage error says what failed in words and names the lock in the way, not gix's
+/// internal structures.
+#[test]
+fn a_stale_lock_is_named_in_words() {
+    let repo = TestRepo::with_commit("stale-lock");
+    let store = Store::open(&repo.dir).unwrap();
+    std::fs::create_dir_all(repo.path(".git/refs/heads/agent")).unwrap();
+    let lock = repo.path(".git/refs/heads/agent/zz.lock");
+    std::fs::write(&lock, "").unwrap();
+    let head = store.repo.head_id().unwrap().detach();
+    let err = store
+        .create_branch("refs/heads/agent/zz", head, "test")
+        .unwrap_err();
+    let text = err.to_string();
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    assert!(
+        first.starts_with("git storage error: could not prepare reference edit"),
+        "{text}"
+    );
+    assert!(
+        first.contains(&format!("{} exists", lock.display())),
+        "{text}"
+    );
+    for debug in ["Message {", "values:", "Bytes(", "Caused by"] {
+        assert!(!text.contains(debug), "{text}");
+    }
+    assert_eq!(
+        lines.next(),
+        Some(
+            format!(
+                "hint: if no git or git-agent process is running in this repository, remove {} and try again",
+                lock.display()
+            )
+            .as_str()
+        ),
+        "{text}"
+    );
+    // Nothing was written: the lock is the stale one, the branch does not exist.
+    assert!(store
+        .repo
+        .try_find_reference("refs/heads/agent/zz")
+        .unwrap()
+        .is_none());
+    assert_eq!(std::fs::read(&lock).unwrap(), b"");
+}

@@ -318,6 +318,12 @@ pub enum Event<'a> {
     },
     /// `git agent discard` removed the session's checkout and branch.
     Discarded,
+    /// An event of a subagent (the child loop of an `explore` call), marked with the id of the call that
+    /// started it: its tool calls and results, and the usage of its requests.
+    Nested {
+        parent: &'a str,
+        event: &'a Event<'a>,
+    },
 }
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.

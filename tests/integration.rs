@@ -38,3 +38,8 @@ mod mcp;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
 // approvals; and piped, one turn a line.
 mod chat;
+// Skills: on disk and in refs/agent/skills, the catalog, load_skill, counts, export against the reference
+// validator, push/pull, distill.
+mod skills;
+// The explore subagent: concurrent read-only children, refusals, budgets, the log.
+mod explore;

@@ -18,12 +18,15 @@ mod call;
 pub mod context;
 pub mod control;
 pub mod date;
+pub mod distill;
+pub mod explore;
 mod guards;
 mod instructions;
 pub mod journal;
 pub mod plan;
 mod prompt;
 pub mod session;
+pub mod skills;
 mod step;
 mod stream;
 mod trim;
@@ -62,6 +65,9 @@ pub enum AgentError {
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+    /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl AgentError {

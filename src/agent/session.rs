@@ -37,9 +37,11 @@ use crate::tools::{Registry, SessionState};
 
 use super::context::{ContextState, Settings};
 use super::control::TurnControl;
+use super::explore::{self, Explorer};
 use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
 use super::plan::{self, Plan};
+use super::skills::SessionSkills;
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt, AgentError};
@@ -92,6 +94,10 @@ pub struct AgentSession {
     pub(super) conv: Conversation,
     pub(super) context: ContextState,
     pub(super) limits: Limits,
+    /// The skills the session sees, and which were loaded this turn.
+    pub(super) skills: SessionSkills,
+    /// How `explore` calls run.
+    pub(super) explore: Explorer,
     /// The `session` event, shown once the model first answers.
     pub(super) line: SessionLine,
     /// The model has answered at least once in this process.
@@ -196,6 +202,11 @@ impl AgentSession {
         )?;
         let store = Store::open(cwd)?;
         register_secrets(&model, &store);
+        // The front-end loaded these settings already, so they parse; the keys read here are the agent's own.
+        let env = |name: &str| crate::safety::secrets::var(name);
+        let settings = crate::config::Settings::load(cwd, &env).unwrap_or_default();
+        let timeouts = (options.connect_timeout, options.idle_timeout);
+        let explore = Explorer::new(&settings, &model, timeouts)?;
         let resumed = options.resume.is_some();
         let (session, log, events, prior_status) = match &options.resume {
             None => {
@@ -207,9 +218,20 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        let skills = SessionSkills::load(&store, settings.catalog_caps(), sink);
+        if let Some(tool) = skills.tool() {
+            tools.registry.add(tool);
+        }
         tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
         let settings = resolve_context(&client, &model).await;
-        let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
+        let conv = Conversation::load(
+            &store,
+            &session,
+            offered(&tools),
+            &events,
+            cwd,
+            &skills.section(),
+        );
         let line = SessionLine {
             id: session.id.clone(),
             branch: short_branch(&session).to_owned(),
@@ -239,6 +261,8 @@ impl AgentSession {
                 max_tokens: options.max_tokens,
             },
             line,
+            skills,
+            explore,
             announced: false,
             resumed,
             turns: 0,
@@ -268,6 +292,11 @@ impl AgentSession {
         };
         // A server that failed or joined while the last request ran is shown now rather than never.
         self.refresh_mcp(sink);
+        let status = result
+            .as_ref()
+            .map_or(Status::Error, |end| end.status.clone());
+        self.skills
+            .count_turn(&self.work.store, &self.work.session.id, &status, sink);
         match result {
             Ok(end) => {
                 self.untouched = false;
@@ -435,6 +464,12 @@ impl AgentSession {
         }
     }
 
+    /// The skills the session sees: usable ones with their counts, shadowed ones, and the problems of those
+    /// left out (chat's `/skills`).
+    pub fn skills(&self) -> &crate::store::skills::sources::Catalog {
+        self.skills.catalog()
+    }
+
     /// The plan the model keeps with `plan_update` (chat's `/plan`).
     pub fn plan(&self) -> &Plan {
         &self.conv.plan
@@ -565,12 +600,18 @@ impl Conversation {
         schemas: Vec<ToolSchema>,
         events: &[serde_json::Value],
         cwd: &Path,
+        skills: &str,
     ) -> Conversation {
         let mut instructions = Instructions::new(session.root());
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
-        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let system = system_prompt(
+            session,
+            &mut instructions,
+            &relative_cwd(store, cwd),
+            skills,
+        );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
         Conversation {
@@ -699,8 +740,13 @@ fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy,
 }
 
 /// The system prompt: fixed sections, the project instructions found from the root down to the working
-/// directory `cwd` (repository-relative), the environment.
-fn system_prompt(session: &Session, instructions: &mut Instructions, cwd: &Path) -> String {
+/// directory `cwd` (repository-relative), the skill catalog `skills`, the environment.
+fn system_prompt(
+    session: &Session,
+    instructions: &mut Instructions,
+    cwd: &Path,
+    skills: &str,
+) -> String {
     let checkout = session.root().display().to_string();
     let base = session.base.to_string();
     let env = prompt::Environment {
@@ -711,11 +757,18 @@ fn system_prompt(session: &Session, instructions: &mut Instructions, cwd: &Path)
         here: session.checkout.is_here(),
     };
     let files = instructions.initial(cwd);
-    let section = if files.is_empty() {
+    let mut section = if files.is_empty() {
         String::new()
     } else {
         instructions::section(&files)
     };
+    // The catalog changes less often than the environment, more often than the instructions.
+    if !skills.is_empty() {
+        if !section.is_empty() {
+            section.push_str("\n\n");
+        }
+        section.push_str(skills);
+    }
     prompt::system_prompt(&env, &section)
 }
 
@@ -738,6 +791,7 @@ pub(super) fn short_branch(session: &Session) -> &str {
 fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
     let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
+    schemas.push(explore::schema());
     schemas.extend(tools.mcp.offered());
     schemas
 }
@@ -777,6 +831,7 @@ fn start_mcp(
     }
     let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
     reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    reserved.push(explore::TOOL.to_owned());
     let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
     let mut specs = Vec::new();
     let mut broken = Vec::new();

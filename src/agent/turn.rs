@@ -15,6 +15,7 @@ use crate::tools::ToolOutput;
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
+use super::explore;
 use super::guards::{Budget, Guards};
 use super::journal::Event as LogEvent;
 use super::plan::Finish;
@@ -104,6 +105,24 @@ impl<'t> Turn<'t> {
     /// Tokens of this turn's requests so far.
     pub(super) fn usage(&self) -> Usage {
         self.tally.usage
+    }
+
+    /// What the turn used of its budget so far: model requests, and tokens as `--max-tokens` counts them.
+    pub(super) fn used(&self) -> (u32, u64) {
+        (self.tally.requests, self.tally.spent)
+    }
+
+    /// The turn's budget.
+    pub(super) fn budget(&self) -> Budget {
+        self.tally.budget
+    }
+
+    /// Takes over what subagents used: the turn now stands at `requests` and `spent`, and their `usage` is
+    /// the turn's too (so the session's totals count it).
+    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage) {
+        self.tally.requests = self.tally.requests.max(requests);
+        self.tally.spent = self.tally.spent.max(spent);
+        self.tally.usage.add(usage);
     }
 
     pub(super) async fn run(&mut self, prompt: &str) -> Result<Outcome, AgentError> {
@@ -263,12 +282,32 @@ impl<'t> Turn<'t> {
     /// mid-way: it is never run, since it merely looks complete.
     async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
         let mut round = Round::default();
+        // Outputs of explore calls, run together when the first of a run of them comes up.
+        let mut explored: Vec<Option<ToolOutput>> = vec![None; calls.len()];
         for (i, call) in calls.iter().enumerate() {
             let truncated = cut_off && i + 1 == calls.len();
+            let exploring = call.name == explore::TOOL && !truncated;
             let output = if self.control.is_cancelled() {
                 ToolOutput::error("interrupted by the user before this call ran")
             } else if round.stop.is_some() {
                 ToolOutput::error("not run: the loop guard stopped the session")
+            } else if exploring {
+                if explored[i].is_none() {
+                    let group: Vec<&ToolCall> = calls[i..]
+                        .iter()
+                        .enumerate()
+                        .take_while(|(j, c)| {
+                            c.name == explore::TOOL && !(cut_off && i + j + 1 == calls.len())
+                        })
+                        .map(|(_, c)| c)
+                        .collect();
+                    for (j, output) in self.explore(&group).await?.into_iter().enumerate() {
+                        explored[i + j] = Some(output);
+                    }
+                }
+                explored[i]
+                    .take()
+                    .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
             } else {
                 self.dispatch(call, truncated, &mut round).await?
             };

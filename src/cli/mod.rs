@@ -14,6 +14,7 @@ mod mcp;
 mod pull;
 mod push;
 mod show;
+mod skill;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +52,7 @@ enum Command {
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
+    Skill(skill::SkillArgs),
 }
 
 impl Command {
@@ -96,6 +98,7 @@ pub fn run() -> i32 {
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
+        Command::Skill(args) => skill::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -41,6 +41,10 @@ pub struct FileConfig {
     pub mcp_servers: Vec<super::mcp::McpTable>,
     /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
     pub attribution: Option<Attribution>,
+    /// `explore_model`, `explore_max_steps` (see [`super::skills`]).
+    pub explore: super::skills::ExploreConfig,
+    /// The `[skills]` table.
+    pub skills: super::skills::SkillsConfig,
 }
 
 /// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the
@@ -134,7 +138,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
         ["model" | "attribution"] => Some(KeyType::String),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
-        [key] => context_key_type(key),
+        [key] => context_key_type(key).or_else(|| super::skills::key_type(path)),
         ["retry", "max_attempts"] => Some(KeyType::Count),
         ["retry", "base_delay" | "max_delay" | "max_retry_after"] => Some(KeyType::Seconds),
         ["providers", _, key] => match *key {
@@ -148,7 +152,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
-        _ => None,
+        _ => super::skills::key_type(path),
     }
 }
 
@@ -201,7 +205,10 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
                 }
             }
             _ => {
-                if !ctx.context_key(&mut config.context, key, key, item, span.clone())? {
+                let (explore, skills) = (&mut config.explore, &mut config.skills);
+                if !ctx.context_key(&mut config.context, key, key, item, span.clone())?
+                    && !ctx.skills_key(explore, skills, key, item, span.clone())?
+                {
                     return Err(ctx.unknown(key, span, TOP_KEYS));
                 }
             }
@@ -211,7 +218,8 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, [retry], [providers.<name>], [mcp_servers.<name>]";
+                        compact, attribution, explore_model, explore_max_steps, [retry], [skills], \
+                        [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
@@ -297,7 +305,7 @@ impl Ctx<'_> {
         Ok(Duration::from_secs_f64(seconds))
     }
 
-    fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
+    pub(super) fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
         match self.value(item, key, span.clone())?.as_integer() {
             Some(n) if n >= 1 => Ok(n as u64),
             _ => Err(self.error(span, key, "expected a whole number of at least 1")),
@@ -347,7 +355,12 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected true or false"))
     }
 
-    fn small_count(&self, item: &Item, key: &str, span: Span) -> Result<u32, ConfigError> {
+    pub(super) fn small_count(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<u32, ConfigError> {
         let n = self.count(item, key, span.clone())?;
         u32::try_from(n).map_err(|_| self.error(span, key, "too large"))
     }

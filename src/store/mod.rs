@@ -32,6 +32,7 @@ mod rules;
 mod scan;
 pub mod session_log;
 pub mod share;
+pub mod skills;
 mod snapshot;
 #[cfg(test)]
 mod tests;

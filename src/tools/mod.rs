@@ -12,6 +12,7 @@ pub mod process;
 pub mod read;
 pub mod search;
 pub mod shell;
+pub mod skill;
 pub mod state;
 pub mod walk;
 pub mod write;
@@ -178,6 +179,12 @@ impl Registry {
                 Arc::new(jobs::Job),
             ],
         }
+    }
+
+    /// Adds a tool the session makes for itself (after the built-in ones, so the stable part of the
+    /// request stays first).
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.push(tool);
     }
 
     /// The tool called `name`: the one place a call's name is matched to a tool.

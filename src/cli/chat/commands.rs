@@ -271,7 +271,7 @@ fn help() -> String {
     out.push_str(
         "keys:\n  Enter sends; Alt-Enter, Ctrl-J or a trailing \\ adds a line; Tab completes a command\n  \
          while a turn runs: type and Enter to steer it; Ctrl-C or Esc Esc cancels it\n  \
-         Ctrl-O shows the last reasoning; Ctrl-L clears; Ctrl-C twice or Ctrl-D exits",
+         Ctrl-O shows the last reasoning; Ctrl-L clears; Ctrl-Z suspends; Ctrl-C twice or Ctrl-D exits",
     );
     out
 }

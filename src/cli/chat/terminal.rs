@@ -386,8 +386,25 @@ impl Ui {
             Action::Clear => lock(&self.screen).clear(),
             Action::Expand => self.expand(),
             Action::Candidates(names) => self.say(&names.join("  "), "2"),
+            Action::Suspend => self.suspend(),
             _ => {}
         }
+    }
+
+    /// Ctrl-Z: the terminal given back while the job is stopped, the screen drawn afresh when it continues.
+    fn suspend(&mut self) {
+        lock(&self.screen).finish();
+        if let Err(err) = tty::suspend(STDIN) {
+            self.error(&CommandError::internal(format!(
+                "cannot set up the terminal again: {err}"
+            )));
+        }
+        let (rows, cols) = tty::size(STDERR);
+        let mut screen = lock(&self.screen);
+        screen.resize(rows, cols);
+        screen.start();
+        drop(screen);
+        self.redraw();
     }
 
     /// Ctrl-O: the last reasoning in full.

@@ -2,7 +2,7 @@
 //! reads keys.
 //!
 //! Raw here means: no line buffering, no echo, no signals from Ctrl-C/Ctrl-Z (they arrive as keys, so Ctrl-C
-//! cancels a turn instead of killing the process), no flow control, CR not turned into LF. Output
+//! cancels a turn instead of killing the process, and Ctrl-Z goes through [`suspend`]), no flow control, CR not turned into LF. Output
 //! processing stays on, so `\n` still starts a new line for everything that prints.
 //!
 //! Keys are read by a dedicated thread blocked in `read(2)` and sent over a channel to the async side, which
@@ -57,9 +57,21 @@ impl RawMode {
             return Err(io::Error::last_os_error());
         }
         *lock() = Some((fd, saved));
-        install_panic_hook();
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(install_panic_hook);
         Ok(RawMode { _private: () })
     }
+}
+
+/// Ctrl-Z: the terminal settings back as they were, the job stopped as a shell expects; when it is
+/// continued (`fg`), raw mode again. The caller gives the screen back before and takes it again after.
+pub fn suspend(fd: RawFd) -> io::Result<()> {
+    restore();
+    // SAFETY: sends SIGTSTP to our own process group (the job), which stops until SIGCONT.
+    unsafe { libc::kill(0, libc::SIGTSTP) };
+    // Raw mode is put back without a new guard: the one made at start restores at the end.
+    std::mem::forget(RawMode::enter(fd)?);
+    Ok(())
 }
 
 impl Drop for RawMode {

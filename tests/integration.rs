@@ -33,3 +33,5 @@ mod session_api;
 mod here;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
+mod lifecycle;

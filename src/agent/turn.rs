@@ -217,6 +217,8 @@ impl<'t> Turn<'t> {
                     }
                 }
             }
+            // The tools work in the checkout: a new session's start, still under way, is waited for here.
+            self.s.ready(&mut *self.sink).await?;
             let mut round = Round::default();
             for (i, call) in calls.iter().enumerate() {
                 // With finish_reason `length`, the last call's arguments may have been cut off mid-way: never run

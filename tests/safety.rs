@@ -311,6 +311,62 @@ fn all_objects(repo: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Issue 17 defect 6: the common key formats that have no known value (AWS secret keys, Stripe, Google, npm,
+/// passwords in URLs) stay out of the session log, the notes and the step commits.
+#[test]
+fn common_key_formats_never_reach_git() {
+    let secrets = [
+        "Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+        "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        "s3cr3t-Pw-7731",
+    ];
+    let content = format!(
+        "[default]\naws_secret_access_key = {}\nAWS_SECRET_ACCESS_KEY={}\nSTRIPE={}\nGOOGLE={}\n//registry.npmjs.org/:_authToken={}\nDATABASE_URL=postgres://app:{}@db:5432/app\n",
+        secrets[0], secrets[0], secrets[1], secrets[2], secrets[3], secrets[4]
+    );
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let write = call(
+        "write_file",
+        json!({"path": "settings.ini", "content": content}),
+    );
+    let show = call("run", json!({"command": "cat settings.ini; echo shown"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write, show.clone()]),
+        Reply::text(&format!(
+            "connect with postgres://app:{}@db/app",
+            secrets[4]
+        )),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--sandbox", "off", "configure it"]);
+    out.assert_code(0);
+    assert!(server
+        .requests()
+        .pop()
+        .expect("follow-up")
+        .tool_result(&show.id)
+        .contains("shown"));
+    assert!(
+        out.stderr().contains("settings.ini was not committed"),
+        "{}",
+        out.stderr()
+    );
+    let objects = all_objects(repo.path());
+    let notes = repo.git(&["log", "--notes=agent", "--format=%B%N", "--all"]);
+    for secret in secrets {
+        assert!(
+            !objects.contains(secret),
+            "{secret} is in the object database"
+        );
+        assert!(!notes.contains(secret), "{secret} is in a note or commit");
+    }
+    session_id(&repo);
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
 /// Issue 17: a `terraform destroy -auto-approve` the guard missed really ran. Here the scripted model asks
 /// for it through `bash -c` and through `env` with `apply -destroy`; both are denied with the infrastructure
 /// rule before anything runs, while the precise cases next to them (a variable assigned in the line, a

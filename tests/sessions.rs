@@ -668,3 +668,42 @@ fn show_neutralises_escape_sequences_in_a_transcript() {
         );
     }
 }
+
+/// Issue 17 defect 12: a storage failure says in words what failed, names the lock file in the way and what
+/// to do, instead of printing gix's structures; nothing of the user's changes.
+#[test]
+fn a_stale_lock_is_reported_in_words() {
+    let repo = TestRepo::new();
+    let write = call("write_file", json!({"path": "new.txt", "content": "new\n"}));
+    let server = Server::start(vec![Reply::tool_calls(vec![write]), Reply::text("done")]);
+    repo.run_agent(&server, &["ask", "add a file"])
+        .assert_code(0);
+    let id = session_id(&repo);
+    let before = user_state(&repo);
+    let lock = repo.path().join(".git/packed-refs.lock");
+    fs::write(&lock, "").unwrap();
+    let out = agent(&repo, &["discard", &id]);
+    out.assert_code(1);
+    let first = out.first_stderr_line();
+    assert!(first.starts_with("error: git storage error: "), "{out}");
+    assert!(
+        first.contains(&format!("{} exists", lock.display())),
+        "{out}"
+    );
+    assert!(
+        out.stderr().contains(&format!(
+            "hint: if no git or git-agent process is running in this repository, remove {}",
+            lock.display()
+        )),
+        "{out}"
+    );
+    for debug in ["Message {", "values:", "Bytes("] {
+        assert!(!out.stderr().contains(debug), "{out}");
+    }
+    assert_eq!(user_state(&repo), before);
+    // After removing the lock as told, the same command works.
+    fs::remove_file(&lock).unwrap();
+    agent(&repo, &["discard", &id]).assert_code(0);
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::{
-    agent_commits, call, run, session_id, user_state, Reply, Server, TestRepo, API_KEY,
+    agent_commits, call, fsck, run, session_id, user_state, Reply, Server, TestRepo, API_KEY,
 };
 
 #[test]
@@ -339,4 +339,162 @@ fn run_changes_become_steps_without_ignored_files() {
         assert_eq!(stderr.matches("from inotify events").count(), 3, "{stderr}");
         assert!(!stderr.contains("falls back"), "{stderr}");
     }
+}
+
+/// Issue 17 defect 8: names git refuses (macOS folds `.g\u{200c}it` to `.git`, Windows reads `.git.`, `git~1`
+/// and `.git::$INDEX_ALLOCATION` as `.git`) are refused by the file tools before anything is written, and
+/// when a command creates them they stay out of the step commit; the branch stays `git fsck --strict` clean.
+#[test]
+fn names_git_refuses_are_never_committed() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let names = [
+        ".g\u{200c}it/config",
+        "\u{feff}.git/hooks/pre-commit",
+        ".git./config",
+        ".git /x",
+        "git~1/HEAD",
+        ".git::$INDEX_ALLOCATION/config",
+        "src/GIT~1",
+    ];
+    let writes: Vec<_> = names
+        .iter()
+        .map(|n| call("write_file", json!({"path": n, "content": "[core]\n"})))
+        .collect();
+    let ok = call(
+        "write_file",
+        json!({"path": "fine.txt", "content": "fine\n"}),
+    );
+    let make = call(
+        "run",
+        json!({"command": "mkdir -p 'git~1' $'.gi\\xe2\\x80\\x8dt' && echo x > 'git~1/HEAD' && echo y > $'.gi\\xe2\\x80\\x8dt/config' && echo z > '.git.' && echo kept > kept.txt && echo made"}),
+    );
+    let mut first = writes.clone();
+    first.push(ok);
+    let server = Server::start(vec![
+        Reply::tool_calls(first),
+        Reply::tool_calls(vec![make.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "make look-alikes"]);
+    out.assert_code(0);
+    let requests = server.requests();
+    for (call, name) in writes.iter().zip(names) {
+        let result = requests[1].tool_result(&call.id);
+        assert!(
+            result.contains("has a name git refuses") || result.contains("inside .git"),
+            "{name}: {result}"
+        );
+    }
+    assert!(requests[2].tool_result(&make.id).contains("made"));
+    let id = session_id(&repo);
+    let tree = repo.git(&["ls-tree", "-r", "--name-only", &format!("agent/{id}")]);
+    assert_eq!(
+        tree,
+        "README.md\nfile.txt\nfine.txt\nkept.txt\n",
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("git refuses the name"),
+        "the withheld files are named: {}",
+        out.stderr()
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+/// Issue 17 defect 3: `git --git-dir=R/.git --work-tree=R agent ask` from outside the repository opens R (as
+/// git would), and its commands still see neither the user's index nor `GIT_DIR`.
+#[test]
+fn git_dir_and_work_tree_from_git_are_honoured() {
+    let repo = TestRepo::new();
+    repo.write("staged.txt", "the user's staged work\n");
+    repo.git(&["add", "staged.txt"]);
+    let before = user_state(&repo);
+    let add = call(
+        "run",
+        json!({"command": "echo new > added.txt && git add -A && git status --porcelain && echo \"dir=${GIT_DIR-unset}\""}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![add.clone()]),
+        Reply::text("ok"),
+    ]);
+    let git_dir = format!("--git-dir={}", repo.path().join(".git").display());
+    let work_tree = format!("--work-tree={}", repo.path().display());
+    let out = run(repo
+        .via(
+            &server,
+            "git",
+            &[
+                &git_dir,
+                &work_tree,
+                "agent",
+                "ask",
+                "--sandbox",
+                "off",
+                "stage everything",
+            ],
+        )
+        .current_dir(repo.root()));
+    out.assert_code(0);
+    let result = server.requests()[1].tool_result(&add.id);
+    assert!(result.contains("A  added.txt"), "{result}");
+    assert!(!result.contains("staged.txt"), "{result}");
+    assert!(result.contains("dir=unset"), "{result}");
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:added.txt")]),
+        "new\n"
+    );
+    // The user's staged file is theirs: captured as step 0, still staged in their index.
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+/// Issue 17 defect 3: started from a pre-commit hook (git exports `GIT_INDEX_FILE` and `GIT_DIR` to it), the
+/// agent's commands stage into their own checkout's index; the user's commit holds exactly what they staged.
+#[test]
+fn an_agent_started_from_a_pre_commit_hook_leaves_the_commit_alone() {
+    let repo = TestRepo::new();
+    let hook = repo.path().join(".git/hooks/pre-commit");
+    fs::write(
+        &hook,
+        "#!/bin/sh\nenv | grep -E '^GIT_(INDEX_FILE|DIR)=' > \"$(git rev-parse --git-dir)/hook-env\"\nexec git agent ask --sandbox off 'review the commit' </dev/null >/dev/null\n",
+    )
+    .unwrap();
+    fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repo.write("staged.txt", "to commit\n");
+    repo.write("unstaged.txt", "not staged\n");
+    repo.git(&["add", "staged.txt"]);
+    let add = call(
+        "run",
+        json!({"command": "echo agent > agent.txt && git add -A && git status --porcelain"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![add.clone()]),
+        Reply::text("ok"),
+    ]);
+    let out = run(&mut repo.via(&server, "git", &["commit", "-q", "-m", "user commit"]));
+    out.assert_code(0);
+    let env = fs::read_to_string(repo.path().join(".git/hook-env")).unwrap();
+    assert!(
+        env.contains("GIT_INDEX_FILE="),
+        "git exports the index to the hook: {env}"
+    );
+    let result = server.requests()[1].tool_result(&add.id);
+    assert!(result.contains("A  agent.txt"), "{result}");
+    assert_eq!(
+        repo.git(&["show", "--name-only", "--format=", "HEAD"]),
+        "staged.txt\n",
+        "the user's commit holds what they staged"
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), "?? unstaged.txt\n");
+    assert!(!repo.path().join("agent.txt").exists());
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:agent.txt")]),
+        "agent\n"
+    );
+    fsck(&repo);
 }

@@ -9,7 +9,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
-use crate::safety::Answer;
+use crate::safety::{Answer, Decision};
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::guards::{Effect, Verdict};
@@ -189,33 +189,7 @@ impl Turn<'_> {
             label: &label,
             input: &args,
         });
-        let mut decision = self.s.tools.policy.check(&tool.checked(&args));
-        if decision.needs_approval() {
-            let subject = tool
-                .command_arg()
-                .and_then(|arg| args.get(arg))
-                .and_then(|c| c.as_str())
-                .unwrap_or(&label);
-            let request = ApprovalRequest {
-                call_id: call.id.clone(),
-                tool: tool.name().to_string(),
-                subject: subject.to_string(),
-                reason: decision.reason.clone(),
-            };
-            let answer = self.ask_user(&request).await;
-            decision = self
-                .s
-                .tools
-                .policy
-                .settle(&request.subject, decision, answer);
-        }
-        self.sink.emit(&Event::Permission {
-            id: &call.id,
-            tool: tool.name(),
-            decision: decision.outcome.as_str(),
-            rule: &decision.rule,
-            reason: &decision.reason,
-        });
+        let decision = self.decide(tool.as_ref(), call, &args, &label).await;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
             return Ok(self.reported(call, output));
@@ -224,8 +198,7 @@ impl Turn<'_> {
         if scan {
             self.s.tools.changes.before_run()?;
         }
-        let tool = Arc::clone(tool);
-        let mut output = self.execute(&tool, args).await?;
+        let mut output = self.execute(tool, args).await?;
         self.report(call, &output);
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
@@ -246,6 +219,45 @@ impl Turn<'_> {
             )?;
         }
         Ok(output)
+    }
+
+    /// The policy's decision on a call, with the front-end's approver asked when no rule settles it, and
+    /// shown (audit: refused calls are recorded too).
+    async fn decide(
+        &mut self,
+        tool: &dyn Tool,
+        call: &ToolCall,
+        args: &serde_json::Value,
+        label: &str,
+    ) -> Decision {
+        let mut decision = self.s.tools.policy.check(&tool.checked(args));
+        if decision.needs_approval() {
+            let subject = tool
+                .command_arg()
+                .and_then(|arg| args.get(arg))
+                .and_then(|c| c.as_str())
+                .unwrap_or(label);
+            let request = ApprovalRequest {
+                call_id: call.id.clone(),
+                tool: tool.name().to_string(),
+                subject: subject.to_string(),
+                reason: decision.reason.clone(),
+            };
+            let answer = self.ask_user(&request).await;
+            decision = self
+                .s
+                .tools
+                .policy
+                .settle(&request.subject, decision, answer);
+        }
+        self.sink.emit(&Event::Permission {
+            id: &call.id,
+            tool: tool.name(),
+            decision: decision.outcome.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+        });
+        decision
     }
 
     /// Puts a question to the front-end's approver, in safety's terms; a cancel while it is open answers it.

@@ -234,33 +234,8 @@ impl AgentSession {
                 (session, log, events, prior, None)
             }
         };
-        let sandbox_config = options.safety.sandbox.clone();
-        let (policy, sandbox) = safety_for(&store, &session, options.safety);
-        if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
-        }
-        let tools = Toolbox {
-            registry: Registry::builtin(),
-            policy,
-            sandbox: Arc::new(sandbox),
-            sandbox_config,
-            state: Arc::new(SessionState::new(
-                Some(
-                    store
-                        .common_dir()
-                        .join("agent")
-                        .join("output")
-                        .join(&session.id),
-                ),
-                vec![model.api_key_env.to_string()],
-            )),
-            changes: ChangeTracker::new(session.root()),
-            run_timeout: options.run_timeout,
-            mcp: Servers::none(),
-            mcp_shown: None,
-            mcp_later: None,
-        };
-        let mut tools = tools;
+        let (safety, run_timeout) = (options.safety, options.run_timeout);
+        let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
         if pending.is_some() && !session.checkout.is_here() {
@@ -269,20 +244,20 @@ impl AgentSession {
             tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);
         }
         let context = resolve_context(&client, &model).await;
-        let schemas = offered(&tools);
         // A new session's checkout may still be being written: its instructions are read from the user's work
         // tree, which step 0 captures, and the checkout takes over once it exists (`adopt`).
         let instructions_root = match (&pending, &session.checkout) {
             (Some(_), Checkout::Linked(_)) => store.workdir().to_path_buf(),
             _ => session.root().to_path_buf(),
         };
-        let mut instructions = Instructions::new(&instructions_root);
-        for path in journal::loaded_instructions(&events) {
-            instructions.already_loaded(&path);
-        }
-        let system = system_prompt(&session, &mut instructions, &relative_cwd(&store, cwd));
-        let mut messages = vec![Message::System { content: system }];
-        messages.extend(journal::rebuild(&events));
+        let conv = Conversation::load(
+            &store,
+            &session,
+            offered(&tools),
+            &events,
+            cwd,
+            &instructions_root,
+        );
         let line = SessionLine {
             id: session.id.clone(),
             branch: short_branch(&session).to_owned(),
@@ -290,14 +265,8 @@ impl AgentSession {
             model: model.display_name(),
         };
         Ok(AgentSession {
-            context: ContextState::new(context, &schemas),
-            conv: Conversation {
-                messages,
-                schemas,
-                plan: journal::plan(&events),
-                goal: String::new(),
-                instructions,
-            },
+            context: ContextState::new(context, &conv.schemas),
+            conv,
             work: Workspace {
                 step_lines: journal::step_lines(&events),
                 store,
@@ -662,6 +631,73 @@ impl AgentSession {
         match err {
             AgentError::Model(err) => super::with_hint(err, &self.model.config),
             err => err,
+        }
+    }
+}
+
+impl Toolbox {
+    /// The session's tools, policy and sandbox (a sandbox that fell back is a warning for `sink`), its tool
+    /// state and change tracker.
+    fn new(
+        store: &Store,
+        session: &Session,
+        model: &ModelConfig,
+        safety: SafetyOptions,
+        run_timeout: Duration,
+        sink: &mut dyn Sink,
+    ) -> Toolbox {
+        let sandbox_config = safety.sandbox.clone();
+        let (policy, sandbox) = safety_for(store, session, safety);
+        if let Some(warning) = &sandbox.fallback {
+            sink.emit(&Event::Warning(warning));
+        }
+        let output = store
+            .common_dir()
+            .join("agent")
+            .join("output")
+            .join(&session.id);
+        Toolbox {
+            registry: Registry::builtin(),
+            policy,
+            sandbox: Arc::new(sandbox),
+            sandbox_config,
+            state: Arc::new(SessionState::new(
+                Some(output),
+                vec![model.api_key_env.to_string()],
+            )),
+            changes: ChangeTracker::new(session.root()),
+            run_timeout,
+            mcp: Servers::none(),
+            mcp_shown: None,
+            mcp_later: None,
+        }
+    }
+}
+
+impl Conversation {
+    /// The conversation as the session's recorded `events` left it, after a fresh system prompt (the one
+    /// for this checkout, with the project instructions from the root down to `cwd`), offering `schemas`.
+    fn load(
+        store: &Store,
+        session: &Session,
+        schemas: Vec<ToolSchema>,
+        events: &[serde_json::Value],
+        cwd: &Path,
+        instructions_root: &Path,
+    ) -> Conversation {
+        let mut instructions = Instructions::new(instructions_root);
+        for path in journal::loaded_instructions(events) {
+            instructions.already_loaded(&path);
+        }
+        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let mut messages = vec![Message::System { content: system }];
+        messages.extend(journal::rebuild(events));
+        Conversation {
+            messages,
+            schemas,
+            plan: journal::plan(events),
+            goal: String::new(),
+            instructions,
         }
     }
 }

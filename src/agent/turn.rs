@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use crate::model::{FinishReason, Request, Response};
+use crate::model::{FinishReason, ModelError, Request, Response};
 use crate::protocol::{Approver, Event, Message, Sink, Status, ToolCall, Usage};
 use crate::store::StoreError;
 use crate::tools::ToolOutput;
@@ -139,40 +139,11 @@ impl<'t> Turn<'t> {
             }
             // MCP servers that joined since the last request bring their tools now.
             self.s.refresh_mcp(&mut *self.sink);
-            let conv = &self.s.conv;
-            let request = Request {
-                model: &self.s.model.config.model,
-                messages: &conv.messages,
-                tools: &conv.schemas,
-                max_tokens: None,
-            };
-            self.tally.requests += 1;
-            self.s.context.count_request();
-            let announce = (!self.s.announced).then_some(&self.s.line);
-            let link = &self.s.model;
-            let sent = stream::send(
-                &link.client,
-                &link.retry,
-                &request,
-                &mut *self.sink,
-                announce,
-                self.control,
-            )
-            .await;
-            let response = match sent {
-                // The conversation outgrew the model, so the window is smaller than the settings say: learn it
-                // for the rest of the session, make room at once (trim old tool output; compact if there is
-                // none), and try again, once.
+            let response = match self.request().await {
+                // The conversation outgrew the model: make room and try again, once.
                 Err(err) if err.is_context_overflow() && !trimmed => {
                     trimmed = true;
-                    self.s.context.learn_window(&self.s.conv.messages);
-                    if !trim::old_tool_results(&mut self.s.conv.messages)
-                        && !self.make_room().await?
-                    {
-                        return Err(err.into());
-                    }
-                    let message = format!("{err}; made room in the context and trying again");
-                    self.sink.emit(&Event::Warning(&message));
+                    self.make_room_after(err).await?;
                     continue;
                 }
                 Err(err) => return Err(err.into()),
@@ -180,6 +151,35 @@ impl<'t> Turn<'t> {
                 Ok(Streamed::Reply(response)) => response,
             };
             trimmed = false;
+            if let Some(outcome) = self.answered(response).await? {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Sends the conversation, streaming the reply to the front-end.
+    async fn request(&mut self) -> Result<Streamed, ModelError> {
+        let conv = &self.s.conv;
+        let request = Request {
+            model: &self.s.model.config.model,
+            messages: &conv.messages,
+            tools: &conv.schemas,
+            max_tokens: None,
+        };
+        self.tally.requests += 1;
+        self.s.context.count_request();
+        let announce = (!self.s.announced).then_some(&self.s.line);
+        let link = &self.s.model;
+        let sent = stream::send(
+            &link.client,
+            &link.retry,
+            &request,
+            &mut *self.sink,
+            announce,
+            self.control,
+        )
+        .await?;
+        if let Streamed::Reply(response) = &sent {
             self.s.announced = true;
             if let Some(usage) = &response.usage {
                 self.tally.usage.add(usage);
@@ -188,72 +188,98 @@ impl<'t> Turn<'t> {
                     usage,
                 });
             }
-            self.count_tokens(&response);
-            self.record_reply(&response)?;
-            let cut_off = response.finish_reason == Some(FinishReason::Length);
-            let Response {
-                text,
-                tool_calls: calls,
-                thinking,
-                ..
-            } = response;
-            self.why.clone_from(&text);
-            self.s.conv.messages.push(Message::Assistant {
-                content: text.clone(),
-                tool_calls: calls.clone(),
-                thinking,
-            });
-            if calls.is_empty() {
-                if self.control.has_steering() {
-                    // The user said more while the model answered: the turn goes on with it.
-                    continue;
+        }
+        Ok(sent)
+    }
+
+    /// The provider refused the conversation as too long, so the window is smaller than the settings say:
+    /// learn it for the rest of the session and make room at once (trim old tool output; compact if there is
+    /// none). `err` comes back when there is no room to make.
+    async fn make_room_after(&mut self, err: ModelError) -> Result<(), AgentError> {
+        self.s.context.learn_window(&self.s.conv.messages);
+        if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
+            return Err(err.into());
+        }
+        let message = format!("{err}; made room in the context and trying again");
+        self.sink.emit(&Event::Warning(&message));
+        Ok(())
+    }
+
+    /// Takes in one reply: recorded, added to the conversation, and its tool calls run. `Some` when the turn
+    /// ends with it.
+    async fn answered(&mut self, response: Response) -> Result<Option<Outcome>, AgentError> {
+        self.count_tokens(&response);
+        self.record_reply(&response)?;
+        let cut_off = response.finish_reason == Some(FinishReason::Length);
+        let Response {
+            text,
+            tool_calls: calls,
+            thinking,
+            ..
+        } = response;
+        self.why.clone_from(&text);
+        self.s.conv.messages.push(Message::Assistant {
+            content: text.clone(),
+            tool_calls: calls.clone(),
+            thinking,
+        });
+        if calls.is_empty() {
+            if self.control.has_steering() {
+                // The user said more while the model answered: the turn goes on with it.
+                return Ok(None);
+            }
+            // Plain text ends the task, unless the plan still has open items (one reminder).
+            return match self.guards.may_finish(&self.s.conv.plan) {
+                Ok(()) => Ok(Some(Outcome::Answered(text))),
+                Err(reminder) => {
+                    self.add_context("reminder", "", reminder)?;
+                    Ok(None)
                 }
-                // Plain text ends the task, unless the plan still has open items (one reminder).
-                match self.guards.may_finish(&self.s.conv.plan) {
-                    Ok(()) => return Ok(Outcome::Answered(text)),
-                    Err(reminder) => {
-                        self.add_context("reminder", "", reminder)?;
-                        continue;
-                    }
-                }
-            }
-            // The tools work in the checkout: a new session's start, still under way, is waited for here.
-            self.s.ready(&mut *self.sink).await?;
-            let mut round = Round::default();
-            for (i, call) in calls.iter().enumerate() {
-                // With finish_reason `length`, the last call's arguments may have been cut off mid-way: never run
-                // something that merely looks complete.
-                let truncated = cut_off && i + 1 == calls.len();
-                let output = if self.control.is_cancelled() {
-                    ToolOutput::error("interrupted by the user before this call ran")
-                } else if round.stop.is_some() {
-                    ToolOutput::error("not run: the loop guard stopped the session")
-                } else {
-                    self.dispatch(call, truncated, &mut round).await?
-                };
-                self.push_result(call, output)?;
-            }
-            for (kind, path, text) in std::mem::take(&mut round.context) {
-                self.add_context(kind, &path, text)?;
-            }
-            if let Some(reason) = round.stop {
-                return Ok(Outcome::Stopped {
-                    status: Status::Loop,
-                    reason,
-                });
-            }
-            if self.control.is_cancelled() {
-                return Ok(Outcome::Interrupted(text));
-            }
-            if let Some(finish) = round.finish {
-                if !self.control.has_steering() {
-                    return Ok(Outcome::Finished(finish));
-                }
-            }
-            if let Some(reminder) = self.guards.stale_plan(&self.s.conv.plan) {
-                self.add_context("reminder", "", reminder)?;
+            };
+        }
+        let round = self.run_calls(&calls, cut_off).await?;
+        if let Some(reason) = round.stop {
+            return Ok(Some(Outcome::Stopped {
+                status: Status::Loop,
+                reason,
+            }));
+        }
+        if self.control.is_cancelled() {
+            return Ok(Some(Outcome::Interrupted(text)));
+        }
+        if let Some(finish) = round.finish {
+            if !self.control.has_steering() {
+                return Ok(Some(Outcome::Finished(finish)));
             }
         }
+        if let Some(reminder) = self.guards.stale_plan(&self.s.conv.plan) {
+            self.add_context("reminder", "", reminder)?;
+        }
+        Ok(None)
+    }
+
+    /// Runs one reply's calls in order, each result recorded; then what the round brought in (reminders,
+    /// instructions). With finish_reason `length` (`cut_off`), the last call's arguments may have been cut off
+    /// mid-way: it is never run, since it merely looks complete.
+    async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
+        // The tools work in the checkout: a new session's start, still under way, is waited for here.
+        self.s.ready(&mut *self.sink).await?;
+        let mut round = Round::default();
+        for (i, call) in calls.iter().enumerate() {
+            let truncated = cut_off && i + 1 == calls.len();
+            let output = if self.control.is_cancelled() {
+                ToolOutput::error("interrupted by the user before this call ran")
+            } else if round.stop.is_some() {
+                ToolOutput::error("not run: the loop guard stopped the session")
+            } else {
+                self.dispatch(call, truncated, &mut round).await?
+            };
+            self.push_result(call, output)?;
+        }
+        for (kind, path, text) in std::mem::take(&mut round.context) {
+            self.add_context(kind, &path, text)?;
+        }
+        Ok(round)
     }
 
     /// Prunes, and compacts or drops when the next request would pass the threshold (or whenever, if

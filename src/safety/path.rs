@@ -4,6 +4,12 @@
 //! that lie inside it; nothing else. `.git` is out of bounds at any depth, because a write there could rewrite
 //! history or plant a hook, and reading it only wastes context.
 //!
+//! Writes are also refused for names git itself refuses in a tree ([`git_refuses()`], git's `verify_path` with
+//! `core.protectHFS` and `core.protectNTFS` on): names that macOS folds to `.git` (`.g\u{200c}it`, with an
+//! ignorable code point) or that Windows reads as `.git` (`.git.`, `.git `, `git~1`, `.git::$INDEX_ALLOCATION`).
+//! Committed, they make `git fsck --strict` fail on the session's branch, and on a user's Mac or Windows
+//! machine they would be the repository's `.git`.
+//!
 //! This module decides, on paths: it returns the canonical form of a path the model may use. The open itself
 //! goes through [`super::beneath`], which refuses any symlink met on the way, so a directory swapped for a
 //! link to `/etc` between this check and the open is refused rather than followed.
@@ -31,6 +37,12 @@ pub enum PathError {
     SymlinkEscape(String),
     #[error("path '{0}' is a symlink whose target does not exist")]
     DanglingSymlink(String),
+    #[error("path '{path}' has a name git refuses ('{name}': {why}); choose another name")]
+    GitRefuses {
+        path: String,
+        name: String,
+        why: &'static str,
+    },
     #[error("path '{0}' names the checkout root; give the path of a file")]
     RootNotWritable(String),
     #[error("cannot resolve the checkout root {}: {source}", root.display())]
@@ -50,6 +62,15 @@ pub fn resolve(root: &Path, user_path: &str, intent: Access) -> Result<PathBuf, 
         source,
     })?;
     let relative = lexical_relative(root, &canonical_root, user_path)?;
+    if intent == Access::Write {
+        if let Some((name, why)) = git_refuses(&relative, false) {
+            return Err(PathError::GitRefuses {
+                path: user_path.to_string(),
+                name,
+                why,
+            });
+        }
+    }
     let joined = canonical_root.join(&relative);
     let resolved = resolve_existing_prefix(&joined, user_path)?;
     let inside = resolved
@@ -165,6 +186,54 @@ fn resolve_existing_prefix(path: &Path, user_path: &str) -> Result<PathBuf, Path
             _ => return Err(PathError::Outside(user_path.to_string())),
         }
     }
+}
+
+/// The first component of `rel` that git refuses to record in a tree, and why; `symlink` says whether the
+/// last component is a symlink (a `.gitmodules` link is refused, as git does).
+///
+/// The rules are git's `verify_path` with both `core.protectHFS` and `core.protectNTFS` on (git's default
+/// on macOS and Windows, and what `git fsck` checks everywhere), because a branch is pushed and checked out
+/// on other systems: `.git` in any case; names HFS+ reads as `.git` once it drops ignorable code points
+/// (zero-width joiners, direction marks, U+FEFF); names NTFS reads as `.git` (trailing dots and spaces, the
+/// 8.3 short name `git~1`, an alternate data stream `.git::$INDEX_ALLOCATION`), also as a part between
+/// backslashes, which are separators on Windows. The character-level comparisons are gix's
+/// (`gix::validate`), the same gix applies when it writes trees.
+pub fn git_refuses(rel: &Path, symlink: bool) -> Option<(String, &'static str)> {
+    use gix::validate::path::component::{Error, Mode, Options};
+    let options = Options {
+        protect_windows: false,
+        protect_hfs: true,
+        protect_ntfs: true,
+    };
+    let parts: Vec<_> = rel.components().collect();
+    for (i, part) in parts.iter().enumerate() {
+        let name = match part {
+            Component::Normal(name) => name,
+            Component::CurDir | Component::ParentDir => {
+                return Some((
+                    part.as_os_str().to_string_lossy().into_owned(),
+                    "not a file name",
+                ))
+            }
+            Component::RootDir | Component::Prefix(_) => continue,
+        };
+        let lossy = name.to_string_lossy();
+        let mode = (symlink && i + 1 == parts.len()).then_some(Mode::Symlink);
+        // `.git\x` is `.git` on Windows; so is `x\git~1`. Other backslashes are ordinary characters on Unix.
+        for piece in std::iter::once(lossy.as_ref()).chain(lossy.split('\\')) {
+            let bytes = gix::bstr::BStr::new(piece.as_bytes());
+            let why = match gix::validate::path::component(bytes, mode, options) {
+                Err(Error::DotGitDir) => "it would be read as .git on macOS or Windows",
+                Err(Error::SymlinkedGitModules) => "a .gitmodules symlink",
+                Err(Error::Empty | Error::Relative) if piece.len() == lossy.len() => {
+                    "not a file name"
+                }
+                _ => continue,
+            };
+            return Some((lossy.into_owned(), why));
+        }
+    }
+    None
 }
 
 fn has_git_component(path: &Path) -> bool {
@@ -301,5 +370,127 @@ mod tests {
         ));
         // Names that merely start with .git are fine.
         assert!(resolve(&root, ".gitignore", Access::Write).is_ok());
+    }
+
+    /// Names around `.git` and `.gitmodules` that git refuses or takes, HFS+ and NTFS spellings included.
+    const NAMES: &[&str] = &[
+        ".git",
+        ".GIT",
+        ".Git",
+        ".g\u{200c}it",
+        "\u{feff}.git",
+        ".gi\u{200d}t",
+        ".git\u{200e}",
+        "\u{202e}.git",
+        ".g\u{206a}it",
+        ".git.",
+        ".git ",
+        ".git. .",
+        ".git...",
+        "git~1",
+        "GIT~1",
+        "git~1.",
+        "git~1 ",
+        ".git::$INDEX_ALLOCATION",
+        ".git:",
+        ".git:stream",
+        ".git\\x",
+        "x\\.git",
+        "a\\git~1\\b",
+        ".gitmodules",
+        ".gitignore",
+        ".gitattributes",
+        ".git~1",
+        "git~2",
+        "git~10",
+        "a.git",
+        ".gitx",
+        "x.git.",
+        "git",
+        "GIT",
+        ".g it",
+        ".g\u{200b}it",
+        "con",
+        "aux.c",
+        "a:b",
+        "x\\y",
+        "trailing.",
+        "sp ace ",
+        "\u{e9}t\u{e9}",
+        ".",
+        "..",
+    ];
+
+    /// What git itself (`update-index` with core.protectHFS and core.protectNTFS) says of each name, as a
+    /// regular file and as a symlink.
+    #[test]
+    fn git_refuses_what_git_refuses() {
+        let dir =
+            std::env::temp_dir().join(format!("git-agent-path-verify-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(["-c", "core.protectHFS=true", "-c", "core.protectNTFS=true"])
+                .args(args)
+                .current_dir(&dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap()
+        };
+        fs::create_dir_all(&dir).unwrap();
+        assert!(git(&["init", "-q"]).status.success());
+        let blob = String::from_utf8(git(&["hash-object", "-w", "/dev/null"]).stdout).unwrap();
+        for symlink in [false, true] {
+            let mode = if symlink { "120000" } else { "100644" };
+            let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+            names.extend(NAMES.iter().map(|n| format!("dir/{n}")));
+            for name in names {
+                if name.ends_with("/.") || name.ends_with("/..") {
+                    continue;
+                }
+                let info = format!("{mode},{},{name}", blob.trim());
+                let git_says_ok = git(&["update-index", "--add", "--cacheinfo", &info])
+                    .status
+                    .success();
+                let ours = git_refuses(Path::new(&name), symlink);
+                assert_eq!(
+                    ours.is_none(),
+                    git_says_ok,
+                    "{name:?} (symlink: {symlink}): git {} it, we say {ours:?}",
+                    if git_says_ok { "takes" } else { "refuses" }
+                );
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn writes_to_names_git_refuses_are_refused() {
+        let root = temp_root("verify");
+        for name in [
+            ".git.",
+            "git~1/x",
+            "src/.g\u{200c}it/config",
+            ".git::$INDEX_ALLOCATION/x",
+        ] {
+            let err = resolve(&root, name, Access::Write).unwrap_err();
+            assert!(
+                matches!(err, PathError::GitRefuses { .. } | PathError::GitDir(_)),
+                "{name}: {err}"
+            );
+            assert!(
+                err.to_string().contains("choose another name") || err.to_string().contains(".git"),
+                "{err}"
+            );
+        }
+        let err = resolve(&root, "a/git~1", Access::Write).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "path 'a/git~1' has a name git refuses ('git~1': it would be read as .git on macOS or Windows); choose another name"
+        );
+        // Reading such a name is harmless on this system (it is no git dir here).
+        assert!(resolve(&root, "git~1", Access::Read).is_ok());
+        assert!(resolve(&root, "src/git~2", Access::Write).is_ok());
     }
 }

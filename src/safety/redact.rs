@@ -43,6 +43,13 @@ impl Redactor {
             return;
         }
         self.known.push((value.to_string(), kind.to_string()));
+        // Session logs are redacted as encoded JSON, where a value holding `"` or `\` reads differently.
+        if let Ok(quoted) = serde_json::to_string(value) {
+            let escaped = &quoted[1..quoted.len() - 1];
+            if escaped != value && !self.known.iter().any(|(v, _)| v == escaped) {
+                self.known.push((escaped.to_string(), kind.to_string()));
+            }
+        }
         self.known.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
     }
 
@@ -172,14 +179,23 @@ fn is_token_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
+/// Whether a secret may start at byte `i`: at the start of the text, after a character that cannot be part
+/// of a token, or right after a JSON escape (`\n`, `\t`, `\"`): session logs are redacted as encoded
+/// JSON lines, where a key at the start of a line follows the `n` of `\n`.
+fn at_boundary(bytes: &[u8], i: usize) -> bool {
+    if i == 0 || !bytes[i - 1].is_ascii_alphanumeric() {
+        return true;
+    }
+    i >= 2 && bytes[i - 2] == b'\\' && matches!(bytes[i - 1], b'n' | b't' | b'r')
+}
+
 /// Scans for secret formats.
 fn find_formats(text: &str) -> Vec<Finding> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let boundary = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
-        if let Some((kind, end)) = boundary.then(|| format_at(text, i)).flatten() {
+        if let Some((kind, end)) = at_boundary(bytes, i).then(|| format_at(text, i)).flatten() {
             out.push(Finding {
                 kind: kind.to_string(),
                 known: false,
@@ -191,6 +207,8 @@ fn find_formats(text: &str) -> Vec<Finding> {
         }
         i += 1;
     }
+    out.extend(aws_secrets(text));
+    out.extend(url_passwords(text));
     out
 }
 
@@ -221,6 +239,13 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         let end = run(3, is_token_char);
         return (end >= 3 + 20).then_some(("openai-key", i + end));
     }
+    // Stripe secret and restricted keys, live and test (`sk_live_` + 24 or more characters).
+    for prefix in [&b"sk_live_"[..], b"rk_live_", b"sk_test_", b"rk_test_"] {
+        if rest.starts_with(prefix) {
+            let end = run(8, alnum);
+            return (end >= 8 + 16).then_some(("stripe-key", i + end));
+        }
+    }
     for prefix in [&b"ghp_"[..], b"gho_", b"ghu_", b"ghs_", b"ghr_"] {
         if rest.starts_with(prefix) {
             let end = run(4, alnum);
@@ -235,6 +260,11 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         let end = run(6, is_token_char);
         return (end >= 6 + 20).then_some(("gitlab-token", i + end));
     }
+    // npm access tokens: `npm_` and 36 letters and digits.
+    if rest.starts_with(b"npm_") {
+        let end = run(4, alnum);
+        return (end == 4 + 36).then_some(("npm-token", i + end));
+    }
     if rest.starts_with(b"xox") && rest.len() > 4 && b"bpars".contains(&rest[3]) && rest[4] == b'-'
     {
         let end = run(5, is_token_char);
@@ -244,6 +274,7 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         let end = run(4, upper_digit);
         return (end == 20).then_some(("aws-access-key", i + end));
     }
+    // Google API keys: `AIza` and 35 more characters.
     if rest.starts_with(b"AIza") {
         let end = run(4, is_token_char);
         return (end == 39).then_some(("google-api-key", i + end));
@@ -251,19 +282,128 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
     if rest.starts_with(b"eyJ") {
         return jwt(rest).map(|end| ("jwt", i + end));
     }
-    let lower_prefix =
-        |p: &str| rest.len() >= p.len() && rest[..p.len()].eq_ignore_ascii_case(p.as_bytes());
-    if lower_prefix("aws_secret_access_key") {
-        let mut j = "aws_secret_access_key".len();
-        while j < rest.len() && matches!(rest[j], b' ' | b'=' | b':' | b'"' | b'\'') {
-            j += 1;
-        }
-        let end = run(j, |b| b.is_ascii_alphanumeric() || b == b'/' || b == b'+');
-        return (end - j == 40).then_some(("aws-secret-key", i + end));
-    }
     None
 }
 
+/// AWS secret access keys, which have no prefix of their own: 40 base64 characters right after a name
+/// ending in `secret_access_key` (any case, `_`/`-` or none between the words: `AWS_SECRET_ACCESS_KEY=`,
+/// `aws_secret_access_key = `, `"SecretAccessKey": "`). Only the value is replaced, so the text still says
+/// which setting it was.
+fn aws_secrets(text: &str) -> Vec<Finding> {
+    let bytes = text.as_bytes();
+    let lower = text.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some((_, name_len_end)) = find_name(&lower[from..]) {
+        let name_end = from + name_len_end;
+        from = name_end;
+        let mut j = name_end;
+        // Separators: `=`, `:`, blanks, quotes, and the backslash of a JSON-escaped quote.
+        while j < bytes.len()
+            && matches!(bytes[j], b' ' | b'\t' | b'=' | b':' | b'"' | b'\'' | b'\\')
+        {
+            j += 1;
+        }
+        let b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'/' || b == b'+';
+        let len = bytes[j..].iter().take_while(|b| b64(**b)).count();
+        if len == 40 && j > name_end {
+            out.push(Finding {
+                kind: "aws-secret-key".to_string(),
+                known: false,
+                start: j,
+                end: j + 40,
+            });
+            from = j + 40;
+        }
+    }
+    out
+}
+
+/// The next `secret_access_key` / `secret-access-key` / `secretaccesskey` in lower-cased text: (start, end).
+fn find_name(lower: &str) -> Option<(usize, usize)> {
+    let mut best: Option<(usize, usize)> = None;
+    for name in ["secret_access_key", "secret-access-key", "secretaccesskey"] {
+        if let Some(at) = lower.find(name) {
+            if best.is_none_or(|(b, _)| at < b) {
+                best = Some((at, at + name.len()));
+            }
+        }
+    }
+    best
+}
+
+/// The password of `scheme://user:password@host` (database URLs, `https://user:token@host` remotes). A
+/// placeholder (`password`, `pass`, `<password>`, `${DB_PASSWORD}`, `$PASS`, `***`) is no secret and stays.
+fn url_passwords(text: &str) -> Vec<Finding> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(pos) = text[from..].find("://") {
+        let authority = from + pos + 3;
+        from = authority;
+        // The authority ends at the first `/`, `?`, `#`, blank, quote or backslash.
+        let end = authority
+            + bytes[authority..]
+                .iter()
+                .take_while(|b| {
+                    !matches!(
+                        b,
+                        b'/' | b'?'
+                            | b'#'
+                            | b' '
+                            | b'\t'
+                            | b'\n'
+                            | b'"'
+                            | b'\''
+                            | b'\\'
+                            | b'<'
+                            | b'>'
+                    )
+                })
+                .count();
+        let userinfo = match text[authority..end].rfind('@') {
+            Some(at) => &text[authority..authority + at],
+            None => continue,
+        };
+        let Some(colon) = userinfo.find(':') else {
+            continue;
+        };
+        let password = &userinfo[colon + 1..];
+        let start = authority + colon + 1;
+        if colon == 0 || is_placeholder(password) {
+            continue;
+        }
+        out.push(Finding {
+            kind: "url-password".to_string(),
+            known: false,
+            start,
+            end: start + password.len(),
+        });
+    }
+    out
+}
+
+fn is_placeholder(password: &str) -> bool {
+    let lower = password.to_ascii_lowercase();
+    password.is_empty()
+        || password.starts_with(['$', '<', '{', '%'])
+        || password
+            .chars()
+            .all(|c| c == '*' || c == 'x' || c == 'X' || c == '.')
+        || matches!(
+            lower.as_str(),
+            "password"
+                | "pass"
+                | "passwd"
+                | "pw"
+                | "pwd"
+                | "secret"
+                | "changeme"
+                | "token"
+                | "redacted"
+        )
+        || lower.starts_with("[redacted")
+}
 /// Three base64url segments separated by dots, the first starting `eyJ` (`{"` encoded).
 fn jwt(rest: &[u8]) -> Option<usize> {
     let b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
@@ -329,6 +469,138 @@ mod tests {
             "eyJ.",
         ] {
             assert_eq!(r.redact(text), text);
+        }
+    }
+
+    /// (text, the secret in it, the kind it is reported as).
+    const SECRETS: &[(&str, &str, &str)] = &[
+        (
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws-secret-key",
+        ),
+        (
+            "export AWS_SECRET_ACCESS_KEY=\"Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk\"",
+            "Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk",
+            "aws-secret-key",
+        ),
+        (
+            "[default]\naws_secret_access_key = Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk\n",
+            "Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk",
+            "aws-secret-key",
+        ),
+        (
+            "{\"SecretAccessKey\": \"Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk\"}",
+            "Zt9+k2ab/Qw8XyLmNoPqRsTuVwXyZaBcDeFgHiJk",
+            "aws-secret-key",
+        ),
+        (
+            "stripe.api_key = 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "stripe-key",
+        ),
+        (
+            "rk_live_51HxYzAbCdEfGhIjKlMnOpQr",
+            "rk_live_51HxYzAbCdEfGhIjKlMnOpQr",
+            "stripe-key",
+        ),
+        (
+            "key=AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe&q=1",
+            "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+            "google-api-key",
+        ),
+        (
+            "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm-token",
+        ),
+        (
+            "DATABASE_URL=postgres://app:s3cr3t-Pw@db.internal:5432/app",
+            "s3cr3t-Pw",
+            "url-password",
+        ),
+        (
+            "git clone https://bob:ghx-tok3n@git.example.com/r.git",
+            "ghx-tok3n",
+            "url-password",
+        ),
+        ("mysql://root:p@ss@localhost/db", "p@ss", "url-password"),
+    ];
+
+    #[test]
+    fn common_formats_are_redacted() {
+        let r = Redactor::default();
+        for (text, secret, kind) in SECRETS {
+            let out = r.redact(text);
+            assert!(!out.contains(secret), "{text} -> {out}");
+            assert!(
+                out.contains(&format!("[REDACTED:{kind}]")),
+                "{text} -> {out}"
+            );
+        }
+        // The name stays readable: only the value goes.
+        assert_eq!(
+            r.redact("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+            "AWS_SECRET_ACCESS_KEY=[REDACTED:aws-secret-key]"
+        );
+        assert_eq!(
+            r.redact("postgres://app:s3cr3t-Pw@db/app"),
+            "postgres://app:[REDACTED:url-password]@db/app"
+        );
+    }
+
+    #[test]
+    fn secrets_are_found_in_json_encoded_text() {
+        // The session log is redacted line by line as encoded JSON: escapes sit right before the secret.
+        let r = Redactor::default();
+        for (text, secret, _) in SECRETS {
+            let line = serde_json::json!({"output": format!("line one\n{text}\n")}).to_string();
+            let out = r.redact(&line);
+            assert!(!out.contains(secret), "{line} -> {out}");
+        }
+        let line = serde_json::json!({"output": "x\nAKIAIOSFODNN7EXAMPLE\tghp_abcdefghijklmnopqrstuvwxyz0123456789"}).to_string();
+        let out = r.redact(&line);
+        assert!(
+            !out.contains("AKIAIOSFODNN7EXAMPLE") && !out.contains("ghp_abc"),
+            "{out}"
+        );
+        let mut known = Redactor::default();
+        known.add_known("pa\"ss\\word-123", "DB_PASSWORD");
+        let line = serde_json::json!({"output": "pw is pa\"ss\\word-123"}).to_string();
+        assert!(!known.redact(&line).contains("word-123"), "{line}");
+    }
+
+    #[test]
+    fn ordinary_text_is_not_redacted() {
+        let r = Redactor::default();
+        for text in [
+            // Near misses of each format.
+            "AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY}",
+            "aws_secret_access_key = <your secret key>",
+            "the secret_access_key setting holds 40 characters",
+            "secret_access_key: tooShortToBeAKey/123",
+            "sk_live_ is the prefix of live keys",
+            "sk_test_short",
+            "AIzaSyShort",
+            "npm_config_cache=/tmp/npm",
+            "npm_package_version",
+            "npm_abcdefghij",
+            // URLs without a password, or with a placeholder.
+            "https://github.com/rust-lang/rust",
+            "ssh://git@github.com/u/r.git",
+            "http://localhost:8080/api?x=1",
+            "https://user@example.com/path",
+            "postgres://user:password@localhost/db",
+            "postgres://app:${DB_PASSWORD}@db/app",
+            "redis://:$REDIS_PASS@cache:6379",
+            "mysql://root:****@localhost",
+            "see http://example.com:80/a@b",
+            // Prose and code.
+            "The password must be 8 characters; the key is rotated weekly.",
+            "let key = map.get(\"secret_access_key\");",
+            "a::b::c and std::io://not-a-url",
+        ] {
+            assert_eq!(r.redact(text), text, "{text}");
         }
     }
 }

@@ -22,6 +22,8 @@ pub enum Reason {
     KnownValue(String),
     /// It holds a secret format (`openai-key`, `jwt`, ...) that its committed version lacked.
     NewSecret(String),
+    /// Git refuses its name in a tree ([`super::path::git_refuses()`]): the name, and why.
+    NameGitRefuses(String, &'static str),
 }
 
 impl fmt::Display for Reason {
@@ -30,6 +32,9 @@ impl fmt::Display for Reason {
             Reason::Sensitive(what) => write!(f, "it is {what}"),
             Reason::KnownValue(kind) => write!(f, "it contains the value of {kind}"),
             Reason::NewSecret(kind) => write!(f, "it contains a new secret ({kind})"),
+            Reason::NameGitRefuses(name, why) => {
+                write!(f, "git refuses the name '{name}' ({why}); rename it")
+            }
         }
     }
 }

@@ -76,6 +76,14 @@ impl Store {
         };
         let mut cmd = command(dir);
         cmd.args(args).stdin(Stdio::null());
+        if let Some(git_dir) = self
+            .detached_git_dir
+            .as_ref()
+            .filter(|_| dir == self.workdir)
+        {
+            cmd.env("GIT_DIR", git_dir)
+                .env("GIT_WORK_TREE", &self.workdir);
+        }
         if let Some(index) = index {
             cmd.env("GIT_INDEX_FILE", index);
         }

@@ -305,22 +305,22 @@ impl Store {
     pub fn discard(&self, meta: &Meta, pool: usize) -> Result<Option<ObjectId>, StoreError> {
         let branch = branch_name(&meta.id);
         let tip = self.branch_tip(&branch)?;
+        // The branch first: if it cannot be deleted (a lock in the way), nothing has changed yet.
+        if let Some(tip) = tip {
+            let edit = RefEdit::delete(
+                full_name(&branch)?,
+                PreviousValue::MustExistAndMatch(gix::refs::Target::Object(tip)),
+            );
+            edit_ref(&self.repo, edit)?;
+        }
         match self.checkout_of(meta) {
-            Checkout::Linked(root) if root.exists() => match tip {
-                Some(tip) => self.pool_return(&root, tip, pool)?,
-                None => self.remove_checkout(&root)?,
+            Checkout::Linked(root) if std::fs::symlink_metadata(&root).is_ok() => match tip {
+                Some(tip) if self.checkout_complete(&root) => self.pool_return(&root, tip, pool)?,
+                _ => self.remove_checkout(&root)?,
             },
             Checkout::Linked(_) | Checkout::Here(_) => {}
         }
-        let Some(tip) = tip else {
-            return Ok(None);
-        };
-        let edit = RefEdit::delete(
-            full_name(&branch)?,
-            PreviousValue::MustExistAndMatch(gix::refs::Target::Object(tip)),
-        );
-        edit_ref(&self.repo, edit)?;
-        Ok(Some(tip))
+        Ok(tip)
     }
 
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.

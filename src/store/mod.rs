@@ -27,11 +27,14 @@
 
 mod changes;
 mod checkout;
+pub mod commit;
 pub mod git;
 pub mod land;
+pub mod land_record;
 pub mod lifecycle;
 mod local;
 mod notes;
+mod place;
 mod pool;
 #[cfg(target_os = "linux")]
 mod rules;
@@ -117,8 +120,10 @@ pub enum StoreError {
     #[error("refs/notes/agent stayed busy: another process holds it; if none runs, remove refs/notes/agent.lock")]
     NotesBusy,
     #[error(
-        "{name} is locked: {} exists (waited {:.1} s); if no git or git-agent process is running, remove it",
-        .lock.display(), .waited.as_secs_f64()
+        "git storage error: could not prepare reference edit of {name}: {lock} exists (another git process is \
+         writing there, or one was killed while it did; waited {:.1} s)\n\
+         hint: if no git or git-agent process is running in this repository, remove {lock} and try again",
+        .waited.as_secs_f64(), lock = .lock.display()
     )]
     Locked {
         name: String,
@@ -129,8 +134,86 @@ pub enum StoreError {
     Checkout { path: PathBuf, message: String },
     #[error("{0}")]
     Refused(String),
-    #[error("git storage error: {0:#}")]
+    #[error("{}", describe_gix(.0))]
     Git(#[from] gix::Error),
+}
+
+/// The repository `GIT_DIR` names (relative to `cwd`), with git's choice of work tree: `GIT_WORK_TREE`, else
+/// `core.worktree`, else `cwd` itself (git's rule when only `GIT_DIR` is set; a hook runs at the top of the
+/// work tree).
+fn open_from_environment(cwd: &Path, git_dir: &Path) -> Result<gix::Repository, StoreError> {
+    let git_dir = cwd.join(git_dir);
+    let mut repo = gix::open(&git_dir).map_err(StoreError::NotARepo)?;
+    let configured = repo
+        .config_snapshot()
+        .trusted_path("core.worktree")
+        .ok()
+        .flatten()
+        .map(|p| git_dir.join(p));
+    let workdir = match std::env::var_os("GIT_WORK_TREE").filter(|d| !d.is_empty()) {
+        Some(dir) => Some(cwd.join(dir)),
+        None if repo.config_snapshot().boolean("core.bare") == Some(true) => None,
+        None => configured.or_else(|| Some(cwd.to_path_buf())),
+    };
+    repo.set_workdir(workdir.clone())
+        .map_err(|_| StoreError::Io {
+            action: "open the work tree",
+            path: workdir.unwrap_or_default(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+    Ok(repo)
+}
+
+/// A gix error in words: what failed and its cause on the first line, and, when a lock file is in the way,
+/// which one and what to do about it. (Its alternate form prints gix's internal structures: issue 17.)
+fn describe_gix(err: &gix::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.iter_errors() {
+        let text = e.to_string();
+        // A cause is often repeated by the frame that wraps it.
+        if parts.iter().any(|p| p.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    let lock = err
+        .iter_errors()
+        .any(|e| {
+            e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+        })
+        .then(|| parts.iter().find_map(|p| quoted_lock_path(p)))
+        .flatten();
+    let what = parts.first().map_or("unknown failure", String::as_str);
+    let what = lower_first(what);
+    match lock {
+        Some(lock) => format!(
+            "git storage error: {what}: {lock} exists (another git process is writing there, or one was killed while it did)\n\
+             hint: if no git or git-agent process is running in this repository, remove {lock} and try again"
+        ),
+        None if parts.len() > 1 => {
+            let cause = lower_first(&parts[parts.len() - 1]);
+            format!("git storage error: {what}: {cause}")
+        }
+        None => format!("git storage error: {what}"),
+    }
+}
+
+/// The first `"...lock"` path quoted in a gix message.
+fn quoted_lock_path(text: &str) -> Option<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .find(|s| s.ends_with(".lock"))
+        .map(str::to_owned)
+}
+
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) if !text.starts_with("HEAD") => c.to_lowercase().chain(chars).collect(),
+        _ => text.to_owned(),
+    }
 }
 
 impl StoreError {
@@ -208,12 +291,20 @@ pub struct Store {
     repo: gix::Repository,
     workdir: PathBuf,
     common_dir: PathBuf,
+    /// The git dir, when git run in the work tree would not find it there (`GIT_DIR` named one elsewhere):
+    /// the store's git processes in the work tree are then told where it is.
+    detached_git_dir: Option<PathBuf>,
 }
 
 impl Store {
-    /// Discover the repository containing `cwd`; fail if there is none or if it is bare.
+    /// Discover the repository containing `cwd`, or open the one `GIT_DIR` and `GIT_WORK_TREE` name (as git
+    /// does: `git --git-dir=R/.git --work-tree=R agent ask` from anywhere, or a hook); fail if there is none
+    /// or if it is bare.
     pub fn open(cwd: &Path) -> Result<Store, StoreError> {
-        let repo = gix::discover(cwd).map_err(StoreError::NotARepo)?;
+        let (repo, from_environment) = match std::env::var_os("GIT_DIR").filter(|d| !d.is_empty()) {
+            Some(git_dir) => (open_from_environment(cwd, Path::new(&git_dir))?, true),
+            None => (gix::discover(cwd).map_err(StoreError::NotARepo)?, false),
+        };
         let Some(workdir) = repo.workdir() else {
             return Err(StoreError::Bare(repo.git_dir().to_path_buf()));
         };
@@ -221,10 +312,22 @@ impl Store {
         let workdir = std::fs::canonicalize(workdir).map_err(StoreError::io("resolve", workdir))?;
         let common_dir = std::fs::canonicalize(repo.common_dir())
             .map_err(StoreError::io("resolve", repo.common_dir()))?;
+        let detached_git_dir = if from_environment {
+            let git_dir = std::fs::canonicalize(repo.git_dir())
+                .map_err(StoreError::io("resolve", repo.git_dir()))?;
+            // Where git itself would look from the work tree: `.git` there, a dir or a gitfile.
+            let found = gix::discover(&workdir)
+                .ok()
+                .and_then(|r| std::fs::canonicalize(r.git_dir()).ok());
+            (found.as_ref() != Some(&git_dir)).then_some(git_dir)
+        } else {
+            None
+        };
         Ok(Store {
             repo,
             workdir,
             common_dir,
+            detached_git_dir,
         })
     }
 

@@ -213,6 +213,16 @@ fn screen(
             // Refused before anything is read: `../x` must not be judged, let alone committed.
             check_path(rel)?;
             let full = root.join(rel);
+            // A name git refuses (`.git.`, `git~1`, `.g\u{200c}it`) would fail the tree write or `git fsck`;
+            // the file stays in the checkout and the session goes on.
+            let symlink = std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_symlink());
+            if let Some((name, why)) = crate::safety::path::git_refuses(rel, symlink) {
+                withheld.push(Withheld {
+                    path: rel.clone(),
+                    reason: withhold::Reason::NameGitRefuses(name, why),
+                });
+                continue;
+            }
             // Through a symlink, as git would not: a link to a key file is withheld like the key file.
             let bytes = match std::fs::metadata(&full) {
                 Ok(md) if md.is_file() => std::fs::read(&full).ok(),

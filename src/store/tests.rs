@@ -587,116 +587,6 @@ fn dates_come_from_the_environment_format() {
     }
 }
 
-/// Benchmark: `BENCH_REPO=<repo> cargo test --release --lib store::tests::bench -- --ignored --nocapture`
-/// (scripts/bench-commit.sh builds the repo and compares with `git add -A && git commit`).
-#[test]
-#[ignore = "benchmark; needs BENCH_REPO"]
-fn bench() {
-    use std::time::Instant;
-    let Ok(repo) = std::env::var("BENCH_REPO") else {
-        eprintln!("BENCH_REPO not set");
-        return;
-    };
-    let steps: usize = std::env::var("BENCH_STEPS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(20);
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-
-    let t = Instant::now();
-    let store = Store::open(Path::new(&repo)).unwrap();
-    let open = ms(t);
-    let id = store.new_session_id().unwrap();
-    let t = Instant::now();
-    let mut s = store.start_session(&id, false).unwrap();
-    let start = ms(t);
-
-    let mut scans = Vec::new();
-    let mut rescans = Vec::new();
-    let mut statuses = Vec::new();
-    let mut commits = Vec::new();
-    let mut full = Vec::new();
-    let mut files = 0;
-    // A fresh checkout's directories are too new for the rescan's fast path (racy timestamps); in a session
-    // the model's thinking time passes before the first command. Let the same time pass here.
-    std::thread::sleep(std::time::Duration::from_millis(2100));
-    // The inotify tracker watches the same checkout throughout; its set-up is paid once per session.
-    let t = Instant::now();
-    let mut tracker = ChangeTracker::new(s.root());
-    tracker.before_run().unwrap();
-    let watch_setup = ms(t);
-    let mut drains = Vec::new();
-    for i in 0..steps {
-        let t0 = Instant::now();
-        let before = store.scan(&s).unwrap();
-        scans.push(ms(t0));
-        files = before.len();
-        let rel = format!("d{:03}/f{:03}.txt", (i * 37) % 1000, (i * 11) % 100);
-        // A command that modifies one existing file (appends to it).
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(s.root().join(&rel))
-            .unwrap();
-        std::io::Write::write_all(&mut f, format!("step {i}\n").as_bytes()).unwrap();
-        drop(f);
-        let t = Instant::now();
-        let after = before.rescan().unwrap();
-        let changed = Scan::diff(&before, &after);
-        rescans.push(ms(t));
-        assert_eq!(changed, [PathBuf::from(&rel)]);
-        let t = Instant::now();
-        tracker.before_run().unwrap();
-        let events = tracker.after_run().unwrap();
-        drains.push(ms(t));
-        assert_eq!(events, [PathBuf::from(&rel)]);
-        assert_eq!(tracker.detection(), &crate::store::Detection::Events);
-        let t = Instant::now();
-        let status = Command::new("git")
-            .args(["status", "--porcelain"])
-            .current_dir(s.root())
-            .output()
-            .unwrap();
-        statuses.push(ms(t));
-        assert!(String::from_utf8_lossy(&status.stdout).contains(&rel));
-        let t = Instant::now();
-        commit(&store, &mut s, &changed, &format!("step {i}"))
-            .unwrap()
-            .expect("a change");
-        commits.push(ms(t));
-        full.push(ms(t0));
-    }
-    // On a line of its own: the test harness has just printed the test's name without a newline.
-    println!("\nBENCH files={files}");
-    println!("BENCH open_ms={open:.2}");
-    println!("BENCH start_session_ms={start:.1}");
-    println!("BENCH scan_median_ms={:.1}", median(scans));
-    println!(
-        "BENCH rescan_diff_1_changed_median_ms={:.1}",
-        median(rescans)
-    );
-    println!("BENCH inotify_watch_setup_ms={watch_setup:.1}");
-    println!("BENCH inotify_watched_dirs={}", tracker.watched_dirs());
-    let drain = median(drains);
-    println!("BENCH inotify_after_run_1_changed_median_ms={drain:.3}");
-    let status = median(statuses);
-    println!("BENCH git_status_porcelain_median_ms={status:.1}");
-    println!(
-        "BENCH ratio git_status/inotify_after_run = {:.0}x",
-        status / drain
-    );
-    println!("BENCH commit_step_median_ms={:.2}", median(commits));
-    println!("BENCH scan_diff_commit_median_ms={:.1}", median(full));
-    let t = Instant::now();
-    store
-        .rollback_session(&s)
-        .unwrap_or_else(|e| eprintln!("rollback: {e}"));
-    println!("BENCH rollback_ms={:.1}", ms(t));
-}
-
 /// A key value registered with the process-wide redactor, unlike anything else the tests write.
 const KNOWN_SECRET: &str = "store-test-known-4711abcdef";
 /// A secret format (an OpenAI key) that no redactor needs to know.
@@ -817,4 +707,51 @@ fn push_check_finds_known_values_in_agent_history_only() {
     ]);
     let leaks = store.secrets_in_refs(&agent, &r).unwrap();
     assert_eq!(leaks.len(), 2, "{leaks:?}");
+}
+
+/// Issue 17 defect 12: a storage error says what failed in words and names the lock in the way, not gix's
+/// internal structures.
+#[test]
+fn a_stale_lock_is_named_in_words() {
+    let repo = TestRepo::with_commit("stale-lock");
+    let store = Store::open(&repo.dir).unwrap();
+    std::fs::create_dir_all(repo.path(".git/refs/heads/agent")).unwrap();
+    let lock = repo.path(".git/refs/heads/agent/zz.lock");
+    std::fs::write(&lock, "").unwrap();
+    let head = store.repo.head_id().unwrap().detach();
+    let err = store
+        .create_branch("refs/heads/agent/zz", head, "test")
+        .unwrap_err();
+    let text = err.to_string();
+    let mut lines = text.lines();
+    let first = lines.next().unwrap();
+    assert!(
+        first.starts_with("git storage error: could not prepare reference edit"),
+        "{text}"
+    );
+    assert!(
+        first.contains(&format!("{} exists", lock.display())),
+        "{text}"
+    );
+    for debug in ["Message {", "values:", "Bytes(", "Caused by"] {
+        assert!(!text.contains(debug), "{text}");
+    }
+    assert_eq!(
+        lines.next(),
+        Some(
+            format!(
+                "hint: if no git or git-agent process is running in this repository, remove {} and try again",
+                lock.display()
+            )
+            .as_str()
+        ),
+        "{text}"
+    );
+    // Nothing was written: the lock is the stale one, the branch does not exist.
+    assert!(store
+        .repo
+        .try_find_reference("refs/heads/agent/zz")
+        .unwrap()
+        .is_none());
+    assert_eq!(std::fs::read(&lock).unwrap(), b"");
 }

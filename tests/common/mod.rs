@@ -4,6 +4,8 @@
 //! Modelled on ripgrep's `tests/util.rs` and jj's `TestEnvironment`: no test may see the developer's git
 //! config, HOME, keys or clock.
 
+pub mod landing;
+pub mod long_session;
 pub mod server;
 
 use std::fs;
@@ -116,6 +118,26 @@ impl TestRepo {
     pub fn agent(&self, server: &Server, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_git-agent"));
         self.hermetic(&mut cmd)
+            .env("OPENAI_BASE_URL", server.base_url())
+            .env("OPENAI_API_KEY", API_KEY)
+            .env("GIT_AGENT_MODEL", "openai/test-model")
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `program args` (`git agent ask ...`, `timeout 60 git agent ask ...`, `git commit` with a hook that calls
+    /// the agent) with the agent's hermetic environment and this build's `git-agent` first on PATH, so git
+    /// finds it as the `agent` subcommand.
+    pub fn via(&self, server: &Server, program: &str, args: &[&str]) -> Command {
+        let bin = Path::new(env!("CARGO_BIN_EXE_git-agent"));
+        let dir = bin.parent().expect("the binary lives in a directory");
+        let mut path = std::ffi::OsString::from(dir);
+        path.push(":");
+        path.push(std::env::var_os("PATH").unwrap_or_default());
+        let mut cmd = Command::new(program);
+        self.hermetic(&mut cmd)
+            .env("PATH", path)
             .env("OPENAI_BASE_URL", server.base_url())
             .env("OPENAI_API_KEY", API_KEY)
             .env("GIT_AGENT_MODEL", "openai/test-model")

@@ -37,3 +37,6 @@ mod here;
 mod mcp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
 mod lifecycle;
+// `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
+// approvals; and piped, one turn a line.
+mod chat;

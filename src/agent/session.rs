@@ -497,6 +497,11 @@ impl AgentSession {
         }
     }
 
+    /// The plan the model keeps with `plan_update` (chat's `/plan`).
+    pub fn plan(&self) -> &Plan {
+        &self.conv.plan
+    }
+
     /// `provider/model`.
     pub fn model_name(&self) -> String {
         self.model.config.display_name()

@@ -12,6 +12,8 @@ mod log;
 mod mcp;
 mod pull;
 mod push;
+mod review;
+mod review_tty;
 mod show;
 mod undo;
 
@@ -45,6 +47,7 @@ enum Command {
     Diff(diff::DiffArgs),
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
     Discard(discard::DiscardArgs),
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
@@ -85,6 +88,7 @@ pub fn run() -> i32 {
         Command::Diff(args) => diff::run(&ctx, args),
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
+        Command::Review(args) => review::run(&mut ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),

@@ -22,11 +22,13 @@
 mod changes;
 pub mod commit;
 pub mod git;
+pub mod hunks;
 pub mod land;
 pub mod land_record;
 pub mod lifecycle;
 mod notes;
 mod place;
+pub mod review;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;

@@ -15,10 +15,10 @@ mod ask;
 mod models;
 // Opt-in: a real llama.cpp server (GIT_AGENT_REAL_SERVER=1; see scripts/try-local.sh --test).
 mod real_server;
-// Benchmarks (`#[ignore]`d; scripts/bench-models.sh runs them in release).
-mod bench_models;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// The search tool, called through the binary, against rg itself over a tree of ignore-rule cases.
+mod rg_parity;
 // Guard, rules, approvals, sandbox and the secret canary.
 mod safety;
 // The command line itself: help, version, usage errors, man pages.

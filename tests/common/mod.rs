@@ -5,6 +5,7 @@
 //! config, HOME, keys or clock.
 
 pub mod landing;
+pub mod long_session;
 pub mod server;
 
 use std::fs;

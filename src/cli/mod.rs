@@ -9,6 +9,7 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod gc;
 mod log;
 mod mcp;
 mod pull;
@@ -51,6 +52,7 @@ enum Command {
     Accept(accept::AcceptArgs),
     Review(review::ReviewArgs),
     Discard(discard::DiscardArgs),
+    Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
@@ -97,6 +99,7 @@ pub fn run() -> i32 {
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Review(args) => review::run(&mut ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),

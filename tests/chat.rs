@@ -391,13 +391,16 @@ fn piped_new_resume_and_the_informational_commands() {
         "/context\n/model\n/plan\n/memory\n/review\n/new\nsecond\n/resume {first_id}\nthird\n/sessions\n"
     );
     let out = piped(&repo, &server, &["chat", "--continue"], &input);
-    out.assert_code(0);
     let stdout = out.stdout();
     assert!(stdout.contains("context: about "), "{out}");
     assert!(stdout.contains("model: openai/test-model"), "{out}");
     assert!(stdout.contains("no plan yet"), "{out}");
     assert!(stdout.contains("/memory is not available yet"), "{out}");
-    assert!(stdout.contains("/review is not available yet"), "{out}");
+    // No terminal to hand over: review's scripted form (here with nothing to review).
+    assert!(
+        stdout.contains("changed nothing: nothing to review"),
+        "{out}"
+    );
     let mut ids = agent_branches(&repo);
     ids.sort();
     assert_eq!(ids.len(), 2, "/new started a second session: {ids:?}");
@@ -412,6 +415,7 @@ fn piped_new_resume_and_the_informational_commands() {
     assert_eq!(requests[2].user_texts(), ["first", "third"]);
     assert!(stdout.contains(&format!("* {first_id}")), "{out}");
     assert!(stdout.contains(&format!("  {second_id}")), "{out}");
+    out.assert_code(0);
 }
 
 #[test]
@@ -438,4 +442,41 @@ fn ctrl_z_stops_the_job_and_fg_continues_it_where_it_was() {
         server.requests()[0].user_texts(),
         ["half a prompt, finished"]
     );
+}
+
+#[test]
+fn review_gets_the_terminal_and_its_comments_reach_the_next_turn() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        write("notes.txt", "hello\n"),
+        Reply::text("Wrote the notes."),
+        Reply::text("Revised as you asked."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("write the notes");
+    tmux.wait_for("the answer", |s| s.contains("Wrote the notes."));
+    at_prompt(&tmux, "the prompt");
+    tmux.type_line("/review");
+    tmux.wait_for("review's question", |s| s.contains("Take this"));
+    tmux.type_line("c");
+    tmux.wait_for("the comment question", |s| s.contains("Comment:"));
+    tmux.type_line("say hello to the world instead");
+    tmux.wait_for("the chat again", |s| s.contains("session opened again"));
+    at_prompt(&tmux, "the prompt after the review");
+    tmux.type_line("revise it");
+    tmux.wait_for("the revision", |s| s.contains("Revised as you asked."));
+    let requests = server.requests();
+    let texts = requests.last().expect("a request").user_texts();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("say hello to the world instead")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last().map(String::as_str), Some("revise it"));
+    // Left, not taken: the user's tree has no notes.txt.
+    assert!(!repo.path().join("notes.txt").exists());
 }

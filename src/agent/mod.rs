@@ -27,6 +27,7 @@ pub mod plan;
 mod prompt;
 pub mod session;
 pub mod skills;
+mod start;
 mod step;
 mod stream;
 mod trim;

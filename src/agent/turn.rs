@@ -152,6 +152,9 @@ impl<'t> Turn<'t> {
             for text in self.control.take_steering() {
                 self.add_user(&text)?;
             }
+            // The window the endpoint reports, asked beside the first request: waited for before any other.
+            let fresh = self.tally.requests == 0 && self.s.conv.messages.len() <= 2;
+            self.s.settle_window(!fresh).await;
             if !trimmed {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;
@@ -169,6 +172,8 @@ impl<'t> Turn<'t> {
                 Ok(Streamed::Cancelled { partial }) => return Ok(Outcome::Interrupted(partial)),
                 Ok(Streamed::Reply(response)) => response,
             };
+            // The connection is free again: the endpoint is asked for its window now, beside the tool calls.
+            self.s.start_window_probe();
             trimmed = false;
             if let Some(outcome) = self.answered(response).await? {
                 return Ok(outcome);
@@ -281,6 +286,8 @@ impl<'t> Turn<'t> {
     /// instructions). With finish_reason `length` (`cut_off`), the last call's arguments may have been cut off
     /// mid-way: it is never run, since it merely looks complete.
     async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
+        // The tools work in the checkout: a new session's start, still under way, is waited for here.
+        self.s.ready(&mut *self.sink).await?;
         let mut round = Round::default();
         // Outputs of explore calls, run together when the first of a run of them comes up.
         let mut explored: Vec<Option<ToolOutput>> = vec![None; calls.len()];

@@ -9,10 +9,14 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod gc;
 mod log;
 mod mcp;
+mod pr;
 mod pull;
 mod push;
+mod review;
+mod review_tty;
 mod show;
 mod skill;
 mod undo;
@@ -48,7 +52,10 @@ enum Command {
     Diff(diff::DiffArgs),
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
+    Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
+    Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
@@ -94,7 +101,10 @@ pub fn run() -> i32 {
         Command::Diff(args) => diff::run(&ctx, args),
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
+        Command::Review(args) => review::run(&mut ctx, args),
+        Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),

@@ -1,14 +1,14 @@
-//! `git agent pull`: fetch shared sessions and merge the remote's notes and skills into ours (never
-//! overwriting them).
+//! `git agent pull`: fetch shared sessions and merge the remote's notes, review records and skills into ours
+//! (never overwriting them).
 
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
-use crate::store::share::remote_notes_ref;
+use crate::store::share::{remote_notes_ref, remote_review_ref};
 use crate::store::skills::remote_skills_ref;
 
-/// Fetch sessions, session branches, notes and skills from a remote; notes and skills are merged, not
-/// overwritten
+/// Fetch sessions, session branches, notes, review records and skills from a remote; notes, review records and
+/// skills are merged, not overwritten
 #[derive(Debug, Args)]
 pub struct PullArgs {
     /// The remote (default: origin)
@@ -45,6 +45,16 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
             eprintln!("merged the notes of {} into refs/notes/agent", args.remote);
         }
     }
+    // Review records are sets of lines: merged by line union, so both sides' decisions stay.
+    if let Some(theirs) = store.ref_target(&remote_review_ref(&args.remote))? {
+        if store.merge_review_notes(theirs)? {
+            eprintln!(
+                "merged the review records of {} into {}",
+                args.remote,
+                crate::store::review::REVIEW_REF
+            );
+        }
+    }
     if let Some(theirs) = store.ref_target(&skills)? {
         let report = store.merge_skills(theirs, &args.remote)?;
         if !report.taken.is_empty() {
@@ -52,7 +62,8 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         }
         for name in &report.conflicts {
             eprintln!(
-                "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name}                  (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",
+                "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
+                 (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",
                 args.remote
             );
         }

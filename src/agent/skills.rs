@@ -154,7 +154,8 @@ fn entry(skill: &Skill) -> String {
 fn names_within(names: &[&str], max: usize) -> String {
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {
-        if out.len() + name.len() > max {
+        let separator = if out.is_empty() { 0 } else { 2 };
+        if out.len() + separator + name.len() > max {
             return format!("{out} and {} more", names.len() - i);
         }
         if !out.is_empty() {

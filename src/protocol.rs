@@ -281,6 +281,12 @@ pub enum Event<'a> {
     },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
+    /// A warning scripts see too (`--json` type `notice`): a safety measure that could not be applied and
+    /// what stands in for it. `topic` names the measure (`isolation`, `sandbox`).
+    Notice {
+        topic: &'a str,
+        message: &'a str,
+    },
     Error(&'a str),
     // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
     // the same code as a live session. The agent does not emit these today; none is in the JSON contract.

@@ -520,7 +520,16 @@ impl Toolbox {
     ) -> Toolbox {
         let (policy, sandbox) = safety_for(store, session, safety);
         if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
+            sink.emit(&Event::Notice {
+                topic: "sandbox",
+                message: warning,
+            });
+        }
+        if let Some(warning) = sandbox.isolation_warning() {
+            sink.emit(&Event::Notice {
+                topic: "isolation",
+                message: &warning,
+            });
         }
         let output = store
             .common_dir()

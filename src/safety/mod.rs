@@ -10,6 +10,7 @@
 
 pub mod beneath;
 pub mod guard;
+pub mod isolate;
 pub mod mcp;
 pub mod path;
 pub mod redact;

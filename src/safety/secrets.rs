@@ -8,9 +8,10 @@
 //! secret-looking variables are present, the agent re-executes itself without them and hands their values to
 //! the new image through an inherited pipe; from then on they live in memory only ([`var()`]).
 //!
-//! Limit: the agent's own parent (`git`, when started as `git agent`) still has them in its environment, and
-//! Landlock does not close `/proc/<pid>/environ` (only ptrace-attach style access such as `/proc/<pid>/mem`).
-//! A PID namespace would hide it but needs a user namespace and a private `/proc` mount; not done. Keys from
+//! The agent's own parent (`git`, when started as `git agent`), the user's shell and wrappers such as `timeout`
+//! still have them in their environments, and Landlock does not close `/proc/<pid>/environ`: commands run in
+//! a PID namespace with a private `/proc` where the kernel allows it ([`super::isolate`]), which hides every
+//! process outside the command's own tree; where it does not, the session says so. Keys from
 //! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;

@@ -179,3 +179,104 @@ fn bench_edit_10mb() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `true` spawned and waited for, BENCH_RUNS times (default 100) each way: the bare `bash -c` spawn commands
+/// had before the supervisor, then through `process::bash` with the supervisor and no namespace, with the
+/// PID namespace and private `/proc`, and both under Landlock. Per-call means and ratios to the bare spawn.
+#[test]
+#[ignore]
+fn bench_run_isolation() {
+    use crate::safety::isolate::{self, Isolation};
+    use crate::safety::sandbox::{Mode, Sandbox, SandboxConfig};
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    let dir = std::env::temp_dir().join(format!("git-agent-bench-run-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join(".git")).expect("bench dir");
+    let mut base = ctx(&dir);
+    let per_call = |t: Instant| ms(t) / runs as f64;
+    let start = Instant::now();
+    for _ in 0..runs {
+        let status = std::os::unix::process::CommandExt::process_group(
+            Command::new("bash")
+                .args(["-c", "true"])
+                .stdin(Stdio::null()),
+            0,
+        )
+        .status()
+        .expect("bash runs");
+        assert!(status.success());
+    }
+    let bare = per_call(start);
+    println!("BENCH spawn_true_bare_bash_ms={bare:.2}");
+    let namespace = isolate::probe().clone();
+    let root = std::fs::canonicalize(&dir).expect("bench dir");
+    let workspace = Sandbox::new(
+        &SandboxConfig {
+            mode: Mode::Workspace,
+            ..SandboxConfig::default()
+        },
+        &root.join(".git/agent/worktrees/x"),
+        &root.join(".git"),
+        None,
+    );
+    let shared = Isolation::Shared {
+        why: "benchmark".into(),
+    };
+    let mut variants = vec![(
+        "supervisor_no_namespace",
+        Sandbox {
+            isolation: shared.clone(),
+            ..Sandbox::off()
+        },
+    )];
+    if namespace.is_namespace() {
+        variants.push((
+            "pid_namespace",
+            Sandbox {
+                isolation: namespace.clone(),
+                ..Sandbox::off()
+            },
+        ));
+    }
+    if crate::safety::sandbox::landlock_abi() >= 1 {
+        variants.push((
+            "landlock_no_namespace",
+            Sandbox {
+                isolation: shared,
+                ..workspace.clone()
+            },
+        ));
+        if namespace.is_namespace() {
+            variants.push(("landlock_pid_namespace", workspace));
+        }
+    }
+    for (name, sandbox) in variants {
+        base.sandbox = Arc::new(sandbox);
+        let start = Instant::now();
+        for _ in 0..runs {
+            let mut cmd = super::process::bash(&base, "true").expect("the sandbox applies");
+            let status = cmd.stdout(Stdio::null()).status().expect("bash runs");
+            assert!(status.success(), "{name}: {status}");
+        }
+        let t = per_call(start);
+        println!(
+            "BENCH spawn_true_{name}_ms={t:.2} ratio_to_bare={:.2}x",
+            t / bare
+        );
+    }
+    // The whole `run` tool for scale: its wait loop polls every 20 ms, which dominates a command this short.
+    let start = Instant::now();
+    for _ in 0..runs.min(20) {
+        let out = super::shell::Run.execute(&base, &json!({"command": "true"}));
+        assert!(!out.is_error, "{}", out.content);
+    }
+    println!(
+        "BENCH run_tool_true_ms={:.2} (last variant, {} calls)",
+        ms(start) / runs.min(20) as f64,
+        runs.min(20)
+    );
+    println!("BENCH isolation_here={namespace:?} runs={runs}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

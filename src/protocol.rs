@@ -112,6 +112,8 @@ pub enum Status {
     Loop,
     /// The user interrupted (Ctrl-C).
     Interrupted,
+    /// SIGTERM or SIGHUP ended the session (a cancelled CI job, `timeout`, a closed terminal).
+    Terminated,
     /// A host failure ended the session.
     Error,
     /// `git agent discard` removed its branch and checkout (the log stays).
@@ -131,6 +133,7 @@ impl Status {
             Status::MaxTokens => "max_tokens",
             Status::Loop => "loop",
             Status::Interrupted => "interrupted",
+            Status::Terminated => "terminated",
             Status::Error => "error",
             Status::Discarded => "discarded",
             Status::Other(s) => s,
@@ -147,6 +150,7 @@ impl Status {
             "max_tokens" => Status::MaxTokens,
             "loop" => Status::Loop,
             "interrupted" => Status::Interrupted,
+            "terminated" => Status::Terminated,
             "error" => Status::Error,
             "discarded" => Status::Discarded,
             other => Status::Other(other.to_string()),

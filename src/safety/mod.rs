@@ -16,6 +16,7 @@ pub mod path;
 pub mod redact;
 pub mod rules;
 pub mod sandbox;
+pub mod scratch;
 pub mod secrets;
 pub mod shell;
 pub mod withhold;

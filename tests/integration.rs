@@ -35,3 +35,6 @@ mod session_api;
 mod here;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
+// approvals; and piped, one turn a line.
+mod chat;

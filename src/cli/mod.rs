@@ -3,6 +3,7 @@
 
 mod accept;
 mod ask;
+pub mod chat;
 mod config;
 mod context;
 mod diff;
@@ -39,6 +40,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
@@ -54,7 +56,11 @@ enum Command {
 impl Command {
     /// True when the command was asked for JSON events on stdout.
     fn json(&self) -> bool {
-        matches!(self, Command::Ask(args) if args.json)
+        match self {
+            Command::Ask(args) => args.session.json,
+            Command::Chat(args) => args.session.json,
+            _ => false,
+        }
     }
 }
 
@@ -79,6 +85,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),

@@ -80,8 +80,9 @@ impl TurnControl {
     /// the returned task on. Installing the handlers means these signals no longer kill the process: the turn
     /// ends as interrupted (SIGINT, exit 130) or terminated (exit 128 + the signal: 143, 129), running
     /// commands killed with their process groups, the work so far recorded. Abort the task when the turn is
-    /// over. Where a handler cannot be installed, that signal keeps its default (the process dies; its
-    /// commands die with it, see `safety::isolate`).
+    /// over. Once installed, tokio's handlers stay for the life of the process, so this is for a front-end
+    /// whose process ends with the turn (`ask`). Where a handler cannot be installed, that signal keeps its
+    /// default (the process dies; its commands die with it, see `safety::isolate`).
     pub fn cancel_on_signals(&self) -> tokio::task::JoinHandle<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let control = self.clone();
@@ -96,8 +97,26 @@ impl TurnControl {
                 Some(()) = next(&mut term) => libc::SIGTERM,
                 Some(()) = next(&mut hup) => libc::SIGHUP,
             };
-            control.inner.signal.store(sig, Ordering::SeqCst);
-            control.cancel();
+            control.cancel_for_signal(sig);
+        })
+    }
+
+    /// Cancels the turn because the process got `signal`: a SIGTERM or SIGHUP turn ends as terminated (exit
+    /// 128 + the signal) rather than interrupted. For front-ends that watch signals themselves.
+    pub fn cancel_for_signal(&self, signal: i32) {
+        self.inner.signal.store(signal, Ordering::SeqCst);
+        self.cancel();
+    }
+
+    /// Cancels on the process's Ctrl-C (SIGINT) only, for a front-end that outlives the turn and handles
+    /// SIGTERM and SIGHUP itself (chat), or leaves them their default (the process dies, and its commands
+    /// with it: `safety::isolate`).
+    pub fn cancel_on_ctrl_c(&self) -> tokio::task::JoinHandle<()> {
+        let control = self.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                control.cancel_for_signal(libc::SIGINT);
+            }
         })
     }
 

@@ -77,6 +77,9 @@ impl Sink for JsonSink {
                 eprintln!("warning: {}", crate::ui::neutralize(message));
                 json!({"type": "notice", "topic": topic, "message": message})
             }
+            Event::Progress { what, done, total } => {
+                json!({"type": "progress", "what": what, "done": done, "total": total})
+            }
             Event::Mcp {
                 connected,
                 total,

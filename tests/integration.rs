@@ -33,3 +33,5 @@ mod session_api;
 mod here;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
+mod acp;

@@ -334,6 +334,16 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Keeps a new session when it closes even if no turn ran, instead of rolling it back: an editor's
+    /// `session/new` handed out its id, and the editor may load it later. Until a turn runs it is listed as
+    /// `done` with no steps.
+    pub fn keep(&mut self) {
+        if self.untouched {
+            self.untouched = false;
+            self.prior_status = Status::Done;
+        }
+    }
+
     /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`); they join
     /// in the background like the configured ones.
     pub fn add_mcp_servers(&mut self, specs: Vec<ServerSpec>) {

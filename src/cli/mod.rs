@@ -2,6 +2,7 @@
 //! exit codes and `error:` lines.
 
 mod accept;
+mod acp;
 mod ask;
 mod config;
 mod context;
@@ -39,6 +40,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Acp(acp::AcpArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
@@ -79,6 +81,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),

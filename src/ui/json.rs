@@ -30,7 +30,9 @@ impl Sink for JsonSink {
             } => {
                 json!({"type": "tool_call", "id": id, "name": name, "input": input})
             }
-            Event::ToolResult { id, ok, summary } => {
+            Event::ToolResult {
+                id, ok, summary, ..
+            } => {
                 json!({"type": "tool_result", "id": id, "ok": ok, "summary": summary})
             }
             Event::Permission {
@@ -87,6 +89,8 @@ impl Sink for JsonSink {
             // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries; the
             // summary repeats `usage` and `done` for a person.
             Event::Warning(_) | Event::Summary { .. } => return,
+            // For editors (ACP), not in the contract either.
+            Event::Diff { .. } => return,
             // A transcript's events: `ask` does not emit them, and they are not in the contract either.
             Event::Prompt(_)
             | Event::Context { .. }

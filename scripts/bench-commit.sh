@@ -20,8 +20,7 @@ repo=$work/repo
 
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C
 
-now_ms() { date +%s%N | awk '{ printf "%.3f", $1 / 1e6 }'; }
-median() { sort -g | awk '{ a[NR] = $1 } END { print a[int(NR / 2) + 1] }'; }
+. "$root/scripts/bench-lib.sh"
 
 if [[ ! -d $repo/.git ]]; then
     echo "building $((dirs * files)) files in $repo ..."
@@ -44,11 +43,7 @@ if [[ ! -d $repo/.git ]]; then
 fi
 
 echo "== git-agent (release build) =="
-out=$(cd "${BENCH_CRATE:-$root}" && BENCH_REPO=$repo BENCH_STEPS=$steps \
-    cargo test --release --lib store::tests::bench -- --ignored --nocapture --test-threads=1 2>&1) || {
-    echo "$out"
-    exit 1
-}
+out=$(BENCH_REPO=$repo BENCH_STEPS=$steps run_bench commit)
 grep '^BENCH' <<<"$out" | sed 's/^BENCH /  /'
 agent_ms=$(sed -n 's/^BENCH commit_step_median_ms=//p' <<<"$out")
 

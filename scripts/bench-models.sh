@@ -5,6 +5,7 @@
 #
 # usage: scripts/bench-models.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo test --release --quiet --test integration bench_ -- --ignored --nocapture --test-threads 1 2>&1 \
-  | grep -v -E '^(running|test |$)|test result'
+. "$(dirname "$0")/bench-lib.sh"
+# Two processes: each peak-RSS figure is of its own run.
+run_bench sse
+run_bench client

@@ -16,8 +16,7 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C
 export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com
 export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
 
-now_ms() { date +%s%N | awk '{ printf "%.3f", $1 / 1e6 }'; }
-median() { sort -g | awk '{ a[NR] = $1 } END { print a[int(NR / 2) + 1] }'; }
+. "$root/scripts/bench-lib.sh"
 time_ms() { # median wall time of running "$@" $runs times, output discarded
     local times=() t0 t1
     for ((i = 0; i < runs; i++)); do
@@ -35,11 +34,7 @@ echo hello >"$repo/README"
 git -C "$repo" add -A && git -C "$repo" commit -q -m init
 
 echo "== session log (release build; $sessions sessions of 12 events) =="
-out=$(cd "$root" && BENCH_REPO=$repo BENCH_SESSIONS=$sessions \
-    cargo test --release --lib store::session_log::tests::bench -- --ignored --nocapture --test-threads=1 2>&1) || {
-    echo "$out"
-    exit 1
-}
+out=$(BENCH_REPO=$repo BENCH_SESSIONS=$sessions run_bench sessions)
 grep -o 'BENCH .*' <<<"$out" | sed 's/^BENCH /  /'
 short=$(sed -n 's/.*BENCH append_10_events_median_us=//p' <<<"$out")
 long=$(sed -n 's/.*BENCH append_5000_events_median_us=//p' <<<"$out")

@@ -32,17 +32,15 @@ echo "search tree: $(find "$tree" -type f -not -path '*/.git/*' | wc -l) files, 
 # Warm the page cache for both tools.
 rg -c --no-config zzzz "$tree" >/dev/null || true
 
-echo "== release build =="
+. "$root/scripts/bench-lib.sh"
 cd "$root"
-cargo test --release --lib --no-run 2>&1 | tail -1
 
 echo "== search vs rg =="
-BENCH_TREE=$tree cargo test --release --lib tools::bench::bench_search -- --ignored --nocapture --exact 2>&1 |
-    grep '^BENCH' | sed 's/^BENCH /  /'
+BENCH_TREE=$tree run_bench search | grep '^BENCH' | sed 's/^BENCH /  /'
 
+# A process of its own: its peak memory is the edit's.
 echo "== edit_file on a 10 MB file =="
-cargo test --release --lib tools::bench::bench_edit_10mb -- --ignored --nocapture --exact 2>&1 |
-    grep '^BENCH' | sed 's/^BENCH /  /'
+run_bench edit | grep '^BENCH' | sed 's/^BENCH /  /'
 
 echo "== changed-file detection (1 of 100,000 files modified) =="
 BENCH_DIR=$work "$root/scripts/bench-commit.sh" "${STEPS:-10}" | grep -E 'files=|scan|status|inotify'

@@ -272,6 +272,15 @@ impl Settings {
         Ok((connect, idle))
     }
 
+    /// Whether commits landed on the user's branch get a `Co-authored-by` trailer: the repo file, the user
+    /// file, then yes.
+    pub fn attribution(&self) -> file::Attribution {
+        self.repo
+            .attribution
+            .or(self.user.attribution)
+            .unwrap_or_default()
+    }
+
     /// The `[retry]` settings over the defaults.
     pub fn retry_policy(&self) -> RetryPolicy {
         let (repo, user) = (&self.repo.retry, &self.user.retry);

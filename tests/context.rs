@@ -5,19 +5,15 @@
 
 use serde_json::json;
 
+use crate::common::long_session::{big_file, long_session, SUMMARY, WINDOW};
 use crate::common::server::prompt_tokens;
 use crate::common::{call, run, session_id, Output, Reply, Server, TestRepo};
 
-/// The window the long session runs against, in tokens.
-const WINDOW: u64 = 14_000;
 /// How far over the threshold a request may be that the agent's estimate put under it. The agent decides
 /// on its calibrated byte estimate of the next request, the server counts the body it received: they differ
 /// by a few tokens, more or fewer with the length of the temp paths in the system prompt (a run of the whole
 /// suite once saw 11,205 against a threshold of 11,200).
 const ESTIMATE_SLACK: u64 = 50;
-/// What the scripted model answers when the agent asks for a summary.
-const SUMMARY: &str = "## Goal\nread every file\n## Done so far\nread files 1 to many (SUMMARY-MARK-5521)\n\
-## Confirmed facts\nfiles hold lines\n## Guesses\nnone\n## Open questions\nnone\n## Next step\nread on";
 
 fn agent_with(repo: &TestRepo, server: &Server, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = repo.agent(server, args);
@@ -69,46 +65,6 @@ fn agents_md_at_root_in_the_system_prompt_and_subdirectory_after_first_read_once
         show.stdout().contains("-- instructions from sub/AGENTS.md"),
         "{show}"
     );
-}
-
-/// A file of about 6 KB whose lines name it, so a test can tell which reads are still in a request.
-fn big_file(n: usize) -> String {
-    (0..90)
-        .map(|l| format!("FILE-{n:02}-LINE-{l:03} the quick brown fox jumps over the lazy dog\n"))
-        .collect()
-}
-
-/// The fixed 60-request session: a plan, 57 reads of 6 KB files, the plan marked done, finish.
-fn long_session(repo: &TestRepo) -> Vec<Reply> {
-    for n in 0..57 {
-        repo.write(&format!("data/f{n:02}.txt"), &big_file(n));
-    }
-    repo.commit_all("data");
-    let plan = |status: &str| {
-        call(
-            "plan_update",
-            json!({"items": [
-                {"step": "PLAN-ITEM-READ-ALL the data files", "status": status},
-                {"step": "PLAN-ITEM-REPORT what they hold", "status": status}
-            ]}),
-        )
-    };
-    let mut script = vec![Reply::tool_calls(vec![plan("in_progress")])];
-    for n in 0..57 {
-        script.push(Reply::text_and_tool_calls(
-            &format!("Reading file {n}."),
-            vec![call(
-                "read_file",
-                json!({"path": format!("data/f{n:02}.txt")}),
-            )],
-        ));
-    }
-    script.push(Reply::tool_calls(vec![plan("done")]));
-    script.push(Reply::tool_calls(vec![call(
-        "finish",
-        json!({"status": "completed", "summary": "Read all 57 files."}),
-    )]));
-    script
 }
 
 #[test]
@@ -671,48 +627,4 @@ fn token_and_time_budgets_stop_with_exit_3() {
     out.assert_code(3);
     assert!(out.stderr().contains("--max-time 1"), "{out}");
     assert_eq!(server.requests().len(), 1);
-}
-
-/// `scripts/bench-context.sh`: total input tokens and the largest request of the fixed 60-request session, with
-/// pruning and compaction on (at a 14k window) and with both off.
-#[test]
-#[ignore]
-fn bench_context_60_steps() {
-    let mut figures = Vec::new();
-    for (name, env) in [
-        ("on", vec![]),
-        (
-            "off",
-            vec![("GIT_AGENT_PRUNE", "0"), ("GIT_AGENT_COMPACT", "0")],
-        ),
-    ] {
-        let repo = TestRepo::new();
-        let server = Server::start(long_session(&repo));
-        server.count_prompt_tokens();
-        server.answer_summaries(Reply::text(SUMMARY));
-        let window = WINDOW.to_string();
-        let mut env = env;
-        env.push(("GIT_AGENT_CONTEXT_WINDOW", &window));
-        agent_with(
-            &repo,
-            &server,
-            &env,
-            &["ask", "--max-steps", "100", "read every data file"],
-        )
-        .assert_code(0);
-        let sent = server.requests();
-        let total: u64 = sent.iter().map(prompt_tokens).sum();
-        let largest = sent.iter().map(prompt_tokens).max().unwrap_or(0);
-        let summaries = sent.iter().filter(|r| !r.has_tools()).count();
-        println!(
-            "BENCH context_{name} requests={} summaries={summaries} total_input_tokens={total} largest_request_tokens={largest}",
-            sent.len()
-        );
-        figures.push((total, largest));
-    }
-    println!(
-        "BENCH ratio_total_input_on_vs_off={:.3} ratio_largest_on_vs_off={:.3}",
-        figures[0].0 as f64 / figures[1].0 as f64,
-        figures[0].1 as f64 / figures[1].1 as f64
-    );
 }

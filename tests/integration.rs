@@ -15,16 +15,18 @@ mod ask;
 mod models;
 // Opt-in: a real llama.cpp server (GIT_AGENT_REAL_SERVER=1; see scripts/try-local.sh --test).
 mod real_server;
-// Benchmarks (`#[ignore]`d; scripts/bench-models.sh runs them in release).
-mod bench_models;
 // The tools through the binary: confinement, stale reads, secrets, background jobs, escapes.
 mod tools;
+// The search tool, called through the binary, against rg itself over a tree of ignore-rule cases.
+mod rg_parity;
 // Guard, rules, approvals, sandbox and the secret canary.
 mod safety;
 // The command line itself: help, version, usage errors, man pages.
 mod cli;
 // Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
 mod sessions;
+// `accept` hardened (atomic writes, links, submodules, markers, hooks) and `accept --commit --series`.
+mod accept;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
 // The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.

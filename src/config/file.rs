@@ -39,6 +39,19 @@ pub struct FileConfig {
     pub providers: BTreeMap<String, ProviderTable>,
     /// `[mcp_servers.<name>]` tables, in file order (user file only).
     pub mcp_servers: Vec<super::mcp::McpTable>,
+    /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
+    pub attribution: Option<Attribution>,
+}
+
+/// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the
+/// `Agent-Session` trailer they always carry (issue 12: users ask for both ways).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Attribution {
+    /// A `Co-authored-by: git-agent (<model>) <git-agent@noreply.invalid>` trailer (the default).
+    #[default]
+    CoAuthoredBy,
+    /// No trailer beyond `Agent-Session`.
+    None,
 }
 
 /// How the conversation is kept inside the model's window, as a file states it. Accepted at the top level
@@ -119,7 +132,7 @@ fn context_key_type(key: &str) -> Option<KeyType> {
 /// `None` if there is no such key.
 pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
-        ["model"] => Some(KeyType::String),
+        ["model" | "attribution"] => Some(KeyType::String),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
         [key] => context_key_type(key),
         ["retry", "max_attempts"] => Some(KeyType::Count),
@@ -170,6 +183,15 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
+            "attribution" => {
+                config.attribution = Some(match ctx.string(item, key, span.clone())?.as_str() {
+                    "co-authored-by" => Attribution::CoAuthoredBy,
+                    "none" => Attribution::None,
+                    _ => {
+                        return Err(ctx.error(span, key, "expected \"co-authored-by\" or \"none\""))
+                    }
+                })
+            }
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -189,7 +211,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, [retry], [providers.<name>], [mcp_servers.<name>]";
+                        compact, attribution, [retry], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";

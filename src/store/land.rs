@@ -6,16 +6,23 @@
 //! merge-file`; what cannot be merged line by line is left as the user has it. Planning writes nothing, so a
 //! caller can refuse on conflicts (`accept --no-conflicts`, `--commit`) with the working tree untouched.
 //!
-//! [`Plan`] is the seam for everything that brings a session's work home: `accept` applies a whole plan;
-//! `review` (taking hunks) and `fix --apply` are meant to build theirs from the same [`Side`]s, and
-//! `accept --series` one plan per step. Symlinks and submodules are planned as [`Skip`]s for now, never written
-//! (a write would follow a symlink out of the repository); writing them, and atomic writes, belong to the
-//! hardening of issue 17, which fills in [`Store::apply_file()`] without changing these types.
+//! [`Plan`] is the seam for everything that brings a session's work home: `accept` lands a whole plan;
+//! `review` lands a plan whose theirs holds only the hunks the reviewer took ([`Store::plan_landing_with()`]);
+//! `accept --series` lands one plan per step; `fix --apply` is meant to land its branch the same way.
+//!
+//! What is never done (issue 17): writing through a symbolic link or into a directory that is a link, a file or
+//! a repository of its own (a submodule), all read and written with [`super::place`]; moving a submodule (a
+//! gitlink on any side keeps the user's version); landing over a type change (a file that became a link or
+//! the other way, on either side, keeps the user's version); and merging into a file that still has the
+//! conflict markers of an earlier landing (the markers would nest). Every write is a rename of a synced temp
+//! file, and [`Store::land()`] keeps a record of what it is about to do ([`super::land_record`]) so a landing
+//! killed half way can be finished or undone.
 
+use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use super::place::{self, Found, Mode};
 use super::{ObjectId, Store, StoreError};
 
 /// One version of a path: in a commit, or in the working tree.
@@ -36,7 +43,7 @@ pub enum Side {
 impl Side {
     /// True when both are the same content of the same kind (the executable bit is not compared: a change of
     /// mode alone is not applied, as before this module existed).
-    fn same_content(&self, other: &Side) -> bool {
+    pub fn same_content(&self, other: &Side) -> bool {
         match (self, other) {
             (Side::Missing, Side::Missing) => true,
             (Side::File { data: a, .. }, Side::File { data: b, .. }) => a == b,
@@ -44,21 +51,49 @@ impl Side {
             _ => false,
         }
     }
+
+    /// The kind of entry, for type-change checks (`None` for a missing path: adding or deleting is not a
+    /// change of type).
+    fn kind(&self) -> Option<u8> {
+        match self {
+            Side::Missing => None,
+            Side::File { .. } => Some(0),
+            Side::Symlink { .. } => Some(1),
+            Side::Submodule => Some(2),
+            Side::Other => Some(3),
+        }
+    }
+
+    /// The bytes of a text file, `None` for anything else.
+    pub fn text(&self) -> Option<&[u8]> {
+        match self {
+            Side::File { data, .. } if !data.contains(&0) => Some(data),
+            _ => None,
+        }
+    }
 }
 
 /// Why a path is left as the user has it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Skip {
     /// Both changed it, and one side added or deleted it.
     AddedOrDeleted,
     /// Both changed it and it is binary.
     Binary,
-    /// A symlink on some side (not written until issue 17 makes that safe).
+    /// Both changed a symbolic link.
     Symlink,
-    /// A submodule on some side.
+    /// A submodule (a gitlink) on some side: submodules are never moved by landing.
     Submodule,
-    /// Not a regular file in the working tree.
+    /// Under a submodule's path: the files there belong to the submodule's repository.
+    InSubmodule,
+    /// A file on one side, a link (or submodule) on another.
+    TypeChange,
+    /// Not a regular file in the working tree (a directory, a socket).
     NotAFile,
+    /// A parent directory in the working tree is a symbolic link, a file or a repository (the reason says).
+    Blocked(String),
+    /// The user's file still has the conflict markers of an earlier landing.
+    UnresolvedMarkers,
 }
 
 impl std::fmt::Display for Skip {
@@ -66,9 +101,13 @@ impl std::fmt::Display for Skip {
         f.write_str(match self {
             Skip::AddedOrDeleted => "added or deleted on one side, changed on the other",
             Skip::Binary => "binary file",
-            Skip::Symlink => "a symlink",
+            Skip::Symlink => "a symlink changed on both sides",
             Skip::Submodule => "a submodule",
+            Skip::InSubmodule => "inside a submodule",
+            Skip::TypeChange => "a file on one side, a symlink or submodule on the other",
             Skip::NotAFile => "not a regular file in your working tree",
+            Skip::Blocked(why) => why,
+            Skip::UnresolvedMarkers => "it still has conflict markers from an earlier accept",
         })
     }
 }
@@ -78,7 +117,7 @@ impl std::fmt::Display for Skip {
 pub enum Action {
     /// The working tree already has theirs.
     AlreadyApplied,
-    /// The user had not changed it: theirs (a file) is written.
+    /// The user had not changed it: theirs (a file or a symlink) is written.
     Write,
     /// The user had not changed it and the change deletes it.
     Delete,
@@ -98,6 +137,8 @@ pub struct FilePlan {
     pub base: Side,
     pub ours: Side,
     pub theirs: Side,
+    /// The permission bits of the user's file, when ours is a file (kept when it is rewritten).
+    pub ours_mode: Option<u32>,
     pub action: Action,
 }
 
@@ -112,15 +153,44 @@ impl FilePlan {
         !matches!(self.action, Action::AlreadyApplied | Action::Skip(_))
     }
 
-    /// The executable bit a written file gets: theirs.
+    /// The executable bit a written file gets, three-way: theirs if the change flipped it, else the user's.
     fn executable(&self) -> bool {
-        matches!(
-            self.theirs,
-            Side::File {
-                executable: true,
-                ..
-            }
-        )
+        let exec = |side: &Side| {
+            matches!(
+                side,
+                Side::File {
+                    executable: true,
+                    ..
+                }
+            )
+        };
+        match (&self.ours, exec(&self.theirs) != exec(&self.base)) {
+            (Side::File { executable, .. }, false) => *executable,
+            _ => exec(&self.theirs),
+        }
+    }
+
+    /// What the path holds once this plan is applied.
+    pub fn result(&self) -> Side {
+        match &self.action {
+            Action::AlreadyApplied | Action::Skip(_) => self.ours.clone(),
+            Action::Write => self.theirs.clone(),
+            Action::Delete => Side::Missing,
+            Action::Merged(data) | Action::Conflict(data) => Side::File {
+                data: data.clone(),
+                executable: self.executable(),
+            },
+        }
+    }
+
+    /// The permission bits to write a file with: the user's file's, with the executable bits decided.
+    pub(super) fn mode(&self) -> Mode {
+        let executable = self.executable();
+        match self.ours_mode {
+            Some(mode) if executable => Mode::Exact(mode | ((mode & 0o444) >> 2)),
+            Some(mode) => Mode::Exact(mode & !0o111),
+            None => Mode::New { executable },
+        }
     }
 }
 
@@ -139,6 +209,19 @@ impl Plan {
     pub fn conflicts(&self) -> impl Iterator<Item = &FilePlan> {
         self.files.iter().filter(|f| f.needs_attention())
     }
+
+    /// The paths that still have the conflict markers of an earlier landing: callers refuse to land then
+    /// (issue 17, defect 11), the plan itself leaves them alone.
+    pub fn unresolved(&self) -> impl Iterator<Item = &FilePlan> {
+        self.files
+            .iter()
+            .filter(|f| f.action == Action::Skip(Skip::UnresolvedMarkers))
+    }
+
+    /// The paths applying the plan writes.
+    pub fn writes(&self) -> impl Iterator<Item = &FilePlan> {
+        self.files.iter().filter(|f| f.writes())
+    }
 }
 
 impl Store {
@@ -150,52 +233,154 @@ impl Store {
         to: ObjectId,
         label: &str,
     ) -> Result<Plan, StoreError> {
-        let root = self.workdir().to_path_buf();
         let mut files = Vec::new();
         for change in self.changes(from, to)? {
-            let base = self.side_at(from, &change.path)?;
             let theirs = self.side_at(to, &change.path)?;
-            let ours = side_in_worktree(&root.join(&change.path))?;
-            let action = self.decide(&change.path, [&base, &ours, &theirs], label)?;
-            files.push(FilePlan {
-                path: change.path,
-                base,
-                ours,
-                theirs,
-                action,
-            });
+            files.push(self.plan_path(from, to, change.path, None, theirs, label)?);
         }
-        Ok(Plan {
+        Ok(self.plan(from, to, files))
+    }
+
+    /// Plans landing chosen versions of some paths: `theirs` gives each path's version to land (for `review`,
+    /// the base with only the taken hunks applied); `from` is the base, `to` the commit they come from
+    /// (submodule paths are looked up in both).
+    pub fn plan_landing_with(
+        &self,
+        from: ObjectId,
+        to: ObjectId,
+        label: &str,
+        theirs: Vec<(String, Side)>,
+    ) -> Result<Plan, StoreError> {
+        let files = theirs
+            .into_iter()
+            .map(|(path, side)| self.plan_path(from, to, path, None, side, label))
+            .collect::<Result<_, _>>()?;
+        Ok(self.plan(from, to, files))
+    }
+
+    /// Plans landing `steps` one after the other, each from its parent (`from` for the first), as if each
+    /// earlier plan had been applied (for `accept --series`: a conflict in any step refuses the series
+    /// before anything is written). Nothing is written.
+    pub fn plan_series(
+        &self,
+        from: ObjectId,
+        steps: &[ObjectId],
+        label: &str,
+    ) -> Result<Vec<Plan>, StoreError> {
+        let mut landed: HashMap<String, (Side, Option<u32>)> = HashMap::new();
+        let mut parent = from;
+        let mut plans = Vec::new();
+        for &step in steps {
+            let mut files = Vec::new();
+            for change in self.changes(parent, step)? {
+                let theirs = self.side_at(step, &change.path)?;
+                let ours = landed.get(&change.path).cloned();
+                let file = self.plan_path(parent, step, change.path, ours, theirs, label)?;
+                let mode = match (&file.action, file.mode()) {
+                    (Action::AlreadyApplied | Action::Skip(_), _) => file.ours_mode,
+                    (_, Mode::Exact(mode)) => Some(mode),
+                    (_, Mode::New { .. }) => None,
+                };
+                landed.insert(file.path.clone(), (file.result(), mode));
+                files.push(file);
+            }
+            plans.push(self.plan(parent, step, files));
+            parent = step;
+        }
+        Ok(plans)
+    }
+
+    fn plan(&self, from: ObjectId, to: ObjectId, files: Vec<FilePlan>) -> Plan {
+        Plan {
             from,
             to,
-            root,
+            root: self.workdir().to_path_buf(),
             files,
+        }
+    }
+
+    /// The plan of one path; `ours` replaces what the working tree has (a series' earlier steps).
+    fn plan_path(
+        &self,
+        from: ObjectId,
+        to: ObjectId,
+        path: String,
+        ours: Option<(Side, Option<u32>)>,
+        theirs: Side,
+        label: &str,
+    ) -> Result<FilePlan, StoreError> {
+        let base = self.side_at(from, &path)?;
+        let found = match ours {
+            Some((Side::File { data, executable }, mode)) => Found::File {
+                data,
+                mode: mode.unwrap_or(if executable { 0o755 } else { 0o644 }),
+            },
+            Some((Side::Symlink { target }, _)) => Found::Symlink { target },
+            Some((Side::Missing, _)) => Found::Missing,
+            Some((Side::Submodule, _)) => Found::Dir { repo: true },
+            Some((Side::Other, _)) => Found::Special,
+            None => place::read(self.workdir(), &path)
+                .map_err(StoreError::io("read", self.workdir().join(&path)))?,
+        };
+        let (ours, ours_mode, blocked) = match found {
+            Found::Missing => (Side::Missing, None, None),
+            Found::File { data, mode } => (
+                Side::File {
+                    data,
+                    executable: mode & 0o111 != 0,
+                },
+                Some(mode),
+                None,
+            ),
+            Found::Symlink { target } => (Side::Symlink { target }, None, None),
+            Found::Dir { repo: true } => (Side::Submodule, None, None),
+            Found::Dir { repo: false } | Found::Special => (Side::Other, None, None),
+            Found::Blocked(why) => (Side::Other, None, Some(why)),
+        };
+        let action = if self.under_gitlink(from, &path)? || self.under_gitlink(to, &path)? {
+            Action::Skip(Skip::InSubmodule)
+        } else if let Some(why) = blocked {
+            Action::Skip(Skip::Blocked(why))
+        } else {
+            self.decide(&path, [&base, &ours, &theirs], label)?
+        };
+        Ok(FilePlan {
+            path,
+            base,
+            ours,
+            theirs,
+            ours_mode,
+            action,
         })
     }
 
-    /// Does what `file` of `plan` says in the working tree.
+    /// Does what `file` of `plan` says in the working tree, never following a link (see [`super::place`]).
+    /// The one place that writes landed changes into the user's tree; [`Store::land()`] calls it with a
+    /// record kept, which is what every caller should use.
     pub fn apply_file(&self, plan: &Plan, file: &FilePlan) -> Result<(), StoreError> {
-        let full = plan.root.join(&file.path);
-        match (&file.action, &file.theirs) {
+        let root = &plan.root;
+        let full = root.join(&file.path);
+        let result = match (&file.action, &file.theirs) {
             (Action::AlreadyApplied | Action::Skip(_), _) => Ok(()),
-            (Action::Write, Side::File { data, executable }) => {
-                write_file(&full, data, *executable)
+            (Action::Write, Side::File { data, .. }) => {
+                place::write_file(root, &file.path, data, file.mode())
             }
-            // The planner only writes regular files; anything else would be a planner bug, refused.
-            (Action::Write, _) => Err(StoreError::Refused(format!(
-                "{}: only regular files are written",
-                file.path
-            ))),
-            (Action::Delete, _) => match fs::remove_file(&full) {
-                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                    Err(StoreError::io("remove", &full)(err))
-                }
-                _ => Ok(()),
-            },
+            (Action::Write, Side::Symlink { target }) => {
+                place::write_link(root, &file.path, target)
+            }
+            // The planner writes files and links only; anything else would be a planner bug, refused.
+            (Action::Write, _) => {
+                return Err(StoreError::Refused(format!(
+                    "{}: only files and symbolic links are written",
+                    file.path
+                )))
+            }
+            (Action::Delete, _) => place::remove(root, &file.path),
             (Action::Merged(data) | Action::Conflict(data), _) => {
-                write_file(&full, data, file.executable())
+                place::write_file(root, &file.path, data, file.mode())
             }
-        }
+        };
+        result.map_err(StoreError::io("write", full))
     }
 
     /// The action for `path` from its three versions.
@@ -208,19 +393,35 @@ impl Store {
         if ours.same_content(theirs) {
             return Ok(Action::AlreadyApplied);
         }
-        for side in [base, ours, theirs] {
-            match side {
-                Side::Symlink { .. } => return Ok(Action::Skip(Skip::Symlink)),
-                Side::Submodule => return Ok(Action::Skip(Skip::Submodule)),
-                Side::Other => return Ok(Action::Skip(Skip::NotAFile)),
-                Side::File { .. } | Side::Missing => {}
+        if let Side::File { data, .. } = ours {
+            if has_markers(data) && !base.same_content(ours) {
+                return Ok(Action::Skip(Skip::UnresolvedMarkers));
             }
+        }
+        if [base, ours, theirs].contains(&&Side::Submodule) {
+            return Ok(Action::Skip(Skip::Submodule));
+        }
+        if *ours == Side::Other {
+            return Ok(Action::Skip(Skip::NotAFile));
+        }
+        // A type change on either side keeps the user's version: a link the agent turned into a file must
+        // not replace (or be written through) the user's link, nor a link of the agent the user's file.
+        let changed_type =
+            |side: &Side| matches!((base.kind(), side.kind()), (Some(a), Some(b)) if a != b);
+        if changed_type(ours) || changed_type(theirs) {
+            return Ok(Action::Skip(Skip::TypeChange));
         }
         if ours.same_content(base) {
             return Ok(match theirs {
                 Side::Missing => Action::Delete,
                 _ => Action::Write,
             });
+        }
+        if [base, ours, theirs]
+            .iter()
+            .any(|s| matches!(s, Side::Symlink { .. }))
+        {
+            return Ok(Action::Skip(Skip::Symlink));
         }
         let (
             Side::File { data: ours, .. },
@@ -236,25 +437,70 @@ impl Store {
         let (merged, conflicts) = self.merge_file(path, [ours, base, theirs], label)?;
         Ok(if conflicts {
             Action::Conflict(merged)
+        } else if merged == *ours {
+            // The user's file already holds the change (an earlier accept merged it): nothing to write.
+            Action::AlreadyApplied
         } else {
             Action::Merged(merged)
         })
     }
 
-    /// The version of `path` in `commit`.
-    fn side_at(&self, commit: ObjectId, path: &str) -> Result<Side, StoreError> {
-        let tree = self.repo.find_commit(commit)?.tree()?;
-        let Some(entry) = tree.lookup_entry_by_path(path)? else {
+    /// True when a proper prefix of `path` is a gitlink in `commit`: the path belongs to a submodule.
+    fn under_gitlink(&self, commit: ObjectId, path: &str) -> Result<bool, StoreError> {
+        Ok(self.walk_tree(commit, path)?.1)
+    }
+
+    /// The mode and object of `path` in `commit`, if it is there.
+    fn entry_at(
+        &self,
+        commit: ObjectId,
+        path: &str,
+    ) -> Result<Option<(gix::object::tree::EntryMode, ObjectId)>, StoreError> {
+        Ok(self.walk_tree(commit, path)?.0)
+    }
+
+    /// Looks `path` up in `commit`'s tree one component at a time, stopping at a gitlink (its commit is in
+    /// another repository: gix's own lookup would try to read it as a tree and fail). Returns the entry, and
+    /// whether a proper prefix is a gitlink.
+    #[allow(clippy::type_complexity)]
+    fn walk_tree(
+        &self,
+        commit: ObjectId,
+        path: &str,
+    ) -> Result<(Option<(gix::object::tree::EntryMode, ObjectId)>, bool), StoreError> {
+        let mut tree = self.repo.find_commit(commit)?.tree()?;
+        let parts: Vec<&str> = path.split('/').collect();
+        for (n, part) in parts.iter().enumerate() {
+            let Some(entry) = tree.find_entry(*part) else {
+                return Ok((None, false));
+            };
+            let (mode, id) = (entry.mode(), entry.object_id());
+            if n + 1 == parts.len() {
+                return Ok((Some((mode, id)), false));
+            }
+            if mode.is_commit() {
+                return Ok((None, true));
+            }
+            if !mode.is_tree() {
+                return Ok((None, false));
+            }
+            tree = self.repo.find_tree(id)?;
+        }
+        Ok((None, false))
+    }
+
+    /// The version of `path` in `commit` (missing when a submodule holds it).
+    pub fn side_at(&self, commit: ObjectId, path: &str) -> Result<Side, StoreError> {
+        let Some((mode, id)) = self.entry_at(commit, path)? else {
             return Ok(Side::Missing);
         };
-        let mode = entry.mode();
         if mode.is_commit() {
             return Ok(Side::Submodule);
         }
         if !mode.is_blob_or_symlink() {
             return Ok(Side::Other);
         }
-        let data = self.repo.find_object(entry.object_id())?.data.clone();
+        let data = self.repo.find_object(id)?.data.clone();
         Ok(if mode.is_link() {
             Side::Symlink { target: data }
         } else {
@@ -305,51 +551,18 @@ impl Store {
     }
 }
 
-/// The user's version of a path.
-fn side_in_worktree(path: &Path) -> Result<Side, StoreError> {
-    let md = match fs::symlink_metadata(path) {
-        Ok(md) => md,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Side::Missing),
-        Err(err) => return Err(StoreError::io("read", path)(err)),
-    };
-    if md.is_symlink() {
-        let target = fs::read_link(path).map_err(StoreError::io("read", path))?;
-        return Ok(Side::Symlink {
-            target: target.into_os_string().into_encoded_bytes(),
-        });
+/// True when `data` has the markers landing writes for a session (`<<<<<<< yours` ... `>>>>>>> agent/<id>`),
+/// each at the start of a line.
+fn has_markers(data: &[u8]) -> bool {
+    let mut open = false;
+    for line in data.split(|b| *b == b'\n') {
+        if line.starts_with(b"<<<<<<< yours") {
+            open = true;
+        } else if open && line.starts_with(b">>>>>>> agent/") {
+            return true;
+        }
     }
-    if md.is_file() {
-        let data = fs::read(path).map_err(StoreError::io("read", path))?;
-        return Ok(Side::File {
-            data,
-            executable: md.permissions().mode() & 0o111 != 0,
-        });
-    }
-    if md.is_dir() && path.join(".git").exists() {
-        return Ok(Side::Submodule);
-    }
-    Ok(Side::Other)
-}
-
-/// Writes `bytes` to `path` (creating its directories) with the executable bit as asked, keeping the other
-/// permission bits the file has.
-fn write_file(path: &Path, bytes: &[u8], executable: bool) -> Result<(), StoreError> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(StoreError::io("create", dir))?;
-    }
-    fs::write(path, bytes).map_err(StoreError::io("write", path))?;
-    let md = fs::metadata(path).map_err(StoreError::io("stat", path))?;
-    let mode = md.permissions().mode();
-    let wanted = if executable {
-        mode | ((mode & 0o444) >> 2)
-    } else {
-        mode & !0o111
-    };
-    if wanted != mode {
-        fs::set_permissions(path, fs::Permissions::from_mode(wanted))
-            .map_err(StoreError::io("chmod", path))?;
-    }
-    Ok(())
+    false
 }
 
 #[cfg(test)]
@@ -407,7 +620,7 @@ mod tests {
                 ("bin.dat", &Action::Skip(Skip::Binary)),
                 ("dir/b.txt", &Action::AlreadyApplied),
                 ("lines.txt", &Action::Merged(merged.clone())),
-                ("link", &Action::Skip(Skip::Symlink)),
+                ("link", &Action::Write),
                 ("new.txt", &Action::Write),
                 ("run.sh", &Action::Delete),
             ]
@@ -416,7 +629,7 @@ mod tests {
             plan.conflicts()
                 .map(|f| f.path.as_str())
                 .collect::<Vec<_>>(),
-            ["bin.dat", "link"]
+            ["bin.dat"]
         );
 
         for file in &plan.files {
@@ -427,11 +640,62 @@ mod tests {
         assert_eq!(std::fs::read(repo.path("bin.dat")).unwrap(), b"a\0c");
         assert_eq!(std::fs::read(repo.path("new.txt")).unwrap(), b"new\n");
         assert!(!repo.path("run.sh").exists());
-        // The symlink stays the user's, and nothing was written through it.
+        // The link the user left alone is retargeted as a link: a.txt (its old target) is untouched.
         assert_eq!(
             std::fs::read_link(repo.path("link")).unwrap(),
-            Path::new("a.txt")
+            std::path::Path::new("new.txt")
         );
+    }
+
+    #[test]
+    fn links_and_type_changes_keep_the_users_version() {
+        let repo = TestRepo::with_commit("land-links");
+        let (from, to) = change(&repo);
+        // The user turned the link into a file, and dir/ into a link to a directory outside.
+        std::fs::remove_file(repo.path("link")).unwrap();
+        repo.write("link", "a file now\n");
+        let outside = repo.path("../land-links-outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("b.txt"), "beta\n").unwrap();
+        std::fs::remove_dir_all(repo.path("dir")).unwrap();
+        std::os::unix::fs::symlink(&outside, repo.path("dir")).unwrap();
+        let store = repo.store();
+        let plan = store.plan_landing(from, to, "agent/x").unwrap();
+        let action = |p: &str| &plan.files.iter().find(|f| f.path == p).unwrap().action;
+        assert_eq!(action("link"), &Action::Skip(Skip::TypeChange));
+        assert_eq!(
+            action("dir/b.txt"),
+            &Action::Skip(Skip::Blocked("dir is a symbolic link".into()))
+        );
+        for file in &plan.files {
+            store.apply_file(&plan, file).unwrap();
+        }
+        assert_eq!(std::fs::read(outside.join("b.txt")).unwrap(), b"beta\n");
+        assert_eq!(std::fs::read(repo.path("link")).unwrap(), b"a file now\n");
+        let _ = std::fs::remove_dir_all(outside);
+    }
+
+    #[test]
+    fn a_second_landing_finds_the_merge_or_refuses_over_markers() {
+        let repo = TestRepo::with_commit("land-twice");
+        let (from, to) = change(&repo);
+        repo.write("lines.txt", "1\n2\n3\n4\n5\n6\n7\n8\nnine\n");
+        let store = repo.store();
+        let plan = store.plan_landing(from, to, "agent/x").unwrap();
+        store.land(&plan, "test", |_| {}).unwrap();
+        let again = store.plan_landing(from, to, "agent/x").unwrap();
+        assert!(again.writes().next().is_none(), "{:?}", again.files);
+        // Conflict markers from a landing: the next one leaves the file alone and says why.
+        repo.write("lines.txt", "1\nTWO\n3\n4\n5\n6\n7\n8\n9\n");
+        let plan = store.plan_landing(from, to, "agent/x").unwrap();
+        store.land(&plan, "test", |_| {}).unwrap();
+        let marked = std::fs::read(repo.path("lines.txt")).unwrap();
+        let again = store.plan_landing(from, to, "agent/x").unwrap();
+        let file = again.files.iter().find(|f| f.path == "lines.txt").unwrap();
+        assert_eq!(file.action, Action::Skip(Skip::UnresolvedMarkers));
+        assert_eq!(again.unresolved().count(), 1);
+        store.land(&again, "test", |_| {}).unwrap();
+        assert_eq!(std::fs::read(repo.path("lines.txt")).unwrap(), marked);
     }
 
     #[test]

@@ -20,10 +20,13 @@
 //! process of git-agent is started through [`git`], which removes the variables that would redirect it.
 
 mod changes;
+pub mod commit;
 pub mod git;
 pub mod land;
+pub mod land_record;
 pub mod lifecycle;
 mod notes;
+mod place;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;

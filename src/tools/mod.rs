@@ -4,16 +4,12 @@
 //! A failure the model can fix (bad arguments, a missing file, a non-unique match) is returned to it as an
 //! error [`ToolOutput`]; only host failures would abort a turn, and tools have none of those.
 
-#[cfg(test)]
-mod bench;
 pub mod edit;
 pub mod jobs;
 pub mod list;
 pub mod mcp;
 pub mod process;
 pub mod read;
-#[cfg(test)]
-mod rg_parity;
 pub mod search;
 pub mod shell;
 pub mod state;

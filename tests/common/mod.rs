@@ -4,6 +4,8 @@
 //! Modelled on ripgrep's `tests/util.rs` and jj's `TestEnvironment`: no test may see the developer's git
 //! config, HOME, keys or clock.
 
+pub mod landing;
+pub mod long_session;
 pub mod server;
 
 use std::fs;

@@ -1,11 +1,10 @@
-//! Benchmarks of the model layer, `#[ignore]`d and printing figures rather than asserting on them; run them
-//! with `scripts/bench-models.sh` (release build). Two figures:
+//! The model layer (scripts/bench-models.sh), each figure with its reference from the same run:
 //!
 //! - SSE decoding: throughput and peak RSS for a 50 MB recorded Chat Completions stream (text deltas with
 //!   CJK and emoji, tool-call argument fragments), through the byte-level decoder alone and through decoder
-//!   plus chunk parser, against std's `BufRead::lines` over the same bytes as the reference.
+//!   plus chunk parser, against std's `BufRead::split` over the same bytes.
 //! - Client latency: the time `OpenAiClient::stream` adds per request over a raw keep-alive HTTP exchange
-//!   of the same bytes with the same scripted server, interleaved in the same run.
+//!   of the same bytes with the same scripted server, interleaved.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -19,6 +18,7 @@ use serde_json::json;
 
 use crate::common::server::openai_chunk;
 use crate::common::{Reply, Server};
+use crate::stats::{median, peak_rss_mib, quantile, reset_peak_rss, us};
 
 /// A recorded-style stream of about `target` bytes.
 fn recorded_stream(target: usize) -> Vec<u8> {
@@ -50,20 +50,6 @@ fn recorded_stream(target: usize) -> Vec<u8> {
     out
 }
 
-/// Peak resident set size since the last reset, in MiB (Linux).
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 /// Feeds `path` in 16 KiB reads (a typical socket read) to `feed`; returns MB/s and peak RSS.
 fn measure(path: &std::path::Path, mut feed: impl FnMut(&[u8])) -> (f64, f64) {
     let mut file = std::fs::File::open(path).expect("open the recording");
@@ -82,9 +68,7 @@ fn measure(path: &std::path::Path, mut feed: impl FnMut(&[u8])) -> (f64, f64) {
     (size / 1e6 / secs, peak_rss_mib())
 }
 
-#[test]
-#[ignore = "benchmark: scripts/bench-models.sh"]
-fn bench_sse_decode_50mb() {
+pub fn sse_decode() {
     let path = std::env::temp_dir().join(format!("git-agent-bench-{}.sse", std::process::id()));
     std::fs::write(&path, recorded_stream(50_000_000)).expect("write the recording");
     let size = std::fs::metadata(&path).expect("stat").len();
@@ -92,13 +76,13 @@ fn bench_sse_decode_50mb() {
     let baseline_rss = peak_rss_mib();
 
     let mut lines = 0usize;
-    let (std_rate, _) = {
+    let std_rate = {
         let start = Instant::now();
         let reader = BufReader::with_capacity(16 * 1024, std::fs::File::open(&path).expect("open"));
         for line in reader.split(b'\n') {
             lines += line.expect("read").len().min(1);
         }
-        (size as f64 / 1e6 / start.elapsed().as_secs_f64(), 0.0)
+        size as f64 / 1e6 / start.elapsed().as_secs_f64()
     };
 
     let mut decoder = SseDecoder::new();
@@ -153,9 +137,7 @@ fn raw_exchange(stream: &mut BufReader<TcpStream>, request: &[u8]) -> Duration {
     }
 }
 
-#[test]
-#[ignore = "benchmark: scripts/bench-models.sh"]
-fn bench_client_latency() {
+pub fn client_latency() {
     const N: usize = 300;
     let chunks = [
         openai_chunk(json!({"role": "assistant", "content": "Hello"}), None),
@@ -211,19 +193,15 @@ fn bench_client_latency() {
 
     let (mut raw_times, mut client_times) = (Vec::with_capacity(N), Vec::with_capacity(N));
     for _ in 0..N {
-        raw_times.push(raw_exchange(&mut raw, raw_request.as_bytes()));
+        raw_times.push(raw_exchange(&mut raw, raw_request.as_bytes()).as_secs_f64() * 1e6);
         let start = Instant::now();
         let response = runtime
             .block_on(client.stream(&req, &mut |_| {}))
             .expect("stream");
-        client_times.push(start.elapsed());
+        client_times.push(us(start));
         assert_eq!(response.text, "Hello world");
     }
-    raw_times.sort();
-    client_times.sort();
-    let median = |v: &[Duration]| v[v.len() / 2].as_secs_f64() * 1e6;
-    let p90 = |v: &[Duration]| v[v.len() * 9 / 10].as_secs_f64() * 1e6;
-    let (raw_med, client_med) = (median(&raw_times), median(&client_times));
+    let (raw_med, client_med) = (median(raw_times.clone()), median(client_times.clone()));
     println!(
         "{N} requests each, interleaved, same scripted server; {} connections for {} requests",
         server.connections(),
@@ -231,11 +209,11 @@ fn bench_client_latency() {
     );
     println!(
         "raw HTTP exchange (reference): median {raw_med:.0} us, p90 {:.0} us",
-        p90(&raw_times)
+        quantile(raw_times, 900)
     );
     println!(
         "OpenAiClient::stream:          median {client_med:.0} us, p90 {:.0} us",
-        p90(&client_times)
+        quantile(client_times, 900)
     );
     println!(
         "client adds {:.0} us per request (median), {:.2}x the raw exchange",

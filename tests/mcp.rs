@@ -729,3 +729,27 @@ fn tools_not_marked_read_only_need_approval() {
         "{denied}"
     );
 }
+
+#[test]
+fn the_checkout_is_the_root_the_server_sees() {
+    let Some(partners) = Partners::find("the_checkout_is_the_root_the_server_sees") else {
+        return;
+    };
+    let repo = TestRepo::new();
+    let out = run(&mut agent(
+        &repo,
+        "",
+        &[
+            "mcp",
+            "probe",
+            "--call",
+            "get-roots-list",
+            &partners.everything(),
+            "stdio",
+        ],
+    ));
+    out.assert_code(0);
+    // server-everything asks roots/list after the handshake and reports what it got.
+    let uri = format!("file://{}", repo.path().display());
+    assert!(out.stdout().contains(&uri), "{uri}\n{out}");
+}

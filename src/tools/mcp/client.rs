@@ -232,7 +232,7 @@ impl Client {
             .call_once(name, &arguments, timeout, progress.clone(), &mut cancel)
             .await;
         if matches!(result, Err(McpError::SessionExpired)) {
-            self.handshake().await?;
+            self.reinitialize(timeout, "tools/call").await?;
             result = self
                 .call_once(name, &arguments, timeout, progress, &mut cancel)
                 .await;
@@ -301,7 +301,7 @@ impl Client {
             .await
         {
             Err(McpError::SessionExpired) if method != "initialize" => {
-                self.handshake().await?;
+                self.reinitialize(timeout, method).await?;
                 let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
                 self.request_with_id(id, method, params, timeout).await
             }
@@ -360,6 +360,18 @@ impl Client {
     async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), McpError> {
         let note = jsonrpc::notification(method, params);
         self.inner.transport.send(&note, None).await
+    }
+
+    /// A new handshake after the server forgot the session, bounded by the timeout of the request that
+    /// found out.
+    async fn reinitialize(&self, timeout: Duration, method: &str) -> Result<(), McpError> {
+        match tokio::time::timeout(timeout, self.handshake()).await {
+            Ok(result) => result,
+            Err(_) => Err(McpError::Timeout {
+                method: format!("initialize (again, for {method})"),
+                after: timeout,
+            }),
+        }
     }
 
     /// `initialize`, the version check, `notifications/initialized`.
@@ -708,5 +720,143 @@ mod tests {
             json!({"type": "object", "properties": {}})
         );
         assert!(tool_def(&json!({"description": "nameless"})).is_none());
+    }
+}
+
+#[cfg(test)]
+mod http_tests {
+    //! The Streamable HTTP session rules against a loopback server with canned answers: nothing in the
+    //! partner servers answers 404 for a session it forgot (server-everything says 400), so this is where
+    //! re-initialisation is checked.
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    fn respond(status: &str, headers: &[&str], body: &str) -> String {
+        let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// Serves `answers` one connection each and returns the requests (head and body) it received.
+    fn serve(answers: Vec<String>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let handle = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for answer in answers {
+                let (mut socket, _) = listener.accept().expect("accept");
+                let mut request = Vec::new();
+                let mut buf = [0; 4096];
+                loop {
+                    let n = socket.read(&mut buf).expect("read");
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|n| n.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length || n == 0 {
+                            break;
+                        }
+                    }
+                }
+                seen.push(String::from_utf8_lossy(&request).into_owned());
+                socket.write_all(answer.as_bytes()).expect("write");
+            }
+            seen
+        });
+        (url, handle)
+    }
+
+    /// The answer to `initialize` with request id `id` (the client numbers its requests from 1).
+    fn init_answer(session: &str, id: u64) -> String {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":"2025-06-18","capabilities":{{}},"serverInfo":{{"name":"canned","version":"1"}}}}}}"#
+        );
+        respond(
+            "200 OK",
+            &[
+                "content-type: application/json",
+                &format!("mcp-session-id: {session}"),
+            ],
+            &body,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_session_is_initialised_again() {
+        let accepted = respond("202 Accepted", &[], "");
+        let no_stream = respond("405 Method Not Allowed", &[], "");
+        let tools = r#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}}"#;
+        let (url, server) = serve(vec![
+            init_answer("s1", 1),
+            accepted.clone(),
+            no_stream.clone(),
+            respond("404 Not Found", &[], ""),
+            // tools/list was request 2; the new initialize is 3, the repeated tools/list 4.
+            init_answer("s2", 3),
+            accepted,
+            no_stream,
+            // Answered as an event stream this time, after a priming event with no data.
+            respond(
+                "200 OK",
+                &["content-type: text/event-stream"],
+                &format!("id: 1\ndata: \n\nevent: message\ndata: {tools}\n\n"),
+            ),
+        ]);
+        let spec = ServerSpec::new(
+            "canned",
+            TransportSpec::Http {
+                url,
+                headers: vec![("X-Team".into(), "core".into())],
+            },
+        );
+        let client = Client::connect(&spec, &std::env::temp_dir())
+            .await
+            .expect("connects");
+        assert_eq!(client.info().protocol_version, "2025-06-18");
+        let listed = client
+            .list_tools(Duration::from_secs(10))
+            .await
+            .expect("listed after re-init");
+        assert_eq!(listed.len(), 1);
+        let seen = server.join().expect("the server thread");
+        let lower: Vec<String> = seen.iter().map(|r| r.to_lowercase()).collect();
+        assert!(
+            lower[0].contains("accept: application/json, text/event-stream"),
+            "{}",
+            seen[0]
+        );
+        assert!(lower[0].contains("x-team: core"));
+        assert!(
+            !lower[0].contains("mcp-session-id"),
+            "initialize carries no session"
+        );
+        assert!(
+            lower[1].contains("mcp-session-id: s1")
+                && lower[1].contains("notifications/initialized")
+        );
+        assert!(
+            lower[1].contains("mcp-protocol-version: 2025-06-18"),
+            "{}",
+            seen[1]
+        );
+        assert!(lower[2].starts_with("get "), "{}", seen[2]);
+        assert!(lower[3].contains("mcp-session-id: s1") && lower[3].contains("tools/list"));
+        assert!(
+            !lower[4].contains("mcp-session-id"),
+            "a new initialize: {}",
+            seen[4]
+        );
+        assert!(
+            lower[7].contains("mcp-session-id: s2") && lower[7].contains("tools/list"),
+            "{}",
+            seen[7]
+        );
     }
 }

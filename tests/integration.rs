@@ -37,3 +37,6 @@ mod here;
 mod mcp;
 // `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
 mod acp;
+// `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
+// approvals; and piped, one turn a line.
+mod chat;

@@ -344,9 +344,17 @@ impl AgentSession {
         }
     }
 
-    /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`); they join
-    /// in the background like the configured ones.
-    pub fn add_mcp_servers(&mut self, specs: Vec<ServerSpec>) {
+    /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`, as
+    /// `config::mcp::parse_acp` reads them); they join in the background like the configured ones, and an
+    /// entry that cannot be used counts as a failed server.
+    pub fn add_mcp_servers(&mut self, servers: Vec<(String, Result<ServerSpec, String>)>) {
+        let mut specs = Vec::new();
+        for (name, spec) in servers {
+            match spec {
+                Ok(spec) => specs.push(spec),
+                Err(problem) => self.tools.mcp.failed(&name, problem),
+            }
+        }
         self.tools.mcp.add(specs, self.work.session.root());
     }
 
@@ -435,6 +443,11 @@ impl AgentSession {
             output_tokens: meta.output_tokens,
             cached_tokens: self.usage.cached_tokens,
         }
+    }
+
+    /// The plan the model keeps with `plan_update` (chat's `/plan`).
+    pub fn plan(&self) -> &Plan {
+        &self.conv.plan
     }
 
     /// `provider/model`.

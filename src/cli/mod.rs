@@ -4,6 +4,7 @@
 mod accept;
 mod acp;
 mod ask;
+pub mod chat;
 mod config;
 mod context;
 mod diff;
@@ -41,6 +42,7 @@ pub struct Cli {
 enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
+    Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
@@ -56,7 +58,11 @@ enum Command {
 impl Command {
     /// True when the command was asked for JSON events on stdout.
     fn json(&self) -> bool {
-        matches!(self, Command::Ask(args) if args.json)
+        match self {
+            Command::Ask(args) => args.session.json,
+            Command::Chat(args) => args.session.json,
+            _ => false,
+        }
     }
 }
 
@@ -82,6 +88,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
+        Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),

@@ -61,6 +61,19 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// A live renderer into `out` alone (the chat's screen): the streamed text is the answer, nothing goes
+    /// to stdout.
+    pub fn live_into(out: W, color: bool) -> Self {
+        HumanSink {
+            out,
+            color,
+            mid_line: false,
+            answer_on_stdout: false,
+            thinking: 0,
+            replay: false,
+        }
+    }
+
     /// A line of its own (a transcript's heading), neutralised like everything else.
     pub fn write_line(&mut self, text: &str) {
         let clean = neutralize(text);

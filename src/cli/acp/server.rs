@@ -475,17 +475,14 @@ async fn open(
                 err => rpc_error(err),
             })?;
     session.keep();
-    let mut specs = Vec::new();
-    for (name, spec) in servers {
-        match spec {
-            Ok(spec) => specs.push(spec),
-            Err(problem) => notes
-                .0
-                .push(format!("MCP server {name} not started: {problem}")),
-        }
+    if !servers.is_empty() {
+        session.add_mcp_servers(servers);
     }
-    if !specs.is_empty() {
-        session.add_mcp_servers(specs);
+    // An editor's entry that cannot be used fails at once; say so now rather than at the first turn.
+    for server in session.mcp_status().states() {
+        if let Some(error) = server.error.as_deref().filter(|_| server.state == "failed") {
+            notes.0.push(format!("MCP server {} not started: {error}", server.name));
+        }
     }
     let open = Box::new(Open {
         session,

@@ -1178,3 +1178,267 @@ fn raw_load_replays_before_answering_and_close_ends_the_session() {
     acp.finish(&repo);
     assert_eq!(common::agent_commits(&repo, &sid).len(), 1);
 }
+
+#[test]
+fn raw_slash_commands_are_listed_and_do_what_they_say() {
+    let repo = TestRepo::new();
+    let write = call("write_file", json!({"path": "a.txt", "content": "hello\n"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write]),
+        Reply::text("wrote it"),
+    ]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let new = acp.request("session/new", json!({"cwd": repo.path(), "mcpServers": []}));
+    let sid = acp.answer(new).pop().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed =
+        acp.until(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    let commands = listed.last().unwrap()["params"]["update"]["availableCommands"].clone();
+    let names: Vec<&str> = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["diff", "undo", "accept", "compact", "context", "model", "plan", "sessions"]
+    );
+    let undo = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "undo")
+        .unwrap();
+    assert_eq!(undo["input"]["hint"], "[N]");
+    assert!(
+        undo["description"].as_str().unwrap().contains("steps"),
+        "{undo}"
+    );
+
+    let mut say = |text: &str| -> (String, Value) {
+        let id = acp.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        );
+        let seen = acp.answer(id);
+        let said: String = seen
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .map(|m| {
+                m["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+            })
+            .collect();
+        (said, seen.last().unwrap().clone())
+    };
+    let (said, answer) = say("write a.txt");
+    assert_eq!(stop_reason(&answer), "end_turn");
+    assert_eq!(said, "wrote it");
+    let (said, _) = say("/diff");
+    assert!(
+        said.starts_with("```diff\n") && said.contains("+hello"),
+        "{said}"
+    );
+    let (said, _) = say("/undo");
+    assert!(said.contains("undid 1 step, now at step 0"), "{said}");
+    assert!(
+        common::agent_commits(&repo, &sid).is_empty(),
+        "/undo moved the branch back"
+    );
+    let (said, answer) = say("/exit");
+    assert!(said.contains("not available here"), "{said}");
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let (said, _) = say("/dif");
+    assert!(
+        said.contains("unknown command /dif") && said.contains("/diff"),
+        "{said}"
+    );
+    let (said, _) = say("/context");
+    assert!(said.contains("tokens"), "{said}");
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "commands do not go to the model"
+    );
+    acp.finish(&repo);
+}
+
+#[test]
+fn the_editors_mcp_servers_start_for_its_session() {
+    let Some(partners) = Partners::find("the_editors_mcp_servers_start_for_its_session") else {
+        return;
+    };
+    let everything = partners.path("npm/node_modules/.bin/mcp-server-everything");
+    let repo = TestRepo::new();
+    let echo = call(
+        "mcp__everything__echo",
+        json!({"message": "hello from the editor"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![echo.clone()]),
+        Reply::text("it echoed"),
+    ]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    // A client that shows notices hears about the entry that cannot be used.
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}}),
+    );
+    let servers = json!([
+        {"name": "everything", "command": everything, "args": ["stdio"], "env": [{"name": "LOG_LEVEL", "value": "info"}]},
+        {"type": "sse", "name": "legacy", "url": "http://127.0.0.1:9/sse", "headers": []}
+    ]);
+    let new = acp.request(
+        "session/new",
+        json!({"cwd": repo.path(), "mcpServers": servers}),
+    );
+    let sid = acp.answer(new).pop().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let notice = acp
+        .until(|m| m["params"]["update"]["sessionUpdate"] == "notice")
+        .pop()
+        .unwrap();
+    let title = notice["params"]["update"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("legacy") && title.contains("not supported"),
+        "{notice}"
+    );
+    let prompt = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "echo"}]}),
+    );
+    let seen = acp.answer(prompt);
+    assert_eq!(stop_reason(seen.last().unwrap()), "end_turn");
+    let finished = seen
+        .iter()
+        .rev()
+        .find(|m| m["params"]["update"]["toolCallId"] == echo.id.as_str())
+        .expect("the MCP call was shown");
+    assert_eq!(
+        finished["params"]["update"]["status"], "completed",
+        "{finished}"
+    );
+    let told = server.requests()[1].tool_result(&echo.id);
+    assert_eq!(
+        told, "Echo: hello from the editor",
+        "the server's real result"
+    );
+    acp.finish(&repo);
+}
+
+#[test]
+fn raw_a_model_refusal_ends_the_turn_as_refusal() {
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let refusal = Reply::sse_raw(openai_events(&[
+        openai_chunk(
+            json!({"role": "assistant", "content": "I can't help with that."}),
+            None,
+        ),
+        openai_chunk(json!({}), Some("content_filter")),
+    ]));
+    let server = Server::start(vec![refusal]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let sid = acp.new_session(&repo);
+    let prompt = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "do something bad"}]}),
+    );
+    let answer = acp.answer(prompt).pop().unwrap();
+    assert_eq!(stop_reason(&answer), "refusal", "{answer}");
+    assert_eq!(server.requests().len(), 1);
+    acp.finish(&repo);
+}
+
+#[test]
+fn raw_budgets_end_a_turn_with_their_stop_reasons() {
+    let repo = TestRepo::new();
+    let look = || call("list_files", json!({"path": "."}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![look()]),
+        Reply::tool_calls(vec![look()]),
+    ]);
+    for (flags, reason) in [
+        (["--max-steps", "1"], "max_turn_requests"),
+        (["--max-tokens", "1"], "max_tokens"),
+    ] {
+        let mut acp = Raw::start(&repo, &server, &flags);
+        acp.initialize();
+        let sid = acp.new_session(&repo);
+        let prompt = acp.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "look around"}]}),
+        );
+        let seen = acp.answer(prompt);
+        let answer = seen.last().unwrap();
+        assert_eq!(stop_reason(answer), reason, "{flags:?}: {answer}");
+        // The stop report was never streamed by the model: it comes as a message.
+        let said: String = seen
+            .iter()
+            .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .map(|m| {
+                m["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(said.contains("Stopped unfinished"), "{said}");
+        acp.finish(&repo);
+    }
+    assert_eq!(server.requests().len(), 2, "one request each");
+}
+
+#[test]
+fn raw_load_after_a_crash_closes_the_call_that_never_finished() {
+    let repo = TestRepo::new();
+    let slow = call("run", json!({"command": "sleep 30"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![slow.clone()]),
+        Reply::text("back"),
+    ]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let sid = acp.new_session(&repo);
+    acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]}),
+    );
+    acp.until(|m| {
+        m["params"]["update"]["toolCallId"] == slow.id.as_str()
+            && m["params"]["update"]["status"] == "in_progress"
+    });
+    acp.child.kill().expect("kill -9 the agent");
+    let _ = acp.child.wait();
+
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let load = acp.request(
+        "session/load",
+        json!({"sessionId": sid, "cwd": repo.path(), "mcpServers": []}),
+    );
+    let seen = acp.answer(load);
+    assert_eq!(seen.last().unwrap()["result"], json!({}));
+    let last = seen
+        .iter()
+        .rev()
+        .find(|m| m["params"]["update"]["toolCallId"] == slow.id.as_str())
+        .expect("the call is replayed");
+    assert_eq!(
+        last["params"]["update"]["status"], "failed",
+        "closed, not left pending: {last}"
+    );
+    let prompt = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    assert_eq!(stop_reason(acp.answer(prompt).last().unwrap()), "end_turn");
+    acp.finish(&repo);
+}

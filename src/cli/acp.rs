@@ -7,8 +7,10 @@
 //!
 //! - [`server`]: the dispatcher (one reader, one writer, a task per turn) and the methods;
 //! - [`prompt`]: a prompt's content blocks as the turn's text;
+//! - [`commands`]: chat's slash commands, the ones that work over ACP;
 //! - [`stdio`]: the protocol's private copies of fds 0 and 1.
 
+mod commands;
 mod prompt;
 mod server;
 mod stdio;

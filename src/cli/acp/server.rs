@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::super::CommandError;
-use super::{prompt, Defaults};
+use super::{commands, prompt, Defaults};
 use crate::agent::{
     AgentError, AgentSession, Resume, SafetyOptions, SessionOptions, TurnControl, TurnEnd,
 };
@@ -68,6 +68,8 @@ enum Slot {
 /// An open session and what it remembers between turns.
 struct Open {
     session: AgentSession,
+    /// The directory the editor gave (slash commands work there).
+    cwd: PathBuf,
     /// Commands the user rejected for good.
     rejected: Rejected,
 }
@@ -433,7 +435,10 @@ fn announce(sink: &AcpSink, notes: &[String]) {
     for note in notes {
         sink.notice("warning", note);
     }
-    sink.update(json!({"sessionUpdate": "available_commands_update", "availableCommands": []}));
+    sink.update(json!({
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": commands::available(),
+    }));
 }
 
 fn sink_for(state: &Shared, session: &AgentSession) -> AcpSink {
@@ -481,11 +486,14 @@ async fn open(
     // An editor's entry that cannot be used fails at once; say so now rather than at the first turn.
     for server in session.mcp_status().states() {
         if let Some(error) = server.error.as_deref().filter(|_| server.state == "failed") {
-            notes.0.push(format!("MCP server {} not started: {error}", server.name));
+            notes
+                .0
+                .push(format!("MCP server {} not started: {error}", server.name));
         }
     }
     let open = Box::new(Open {
         session,
+        cwd: cwd.to_path_buf(),
         rejected: Rejected::default(),
     });
     Ok((open, notes.0))
@@ -613,6 +621,18 @@ fn prompt(state: &Shared, tasks: &mut JoinSet<()>, id: Value, raw: Value) {
         Some(Slot::Idle(open)) => open,
         Some(Slot::Busy(mut busy)) => {
             match prompt::text(&p.prompt, &busy.workdir) {
+                Ok(text) if commands::is_command(&text) => {
+                    let text =
+                        "a command cannot run while a turn runs: wait for it to end, or cancel it";
+                    state.peer.notify(
+                        "session/update",
+                        json!({"sessionId": p.session_id, "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": text},
+                        }}),
+                    );
+                    state.peer.respond(&id, json!({"stopReason": "end_turn"}));
+                }
                 Ok(text) => {
                     busy.control.steer(text);
                     busy.steers.push(id);
@@ -657,6 +677,8 @@ fn prompt(state: &Shared, tasks: &mut JoinSet<()>, id: Value, raw: Value) {
 /// How one turn ended, for the prompts it answers.
 enum Ended {
     Turn(TurnEnd),
+    /// The prompt was a slash command, answered.
+    Command,
     Failed(RpcError),
 }
 
@@ -723,7 +745,7 @@ async fn turns(
     }
 }
 
-/// One turn, every tool call closed at its end, and the context usage after it.
+/// One turn (or a slash command), every tool call closed at its end, and the context usage after it.
 async fn turn(
     state: &Shared,
     open: &mut Open,
@@ -731,6 +753,13 @@ async fn turn(
     control: &TurnControl,
     text: &str,
 ) -> Ended {
+    if let Some(answer) = commands::run(text, &mut open.session, sink, control, &open.cwd).await {
+        sink.message(&answer);
+        // `/model` may have changed the window, `/compact` and `/undo` the conversation.
+        sink.set_window(open.session.context_window());
+        sink.usage(open.session.context_used());
+        return Ended::Command;
+    }
     let cancel = control.clone();
     let mut approver = AcpApprover::new(
         state.peer.clone(),
@@ -757,12 +786,18 @@ async fn turn(
 fn reply(peer: &Peer, id: &Value, ended: &Ended, session: &AgentSession, steered: bool) {
     let end = match ended {
         Ended::Turn(end) => end,
+        Ended::Command => {
+            return peer.respond(
+                id,
+                json!({"stopReason": "end_turn", "_meta": {"steered": steered}}),
+            )
+        }
         Ended::Failed(err) => return peer.fail(id, err),
     };
     peer.respond(
         id,
         json!({
-            "stopReason": stop_reason(&end.status),
+            "stopReason": if end.refused { "refusal" } else { stop_reason(&end.status) },
             "_meta": {
                 "steered": steered,
                 "gitAgent": {
@@ -775,7 +810,8 @@ fn reply(peer: &Peer, id: &Value, ended: &Ended, session: &AgentSession, steered
     );
 }
 
-/// ACP's stop reason for how a turn ended. A budget of time, a loop guard and `finish` with `blocked` end
+/// ACP's stop reason for how a turn ended (a model's refusal, `refusal`, is told apart by the caller). A
+/// budget of time, a loop guard and `finish` with `blocked` end
 /// the turn as the model's own end would (the answer says why); `_meta.gitAgent.status` tells them apart.
 fn stop_reason(status: &Status) -> &'static str {
     match status {

@@ -24,6 +24,7 @@ pub mod journal;
 pub mod plan;
 mod prompt;
 pub mod session;
+mod start;
 mod step;
 mod stream;
 mod trim;

@@ -10,6 +10,7 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod gc;
 mod log;
 mod mcp;
 mod pull;
@@ -50,6 +51,7 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
@@ -96,6 +98,7 @@ pub fn run() -> i32 {
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),

@@ -174,6 +174,9 @@ impl Store {
                     crash_point();
                     return Ok(true);
                 }
+                // gix waited for the lock already (core.filesRefLockTimeout): another 200 rounds of that took
+                // 31 s to give up on a stale lock (issue 17, defect 13). A lost compare-and-swap is retried.
+                Err(err @ StoreError::Locked { .. }) => return Err(err),
                 Err(err) => last_err = Some(err),
             }
         }

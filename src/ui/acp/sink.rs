@@ -314,6 +314,7 @@ impl Sink for AcpSink {
             // The branch and its commits are the client's to look at with git; the rest is for a terminal
             // or the session log.
             Event::Session { .. }
+            | Event::Progress { .. }
             | Event::Step { .. }
             | Event::Usage(_)
             | Event::Summary { .. }

@@ -847,8 +847,25 @@ fn reopen(
         .into());
     }
     let session = store.reopen_session(&log.meta)?;
-    let events = store.read_log(&id)?.events;
+    let mut events = store.read_log(&id)?.events;
     log.append(LogEvent::Resume {}.to_json())?;
+    // Review comments the model has not heard yet join the conversation before the prompt (issue 13):
+    // recorded as a context event, so `show` and later resumes see them, then marked sent.
+    let from = session.step0.unwrap_or(session.base);
+    let unresolved = store.unresolved_review(&id, from, session.tip)?;
+    if !unresolved.is_empty() {
+        let content = crate::store::review::feedback_message(&unresolved);
+        let kind = "review".to_owned();
+        let event = LogEvent::Context {
+            kind,
+            path: String::new(),
+            content,
+        }
+        .to_json();
+        log.append(event.clone())?;
+        events.push(event);
+        store.mark_review_sent(&id, &unresolved)?;
+    }
     let prior = std::mem::replace(&mut log.meta.status, Status::Running);
     log.fold(store)?;
     Ok((session, log, events, prior))

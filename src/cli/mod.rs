@@ -15,6 +15,8 @@ mod log;
 mod mcp;
 mod pull;
 mod push;
+mod review;
+mod review_tty;
 mod show;
 mod undo;
 
@@ -50,6 +52,7 @@ enum Command {
     Diff(diff::DiffArgs),
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
     Discard(discard::DiscardArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
@@ -97,6 +100,7 @@ pub fn run() -> i32 {
         Command::Diff(args) => diff::run(&ctx, args),
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
+        Command::Review(args) => review::run(&mut ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),

@@ -29,6 +29,7 @@ mod changes;
 mod checkout;
 pub mod commit;
 pub mod git;
+pub mod hunks;
 pub mod land;
 pub mod land_record;
 pub mod lifecycle;
@@ -36,6 +37,7 @@ mod local;
 mod notes;
 mod place;
 mod pool;
+pub mod review;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;

@@ -1442,3 +1442,45 @@ fn raw_load_after_a_crash_closes_the_call_that_never_finished() {
     assert_eq!(stop_reason(acp.answer(prompt).last().unwrap()), "end_turn");
     acp.finish(&repo);
 }
+
+#[test]
+fn raw_a_prompt_waiting_to_steer_a_cancelled_turn_is_cancelled_too() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text("late").stalled_after(1, Duration::from_secs(40))
+    ]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let sid = acp.new_session(&repo);
+    let first = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    let deadline = Instant::now() + WAIT;
+    while server.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no model request");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "and this"}]}),
+    );
+    acp.notify("session/cancel", json!({"sessionId": sid}));
+    let seen = acp.until(|m| m["id"] == second && m.get("method").is_none());
+    let answers: Vec<&Value> = seen.iter().filter(|m| m.get("result").is_some()).collect();
+    assert_eq!(answers.len(), 2, "{seen:#?}");
+    assert_eq!(
+        (answers[0]["id"].as_u64(), stop_reason(answers[0])),
+        (Some(first), "cancelled")
+    );
+    assert_eq!(
+        (answers[1]["id"].as_u64(), stop_reason(answers[1])),
+        (Some(second), "cancelled")
+    );
+    assert_eq!(
+        answers[1]["result"]["_meta"]["steered"], false,
+        "it never joined"
+    );
+    assert_eq!(server.requests().len(), 1, "no turn ran for it");
+    acp.finish(&repo);
+}

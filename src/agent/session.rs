@@ -158,6 +158,8 @@ pub(super) struct Toolbox {
     pub mcp_shown: Option<McpStatus>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
     pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    /// Servers an editor added before the checkout existed; they start with the configured ones.
+    pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -404,6 +406,11 @@ impl AgentSession {
     /// `config::mcp::parse_acp` reads them); they join in the background like the configured ones, and an
     /// entry that cannot be used counts as a failed server.
     pub fn add_mcp_servers(&mut self, servers: Vec<(String, Result<ServerSpec, String>)>) {
+        if self.tools.mcp_later.is_some() {
+            // The checkout they run in does not exist yet (`adopt` starts them).
+            self.tools.mcp_added.extend(servers);
+            return;
+        }
         let mut specs = Vec::new();
         for (name, spec) in servers {
             match spec {
@@ -585,6 +592,10 @@ impl AgentSession {
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+            let added = std::mem::take(&mut self.tools.mcp_added);
+            if !added.is_empty() {
+                self.add_mcp_servers(added);
+            }
         }
         Ok(())
     }
@@ -693,6 +704,7 @@ impl Toolbox {
             mcp: Servers::none(),
             mcp_shown: None,
             mcp_later: None,
+            mcp_added: Vec::new(),
         }
     }
 }

@@ -348,6 +348,23 @@ async fn new_session(state: &Shared, id: Value, raw: Value) {
     }
 }
 
+/// What `session/load` or `session/resume` finds of a session in this process.
+enum Here {
+    Absent,
+    Idle,
+    Running,
+    Opening,
+}
+
+fn here(state: &Shared, sid: &str) -> Here {
+    match state.sessions.borrow().get(sid) {
+        None => Here::Absent,
+        Some(Slot::Idle(_)) => Here::Idle,
+        Some(Slot::Busy(_)) => Here::Running,
+        Some(Slot::Opening) => Here::Opening,
+    }
+}
+
 /// `session/load` (the stored conversation replayed first) and `session/resume` (no replay). A session
 /// already open in this process is reattached as it is.
 async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
@@ -355,34 +372,40 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
         Ok(p) => p,
         Err(err) => return state.peer.fail(&id, &err),
     };
-    let already = match state.sessions.borrow().get(&p.session_id) {
-        None => None,
-        Some(Slot::Idle(open)) => Some(Ok(sink_for(state, &open.session))),
-        Some(Slot::Busy(_)) if !replay => Some(Err(None)),
-        Some(Slot::Busy(_) | Slot::Opening) => Some(Err(Some(format!(
-            "session {} is busy in this process: wait for its turn to end",
-            p.session_id
-        )))),
-    };
-    match already {
-        Some(Ok(mut sink)) => {
+    match here(state, &p.session_id) {
+        Here::Absent => open_stored(state, id, p, replay).await,
+        Here::Idle => {
+            let sessions = state.sessions.borrow();
+            let Some(Slot::Idle(open)) = sessions.get(&p.session_id) else {
+                return state.peer.fail(&id, &not_open(&p.session_id));
+            };
+            let mut sink = sink_for(state, &open.session);
             if replay {
-                if let Err(err) = replay_log(state, &p.session_id, &mut sink) {
+                if let Err(err) = replay_log(open.session.store(), &p.session_id, &mut sink) {
                     return state.peer.fail(&id, &err);
                 }
             }
             state.peer.respond(&id, json!({}));
-            return announce(&sink, &[]);
+            announce(&sink, &[]);
         }
         // Resuming a session whose turn runs: its updates keep coming.
-        Some(Err(None)) => return state.peer.respond(&id, json!({})),
-        Some(Err(Some(message))) => {
-            return state
+        Here::Running if !replay => state.peer.respond(&id, json!({})),
+        // A replay now would interleave with the turn's updates.
+        Here::Running | Here::Opening => {
+            let message = format!(
+                "session {} is busy in this process: wait for its turn to end",
+                p.session_id
+            );
+            state
                 .peer
-                .fail(&id, &RpcError::new(code::INVALID_REQUEST, message))
+                .fail(&id, &RpcError::new(code::INVALID_REQUEST, message));
         }
-        None => {}
     }
+}
+
+/// Opens a stored session (holding its lock, so another process cannot run it meanwhile), replays it if
+/// asked, and answers.
+async fn open_stored(state: &Shared, id: Value, p: ReattachParams, replay: bool) {
     state
         .sessions
         .borrow_mut()
@@ -396,29 +419,20 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
     let sid = open.session.id().to_owned();
     let mut sink = sink_for(state, &open.session);
     if replay {
-        let events = match open.session.store().read_log(&sid) {
-            Ok(log) => log.events,
-            Err(err) => {
-                let err = rpc_error(err);
-                close_quietly(open).await;
-                return state.peer.fail(&id, &err);
-            }
-        };
-        super::super::show::replay(&events, &mut sink);
-        sink.close_open("the session stopped before this call finished");
+        if let Err(err) = replay_log(open.session.store(), &sid, &mut sink) {
+            close_quietly(open).await;
+            return state.peer.fail(&id, &err);
+        }
     }
     state.sessions.borrow_mut().insert(sid, Slot::Idle(open));
     state.peer.respond(&id, json!({}));
     announce(&sink, &notes);
 }
 
-/// Replays the log of a session that is open and idle here.
-fn replay_log(state: &Shared, sid: &str, sink: &mut AcpSink) -> Result<(), RpcError> {
-    let sessions = state.sessions.borrow();
-    let Some(Slot::Idle(open)) = sessions.get(sid) else {
-        return Err(not_open(sid));
-    };
-    let log = open.session.store().read_log(sid).map_err(rpc_error)?;
+/// The stored conversation as updates: `show`'s replay, every call closed at the end (a session that died
+/// mid-call left one without a result).
+fn replay_log(store: &Store, sid: &str, sink: &mut AcpSink) -> Result<(), RpcError> {
+    let log = store.read_log(sid).map_err(rpc_error)?;
     super::super::show::replay(&log.events, sink);
     sink.close_open("the session stopped before this call finished");
     Ok(())
@@ -480,16 +494,17 @@ async fn open(
                 err => rpc_error(err),
             })?;
     session.keep();
-    if !servers.is_empty() {
-        session.add_mcp_servers(servers);
-    }
-    // An editor's entry that cannot be used fails at once; say so now rather than at the first turn.
-    for server in session.mcp_status().states() {
-        if let Some(error) = server.error.as_deref().filter(|_| server.state == "failed") {
+    // An editor's entry that cannot be used is said at once (the servers themselves may start only once the
+    // checkout exists); it also counts as a failed server in the session's MCP status.
+    for (name, spec) in &servers {
+        if let Err(problem) = spec {
             notes
                 .0
-                .push(format!("MCP server {} not started: {error}", server.name));
+                .push(format!("MCP server {name} not started: {problem}"));
         }
+    }
+    if !servers.is_empty() {
+        session.add_mcp_servers(servers);
     }
     let open = Box::new(Open {
         session,
@@ -696,40 +711,61 @@ async fn turns(
     let mut answers = vec![id];
     loop {
         let ended = turn(state, &mut open, &mut sink, &control, &text).await;
-        let (late, steers) = {
-            let mut sessions = state.sessions.borrow_mut();
-            let steers = match sessions.get_mut(&sid) {
-                Some(Slot::Busy(busy)) => std::mem::take(&mut busy.steers),
-                _ => Vec::new(),
-            };
-            (control.take_steering(), steers)
+        let Some((waiting, late)) =
+            answer_turn(state, &sid, &control, &ended, &open.session, &answers)
+        else {
+            break;
         };
-        let joined = steers.len().saturating_sub(late.len());
-        let (steered, waiting) = steers.split_at(joined);
-        for id in &answers {
-            reply(&state.peer, id, &ended, &open.session, false);
-        }
-        for id in steered {
-            reply(&state.peer, id, &ended, &open.session, true);
-        }
-        if waiting.is_empty() {
-            break;
-        }
-        if control.is_cancelled() || matches!(ended, Ended::Failed(_)) {
-            for id in waiting {
-                reply(&state.peer, id, &ended, &open.session, false);
-            }
-            break;
-        }
         // The text that came too late to steer is the next turn.
         control = TurnControl::new();
         if let Some(Slot::Busy(busy)) = state.sessions.borrow_mut().get_mut(&sid) {
             busy.control = control.clone();
             busy.prompt = waiting[0].clone();
         }
-        answers = waiting.to_vec();
-        text = late.join("\n\n");
+        answers = waiting;
+        text = late;
     }
+    put_back(state, sid, open).await;
+}
+
+/// Answers the prompts of a turn that ended: those it ran for, and those that steered it. Returns the
+/// prompts that came too late to steer it and their text, to run as the next turn, unless the turn was
+/// cancelled or failed (then they are answered as it was).
+fn answer_turn(
+    state: &Shared,
+    sid: &str,
+    control: &TurnControl,
+    ended: &Ended,
+    session: &AgentSession,
+    answers: &[Value],
+) -> Option<(Vec<Value>, String)> {
+    let steers = match state.sessions.borrow_mut().get_mut(sid) {
+        Some(Slot::Busy(busy)) => std::mem::take(&mut busy.steers),
+        _ => Vec::new(),
+    };
+    // Taken together with `steers`, on this thread: nothing can steer in between.
+    let late = control.take_steering();
+    let (steered, waiting) = steers.split_at(steers.len().saturating_sub(late.len()));
+    for id in answers {
+        reply(&state.peer, id, ended, session, false);
+    }
+    for id in steered {
+        reply(&state.peer, id, ended, session, true);
+    }
+    if waiting.is_empty() {
+        return None;
+    }
+    if control.is_cancelled() || matches!(ended, Ended::Failed(_)) {
+        for id in waiting {
+            reply(&state.peer, id, ended, session, false);
+        }
+        return None;
+    }
+    Some((waiting.to_vec(), late.join("\n\n")))
+}
+
+/// The session goes back to idle after its turn, or is closed if `session/close` came meanwhile.
+async fn put_back(state: &Shared, sid: String, open: Box<Open>) {
     let close = match state.sessions.borrow_mut().remove(&sid) {
         Some(Slot::Busy(busy)) => busy.close,
         _ => None,

@@ -29,6 +29,8 @@ mod sessions;
 mod accept;
 // `review`: hunks taken or left, records in refs/notes/agent-review, feedback on resume, tmux, two clones.
 mod review;
+// `pr`: push branch, log and notes to a bare remote; the body; a `gh` test double; --stdout; another clone.
+mod pr;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
 // The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.

@@ -13,6 +13,7 @@ mod error;
 mod gc;
 mod log;
 mod mcp;
+mod pr;
 mod pull;
 mod push;
 mod review;
@@ -53,6 +54,7 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Review(review::ReviewArgs),
+    Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
@@ -101,6 +103,7 @@ pub fn run() -> i32 {
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Review(args) => review::run(&mut ctx, args),
+        Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),

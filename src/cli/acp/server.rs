@@ -557,7 +557,9 @@ struct Notes(Vec<String>);
 impl Sink for Notes {
     fn emit(&mut self, event: &Event<'_>) {
         match event {
-            Event::Warning(text) | Event::Error(text) => self.0.push((*text).to_owned()),
+            Event::Warning(text) | Event::Error(text) | Event::Notice { message: text, .. } => {
+                self.0.push((*text).to_owned())
+            }
             Event::Mcp {
                 untrusted: Some(text),
                 ..

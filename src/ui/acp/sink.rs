@@ -303,7 +303,9 @@ impl Sink for AcpSink {
                 }
             }
             Event::TurnEnd(_) => self.close_open("the session stopped before this call finished"),
-            Event::Warning(text) => self.notice("warning", text),
+            Event::Warning(text) | Event::Notice { message: text, .. } => {
+                self.notice("warning", text)
+            }
             Event::Error(text) => self.notice("error", text),
             Event::Mcp {
                 connected,

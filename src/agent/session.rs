@@ -252,6 +252,13 @@ impl AgentSession {
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
         if pending.is_some() && !session.checkout.is_here() {
+            // Reading the servers' config registers their secrets (env values, tokens) with the redactor; that
+            // must happen now, before the first event is logged, not when they start.
+            if let Ok(settings) = &settings {
+                let user = &settings.user;
+                let repo = Some((store.workdir(), store.common_dir()));
+                crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
+            }
             tools.mcp_later = Some(settings);
         } else {
             tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);

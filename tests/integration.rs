@@ -39,6 +39,8 @@ mod session_api;
 mod here;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
+mod acp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
 mod lifecycle;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,

@@ -543,18 +543,12 @@ fn distill_proposes_a_valid_skill_from_a_completed_session() {
         "finish",
         json!({"status": "blocked", "summary": "no"}),
     )])]);
-    repo.run_agent(&blocked, &["ask", "something"])
-        .assert_code(3);
-    let log = agent(&repo, &["log"]);
-    let blocked_id = log
-        .stdout
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned();
+    let ran = repo.run_agent(&blocked, &["ask", "--json", "something"]);
+    ran.assert_code(3);
+    // The id from the session event (two sessions started in the same second tie in `log`'s order).
+    let session: serde_json::Value =
+        serde_json::from_str(ran.stdout.lines().next().unwrap()).unwrap();
+    let blocked_id = session["id"].as_str().unwrap().to_owned();
     let refused = agent(&repo, &["skill", "distill", &blocked_id]);
     refused.assert_code(1);
     assert!(

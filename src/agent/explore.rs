@@ -166,6 +166,7 @@ impl Turn<'_> {
                 kind: ToolKind::Search,
                 label: &label,
                 input: &input,
+                location: None,
             });
             tasks.push(task);
         }
@@ -248,6 +249,7 @@ impl Turn<'_> {
                 id: &call.id,
                 ok: !output.is_error,
                 summary: &output.summary,
+                output: &output.content,
             });
             outputs.push(output);
         }
@@ -422,6 +424,7 @@ impl Shared<'_> {
                 kind: tool.as_ref().map_or(ToolKind::Other, |t| t.kind()),
                 label: &label,
                 input: &input,
+                location: None,
             },
         );
         let output = match (tool, args) {
@@ -443,6 +446,7 @@ impl Shared<'_> {
                 id: &call.id,
                 ok: !output.is_error,
                 summary: &output.summary,
+                output: &output.content,
             },
         );
         output

@@ -169,6 +169,8 @@ pub(super) struct Toolbox {
     pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
     pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    /// Servers an editor added before the checkout existed; they start with the configured ones.
+    pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -439,10 +441,25 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Keeps a new session when it closes even if no turn ran, instead of rolling it back: an editor's
+    /// `session/new` handed out its id, and the editor may load it later. Until a turn runs it is listed as
+    /// `done` with no steps.
+    pub fn keep(&mut self) {
+        if self.untouched {
+            self.untouched = false;
+            self.prior_status = Status::Done;
+        }
+    }
+
     /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`, as
     /// `config::mcp::parse_acp` reads them); they join in the background like the configured ones, and an
     /// entry that cannot be used counts as a failed server.
     pub fn add_mcp_servers(&mut self, servers: Vec<(String, Result<ServerSpec, String>)>) {
+        if self.tools.mcp_later.is_some() {
+            // The checkout they run in does not exist yet (`adopt` starts them).
+            self.tools.mcp_added.extend(servers);
+            return;
+        }
         let mut specs = Vec::new();
         for (name, spec) in servers {
             match spec {
@@ -663,6 +680,10 @@ impl AgentSession {
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+            let added = std::mem::take(&mut self.tools.mcp_added);
+            if !added.is_empty() {
+                self.add_mcp_servers(added);
+            }
         }
         Ok(())
     }
@@ -781,6 +802,7 @@ impl Toolbox {
             mcp_shown: None,
             scratch,
             mcp_later: None,
+            mcp_added: Vec::new(),
         }
     }
 }

@@ -35,12 +35,17 @@ pub struct TurnEnd {
     pub exit_code: i32,
     /// Tokens of this turn's requests (summaries included).
     pub usage: Usage,
+    /// The model refused: its last reply was ended for content reasons (see
+    /// [`FinishReason::is_refusal`]); the status is `done`, the answer whatever it said.
+    pub refused: bool,
 }
 
 /// How the loop ended.
 pub(super) enum Outcome {
     /// Plain text without tool calls.
     Answered(String),
+    /// A reply without tool calls that the provider ended for content reasons.
+    Refused(String),
     /// The `finish` tool.
     Finished(Finish),
     /// A budget or a loop guard; `status` is what the log records (`max_steps`, `loop`, ...).
@@ -235,6 +240,10 @@ impl<'t> Turn<'t> {
         self.count_tokens(&response);
         self.record_reply(&response)?;
         let cut_off = response.finish_reason == Some(FinishReason::Length);
+        let refused = response
+            .finish_reason
+            .as_ref()
+            .is_some_and(FinishReason::is_refusal);
         let Response {
             text,
             tool_calls: calls,
@@ -247,6 +256,10 @@ impl<'t> Turn<'t> {
             tool_calls: calls.clone(),
             thinking,
         });
+        if calls.is_empty() && refused {
+            // Neither steering nor a plan reminder talks a provider out of a refusal.
+            return Ok(Some(Outcome::Refused(text)));
+        }
         if calls.is_empty() {
             if self.control.has_steering() {
                 // The user said more while the model answered: the turn goes on with it.
@@ -508,8 +521,9 @@ impl<'t> Turn<'t> {
     /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
     /// and `done`.
     pub(super) fn finish(&mut self, outcome: Outcome) -> TurnEnd {
+        let refused = matches!(outcome, Outcome::Refused(_));
         let (status, answer, code) = match outcome {
-            Outcome::Answered(answer) => (Status::Done, answer, 0),
+            Outcome::Answered(answer) | Outcome::Refused(answer) => (Status::Done, answer, 0),
             Outcome::Finished(Finish {
                 completed: true,
                 summary,
@@ -574,6 +588,7 @@ impl<'t> Turn<'t> {
             answer,
             exit_code: code,
             usage,
+            refused,
         }
     }
 

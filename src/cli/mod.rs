@@ -2,6 +2,7 @@
 //! exit codes and `error:` lines.
 
 mod accept;
+mod acp;
 mod ask;
 pub mod chat;
 mod config;
@@ -45,6 +46,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Acp(acp::AcpArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -94,6 +96,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),

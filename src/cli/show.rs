@@ -166,6 +166,7 @@ fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>))
                 .or_else(|| own_label(args))
         })
         .unwrap_or_else(|| format!("{} {}", call.name, crate::tools::short(&call.arguments, 80)));
+    let input = input.as_ref().unwrap_or(&serde_json::Value::Null);
     emit(&Event::ToolCall {
         id: &call.id,
         name: &call.name,
@@ -174,12 +175,14 @@ fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>))
             .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
             .unwrap_or(ToolKind::Other),
         label: &label,
-        input: input.as_ref().unwrap_or(&serde_json::Value::Null),
+        input,
+        location: tool.and_then(|t| t.location(input)),
     });
 }
 
-/// Emits the stored events as the shared events the renderer knows.
-fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
+/// Emits the stored events as the shared events the renderer knows (ACP's `session/load` replays a session
+/// through it too).
+pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
     let mut held: Option<HeldStep> = None;
@@ -188,6 +191,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
             tool_call_id,
             ok,
             summary,
+            content,
             ..
         } = &event
         {
@@ -196,6 +200,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 id: tool_call_id,
                 ok: *ok,
                 summary: &summary,
+                output: content,
             });
             if let Some(step) = held.take() {
                 step.emit(sink);
@@ -234,6 +239,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                     tool_call_id,
                     ok,
                     summary,
+                    content,
                     ..
                 } => sink.emit(&Event::Nested {
                     parent: &parent,
@@ -241,6 +247,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                         id: &tool_call_id,
                         ok,
                         summary: &summary,
+                        output: &content,
                     },
                 }),
                 _ => {}
@@ -273,14 +280,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 path: &path,
                 content: &crate::tools::short(&content, 100),
             }),
-            journal::Event::Plan { items } => {
-                let plan = crate::agent::plan::Plan { items };
-                sink.emit(&Event::Plan {
-                    done: plan.done(),
-                    total: plan.items.len(),
-                    text: &plan.render(),
-                });
-            }
+            journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
             journal::Event::Compaction {
                 replaced,
                 fallback,

@@ -350,7 +350,9 @@ impl<W: Write + Send> HumanSink<W> {
                 };
                 self.marker(&text);
             }
-            Event::Plan { done, total, text } => {
+            Event::Plan {
+                done, total, text, ..
+            } => {
                 self.marker(&format!("plan ({done} of {total} done)"));
                 for line in text.lines() {
                     let indented = format!("   {}", neutralize(line));
@@ -408,6 +410,11 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             }
             Event::Text(delta) => self.text(delta),
             Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(_) => {}
+            // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
+            // shows the change).
+            Event::Diff { .. } => {}
+            // Live, the `plan` tool line says it changed (`/plan` and `show` print it); a transcript lists it.
+            Event::Plan { .. } if !self.replay => {}
             Event::ToolCall { label, .. } => {
                 let bullet = self.paint("36", "●");
                 self.line(&format!("{bullet} {}", neutralize(label)));
@@ -420,7 +427,9 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                     self.line(&painted);
                 }
             }
-            Event::ToolResult { id, ok, summary } => {
+            Event::ToolResult {
+                id, ok, summary, ..
+            } => {
                 self.collapsed(id);
                 // Said in words too, not only in red: a pipe, a file and NO_COLOR have no colours.
                 let mark = if *ok { "" } else { "error: " };
@@ -523,11 +532,13 @@ mod tests {
                 kind: crate::protocol::ToolKind::Edit,
                 label: "write a.txt",
                 input: &serde_json::Value::Null,
+                location: None,
             },
             Event::ToolResult {
                 id: "1",
                 ok: false,
                 summary: "no \u{7}bell",
+                output: "",
             },
             Event::Step {
                 commit: "0123456789",

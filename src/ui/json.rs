@@ -42,7 +42,9 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         } => {
             json!({"type": "tool_call", "id": id, "name": name, "input": input})
         }
-        Event::ToolResult { id, ok, summary } => {
+        Event::ToolResult {
+            id, ok, summary, ..
+        } => {
             json!({"type": "tool_result", "id": id, "ok": ok, "summary": summary})
         }
         Event::Permission {
@@ -114,6 +116,8 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries; the
         // summary repeats `usage` and `done` for a person.
         Event::Warning(_) | Event::Summary { .. } => return None,
+        // For editors (ACP), not in the contract either.
+        Event::Diff { .. } => return None,
         // A transcript's events: `ask` does not emit them, and they are not in the contract either.
         Event::Prompt(_)
         | Event::Context { .. }

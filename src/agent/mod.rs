@@ -23,6 +23,7 @@ pub mod explore;
 mod guards;
 mod instructions;
 pub mod journal;
+pub mod memory;
 pub mod plan;
 mod prompt;
 pub mod session;

@@ -66,6 +66,8 @@ pub struct SessionOptions {
     /// What `git agent log` lists a new session as from its start (`ask` gives its prompt). `None` (a chat
     /// opened before its first prompt): the first turn's prompt. Ignored on resume.
     pub title: Option<String>,
+    /// Project memory's settings; `None` turns memory off for the run (`--no-memory`).
+    pub memory: Option<crate::config::memory::MemorySettings>,
 }
 
 /// Which session `--resume` / `--continue` means.
@@ -142,6 +144,8 @@ pub(super) struct Toolbox {
     pub mcp: Servers,
     /// Their status as last shown, so each change is shown once.
     pub mcp_shown: Option<McpStatus>,
+    /// Project memory: what the session was given and proposed (`remember` runs with it).
+    pub memory: super::memory::SessionMemory,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -207,6 +211,7 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        tools.memory = super::memory::SessionMemory::load(options.memory, &events);
         tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
         let settings = resolve_context(&client, &model).await;
         let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
@@ -435,6 +440,11 @@ impl AgentSession {
         }
     }
 
+    /// Project memory in this session: the entries it was given, its proposals not written yet.
+    pub fn memory(&self) -> &super::memory::SessionMemory {
+        &self.tools.memory
+    }
+
     /// `provider/model`.
     pub fn model_name(&self) -> String {
         self.model.config.display_name()
@@ -547,6 +557,7 @@ impl Toolbox {
             run_timeout,
             mcp: Servers::none(),
             mcp_shown: None,
+            memory: super::memory::SessionMemory::off(),
         }
     }
 }
@@ -733,6 +744,7 @@ pub(super) fn short_branch(session: &Session) -> &str {
 fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
     let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
+    schemas.extend(tools.memory.schemas());
     schemas.extend(tools.mcp.offered());
     schemas
 }
@@ -772,6 +784,7 @@ fn start_mcp(
     }
     let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
     reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    reserved.push(super::memory::REMEMBER_TOOL.to_owned());
     let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
     let mut specs = Vec::new();
     let mut broken = Vec::new();

@@ -78,6 +78,10 @@ pub struct AskArgs {
     /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
     #[arg(long, short = 'y')]
     yes: bool,
+
+    /// Neither read nor write project memory (refs/agent/memory) in this run
+    #[arg(long)]
+    no_memory: bool,
 }
 
 /// Runs `ask`: the agent's exit status becomes the command's (3 unfinished, 130 interrupted), whose reason
@@ -106,6 +110,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         here: args.here,
         safety,
         title: None,
+        memory: settings.memory().filter(|_| !args.no_memory),
     };
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;

@@ -10,6 +10,7 @@ mod discard;
 mod error;
 mod log;
 mod mcp;
+mod memory;
 mod pull;
 mod push;
 mod show;
@@ -47,6 +48,7 @@ enum Command {
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
     Mcp(mcp::McpArgs),
+    Memory(memory::MemoryArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
 }
@@ -87,6 +89,7 @@ pub fn run() -> i32 {
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
+        Command::Memory(args) => memory::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
     };

@@ -1,11 +1,17 @@
-//! `git agent pull`: fetch shared sessions and merge the remote's notes into ours (never overwriting them).
+//! `git agent pull`: fetch shared sessions and merge the remote's notes and memory into ours (never
+//! overwriting them).
+//!
+//! Sessions are fetched by `refs/agent/sessions/*`, not `refs/agent/*`: memory is merged, and a plain fetch
+//! into `refs/agent/memory` would be refused as soon as both sides wrote to it (a ref family that is merged
+//! needs its own refspec, as notes and memory have).
 
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
+use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::remote_notes_ref;
 
-/// Fetch sessions, session branches and notes from a remote; notes are merged, not overwritten
+/// Fetch sessions, session branches, notes and memory from a remote; notes and memory are merged, not overwritten
 #[derive(Debug, Args)]
 pub struct PullArgs {
     /// The remote (default: origin)
@@ -16,13 +22,15 @@ pub struct PullArgs {
 pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let notes = remote_notes_ref(&args.remote);
+    let memory = remote_memory_ref(&args.remote);
     let status = super::git_inherit(store.workdir())
         .args(["fetch", &args.remote])
-        .arg("refs/agent/*:refs/agent/*")
+        .arg("refs/agent/sessions/*:refs/agent/sessions/*")
         .arg("refs/heads/agent/*:refs/heads/agent/*")
         // The remote's notes land beside ours and are merged below; forced because only we write there.
         // A glob, so a remote without notes is not an error.
         .arg(format!("+refs/notes/agent*:{notes}*"))
+        .arg(memory_fetch_refspec(&args.remote))
         .status()
         .map_err(|e| {
             CommandError::internal(format!(
@@ -36,6 +44,23 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     if let Some(theirs) = store.ref_target(&notes)? {
         if store.merge_notes(theirs)? {
             eprintln!("merged the notes of {} into refs/notes/agent", args.remote);
+        }
+    }
+    if let Some(theirs) = store.ref_target(&memory)? {
+        let merged = store.merge_memory(theirs, &args.remote)?;
+        if merged.commit.is_some() {
+            let mut line = format!(
+                "merged the memory of {}: {} added, {} updated",
+                args.remote, merged.added, merged.updated
+            );
+            if !merged.review.is_empty() {
+                line.push_str(&format!(
+                    ", {} edited on both sides ({}): keep one version with `git agent memory edit <id>`",
+                    merged.review.len(),
+                    merged.review.join(", ")
+                ));
+            }
+            eprintln!("{line}");
         }
     }
     if status.success() {

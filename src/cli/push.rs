@@ -6,7 +6,7 @@ use super::{CommandError, Context};
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
-/// Push sessions (refs/agent/*), session branches (agent/*) and notes (refs/notes/agent) to a remote
+/// Push sessions and memory (refs/agent/*), session branches (agent/*) and notes (refs/notes/agent) to a remote
 ///
 /// Refuses if anything to be pushed contains the value of a key from the environment (*_API_KEY, *_TOKEN,
 /// *_SECRET). Nothing is forced; if the remote's notes moved on, run `git agent pull` first.
@@ -66,7 +66,7 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
         return Err(
             CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
                 format!(
-                    "if the remote has sessions or notes you lack, run `git agent pull {}` first",
+                    "if the remote has sessions, notes or memory you lack, run `git agent pull {}` first",
                     args.remote
                 ),
             ),

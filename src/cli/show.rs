@@ -133,10 +133,14 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 for call in &tool_calls {
                     let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
                     let tool = crate::tools::find(&call.name);
+                    let own = OwnTool::find(&call.name);
                     let label = input
                         .as_ref()
-                        .zip(tool)
-                        .map(|(args, tool)| tool.label(args))
+                        .and_then(|args| match (tool, own) {
+                            (Some(tool), _) => Some(tool.label(args)),
+                            (None, Some(own)) => Some(own.label(args)),
+                            (None, None) => None,
+                        })
                         .unwrap_or_else(|| {
                             format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
                         });
@@ -145,7 +149,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                         name: &call.name,
                         kind: tool
                             .map(|t| t.kind())
-                            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
+                            .or_else(|| own.map(OwnTool::kind))
                             .unwrap_or(ToolKind::Other),
                         label: &label,
                         input: input.as_ref().unwrap_or(&serde_json::Value::Null),
@@ -171,6 +175,23 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 sink.emit(&Event::Undone { steps, to: &to });
             }
             journal::Event::Discard { .. } => sink.emit(&Event::Discarded),
+            // The memory message is listed entry by entry by its `memory` event.
+            journal::Event::Context { kind, .. } if kind == "memory" => {}
+            journal::Event::Memory { entries, .. } => sink.emit(&Event::Memory {
+                action: "injected",
+                entries: &entries,
+            }),
+            journal::Event::MemoryWrite {
+                id, action, text, ..
+            } => sink.emit(&Event::Memory {
+                action: &action,
+                entries: &[crate::protocol::MemoryItem {
+                    id,
+                    kind: String::new(),
+                    text,
+                    confidence: 0.0,
+                }],
+            }),
             journal::Event::Context {
                 kind,
                 path,
@@ -200,7 +221,10 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 tokens_before,
                 tokens_after,
             }),
-            journal::Event::Usage { .. } | journal::Event::ToolResult { .. } => {}
+            // A proposal is the `remember` call shown above it.
+            journal::Event::Usage { .. }
+            | journal::Event::ToolResult { .. }
+            | journal::Event::Remember { .. } => {}
         }
     }
     if let Some(step) = held.take() {

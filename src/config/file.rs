@@ -41,6 +41,8 @@ pub struct FileConfig {
     pub mcp_servers: Vec<super::mcp::McpTable>,
     /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
     pub attribution: Option<Attribution>,
+    /// `[memory]`: project memory's write policy and retrieval budget.
+    pub memory: super::memory::MemoryConfig,
 }
 
 /// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the
@@ -148,6 +150,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
+        ["memory", key] => super::memory::key_type(key),
         _ => None,
     }
 }
@@ -183,6 +186,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
+            "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "attribution" => {
                 config.attribution = Some(match ctx.string(item, key, span.clone())?.as_str() {
                     "co-authored-by" => Attribution::CoAuthoredBy,
@@ -211,7 +215,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, [retry], [providers.<name>], [mcp_servers.<name>]";
+                        compact, attribution, [retry], [providers.<name>], [mcp_servers.<name>], [memory]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";

@@ -25,6 +25,7 @@ pub mod git;
 pub mod land;
 pub mod land_record;
 pub mod lifecycle;
+pub mod memory;
 mod notes;
 mod place;
 #[cfg(target_os = "linux")]
@@ -480,7 +481,8 @@ impl Store {
     }
 }
 
-/// The one choke point for text written into `refs/notes/agent` and the session logs (which users push).
+/// The one choke point for text written into `refs/notes/agent`, the session logs and `refs/agent/memory`
+/// (which users push).
 ///
 /// Secret redaction (known key values, common key formats) happens here, so nothing reaches those refs around it.
 pub fn sanitize(text: &str) -> String {

@@ -8,7 +8,7 @@ use crate::safety::redact::Redactor;
 
 use super::{ObjectId, Store, StoreError};
 
-/// What `git agent push` pushes: session logs (and later memory and skills), session branches, and notes.
+/// What `git agent push` pushes: session logs, memory (and later skills), session branches, and notes.
 /// Nothing is forced: a remote ref that moved elsewhere is reported, never overwritten.
 pub const PUSH_REFSPECS: [&str; 3] = [
     "refs/agent/*:refs/agent/*",

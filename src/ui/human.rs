@@ -203,6 +203,27 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// `memory: injected 3 entries (3f9a1c2e, 5b10d4aa, c0ffee12)`; a transcript lists each entry's text too.
+    /// Entries may come from someone else's push, so their text is neutralised.
+    fn memory(&mut self, action: &str, entries: &[crate::protocol::MemoryItem]) {
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        let line = format!(
+            "memory: {action} {} entr{} ({})",
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" },
+            neutralize(&ids.join(", "))
+        );
+        let text = self.paint("2", &line);
+        self.line(&text);
+        if self.replay {
+            for entry in entries.iter().filter(|e| !e.text.is_empty()) {
+                let first = entry.text.lines().next().unwrap_or_default();
+                let text = format!("   {} {}", neutralize(&entry.id), neutralize(first));
+                self.line(&text);
+            }
+        }
+    }
+
     fn step(&mut self, commit: &str, step: u32, files: &[std::path::PathBuf]) {
         let short = commit.get(..7).unwrap_or(commit);
         // Live, a long list would scroll the session away; the transcript is the full record.
@@ -368,6 +389,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = format!("error: {}", neutralize(message));
                 self.line(&text);
             }
+            Event::Memory { action, entries } => self.memory(action, entries),
             Event::Prompt(_)
             | Event::Context { .. }
             | Event::Plan { .. }

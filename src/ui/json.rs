@@ -84,6 +84,9 @@ impl Sink for JsonSink {
                 }
                 value
             }
+            Event::Memory { action, entries } => {
+                json!({"type": "memory", "action": action, "entries": entries})
+            }
             // Not part of the JSON contract (DESIGN section 5): scripts see the outcome, not the retries; the
             // summary repeats `usage` and `done` for a person.
             Event::Warning(_) | Event::Summary { .. } => return,

@@ -273,6 +273,18 @@ impl Settings {
         Ok((connect, idle))
     }
 
+    /// `max_capture_size` (bytes): the repo file, else the user file (the store's default otherwise).
+    pub fn max_capture_size(&self) -> Option<u64> {
+        self.repo.max_capture_size.or(self.user.max_capture_size)
+    }
+
+    /// `worktree_pool` (checkouts kept for reuse), from the user file only (the store's default otherwise).
+    pub fn worktree_pool(&self) -> Option<usize> {
+        self.user
+            .worktree_pool
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
     /// Whether commits landed on the user's branch get a `Co-authored-by` trailer: the repo file, the user
     /// file, then yes.
     pub fn attribution(&self) -> file::Attribution {

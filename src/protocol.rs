@@ -298,6 +298,14 @@ pub enum Event<'a> {
         action: &'a str,
         entries: &'a [MemoryItem],
     },
+    /// Long work under way (a checkout of a large tree): `done` of `total` items. Sent after the first second
+    /// of such work, a few times a second, and once more when it ends (`done == total`).
+    Progress {
+        /// What is being done: `checkout`.
+        what: &'a str,
+        done: u64,
+        total: u64,
+    },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
     Error(&'a str),

@@ -27,6 +27,10 @@ mod cli;
 mod sessions;
 // `accept` hardened (atomic writes, links, submodules, markers, hooks) and `accept --commit --series`.
 mod accept;
+// `review`: hunks taken or left, records in refs/notes/agent-review, feedback on resume, tmux, two clones.
+mod review;
+// `pr`: push branch, log and notes to a bare remote; the body; a `gh` test double; --stdout; another clone.
+mod pr;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
 // The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.
@@ -37,3 +41,8 @@ mod here;
 mod memory;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
+mod lifecycle;
+// `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
+// approvals; and piped, one turn a line.
+mod chat;

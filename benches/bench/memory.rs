@@ -114,7 +114,7 @@ impl Lcg {
 
     /// A word: half the time a common code word, else one of 2,000 identifiers, skewed to the low ones.
     fn word(&mut self) -> String {
-        if self.next() % 2 == 0 {
+        if self.next().is_multiple_of(2) {
             WORDS[(self.next() as usize) % WORDS.len()].to_owned()
         } else {
             let a = self.next() % 2000;

@@ -27,7 +27,7 @@ pub fn commit() {
     let t = Instant::now();
     let store = Store::open(Path::new(&repo)).unwrap();
     let open = ms(t);
-    let id = store.new_session_id();
+    let id = store.new_session_id().unwrap();
     let t = Instant::now();
     let mut s = store.start_session(&id, false).unwrap();
     let start = ms(t);

@@ -43,6 +43,12 @@ impl Instructions {
         }
     }
 
+    /// Reads later files from the checkout at `root` (a new session's instructions come from the user's work
+    /// tree until its checkout exists; what was loaded stays loaded).
+    pub fn rebase(&mut self, root: &Path) {
+        self.root = root.to_path_buf();
+    }
+
     /// The files from the root down to `cwd` (repository-relative), root first.
     pub fn initial(&mut self, cwd: &Path) -> Vec<Loaded> {
         self.down_to(cwd)

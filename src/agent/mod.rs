@@ -26,6 +26,7 @@ pub mod memory;
 pub mod plan;
 mod prompt;
 pub mod session;
+mod start;
 mod step;
 mod stream;
 mod trim;

@@ -30,7 +30,10 @@ use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
 use crate::safety::Policy;
-use crate::store::{ChangeTracker, Meta, ObjectId, Session, SessionLog, Store, StoreError};
+use crate::store::{
+    ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartOptions, Started, Store,
+    StoreError, DEFAULT_MAX_CAPTURE_SIZE,
+};
 use crate::tools::mcp::servers::{Servers, Status as McpStatus};
 use crate::tools::mcp::ServerSpec;
 use crate::tools::{Registry, SessionState};
@@ -40,6 +43,7 @@ use super::control::TurnControl;
 use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
 use super::plan::{self, Plan};
+use super::start::{self as starting, Pending};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt, AgentError};
@@ -105,6 +109,9 @@ pub struct AgentSession {
     /// A new session in which nothing happened but model requests that never got an answer: closing it
     /// leaves no trace (no branch, checkout or log), as if it had never started.
     pub(super) untouched: bool,
+    /// The start of a new session could not be finished (step 0, branch or checkout): closing removes
+    /// what was made of it (its log and local record).
+    start_failed: bool,
     /// The log's status before this process set it to running (restored when no turn ran).
     prior_status: Status,
     /// Tokens of this process's turns.
@@ -119,6 +126,10 @@ pub(super) struct Workspace {
     pub log: SessionLog,
     /// `step N: <commit> (files)` for summaries and stop reports.
     pub step_lines: Vec<String>,
+    /// Step 0, the branch and the checkout of a new session while they are being made (see `start`).
+    pub pending: Option<Pending>,
+    /// `max_capture_size`, for the warnings about files left out of step 0.
+    pub max_capture: u64,
 }
 
 /// The model and how to reach it.
@@ -135,6 +146,9 @@ pub(super) struct Toolbox {
     pub registry: Registry,
     pub policy: Policy,
     pub sandbox: Arc<Sandbox>,
+    /// What the sandbox was made from: it is made again once a new session's checkout exists (it grants
+    /// writes to the checkout's registration, which it finds through the checkout).
+    pub sandbox_config: SandboxConfig,
     /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
     pub state: Arc<SessionState>,
     /// What commands changed in the checkout (inotify, or a stat scan).
@@ -144,6 +158,8 @@ pub(super) struct Toolbox {
     pub mcp: Servers,
     /// Their status as last shown, so each change is shown once.
     pub mcp_shown: Option<McpStatus>,
+    /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
+    pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
     /// Project memory: what the session was given and proposed (`remember` runs with it).
     pub memory: super::memory::SessionMemory,
 }
@@ -200,21 +216,53 @@ impl AgentSession {
         )?;
         let store = Store::open(cwd)?;
         register_secrets(&model, &store);
+        let env = |name: &str| crate::safety::secrets::var(name);
+        // The front-end loaded the settings for the model already; a file that broke since costs only what
+        // it sets here (MCP servers, the step-0 size limit).
+        let settings = crate::config::Settings::load(cwd, &env);
+        let max_capture = settings
+            .as_ref()
+            .ok()
+            .and_then(|s| s.max_capture_size())
+            .unwrap_or(DEFAULT_MAX_CAPTURE_SIZE);
         let resumed = options.resume.is_some();
-        let (session, log, events, prior_status) = match &options.resume {
+        let (session, log, events, prior_status, pending) = match &options.resume {
             None => {
                 let title = options.title.unwrap_or_default();
-                let (session, log) = start(&store, &model, title, options.here)?;
-                (session, log, Vec::new(), Status::Running)
+                let (session, log, pending) =
+                    start(&store, &model, title, options.here, max_capture, sink)?;
+                (session, log, Vec::new(), Status::Running, pending)
             }
-            Some(which) => reopen(&store, which, options.here)?,
+            Some(which) => {
+                let (session, log, events, prior) = reopen(&store, which, options.here)?;
+                (session, log, events, prior, None)
+            }
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
-        tools.mcp = start_mcp(cwd, &store, &session, &tools.registry, sink);
-        let settings = resolve_context(&client, &model).await;
-        let conv = Conversation::load(&store, &session, offered(&tools), &events, cwd);
+        // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
+        // block a request either way, their tools join as each server is ready.
+        if pending.is_some() && !session.checkout.is_here() {
+            tools.mcp_later = Some(settings);
+        } else {
+            tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);
+        }
+        let context = resolve_context(&client, &model).await;
+        // A new session's checkout may still be being written: its instructions are read from the user's work
+        // tree, which step 0 captures, and the checkout takes over once it exists (`adopt`).
+        let instructions_root = match (&pending, &session.checkout) {
+            (Some(_), Checkout::Linked(_)) => store.workdir().to_path_buf(),
+            _ => session.root().to_path_buf(),
+        };
+        let conv = Conversation::load(
+            &store,
+            &session,
+            offered(&tools),
+            &events,
+            cwd,
+            &instructions_root,
+        );
         let line = SessionLine {
             id: session.id.clone(),
             branch: short_branch(&session).to_owned(),
@@ -222,13 +270,15 @@ impl AgentSession {
             model: model.display_name(),
         };
         Ok(AgentSession {
-            context: ContextState::new(settings, &conv.schemas),
+            context: ContextState::new(context, &conv.schemas),
             conv,
             work: Workspace {
                 step_lines: journal::step_lines(&events),
                 store,
                 session,
                 log,
+                pending,
+                max_capture,
             },
             model: ModelLink {
                 client,
@@ -248,6 +298,7 @@ impl AgentSession {
             resumed,
             turns: 0,
             untouched: !resumed,
+            start_failed: false,
             prior_status,
             usage: Usage::default(),
         })
@@ -268,7 +319,11 @@ impl AgentSession {
         self.begin(prompt)?;
         let mut turn = Turn::new(self, sink, approver, control);
         let result = match turn.run(prompt).await {
-            Ok(outcome) => Ok(turn.finish(outcome)),
+            // The turn's end is recorded with step 0 known: a start still under way is waited for.
+            Ok(outcome) => match turn.s.ready(&mut *turn.sink).await {
+                Ok(()) => Ok(turn.finish(outcome)),
+                Err(err) => Err(err),
+            },
             Err(err) => Err(err),
         };
         // A server that failed or joined while the last request ran is shown now rather than never.
@@ -306,6 +361,7 @@ impl AgentSession {
     /// Moves the session's branch back `n` steps and its checkout with it (`/undo`), recorded in the log; the
     /// next turn commits on the new tip.
     pub fn undo(&mut self, n: u32) -> Result<Undone, AgentError> {
+        self.ready_blocking()?;
         let work = &mut self.work;
         let from = record_undo(&work.store, &mut work.log, &mut work.session, n)?;
         let steps = work.session.steps;
@@ -388,8 +444,14 @@ impl AgentSession {
         // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
         self.tools.state.shutdown();
         self.tools.mcp.stop_blocking();
+        // A start still under way is finished first, so what it made is kept or rolled back as a whole.
+        let _ = self.ready_blocking();
         let work = &mut self.work;
-        if self.untouched {
+        if self.start_failed {
+            // Best effort: the start's own error is what the user needs to see; it cleaned up after itself.
+            let _ = work.store.delete_log(&work.session.id);
+            let _ = work.store.forget_local(&work.session.id);
+        } else if self.untouched {
             // Best effort: the model error is what the user needs to see.
             let _ = work.store.rollback_session(&work.session);
             let _ = work.store.delete_log(&work.session.id);
@@ -445,6 +507,11 @@ impl AgentSession {
         &self.tools.memory
     }
 
+    /// The plan the model keeps with `plan_update` (chat's `/plan`).
+    pub fn plan(&self) -> &Plan {
+        &self.conv.plan
+    }
+
     /// `provider/model`.
     pub fn model_name(&self) -> String {
         self.model.config.display_name()
@@ -460,11 +527,75 @@ impl AgentSession {
         self.context.settings.window
     }
 
+    /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
+    /// when the checkout takes long, and takes what it made. Called before the first tool call (which needs
+    /// the checkout) and at the end of a turn.
+    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
+        let Some(pending) = self.work.pending.take() else {
+            return Ok(());
+        };
+        let started = pending.wait(sink).await;
+        self.adopt(started, sink)
+    }
+
+    /// [`AgentSession::ready()`], blocking the thread (undo, close, a failed turn).
+    fn ready_blocking(&mut self) -> Result<(), AgentError> {
+        let Some(pending) = self.work.pending.take() else {
+            return Ok(());
+        };
+        let started = pending.join();
+        self.adopt(started, &mut starting::Quiet)
+    }
+
+    /// Takes a finished start: step 0 and the branch's tip into the session and its log, and the checkout
+    /// into the sandbox and the instructions.
+    fn adopt(
+        &mut self,
+        started: Result<Started, StoreError>,
+        sink: &mut dyn Sink,
+    ) -> Result<(), AgentError> {
+        let started = match started {
+            Ok(started) => started,
+            Err(err) => {
+                self.start_failed = true;
+                return Err(err.into());
+            }
+        };
+        starting::announce(&started, self.work.max_capture, sink);
+        let work = &mut self.work;
+        work.session.step0 = started.session.step0;
+        work.session.tip = started.session.tip;
+        work.session.base = started.session.base;
+        if started.session.step0.is_some() {
+            work.log.meta.step0 = started.session.step0.map(|c| c.to_string());
+            work.log.fold(&work.store)?;
+        }
+        if let Checkout::Linked(root) = &work.session.checkout {
+            let checkout = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+            let tmpdir = self.tools.sandbox.tmpdir.clone();
+            let sandbox = Sandbox::new(
+                &self.tools.sandbox_config,
+                &checkout,
+                work.store.common_dir(),
+                tmpdir,
+            );
+            self.tools.sandbox = Arc::new(sandbox);
+            self.conv.instructions.rebase(root);
+        }
+        if let Some(settings) = self.tools.mcp_later.take() {
+            let registry = &self.tools.registry;
+            self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+        }
+        Ok(())
+    }
+
     /// Gets a turn going: the branch's current tip, the title, the goal, and the status `running`.
     fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
         let first = !self.resumed && self.turns == 0;
         self.turns += 1;
-        self.follow_branch()?;
+        if self.work.pending.is_none() {
+            self.follow_branch()?;
+        }
         let meta = &mut self.work.log.meta;
         let mut changed = false;
         if meta.prompt.is_empty() {
@@ -509,6 +640,8 @@ impl AgentSession {
 
     /// Records a turn that failed with a host error, and adds the hint the user needs to the error.
     fn failed(&mut self, err: AgentError) -> AgentError {
+        // What the start made is known before the failure is recorded (or rolled back at close).
+        let _ = self.ready_blocking();
         let never_answered = matches!(err, AgentError::Model(_)) && !self.announced;
         if !never_answered {
             self.untouched = false;
@@ -536,6 +669,7 @@ impl Toolbox {
         run_timeout: Duration,
         sink: &mut dyn Sink,
     ) -> Toolbox {
+        let sandbox_config = safety.sandbox.clone();
         let (policy, sandbox) = safety_for(store, session, safety);
         if let Some(warning) = &sandbox.fallback {
             sink.emit(&Event::Warning(warning));
@@ -549,6 +683,7 @@ impl Toolbox {
             registry: Registry::builtin(),
             policy,
             sandbox: Arc::new(sandbox),
+            sandbox_config,
             state: Arc::new(SessionState::new(
                 Some(output),
                 vec![model.api_key_env.to_string()],
@@ -557,6 +692,7 @@ impl Toolbox {
             run_timeout,
             mcp: Servers::none(),
             mcp_shown: None,
+            mcp_later: None,
             memory: super::memory::SessionMemory::off(),
         }
     }
@@ -571,8 +707,9 @@ impl Conversation {
         schemas: Vec<ToolSchema>,
         events: &[serde_json::Value],
         cwd: &Path,
+        instructions_root: &Path,
     ) -> Conversation {
-        let mut instructions = Instructions::new(session.root());
+        let mut instructions = Instructions::new(instructions_root);
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
@@ -619,19 +756,39 @@ fn register_secrets(model: &ModelConfig, store: &Store) {
     }
 }
 
-/// A new session: its branch and checkout (or the user's work tree), and its log, listed at once. A log that
-/// cannot be created takes the branch and checkout with it.
+/// A new session: its id claimed and its log created (listed at once), with step 0, the branch and the
+/// checkout (or the user's work tree) under way on a thread of their own (see `start`). A log that cannot be
+/// created takes the rest with it.
 fn start(
     store: &Store,
     model: &ModelConfig,
     title: String,
     here: bool,
-) -> Result<(Session, SessionLog), AgentError> {
-    let id = store.new_session_id();
-    let session = if here {
-        store.start_here(&id)?
-    } else {
-        store.start_session(&id, true)?
+    max_capture: u64,
+    sink: &mut dyn Sink,
+) -> Result<(Session, SessionLog, Option<Pending>), AgentError> {
+    let id = store.claim_session_id(here)?;
+    let options = StartOptions {
+        capture: true,
+        here,
+        max_capture_size: max_capture,
+    };
+    // `done`: made in full already (a repository without commits, whose base is step 0 itself).
+    let made = match store.head_commit_if_any() {
+        Ok(None) | Err(_) => store
+            .start(&id, &options, &crate::store::Progress::default())
+            .map(|started| {
+                starting::announce(&started, max_capture, sink);
+                (started.session, true)
+            }),
+        Ok(Some(base)) => Ok((store.planned_session(&id, here, base), false)),
+    };
+    let (session, done) = match made {
+        Ok(made) => made,
+        Err(err) => {
+            let _ = store.forget_local(&id);
+            return Err(err.into());
+        }
     };
     let meta = Meta {
         id: id.clone(),
@@ -644,10 +801,27 @@ fn start(
         here,
         ..Meta::default()
     };
-    match store.create_log(meta) {
-        Ok(log) => Ok((session, log)),
+    // The log first: it takes the session's lock, so the checkout being made is known to belong to a live
+    // session, and `log` lists the session at once.
+    let log = match store.create_log(meta) {
+        Ok(log) => log,
         Err(err) => {
-            let _ = store.rollback_session(&session);
+            if done {
+                let _ = store.rollback_session(&session);
+            }
+            let _ = store.forget_local(&id);
+            return Err(err.into());
+        }
+    };
+    if done {
+        return Ok((session, log, None));
+    }
+    match Pending::spawn(store.workdir().to_path_buf(), id.clone(), options) {
+        Ok(pending) => Ok((session, log, Some(pending))),
+        Err(err) => {
+            drop(log);
+            let _ = store.delete_log(&id);
+            let _ = store.forget_local(&id);
             Err(err.into())
         }
     }
@@ -666,15 +840,33 @@ fn reopen(
     };
     let id = store.resolve_session(prefix)?;
     let mut log = store.open_log(&id)?;
-    if here && !log.meta.here {
+    // Whether it worked in the user's tree is this repository's own record, never the (pushable) log's.
+    if here && !store.is_here(&id) {
         return Err(StoreError::Refused(format!(
             "session {id} works in its own checkout, not in your working tree: resume it without --here"
         ))
         .into());
     }
     let session = store.reopen_session(&log.meta)?;
-    let events = store.read_log(&id)?.events;
+    let mut events = store.read_log(&id)?.events;
     log.append(LogEvent::Resume {}.to_json())?;
+    // Review comments the model has not heard yet join the conversation before the prompt (issue 13):
+    // recorded as a context event, so `show` and later resumes see them, then marked sent.
+    let from = session.step0.unwrap_or(session.base);
+    let unresolved = store.unresolved_review(&id, from, session.tip)?;
+    if !unresolved.is_empty() {
+        let content = crate::store::review::feedback_message(&unresolved);
+        let kind = "review".to_owned();
+        let event = LogEvent::Context {
+            kind,
+            path: String::new(),
+            content,
+        }
+        .to_json();
+        log.append(event.clone())?;
+        events.push(event);
+        store.mark_review_sent(&id, &unresolved)?;
+    }
     let prior = std::mem::replace(&mut log.meta.status, Status::Running);
     log.fold(store)?;
     Ok((session, log, events, prior))
@@ -752,15 +944,14 @@ fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
 /// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
 /// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
 fn start_mcp(
-    cwd: &Path,
+    settings: Result<crate::config::Settings, crate::config::ConfigError>,
     store: &Store,
     session: &Session,
     registry: &Registry,
     sink: &mut dyn Sink,
 ) -> Servers {
     let env = |name: &str| crate::safety::secrets::var(name);
-    // The front-end loaded the settings for the model already; a file that broke since costs only the servers.
-    let user = match crate::config::Settings::load(cwd, &env) {
+    let user = match settings {
         Ok(settings) => settings.user,
         Err(err) => {
             sink.emit(&Event::Warning(&format!("MCP servers not started: {err}")));

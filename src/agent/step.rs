@@ -51,6 +51,8 @@ pub(super) fn commit(
         }
         .to_json(),
     )?;
+    // A step is a point worth keeping across a power loss too (see `store::session_log`).
+    work.log.sync()?;
     let note = journal::step_note(step, call, label, why);
     work.store.add_note(commit, &note)?;
     sink.emit(&Event::Step {

@@ -263,6 +263,8 @@ impl<'t> Turn<'t> {
     /// instructions). With finish_reason `length` (`cut_off`), the last call's arguments may have been cut off
     /// mid-way: it is never run, since it merely looks complete.
     async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
+        // The tools work in the checkout: a new session's start, still under way, is waited for here.
+        self.s.ready(&mut *self.sink).await?;
         let mut round = Round::default();
         for (i, call) in calls.iter().enumerate() {
             let truncated = cut_off && i + 1 == calls.len();

@@ -61,7 +61,8 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
     }
     let id = store.resolve_session(args.id.as_deref())?;
     let log = store.read_log(&id)?;
-    if log.meta.here {
+    // This repository's own record, not the log's: a pulled log could claim anything.
+    if store.is_here(&id) {
         // Its changes are already in the user's working tree: a three-way merge would only report conflicts.
         return Err(CommandError::user(format!(
             "session {id} worked in your working tree (--here): its changes are already there"
@@ -476,7 +477,7 @@ fn step_message(
 
 /// The label (`edit src/a.rs`) and the reason of a step's note (`step N: <label>` / `call: ...` / `why: ...`,
 /// see `agent::journal::step_note`); the first note when several were appended.
-fn parse_note(note: &str) -> (Option<String>, Option<String>) {
+pub(super) fn parse_note(note: &str) -> (Option<String>, Option<String>) {
     let first = note.split("\n\nstep ").next().unwrap_or_default();
     let label = first
         .lines()

@@ -23,9 +23,16 @@ pub struct AskArgs {
     #[arg(required = true, value_name = "PROMPT")]
     prompt: Vec<String>,
 
+    #[command(flatten)]
+    pub(super) session: SessionFlags,
+}
+
+/// The options of a session, shared by `ask` and `chat`.
+#[derive(Debug, Clone, Args)]
+pub(super) struct SessionFlags {
     /// Model as <provider>/<model> (e.g. openai/gpt-4.1, ollama/qwen3:8b) [env: GIT_AGENT_MODEL]
     #[arg(long, short = 'm', value_name = "PROVIDER/MODEL")]
-    model: Option<String>,
+    pub(super) model: Option<String>,
 
     /// Print JSON events, one per line, on stdout instead of text
     #[arg(long)]
@@ -49,11 +56,11 @@ pub struct AskArgs {
 
     /// Continue session <ID> (any unique prefix): same conversation, branch and checkout
     #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
-    resume: Option<String>,
+    pub(super) resume: Option<String>,
 
     /// Continue the newest session
     #[arg(long = "continue")]
-    continue_latest: bool,
+    pub(super) continue_latest: bool,
 
     /// Work in your own working tree instead of a separate checkout, still committing each step to agent/<id>
     #[arg(long)]
@@ -77,45 +84,62 @@ pub struct AskArgs {
 
     /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
     #[arg(long, short = 'y')]
-    yes: bool,
+    pub(super) yes: bool,
 
     /// Neither read nor write project memory (refs/agent/memory) in this run
     #[arg(long)]
-    no_memory: bool,
+    pub(super) no_memory: bool,
+}
+
+impl SessionFlags {
+    /// The session these flags open: `--resume <id>`, `--continue`, or a new one.
+    pub(super) fn resume(&self) -> Option<Resume> {
+        match (&self.resume, self.continue_latest) {
+            (Some(id), _) => Some(Resume::Id(id.clone())),
+            (None, true) => Some(Resume::Latest),
+            (None, false) => None,
+        }
+    }
+
+    /// The options of a session opened with these flags in `ctx` (settings files and environment read now);
+    /// `resume` says which session.
+    pub(super) fn options(
+        &self,
+        ctx: &Context,
+        resume: Option<Resume>,
+    ) -> Result<SessionOptions, CommandError> {
+        let env = |name: &str| ctx.env(name);
+        let settings = config::Settings::load(ctx.cwd(), &env)?;
+        let model = settings.resolve(self.model.as_deref(), &env)?;
+        let (connect_timeout, idle_timeout) = settings.timeouts(&env)?;
+        Ok(SessionOptions {
+            model,
+            max_steps: self.max_steps,
+            max_time: self.max_time,
+            max_tokens: self.max_tokens,
+            run_timeout: Duration::from_secs(self.run_timeout),
+            connect_timeout,
+            idle_timeout,
+            retry: settings.retry_policy(),
+            resume,
+            here: self.here,
+            safety: safety_options(self)?,
+            title: None,
+            memory: settings.memory().filter(|_| !self.no_memory),
+        })
+    }
 }
 
 /// Runs `ask`: the agent's exit status becomes the command's (3 unfinished, 130 interrupted), whose reason
 /// the sink has already shown.
 pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let prompt = read_prompt(&args.prompt)?;
-    let env = |name: &str| ctx.env(name);
-    let settings = config::Settings::load(ctx.cwd(), &env)?;
-    let model = settings.resolve(args.model.as_deref(), &env)?;
-    let (connect_timeout, idle_timeout) = settings.timeouts(&env)?;
-    let safety = safety_options(&args)?;
-    let options = SessionOptions {
-        model,
-        max_steps: args.max_steps,
-        max_time: args.max_time,
-        max_tokens: args.max_tokens,
-        run_timeout: Duration::from_secs(args.run_timeout),
-        connect_timeout,
-        idle_timeout,
-        retry: settings.retry_policy(),
-        resume: match (args.resume, args.continue_latest) {
-            (Some(id), _) => Some(Resume::Id(id)),
-            (None, true) => Some(Resume::Latest),
-            (None, false) => None,
-        },
-        here: args.here,
-        safety,
-        title: None,
-        memory: settings.memory().filter(|_| !args.no_memory),
-    };
+    let flags = &args.session;
+    let options = flags.options(ctx, flags.resume())?;
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let cwd = ctx.cwd().to_path_buf();
-    let mut approver = ui::approver(args.yes, args.json);
+    let mut approver = ui::approver(flags.yes, flags.json);
     let code = runtime.block_on(agent::ask(
         &cwd,
         &prompt,
@@ -135,7 +159,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
 
 /// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module), the
 /// sandbox mode and the approval mode.
-fn safety_options(args: &AskArgs) -> Result<agent::SafetyOptions, CommandError> {
+fn safety_options(args: &SessionFlags) -> Result<agent::SafetyOptions, CommandError> {
     let rules = Rules::from_lists(&args.allow, &args.deny)?;
     let mode: Mode = args.sandbox.parse().map_err(CommandError::user)?;
     if args.no_network && mode == Mode::Off {

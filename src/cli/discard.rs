@@ -7,14 +7,15 @@ use crate::agent::journal::Event;
 
 /// Remove the session's checkout and branch; the session log stays
 ///
-/// A session started with `ask --here` worked in your own working tree: only its branch is removed, and your
-/// files stay as they are.
+/// The checkout is kept for reuse by the next session (the worktree pool, `worktree_pool` checkouts, default 2),
+/// cleaned to the branch's last step; `git agent gc` removes pooled checkouts. A session started with
+/// `ask --here` worked in your own working tree: only its branch is removed, and your files stay as they are.
 #[derive(Debug, Args)]
 pub struct DiscardArgs {
     /// The session (any unique prefix of its id)
     id: String,
 
-    /// Also delete the session log (refs/agent/sessions/<id>)
+    /// Also delete the session log (refs/agent/sessions/<id>), and remove the checkout instead of keeping it
     #[arg(long)]
     purge: bool,
 }
@@ -24,9 +25,20 @@ pub fn run(ctx: &Context, args: DiscardArgs) -> Result<(), CommandError> {
     let id = store.resolve_session(Some(&args.id))?;
     // Taking the session's lock refuses to discard under a running agent.
     let mut log = store.open_log(&id)?;
-    let tip = store.discard(&log.meta)?;
+    // The checkout goes into the worktree pool for the next session, unless the session is purged.
+    let pool = if args.purge {
+        0
+    } else {
+        let env = |name: &str| ctx.env(name);
+        crate::config::Settings::load(ctx.cwd(), &env)
+            .ok()
+            .and_then(|s| s.worktree_pool())
+            .unwrap_or(crate::store::DEFAULT_POOL)
+    };
+    let here = store.is_here(&id);
+    let tip = store.discard(&log.meta, pool)?;
     // A --here session worked in the user's own work tree: only its branch (and log) go, the files stay.
-    let what = if log.meta.here {
+    let what = if here {
         "branch"
     } else {
         "checkout and branch"
@@ -34,6 +46,7 @@ pub fn run(ctx: &Context, args: DiscardArgs) -> Result<(), CommandError> {
     if args.purge {
         drop(log);
         store.delete_log(&id)?;
+        store.forget_local(&id)?;
         eprintln!("discarded session {id}: {what} and session log removed");
     } else {
         let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();

@@ -3,16 +3,21 @@
 
 mod accept;
 mod ask;
+pub mod chat;
 mod config;
 mod context;
 mod diff;
 mod discard;
 mod error;
+mod gc;
 mod log;
 mod mcp;
 mod memory;
+mod pr;
 mod pull;
 mod push;
+mod review;
+mod review_tty;
 mod show;
 mod undo;
 
@@ -40,13 +45,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
     Diff(diff::DiffArgs),
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
+    Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
+    Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Memory(memory::MemoryArgs),
     Push(push::PushArgs),
@@ -56,7 +65,11 @@ enum Command {
 impl Command {
     /// True when the command was asked for JSON events on stdout.
     fn json(&self) -> bool {
-        matches!(self, Command::Ask(args) if args.json)
+        match self {
+            Command::Ask(args) => args.session.json,
+            Command::Chat(args) => args.session.json,
+            _ => false,
+        }
     }
 }
 
@@ -81,13 +94,17 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),
         Command::Diff(args) => diff::run(&ctx, args),
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
+        Command::Review(args) => review::run(&mut ctx, args),
+        Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Memory(args) => memory::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),

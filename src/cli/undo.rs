@@ -40,7 +40,7 @@ pub fn run(ctx: &Context, args: UndoArgs) -> Result<(), CommandError> {
         "hint: to redo, run `git update-ref refs/heads/agent/{id} {}` (the old tip, also in `git reflog agent/{id}`)",
         old
     );
-    if log.meta.here {
+    if store.is_here(&id) {
         eprintln!("hint: the files the undone steps changed in your working tree were restored");
     } else {
         eprintln!("hint: then `git agent ask --resume {id} ...` brings the checkout back to it");

@@ -39,6 +39,11 @@ pub struct FileConfig {
     pub providers: BTreeMap<String, ProviderTable>,
     /// `[mcp_servers.<name>]` tables, in file order (user file only).
     pub mcp_servers: Vec<super::mcp::McpTable>,
+    /// Files larger than this many bytes stay out of step 0 (`max_capture_size`).
+    pub max_capture_size: Option<u64>,
+    /// How many checkouts of discarded sessions are kept for reuse (`worktree_pool`, user file only: it is
+    /// disk space on the user's machine).
+    pub worktree_pool: Option<u64>,
     /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
     pub attribution: Option<Attribution>,
     /// `[memory]`: project memory's write policy and retrieval budget.
@@ -135,6 +140,8 @@ fn context_key_type(key: &str) -> Option<KeyType> {
 pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
         ["model" | "attribution"] => Some(KeyType::String),
+        ["max_capture_size"] => Some(KeyType::Count),
+        ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
         [key] => context_key_type(key),
         ["retry", "max_attempts"] => Some(KeyType::Count),
@@ -187,6 +194,17 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "retry" => config.retry = ctx.retry(item, span)?,
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
+            "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
+            "worktree_pool" => {
+                if ctx.scope == Scope::Repo {
+                    return Err(ctx.error(
+                        span,
+                        key,
+                        "worktree_pool is disk space on your machine: set it in your own config file",
+                    ));
+                }
+                config.worktree_pool = Some(ctx.whole(item, key, span)?);
+            }
             "attribution" => {
                 config.attribution = Some(match ctx.string(item, key, span.clone())?.as_str() {
                     "co-authored-by" => Attribution::CoAuthoredBy,
@@ -215,7 +233,8 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, [retry], [providers.<name>], [mcp_servers.<name>], [memory]";
+                        compact, attribution, max_capture_size, worktree_pool, [retry], \
+                        [providers.<name>], [mcp_servers.<name>], [memory]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
@@ -299,6 +318,14 @@ impl Ctx<'_> {
             return Err(self.error(span, key, "expected seconds between 0 and 86400"));
         }
         Ok(Duration::from_secs_f64(seconds))
+    }
+
+    /// A whole number, 0 allowed.
+    fn whole(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
+        match self.value(item, key, span.clone())?.as_integer() {
+            Some(n) if n >= 0 => Ok(n as u64),
+            _ => Err(self.error(span, key, "expected a whole number (0 or more)")),
+        }
     }
 
     fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {

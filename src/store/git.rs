@@ -106,7 +106,7 @@ impl Store {
     /// `git worktree add` reads each `.git/worktrees/*/commondir`; a concurrent add that has made its directory
     /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
     /// started at once. The lock is released when the file is closed, also when the process is killed.
-    fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
+    pub(super) fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
         use std::os::fd::AsRawFd;
         let dir = self.common_dir.join("agent");
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;

@@ -3,12 +3,16 @@
 //!
 //! The checkout's HEAD stays detached at the session's start commit and its index is never written (see the
 //! module docs of `store`), so syncing the checkout means rewriting the files that differ between two commits,
-//! and only those: `git restore --worktree --source=<commit>` writes them through the repository's smudge
-//! filters without touching any index, and files the target lacks are removed.
+//! and only those, through the repository's smudge filters ([`Store::write_paths()`]); files the target lacks
+//! are removed.
+//!
+//! Whether a session works in the user's own tree is a local fact ([`Store::is_here()`]), never read from the
+//! session log, which may have been pulled from someone else.
 
 use std::ffi::OsStr;
 use std::path::Path;
 
+use gix::bstr::BString;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
 use super::snapshot::{cas_branch, edit_ref, full_name};
@@ -46,18 +50,23 @@ impl Store {
             tip,
             steps,
         };
-        // The user's work tree (`--here`) is never recreated: it is theirs, and it is there.
+        // The user's work tree (`--here`) is never recreated: it is theirs, and it is there. A checkout whose
+        // making was cut short (a killed start: no registration, or no index yet) is made again.
         if let Checkout::Linked(root) = &session.checkout {
-            if !root.join(".git").exists() {
+            if !self.checkout_complete(root) {
+                if std::fs::symlink_metadata(root).is_ok() {
+                    self.remove_checkout(root)?;
+                }
                 self.recreate_checkout(&session, root)?;
             }
         }
         Ok(session)
     }
 
-    /// Where session `meta` works: the user's work tree for a `--here` session, else its linked checkout.
+    /// Where session `meta` works: the user's work tree for a session started here with `--here`, else its
+    /// linked checkout. `meta.here` is not consulted: a pulled log could claim anything.
     pub fn checkout_of(&self, meta: &Meta) -> Checkout {
-        if meta.here {
+        if self.is_here(&meta.id) {
             Checkout::Here(self.workdir().to_path_buf())
         } else {
             Checkout::Linked(self.checkout_path(&meta.id))
@@ -86,50 +95,57 @@ impl Store {
 
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
     fn recreate_checkout(&self, s: &Session, root: &Path) -> Result<(), StoreError> {
-        // Forget a worktree whose directory was deleted by hand, or `worktree add` refuses the path.
-        self.git(
-            self.workdir(),
-            &[OsStr::new("worktree"), OsStr::new("prune")],
-        )?;
-        let start = s.step0.unwrap_or(s.base).to_string();
-        let args = [
-            OsStr::new("-c"),
-            OsStr::new("core.hooksPath=/dev/null"),
-            OsStr::new("worktree"),
-            OsStr::new("add"),
-            OsStr::new("--detach"),
-            OsStr::new("--quiet"),
-            root.as_os_str(),
-            OsStr::new(&start),
-        ];
-        self.git(self.workdir(), &args)?;
-        self.sync_checkout(root, s.step0.unwrap_or(s.base), s.tip)
+        let start = s.step0.unwrap_or(s.base);
+        self.add_checkout(root, start, &super::Progress::default())?;
+        self.sync_checkout(root, start, s.tip)
     }
 
-    /// Paths that differ between commits `from` and `to` (no rename detection).
+    /// Paths that differ between commits `from` and `to` (no rename detection), in-process.
     pub fn changes(&self, from: ObjectId, to: ObjectId) -> Result<Vec<Change>, StoreError> {
-        let (from, to) = (from.to_string(), to.to_string());
-        let out = self.git(
-            self.workdir(),
-            &[
-                "diff",
-                "--name-status",
-                "-z",
-                "--no-renames",
-                "--no-ext-diff",
-                &from,
-                &to,
-            ]
-            .map(OsStr::new),
-        )?;
-        let mut fields = out.split(|b| *b == 0).filter(|f| !f.is_empty());
+        use gix::object::tree::diff::ChangeDetached;
+        let old = self.repo.find_commit(from)?.tree()?;
+        let new = self.repo.find_commit(to)?.tree()?;
+        let mut options = gix::diff::Options::default().with_rewrites(None);
+        options.track_path();
         let mut changes = Vec::new();
-        while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+        for change in self.repo.diff_tree_to_tree(&old, &new, options)? {
+            let (status, path, mode, previous) = match change {
+                ChangeDetached::Addition {
+                    location,
+                    entry_mode,
+                    ..
+                } => ('A', location, entry_mode, None),
+                ChangeDetached::Deletion {
+                    location,
+                    entry_mode,
+                    ..
+                } => ('D', location, entry_mode, None),
+                ChangeDetached::Modification {
+                    location,
+                    entry_mode,
+                    previous_entry_mode,
+                    ..
+                } => ('M', location, entry_mode, Some(previous_entry_mode)),
+                ChangeDetached::Rewrite {
+                    location,
+                    entry_mode,
+                    ..
+                } => ('M', location, entry_mode, None),
+            };
+            // Directories are reported too; git names only what is in them.
+            if mode.is_tree() && previous.is_none_or(|p| p.is_tree()) {
+                continue;
+            }
+            let status = match previous {
+                Some(p) if p.kind() != mode.kind() => 'T',
+                _ => status,
+            };
             changes.push(Change {
-                status: status.first().map_or('M', |b| *b as char),
-                path: String::from_utf8_lossy(path).into_owned(),
+                status,
+                path: String::from_utf8_lossy(&path).into_owned(),
             });
         }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(changes)
     }
 
@@ -140,47 +156,16 @@ impl Store {
         from: ObjectId,
         to: ObjectId,
     ) -> Result<(), StoreError> {
-        self.sync_files(root, from, to, None)
-    }
-
-    /// [`Store::sync_checkout()`], with `git restore` reading and writing `index` instead of the work tree's own.
-    fn sync_files(
-        &self,
-        root: &Path,
-        from: ObjectId,
-        to: ObjectId,
-        index: Option<&Path>,
-    ) -> Result<(), StoreError> {
-        let changes = self.changes(from, to)?;
-        let mut restore: Vec<&OsStr> = [
-            "--literal-pathspecs",
-            "restore",
-            "--worktree",
-            "--no-overlay",
-        ]
-        .map(OsStr::new)
-        .to_vec();
-        let source = format!("--source={to}");
-        restore.push(OsStr::new(&source));
-        restore.push(OsStr::new("--"));
-        let before = restore.len();
-        for change in &changes {
-            if change.status == 'D' {
-                let full = root.join(&change.path);
-                match std::fs::remove_file(&full) {
-                    Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(StoreError::io("remove", full)(err))
-                    }
-                    _ => remove_empty_parents(root, &full),
-                }
-            } else {
-                restore.push(OsStr::new(&change.path));
-            }
+        let paths: Vec<BString> = self
+            .changes(from, to)?
+            .into_iter()
+            .map(|c| BString::from(c.path))
+            .collect();
+        if paths.is_empty() {
+            return Ok(());
         }
-        if restore.len() > before {
-            self.git_with_index(root, &restore, index)?;
-        }
-        Ok(())
+        let tree = self.repo.find_commit(to)?.tree_id()?.detach();
+        self.write_paths(root, tree, &paths)
     }
 
     /// Moves the session's branch back `n` steps (compare-and-swap) and makes its checkout follow. Returns the
@@ -243,16 +228,8 @@ impl Store {
                 self.sync_checkout(root, old, target)?
             }
             Checkout::Linked(_) => {}
-            Checkout::Here(root) => {
-                // `git restore` rewrites the index it reads; give it a private one so the user's stays as is.
-                let index = self
-                    .common_dir()
-                    .join("agent")
-                    .join(format!("undo-index-{}", s.id));
-                let synced = self.sync_files(root, old, target, Some(&index));
-                let _ = std::fs::remove_file(&index);
-                synced?
-            }
+            // Only the files: the user's index and HEAD are never written.
+            Checkout::Here(root) => self.sync_checkout(root, old, target)?,
         }
         Ok(old)
     }
@@ -320,24 +297,30 @@ impl Store {
             .collect()
     }
 
-    /// Removes session `meta`'s linked checkout and its branch (wherever the branch points). A `--here`
-    /// session has no checkout of its own: only its branch goes, the user's work tree stays as it is. The
-    /// session log stays. Returns where the branch pointed, if it existed.
-    pub fn discard(&self, meta: &Meta) -> Result<Option<ObjectId>, StoreError> {
-        match self.checkout_of(meta) {
-            Checkout::Linked(root) => self.remove_checkout(&root)?,
-            Checkout::Here(_) => {}
-        }
+    /// Removes session `meta`'s linked checkout and its branch (wherever the branch points). The checkout goes
+    /// into the worktree pool, cleaned to the branch's tip, while the pool holds fewer than `pool` (see
+    /// `store::pool`); with `pool` 0 it is removed. A `--here` session has no checkout of its own: only its
+    /// branch goes, the user's work tree stays as it is. The session log stays. Returns where the branch
+    /// pointed, if it existed.
+    pub fn discard(&self, meta: &Meta, pool: usize) -> Result<Option<ObjectId>, StoreError> {
         let branch = branch_name(&meta.id);
-        let Some(tip) = self.branch_tip(&branch)? else {
-            return Ok(None);
-        };
-        let edit = RefEdit::delete(
-            full_name(&branch)?,
-            PreviousValue::MustExistAndMatch(gix::refs::Target::Object(tip)),
-        );
-        edit_ref(&self.repo, edit)?;
-        Ok(Some(tip))
+        let tip = self.branch_tip(&branch)?;
+        // The branch first: if it cannot be deleted (a lock in the way), nothing has changed yet.
+        if let Some(tip) = tip {
+            let edit = RefEdit::delete(
+                full_name(&branch)?,
+                PreviousValue::MustExistAndMatch(gix::refs::Target::Object(tip)),
+            );
+            edit_ref(&self.repo, edit)?;
+        }
+        match self.checkout_of(meta) {
+            Checkout::Linked(root) if std::fs::symlink_metadata(&root).is_ok() => match tip {
+                Some(tip) if self.checkout_complete(&root) => self.pool_return(&root, tip, pool)?,
+                _ => self.remove_checkout(&root)?,
+            },
+            Checkout::Linked(_) | Checkout::Here(_) => {}
+        }
+        Ok(tip)
     }
 
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.
@@ -356,17 +339,6 @@ impl Store {
         let executable = entry.mode().is_executable();
         let blob = self.repo.find_object(entry.object_id())?;
         Ok(Some((blob.data.clone(), executable)))
-    }
-}
-
-/// Removes the now-empty directories between `file` and `root`, as git does when it deletes a file.
-fn remove_empty_parents(root: &Path, file: &Path) {
-    let mut dir = file.parent();
-    while let Some(d) = dir {
-        if d == root || !d.starts_with(root) || std::fs::remove_dir(d).is_err() {
-            break;
-        }
-        dir = d.parent();
     }
 }
 

@@ -14,43 +14,56 @@
 //! ([`crate::safety::withhold`]) in [`Store::capture_user_changes()`] and [`Store::commit_step()`], text for
 //! notes and session logs passes [`sanitize()`].
 //!
-//! gix does the object and ref work; the git CLI is used where git itself is the reference implementation and
-//! a gix port would be large: `git status` (what did the user change?), `git worktree add/remove` (checkout
-//! with smudge filters, worktree bookkeeping) and `git rev-list --objects` (what a push would send). Every git
-//! process of git-agent is started through [`git`], which removes the variables that would redirect it.
+//! Everything on the hot path happens in-process with gix, with no git subprocess: step 0's status and capture
+//! (`status`, `snapshot`), the linked worktree's registration and checkout (`checkout`, through the same
+//! smudge filters and `.gitattributes` rules as `git worktree add`), the pool of reusable checkouts (`pool`)
+//! and every step commit. The git CLI is used only off that path, where git itself is the reference: `git
+//! hash-object` for `--here` undo's edit check, `git rev-list --objects` (what a push would send), and the
+//! command line's push, pull and diff. Every git process of git-agent is started through [`git`], which
+//! removes the variables that would redirect it.
+//!
+//! Facts only this repository may know (is a session `--here`, was it started here) live under
+//! `<common git dir>/agent/local`, never in a ref (`local`).
 
 mod changes;
+mod checkout;
 pub mod commit;
 pub mod git;
+pub mod hunks;
 pub mod land;
 pub mod land_record;
 pub mod lifecycle;
+mod local;
 pub mod memory;
 mod notes;
 mod place;
+mod pool;
+pub mod review;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;
 pub mod session_log;
 pub mod share;
 mod snapshot;
+mod status;
 #[cfg(test)]
 mod tests;
 #[cfg(target_os = "linux")]
 mod watch;
 
-use std::ffi::OsStr;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 pub use changes::{ChangeTracker, Detection};
+pub use checkout::Progress;
 pub use gix::ObjectId;
 pub use lifecycle::Change;
+pub use local::Local;
 pub use notes::NOTES_REF;
+pub use pool::{GcReport, DEFAULT_POOL};
 pub use scan::Scan;
 pub use session_log::{LogContents, Meta, SessionLog};
 pub use share::RefLeak;
-pub use snapshot::StepCommit;
+pub use snapshot::{Capture, StepCommit};
 
 /// What the withholding policy keeps out of a commit (returned by [`Store::commit_step()`]).
 pub use crate::safety::withhold::{Reason as WithheldReason, Withheld};
@@ -94,6 +107,10 @@ pub enum StoreError {
     NoSession(String),
     #[error("there are no sessions yet: start one with `git agent ask`")]
     NoSessions,
+    #[error(
+        "no session was started in this repository: name a pulled one by its id (`git agent log` lists them)"
+    )]
+    NoLocalSessions,
     #[error("session prefix {prefix:?} is ambiguous: it matches {}", .candidates.join(", "))]
     AmbiguousSession {
         prefix: String,
@@ -105,6 +122,19 @@ pub enum StoreError {
     CorruptLog(ObjectId, &'static str),
     #[error("refs/notes/agent stayed busy: another process holds it; if none runs, remove refs/notes/agent.lock")]
     NotesBusy,
+    #[error(
+        "git storage error: could not prepare reference edit of {name}: {lock} exists (another git process is \
+         writing there, or one was killed while it did; waited {:.1} s)\n\
+         hint: if no git or git-agent process is running in this repository, remove {lock} and try again",
+        .waited.as_secs_f64(), lock = .lock.display()
+    )]
+    Locked {
+        name: String,
+        lock: PathBuf,
+        waited: std::time::Duration,
+    },
+    #[error("could not write the checkout {}: {message}", .path.display())]
+    Checkout { path: PathBuf, message: String },
     #[error("{0}")]
     Refused(String),
     #[error("{}", describe_gix(.0))]
@@ -259,6 +289,7 @@ impl Session {
 }
 
 /// The repository the user ran git-agent in.
+#[derive(Clone)]
 pub struct Store {
     repo: gix::Repository,
     workdir: PathBuf,
@@ -323,29 +354,10 @@ impl Store {
         self.common_dir.join("agent").join("worktrees").join(id)
     }
 
-    /// A fresh session id: 6 lowercase hex chars, not used by an existing branch or checkout.
-    pub fn new_session_id(&self) -> String {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let pid = u128::from(std::process::id());
-        // RandomState is seeded per process, so two agents started in the same nanosecond still differ.
-        let seed = std::hash::RandomState::new();
-        let mut attempt = 0u32;
-        loop {
-            let mut h = seed.build_hasher();
-            h.write_u128(nanos ^ (pid << 64));
-            h.write_u32(attempt);
-            let id = format!("{:06x}", h.finish() & 0xff_ffff);
-            let taken = !matches!(
-                self.repo.try_find_reference(branch_name(&id).as_str()),
-                Ok(None)
-            ) || self.checkout_path(&id).exists();
-            if !taken || attempt > 1000 {
-                return id;
-            }
-            attempt += 1;
-        }
+    /// A fresh session id for a session in its own checkout, claimed atomically (see
+    /// [`Store::claim_session_id()`]).
+    pub fn new_session_id(&self) -> Result<String, StoreError> {
+        self.claim_session_id(false)
     }
 
     /// The commit HEAD points to, or [`StoreError::NoCommits`] in a repository without commits.
@@ -367,41 +379,88 @@ impl Store {
     ///
     /// No hooks run. On failure nothing is left behind.
     pub fn start_session(&self, id: &str, capture: bool) -> Result<Session, StoreError> {
-        let s = self.start_branch(id, capture, Checkout::Linked(self.checkout_path(id)))?;
-        let mut args: Vec<&OsStr> = [
-            "-c",
-            "core.hooksPath=/dev/null",
-            "worktree",
-            "add",
-            "--detach",
-            "--quiet",
-        ]
-        .map(OsStr::new)
-        .to_vec();
-        args.push(s.root().as_os_str());
-        let tip_hex = s.tip.to_string();
-        args.push(OsStr::new(&tip_hex));
-        if let Err(err) = self.git(&self.workdir, &args) {
-            let _ = self.delete_branch(&s.branch, s.tip);
-            return Err(err);
-        }
-        Ok(s)
+        let options = StartOptions {
+            capture,
+            ..StartOptions::default()
+        };
+        Ok(self.start(id, &options, &Progress::default())?.session)
     }
 
     /// Start session `id` in the user's own work tree (`--here`): the user's uncommitted changes are captured
     /// as step 0 (read only: nothing of the user's is written) and `refs/heads/agent/<id>` is created. No
     /// checkout is made; the user's HEAD, index and branches stay as they are.
     pub fn start_here(&self, id: &str) -> Result<Session, StoreError> {
-        self.start_branch(id, true, Checkout::Here(self.workdir.clone()))
+        let options = StartOptions {
+            here: true,
+            ..StartOptions::default()
+        };
+        Ok(self.start(id, &options, &Progress::default())?.session)
+    }
+
+    /// Start session `id` (claimed with [`Store::claim_session_id()`]): step 0, the branch (it must not exist),
+    /// and unless `here` the checkout, taken from the pool when one is there (moved to the new start by
+    /// rewriting what differs) or else made afresh. `progress` counts the files written.
+    ///
+    /// No hooks run, no git process starts. On failure nothing is left behind.
+    pub fn start(
+        &self,
+        id: &str,
+        options: &StartOptions,
+        progress: &Progress,
+    ) -> Result<Started, StoreError> {
+        let checkout = if options.here {
+            Checkout::Here(self.workdir.clone())
+        } else {
+            Checkout::Linked(self.checkout_path(id))
+        };
+        let (session, capture) = self.start_branch(id, options, checkout)?;
+        let mut reused = false;
+        if let Checkout::Linked(root) = &session.checkout {
+            let made = match self.pool_take(root, session.tip, progress) {
+                Ok(true) => {
+                    reused = true;
+                    Ok(())
+                }
+                Ok(false) => self.add_checkout(root, session.tip, progress),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = made {
+                let _ = self.delete_branch(&session.branch, session.tip);
+                return Err(err);
+            }
+        }
+        Ok(Started {
+            session,
+            skipped: capture.skipped,
+            reused,
+        })
+    }
+
+    /// Session `id` as it will be once [`Store::start()`] made it, as far as that is known before: its branch
+    /// and checkout path, based on `base` with step 0 and the tip not known yet (`tip` is `base` until then).
+    pub fn planned_session(&self, id: &str, here: bool, base: ObjectId) -> Session {
+        Session {
+            id: id.to_owned(),
+            branch: branch_name(id),
+            checkout: if here {
+                Checkout::Here(self.workdir.clone())
+            } else {
+                Checkout::Linked(self.checkout_path(id))
+            },
+            base,
+            step0: None,
+            tip: base,
+            steps: 0,
+        }
     }
 
     /// The part of starting a session common to both kinds of checkout: validate `id`, capture, create the branch.
     fn start_branch(
         &self,
         id: &str,
-        capture: bool,
+        options: &StartOptions,
         checkout: Checkout,
-    ) -> Result<Session, StoreError> {
+    ) -> Result<(Session, Capture), StoreError> {
         let valid = id.len() <= 64
             && !id.is_empty()
             && !id.starts_with('-')
@@ -413,16 +472,17 @@ impl Store {
         }
         let head = self.head_commit_if_any()?;
         // Without commits there is no base but the capture of what the user has (always made then).
-        let step0 = if capture || head.is_none() {
-            self.capture_user_changes(id)?
+        let capture = if options.capture || options.here || head.is_none() {
+            self.capture_user_changes(id, options.max_capture_size)?
         } else {
-            None
+            Capture::default()
         };
+        let step0 = capture.commit;
         let base = head.or(step0).ok_or(StoreError::NoCommits)?;
         let tip = step0.unwrap_or(base);
         let branch = branch_name(id);
         self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;
-        Ok(Session {
+        let session = Session {
             id: id.to_owned(),
             branch,
             checkout,
@@ -430,55 +490,92 @@ impl Store {
             step0,
             tip,
             steps: 0,
-        })
+        };
+        Ok((session, capture))
     }
 
     /// Undo [`Store::start_session()`] / [`Store::start_here()`]: remove a linked checkout (never the user's
-    /// work tree) and delete the branch, the latter only if it still points at `s.tip`. Used when a session
-    /// fails before doing anything, so no partial refs remain.
+    /// work tree), delete the branch (only if it still points at `s.tip`) and the local record. Used when a
+    /// session fails before doing anything, so no partial refs remain.
     pub fn rollback_session(&self, s: &Session) -> Result<(), StoreError> {
         if let Checkout::Linked(root) = &s.checkout {
             self.remove_checkout(root)?;
         }
-        self.delete_branch(&s.branch, s.tip)
+        self.delete_branch(&s.branch, s.tip)?;
+        self.forget_local(&s.id)
     }
 
-    /// Removes the linked checkout at `root` and git's bookkeeping of it. Refuses any path that is not a
-    /// session checkout under `<common git dir>/agent/worktrees/`: a bug elsewhere must never turn into
-    /// `rm -rf` of the user's work tree.
+    /// Removes the linked checkout at `root` and git's registration of it, in-process. Refuses any path that
+    /// is not a session checkout under `<common git dir>/agent/` (`worktrees/` or the pool): a bug elsewhere
+    /// must never turn into `rm -rf` of the user's work tree.
     pub(crate) fn remove_checkout(&self, root: &Path) -> Result<(), StoreError> {
-        let owned = self.common_dir.join("agent").join("worktrees");
-        let inside = root.starts_with(&owned)
-            && root.parent() == Some(owned.as_path())
+        let agent = self.common_dir.join("agent");
+        let inside = ["worktrees", "pool"]
+            .iter()
+            .any(|dir| root.parent() == Some(agent.join(dir).as_path()))
             && !self.workdir.starts_with(root);
         if !inside {
             return Err(StoreError::Refused(format!(
                 "refusing to remove {}: it is not a session checkout under {}",
                 root.display(),
-                owned.display()
+                agent.display()
             )));
         }
-        if root.exists() {
-            let args = [
-                OsStr::new("-c"),
-                OsStr::new("core.hooksPath=/dev/null"),
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                OsStr::new("--force"),
-                root.as_os_str(),
-            ];
-            if self.git(&self.workdir, &args).is_err() && root.exists() {
-                // Half-created: clear the directory ourselves.
-                std::fs::remove_dir_all(root).map_err(StoreError::io("remove", root))?;
-            }
+        let _lock = self.worktree_lock()?;
+        let admin = self.admin_dir_of(root);
+        if std::fs::symlink_metadata(root).is_ok() {
+            std::fs::remove_dir_all(root).map_err(StoreError::io("remove", root))?;
         }
-        // Forget a worktree whose directory is gone (removed by hand or above).
-        self.git(
-            &self.workdir,
-            &[OsStr::new("worktree"), OsStr::new("prune")],
-        )?;
+        if let Some(admin) = admin {
+            std::fs::remove_dir_all(&admin).map_err(StoreError::io("remove", &admin))?;
+        }
+        // A registration whose checkout is gone (removed by hand, or half-made by a killed start).
+        self.forget_missing_checkouts();
         Ok(())
     }
+
+    /// The registration (`<common>/worktrees/<name>`) the checkout at `root` points to, if it is one of this
+    /// repository's.
+    pub(super) fn admin_dir_of(&self, root: &Path) -> Option<PathBuf> {
+        let text = std::fs::read_to_string(root.join(".git")).ok()?;
+        let admin = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+        let worktrees = self.common_dir.join("worktrees");
+        (admin.parent() == Some(worktrees.as_path())).then_some(admin)
+    }
+}
+
+/// How to start a session ([`Store::start()`]).
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    /// Capture the user's uncommitted changes as step 0 (always done for `here` and without commits).
+    pub capture: bool,
+    /// Work in the user's own work tree: no checkout.
+    pub here: bool,
+    /// Files over this many bytes stay out of step 0.
+    pub max_capture_size: u64,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            capture: true,
+            here: false,
+            max_capture_size: DEFAULT_MAX_CAPTURE_SIZE,
+        }
+    }
+}
+
+/// The default of `max_capture_size`: 50 MB.
+pub const DEFAULT_MAX_CAPTURE_SIZE: u64 = 50 * 1000 * 1000;
+
+/// What [`Store::start()`] made.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub session: Session,
+    /// Files left out of step 0 for their size (work-tree relative, with their size).
+    pub skipped: Vec<(PathBuf, u64)>,
+    /// The checkout came from the pool.
+    pub reused: bool,
 }
 
 /// The one choke point for text written into `refs/notes/agent`, the session logs and `refs/agent/memory`

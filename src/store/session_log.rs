@@ -3,7 +3,15 @@
 //! Why a journal plus a ref, and not one commit per event: a commit per event costs a tree write, a commit and a
 //! locked ref update (~1 ms and several files), and a ref whose tree holds the whole transcript costs O(session)
 //! per append. Instead each event is appended as one JSON line to `<common git dir>/agent/journal/<id>.jsonl`
-//! and `fdatasync`ed: O(event), and a crash loses at most the line being written (a torn last line is ignored).
+//! with one `write`: O(event), and a crash loses at most the line being written (a torn last line is ignored).
+//!
+//! **Durability.** A `write` that returned is in the kernel: a killed process (`kill -9`, a panic, an OOM kill)
+//! loses nothing it wrote. Only a power loss or a kernel crash can lose what is not on disk yet, so the journal
+//! is `fdatasync`ed at the points worth keeping across those: after each step commit ([`SessionLog::sync()`],
+//! the step's event names a commit that is on the branch), at the end of every turn and at every fold. The
+//! guarantee: after a power loss, a session keeps every event up to its last step commit or turn end; events
+//! after that (model text, tool results of calls that changed nothing) may be lost, and resuming repeats them.
+//! One `fdatasync` per event cost 14 syncs in a 3-step session, each a disk flush (issue 16).
 //! The journal is *folded* into the ref at the end of every turn and when a crashed session is opened again:
 //! the new lines become one blob `events/<first seq>.jsonl` (chunks, so a fold costs O(new events), never a
 //! rewrite of the transcript), `meta.json` is replaced, and the ref moves by compare-and-swap to a commit whose
@@ -94,16 +102,23 @@ impl SessionLog {
         let mut line = sanitize(&serde_json::Value::Object(event).to_string());
         line.push('\n');
         crash_point();
-        // One write of the whole line: a crash leaves either the line or a torn tail that readers skip.
+        // One write of the whole line: a crash leaves either the line or a torn tail that readers skip. Not
+        // synced: see the module docs for when it is.
         self.journal
             .write_all(line.as_bytes())
             .map_err(StoreError::io("append to", &self.path))?;
         crash_point();
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Makes every event appended so far durable across a power loss (`fdatasync`): called after a step
+    /// commit, and by [`SessionLog::fold()`].
+    pub fn sync(&mut self) -> Result<(), StoreError> {
         self.journal
             .sync_data()
             .map_err(StoreError::io("sync", &self.path))?;
         crash_point();
-        self.next += 1;
         Ok(())
     }
 
@@ -118,6 +133,7 @@ impl SessionLog {
 
     /// Moves the journal's events and the current [`Meta`] into the ref, then empties the journal.
     pub fn fold(&mut self, store: &Store) -> Result<(), StoreError> {
+        self.sync()?;
         self.meta.updated = now();
         store.fold_journal(&mut self.meta, &self.path)?;
         self.journal
@@ -241,7 +257,9 @@ impl Store {
         Ok(metas)
     }
 
-    /// The id of the session `prefix` names (any unique prefix), or of the newest session when `None`.
+    /// The id of the session `prefix` names (any unique prefix), or of the newest session started in this
+    /// repository when `None`. A pulled session is only ever used when named: its creation date is whatever
+    /// its author wrote, and a default must not be someone else's choice (see `store::local`).
     pub fn resolve_session(&self, prefix: Option<&str>) -> Result<String, StoreError> {
         let mut ids: Vec<String> = Vec::new();
         let refs = self.repo.references()?;
@@ -251,12 +269,15 @@ impl Store {
             ids.push(name.trim_start_matches("refs/agent/sessions/").to_owned());
         }
         let Some(prefix) = prefix else {
-            return self
-                .list_sessions()?
+            let sessions = self.list_sessions()?;
+            if sessions.is_empty() {
+                return Err(StoreError::NoSessions);
+            }
+            return sessions
                 .into_iter()
-                .next()
+                .find(|m| self.local_session(&m.id).is_some())
                 .map(|m| m.id)
-                .ok_or(StoreError::NoSessions);
+                .ok_or(StoreError::NoLocalSessions);
         };
         if ids.iter().any(|id| id == prefix) {
             return Ok(prefix.to_owned());

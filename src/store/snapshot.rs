@@ -4,7 +4,6 @@
 //! drivers), but written straight to the object database and into a tree edit of the previous commit: no index
 //! is read or written, no hook runs.
 
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -20,38 +19,39 @@ use crate::safety::withhold::{self, Withheld};
 use super::{ObjectId, Session, Store, StoreError};
 
 impl Store {
-    /// Commit the user's uncommitted work as `HEAD + changes` (tracked files modified, deleted or with a new mode,
-    /// and untracked files that are not ignored), without touching the user's index or working tree.
+    /// Commit the user's uncommitted work as `HEAD + changes` (staged changes, tracked files modified, deleted
+    /// or with a new mode, and untracked files that are not ignored), without touching the user's index or
+    /// working tree. Found in-process (`store::status`), never with a `git status` subprocess.
     ///
-    /// Returns `None` if the working tree matches HEAD. The commit carries the trailers of session `id`,
-    /// step 0; no ref is moved (see [`Store::start_session()`]).
+    /// Files over `max_file_size` bytes are left out (their HEAD version, if any, stays in the capture) and
+    /// listed in [`Capture::skipped`] and in the commit message: a 200 MB build artefact must not cost the start
+    /// of every session, nor its memory (issue 17, defect 10). What is captured is streamed into the object
+    /// database, not held in memory.
+    ///
+    /// [`Capture::commit`] is `None` if the working tree matches HEAD. The commit carries the trailers of session
+    /// `id`, step 0; no ref is moved (see [`Store::start_session()`]).
     ///
     /// In a repository without commits (unborn `HEAD`), the capture is a root commit, made even when there is
     /// nothing to capture, so the session's branch has somewhere to start.
-    pub fn capture_user_changes(&self, id: &str) -> Result<Option<ObjectId>, StoreError> {
+    pub fn capture_user_changes(
+        &self,
+        id: &str,
+        max_file_size: u64,
+    ) -> Result<Capture, StoreError> {
         let head = self.head_commit_if_any()?;
-        // --no-optional-locks: a plain `git status` refreshes and rewrites the user's index.
-        let out = self.git(
-            &self.workdir,
-            &[
-                "--no-optional-locks",
-                "status",
-                "--porcelain=v1",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=dirty",
-            ]
-            .map(OsStr::new),
-        )?;
-        // Each record is `XY <path>`; with --no-renames there are no second paths.
-        let paths: Vec<PathBuf> = out
-            .split(|b| *b == 0)
-            .filter(|rec| rec.len() > 3)
-            .map(|rec| PathBuf::from(OsStr::from_bytes(&rec[3..])))
-            .collect();
+        let mut capture = Capture::default();
+        let mut paths = Vec::new();
+        for path in super::status::user_changes(&self.repo)? {
+            let rel = super::checkout::as_path(path.as_ref()).to_path_buf();
+            match std::fs::symlink_metadata(self.workdir.join(&rel)) {
+                Ok(md) if md.is_file() && md.len() > max_file_size => {
+                    capture.skipped.push((rel, md.len()));
+                }
+                _ => paths.push(rel),
+            }
+        }
         if paths.is_empty() && head.is_some() {
-            return Ok(None);
+            return Ok(capture);
         }
         let head_tree = match head {
             Some(head) => self.repo.find_commit(head)?.tree_id()?.detach(),
@@ -63,10 +63,20 @@ impl Store {
         let (paths, _withheld) = screen(&self.repo, &self.workdir, head_tree, &paths)?;
         let tree = write_tree(&self.repo, &self.workdir, head_tree, &paths)?;
         if tree == head_tree && head.is_some() {
-            return Ok(None);
+            return Ok(capture);
         }
-        let message = with_trailers("Capture uncommitted changes", id, 0);
-        Ok(Some(write_commit(&self.repo, tree, head, &message)?))
+        let mut message = String::from("Capture uncommitted changes");
+        if !capture.skipped.is_empty() {
+            message.push_str(&format!(
+                "\n\nLeft out of this capture (over max_capture_size, {max_file_size} bytes):\n"
+            ));
+            for (path, size) in &capture.skipped {
+                message.push_str(&format!("- {} ({size} bytes)\n", path.display()));
+            }
+        }
+        let message = with_trailers(&super::sanitize(&message), id, 0);
+        capture.commit = Some(write_commit(&self.repo, tree, head, &message)?);
+        Ok(capture)
     }
 
     /// Commit the checkout's current content of `changed` (checkout-relative paths; missing files are removed) on
@@ -91,7 +101,7 @@ impl Store {
             return Ok(step);
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
-        let checkout = gix::open_opts(s.root(), self.repo.open_options().clone())?;
+        let checkout = self.open_checkout(s.root())?;
         let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
         (step.committed, step.withheld) = screen(&checkout, s.root(), tip_tree, changed)?;
         if step.committed.is_empty() {
@@ -110,13 +120,29 @@ impl Store {
             &with_trailers(&message, &s.id, number),
         )?;
         super::crash_point();
-        cas_branch(
+        let moved = cas_branch(
             &checkout,
             &s.branch,
             s.tip,
             commit,
             &format!("git-agent: step {number}"),
-        )?;
+        );
+        if let Err(err) = moved {
+            // The checkout must never run ahead of its branch (issue 17, defect 13): the files of this step go
+            // back to what the branch says, so the checkout matches it whatever happens next.
+            let paths: Vec<gix::bstr::BString> = step
+                .committed
+                .iter()
+                .map(|p| p.as_os_str().as_bytes().into())
+                .collect();
+            if let Err(undo) = self.write_paths(s.root(), tip_tree, &paths) {
+                return Err(StoreError::Refused(format!(
+                    "{err}; putting the checkout back to {} failed too ({undo}): discard the session",
+                    s.tip
+                )));
+            }
+            return Err(err);
+        }
         super::crash_point();
         s.tip = commit;
         s.steps = number;
@@ -148,6 +174,15 @@ impl Store {
         );
         edit_ref(&self.repo, edit).map_err(|err| moved_or(&self.repo, branch, expected, err))
     }
+}
+
+/// What [`Store::capture_user_changes()`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capture {
+    /// The step-0 commit, or `None` when the work tree matches HEAD.
+    pub commit: Option<ObjectId>,
+    /// Files left out for their size, with their size in bytes (work-tree relative).
+    pub skipped: Vec<(PathBuf, u64)>,
 }
 
 /// What [`Store::commit_step()`] did.
@@ -358,11 +393,20 @@ impl<'a> Cleaner<'a> {
             &mut previous,
         )?;
         let id = match cleaned {
-            ToGitOutcome::Unchanged(mut file) => repo.write_blob_stream(&mut file)?,
-            ToGitOutcome::Buffer(buf) => repo.write_blob(buf)?,
-            ToGitOutcome::Process(mut read) => repo.write_blob_stream(&mut read)?,
-        }
-        .detach();
+            // The common case, no filter: streamed from the file into the object database, never whole in
+            // memory (a 200 MB file cost 556 MB of peak memory before).
+            ToGitOutcome::Unchanged(file) => match stream_blob(repo, file, md.len()) {
+                Ok(id) => id,
+                // The file changed size while it was read: take it as it is now.
+                Err(_) => repo
+                    .write_blob_stream(
+                        std::fs::File::open(&full).map_err(StoreError::io("read", &full))?,
+                    )?
+                    .detach(),
+            },
+            ToGitOutcome::Buffer(buf) => repo.write_blob(buf)?.detach(),
+            ToGitOutcome::Process(mut read) => repo.write_blob_stream(&mut read)?.detach(),
+        };
         let executable = if self.file_mode {
             md.permissions().mode() & 0o111 != 0
         } else {
@@ -378,6 +422,53 @@ impl<'a> Cleaner<'a> {
                 EntryKind::Blob
             },
         ))
+    }
+}
+
+/// Writes the `size` bytes of `file` as a blob, streaming (the object's header needs the size up front). Fails,
+/// writing nothing, if the file does not hold exactly `size` bytes by the time it is read.
+fn stream_blob(
+    repo: &gix::Repository,
+    file: std::fs::File,
+    size: u64,
+) -> std::io::Result<ObjectId> {
+    use gix::objs::Write as _;
+    let mut exact = Exact {
+        inner: std::io::BufReader::with_capacity(64 * 1024, file),
+        left: size,
+    };
+    let id = repo
+        .objects
+        .write_stream(gix::objs::Kind::Blob, size, &mut exact)
+        .map_err(std::io::Error::other)?;
+    Ok(id)
+}
+
+/// A reader of exactly `left` bytes: an early end or more data than announced is an error, so a file that
+/// changes while it is streamed never becomes an object whose header lies about its size.
+struct Exact<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Exact<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other("the file grew while it was read")),
+            };
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::other("the file shrank while it was read"));
+        }
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 
@@ -455,11 +546,35 @@ pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
 }
 
 /// Apply one ref edit, writing the reflog as git-agent's committer.
+///
+/// A ref whose lock file another process holds (or a crash left behind) fails with [`StoreError::Locked`],
+/// naming the lock and how long gix waited for it (`core.filesRefLockTimeout`, 100 ms by default), so the
+/// user can tell a busy ref from a stale lock and knows what to remove.
 pub(super) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
     let committer = signature(repo, true)?;
     let mut buf = gix::date::parse::TimeBuf::default();
-    repo.edit_references_as(Some(edit), Some(committer.to_ref(&mut buf)))?;
-    Ok(())
+    let name = edit.name.as_bstr().to_string();
+    match repo.edit_references_as(Some(edit), Some(committer.to_ref(&mut buf))) {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            let common = std::fs::canonicalize(repo.common_dir())
+                .unwrap_or_else(|_| repo.common_dir().to_path_buf());
+            let lock = common.join(format!("{name}.lock"));
+            if lock.exists() {
+                let waited = repo
+                    .config_snapshot()
+                    .integer("core.filesRefLockTimeout")
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .unwrap_or(100);
+                return Err(StoreError::Locked {
+                    name,
+                    lock,
+                    waited: std::time::Duration::from_millis(waited),
+                });
+            }
+            Err(err.into())
+        }
+    }
 }
 
 /// Fail with [`StoreError::BranchMoved`] unless `branch` points at `expected`.

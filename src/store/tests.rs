@@ -224,7 +224,7 @@ fn step_commit_leaves_the_user_alone() {
     repo.write("a.txt", "alpha, edited by the user\n"); // uncommitted, must survive untouched
     let before = repo.user_state();
     let store = repo.store();
-    let id = store.new_session_id();
+    let id = store.new_session_id().unwrap();
     assert_eq!(id.len(), 6);
     assert!(id
         .bytes()
@@ -376,7 +376,10 @@ fn capture_matches_git_add() {
 fn clean_work_tree_captures_nothing() {
     let repo = TestRepo::with_commit("clean");
     let store = repo.store();
-    assert_eq!(store.capture_user_changes("abc").unwrap(), None);
+    assert_eq!(
+        store.capture_user_changes("abc", u64::MAX).unwrap().commit,
+        None
+    );
     let s = store.start_session("abc", true).unwrap();
     assert_eq!((s.step0, s.tip), (None, s.base));
 }

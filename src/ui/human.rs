@@ -23,6 +23,8 @@ pub struct HumanSink<W: Write + Send> {
     /// Replaying a stored session: each text is a whole reply (set off by a blank line), step lines name
     /// their files, and nothing goes to stdout on its own.
     replay: bool,
+    /// The output is a terminal (progress counts up in place).
+    tty: bool,
 }
 
 /// True when `stream` should get colours: it is a terminal and the user did not ask for none.
@@ -35,6 +37,7 @@ impl HumanSink<io::Stderr> {
     pub fn live() -> Self {
         let err = io::stderr();
         let color = use_color(&err);
+        let tty = err.is_terminal();
         // When stdout is the same terminal, the streamed text already showed the answer: do not print it twice.
         let answer_on_stdout = !(io::stdout().is_terminal() && err.is_terminal());
         HumanSink {
@@ -44,6 +47,7 @@ impl HumanSink<io::Stderr> {
             answer_on_stdout,
             thinking: 0,
             replay: false,
+            tty,
         }
     }
 }
@@ -58,6 +62,22 @@ impl<W: Write + Send> HumanSink<W> {
             answer_on_stdout: false,
             thinking: 0,
             replay: true,
+            tty: false,
+        }
+    }
+
+    /// A live renderer into `out` alone (the chat's screen): the streamed text is the answer, nothing goes
+    /// to stdout.
+    pub fn live_into(out: W, color: bool) -> Self {
+        HumanSink {
+            out,
+            color,
+            mid_line: false,
+            answer_on_stdout: false,
+            thinking: 0,
+            replay: false,
+            // The chat's screen has its own status line; a counter drawn with `\r` would fight it.
+            tty: false,
         }
     }
 
@@ -131,6 +151,30 @@ impl<W: Write + Send> HumanSink<W> {
         let _ = writeln!(self.out, "{text}");
         let _ = self.out.flush();
         self.mid_line = false;
+    }
+
+    /// Long work, as one line that counts up in place on a terminal (nothing elsewhere: a log file gets the
+    /// outcome, not a counter).
+    fn progress(&mut self, what: &str, done: u64, total: u64) {
+        if !self.tty {
+            return;
+        }
+        let verb = if what == "checkout" {
+            "checking out"
+        } else {
+            what
+        };
+        let line = self.paint("2", &format!("{verb}: {done} of {total} files"));
+        if self.mid_line {
+            let _ = writeln!(self.out);
+            self.mid_line = false;
+        }
+        if done >= total {
+            let _ = writeln!(self.out, "\r\x1b[2K{line}");
+        } else {
+            let _ = write!(self.out, "\r\x1b[2K{line}");
+        }
+        let _ = self.out.flush();
     }
 
     /// A dim `-- ...` line about the session rather than the conversation.
@@ -379,6 +423,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = self.paint("33", &format!("warning: {}", neutralize(message)));
                 self.line(&text);
             }
+            Event::Progress { what, done, total } => self.progress(what, *done, *total),
             Event::Mcp {
                 connected,
                 total,

@@ -72,6 +72,9 @@ impl Sink for JsonSink {
                 json!({"type": "done", "status": status.as_str(), "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
+            Event::Progress { what, done, total } => {
+                json!({"type": "progress", "what": what, "done": done, "total": total})
+            }
             Event::Mcp {
                 connected,
                 total,

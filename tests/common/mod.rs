@@ -7,6 +7,7 @@
 pub mod landing;
 pub mod long_session;
 pub mod server;
+pub mod tmux;
 
 use std::fs;
 use std::io::Read;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use server::{call, raw_call, Reply, Server};
+pub use server::{call, raw_call, Gate, Reply, Server};
 
 /// The dummy key every agent run gets; tests assert it never leaks into output.
 pub const API_KEY: &str = "test-key";

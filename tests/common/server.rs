@@ -66,12 +66,40 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: String,
     },
+    /// `reply`, held back until the test opens `gate` (a model that takes its time, for as long as the test
+    /// needs: no timing involved).
+    Held { gate: Gate, reply: Box<Reply> },
     /// The first `after` writes of `reply`'s event stream, then `fault`.
     Cut {
         reply: Box<Reply>,
         after: usize,
         fault: Fault,
     },
+}
+
+/// What a [`Reply::Held`] waits for: [`Gate::open`] (or a minute, so a failing test cannot hang the server).
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    /// Lets the held reply go.
+    pub fn open(&self) {
+        let (open, wake) = &*self.0;
+        *open.lock().expect("no panics while holding the lock") = true;
+        wake.notify_all();
+    }
+
+    fn wait(&self) {
+        let (open, wake) = &*self.0;
+        let guard = open.lock().expect("no panics while holding the lock");
+        let _ = wake
+            .wait_timeout_while(guard, Duration::from_secs(60), |open| !*open)
+            .expect("no panics while holding the lock");
+    }
 }
 
 /// What happens to a stream cut short by [`Reply::Cut`].
@@ -125,6 +153,14 @@ impl Reply {
     /// The escape hatch: exactly these bytes, one TCP write per string, in a 200 `text/event-stream`.
     pub fn sse_raw(writes: Vec<String>) -> Reply {
         Reply::Sse(writes)
+    }
+
+    /// This reply, sent once `gate` is opened.
+    pub fn held(self, gate: &Gate) -> Reply {
+        Reply::Held {
+            gate: gate.clone(),
+            reply: Box::new(self),
+        }
     }
 
     /// This reply's first `writes` writes, then the connection drops.
@@ -205,7 +241,7 @@ fn render(reply: &Reply, wire: Wire) -> Rendered {
             headers: headers.clone(),
             body: body.clone(),
         },
-        (Reply::Cut { reply, .. }, _) => render(reply, wire),
+        (Reply::Cut { reply, .. } | Reply::Held { reply, .. }, _) => render(reply, wire),
     }
 }
 
@@ -749,6 +785,13 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 Reply::status(404, "no such route on the scripted test server"),
                 Wire::OpenAi,
             ),
+        };
+        let reply = match reply {
+            Reply::Held { gate, reply } => {
+                gate.wait();
+                *reply
+            }
+            reply => reply,
         };
         if let Reply::Cut { after, fault, .. } = &reply {
             let writes = match render(&reply, wire) {

@@ -1,0 +1,122 @@
+//! Starting a new session without making the user wait for its checkout.
+//!
+//! What the first model request needs is known at once: the id (claimed atomically), the branch name, the
+//! checkout's path, the base commit, the project instructions (read from the user's work tree, which step 0
+//! captures) and the system prompt. What takes time is the rest: step 0 (a status of the user's work tree),
+//! the branch, and the checkout's files (100,000 writes on a large repository). So the session starts with
+//! those on a thread of their own ([`Pending`]) while the first request goes out, and the first tool call,
+//! which needs the checkout, waits for them (issue 16: the first request left after 45 s on a 100,000-file
+//! repository). A checkout that is still being written after a second shows its progress.
+//!
+//! The session log exists from the start (it lists the session at once and takes the session's lock); step 0's
+//! commit joins its metadata when the preparation is done. A process killed meanwhile leaves a log whose
+//! branch is missing or at the base, which `log` shows and `--resume` treats like any other (issue 16's kill -9
+//! tests run through it).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::protocol::{Event, Sink};
+use crate::store::{Progress, StartOptions, Started, Store, StoreError};
+
+/// After this long a checkout that is still being written shows its progress.
+const QUIET: Duration = Duration::from_secs(1);
+/// How often progress is shown after that.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Step 0, the branch and the checkout of a new session, being made on a thread of their own.
+pub(super) struct Pending {
+    thread: std::thread::JoinHandle<Result<Started, StoreError>>,
+    done: tokio::sync::oneshot::Receiver<()>,
+    progress: Progress,
+    since: Instant,
+}
+
+impl Pending {
+    /// Starts session `id` of the repository at `workdir` (opened anew on the thread: a gix repository does not
+    /// cross threads) with `options`.
+    pub(super) fn spawn(
+        workdir: PathBuf,
+        id: String,
+        options: StartOptions,
+    ) -> Result<Pending, StoreError> {
+        let progress = Progress::default();
+        let counter = progress.clone();
+        let (tx, done) = tokio::sync::oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("git-agent-start".into())
+            .spawn(move || {
+                let started = Store::open(&workdir).and_then(|s| s.start(&id, &options, &counter));
+                // The receiver may be gone (the session closed): the result is then taken by `join`.
+                let _ = tx.send(());
+                started
+            })
+            .map_err(|err| StoreError::Io {
+                action: "start a thread for",
+                path: "the checkout".into(),
+                source: err,
+            })?;
+        Ok(Pending {
+            thread,
+            done,
+            progress,
+            since: Instant::now(),
+        })
+    }
+
+    /// Waits for the preparation, showing progress while a checkout takes more than a second.
+    pub(super) async fn wait(mut self, sink: &mut dyn Sink) -> Result<Started, StoreError> {
+        let mut shown = false;
+        loop {
+            tokio::select! {
+                _ = &mut self.done => break,
+                () = tokio::time::sleep(TICK) => {
+                    if self.since.elapsed() >= QUIET {
+                        let (done, total) = self.progress.get();
+                        if total > 0 {
+                            shown = true;
+                            sink.emit(&Event::Progress { what: "checkout", done, total });
+                        }
+                    }
+                }
+            }
+        }
+        if shown {
+            let (_, total) = self.progress.get();
+            sink.emit(&Event::Progress {
+                what: "checkout",
+                done: total,
+                total,
+            });
+        }
+        self.join()
+    }
+
+    /// Waits for the preparation, blocking the thread (when the session closes).
+    pub(super) fn join(self) -> Result<Started, StoreError> {
+        self.thread.join().unwrap_or_else(|_| {
+            Err(StoreError::Refused(
+                "the checkout could not be made (its thread failed)".into(),
+            ))
+        })
+    }
+}
+
+/// The warnings of a finished start: files left out of step 0 for their size.
+pub(super) fn announce(started: &Started, max: u64, sink: &mut dyn Sink) {
+    for (path, size) in &started.skipped {
+        let warning = format!(
+            "{} was not captured in step 0: {size} bytes is over max_capture_size ({max} bytes); \
+             the agent's checkout has its committed version, if any",
+            path.display()
+        );
+        sink.emit(&Event::Warning(&warning));
+    }
+}
+
+/// A sink that drops everything: for a start finished while no one listens (a session closing).
+pub(super) struct Quiet;
+
+impl Sink for Quiet {
+    fn emit(&mut self, _event: &Event<'_>) {}
+}

@@ -1,0 +1,32 @@
+//! `git agent gc`: remove what git-agent keeps only to be fast: pooled checkouts, and checkouts or
+//! registrations left behind by sessions that are gone.
+
+use clap::Args;
+
+use super::{CommandError, Context};
+
+/// Remove pooled checkouts and leftovers of sessions that are gone
+///
+/// Checkouts of discarded sessions are kept (up to `worktree_pool`, default 2) so the next session can reuse
+/// one by rewriting only what changed; this removes them. Checkouts under .git/agent/worktrees whose session
+/// branch is gone and whose session is not running, and registrations whose checkout is gone, go too.
+/// Session logs, branches and notes are never touched.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Keep this many pooled checkouts (default: none)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    keep: usize,
+}
+
+pub fn run(ctx: &Context, args: GcArgs) -> Result<(), CommandError> {
+    let store = ctx.store()?;
+    let report = store.gc(args.keep)?;
+    eprintln!(
+        "removed {} pooled checkout{} and {} left-over checkout{}",
+        report.pooled,
+        if report.pooled == 1 { "" } else { "s" },
+        report.orphans,
+        if report.orphans == 1 { "" } else { "s" },
+    );
+    Ok(())
+}

@@ -1,0 +1,492 @@
+//! The files of a session's checkout: made, rewritten path by path, and reset to another tree, all in-process.
+//!
+//! A checkout is a linked worktree as `git worktree add --detach` makes it: `<common git dir>/worktrees/<name>`
+//! holds `gitdir`, `commondir`, `HEAD` (detached) and `index`; the checkout's `.git` file points back there.
+//! gix writes those ([`gix::Repository::prepare_add_worktree()`]) and checks the tree out through the same
+//! filter pipeline `git checkout` uses (smudge and process filters, `eol`/`text` from `.gitattributes`,
+//! `core.autocrlf`), so plain `git status` in the checkout is clean and `git worktree list/remove` work on it.
+//! Why not `git worktree add`: on a 100,000-file repository the subprocess plus the reset that followed it
+//! took ~39 s, three stats and a write per file; in-process it is one write per file (issue 16).
+//!
+//! The registration is serialised by the worktree lock (`Store::worktree_lock`): a concurrent registration
+//! that has made its admin directory but not written `gitdir` yet breaks every other reader of
+//! `<common>/worktrees/*`. The checkout of the files runs outside the lock, so sessions starting together
+//! write their files in parallel.
+//!
+//! Rewriting only some paths ([`Store::write_paths()`]) and resetting to another tree
+//! ([`Store::reset_checkout()`], used by the pool) go through the same checkout machinery on an index holding
+//! just the entries to write, so filters apply there too.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use std::os::unix::ffi::OsStrExt;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::index::entry::{Flags, Mode, Stat};
+use gix::progress::{Count, NestedProgress, Progress as GixProgress, StepShared, Unit};
+
+use super::{ObjectId, Store, StoreError};
+
+/// How far a long checkout is: files written of total. Cheap to clone; shared with whoever shows it.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    done: Arc<AtomicUsize>,
+    total: Arc<AtomicUsize>,
+}
+
+impl Progress {
+    /// Files written so far and the total (0 until known).
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.done.load(Ordering::Relaxed) as u64,
+            self.total.load(Ordering::Relaxed) as u64,
+        )
+    }
+
+    fn set_total(&self, total: usize) {
+        self.total.store(total, Ordering::Relaxed);
+    }
+}
+
+impl Store {
+    /// Makes the linked checkout at `root` (which must not exist), detached at `start`, its files checked out.
+    /// On failure nothing of it is left.
+    pub fn add_checkout(
+        &self,
+        root: &Path,
+        start: ObjectId,
+        progress: &Progress,
+    ) -> Result<(), StoreError> {
+        {
+            let _lock = self.worktree_lock()?;
+            self.forget_missing_checkouts();
+            self.register_checkout(root, start)?;
+        }
+        let checked_out = self.open_checkout(root).and_then(|checkout| {
+            let worktree = checkout.worktree().ok_or_else(|| {
+                StoreError::Refused(format!("{} has no work tree", root.display()))
+            })?;
+            worktree
+                .checkout(Tally::root(progress), &AtomicBool::new(false))
+                .map_err(|err| checkout_error(root, &err))
+        });
+        if let Err(err) = checked_out {
+            let _ = self.remove_checkout(root);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Registers `root` as a linked worktree detached at `start`, as `git worktree add --detach --no-checkout`
+    /// would: `<common>/worktrees/<name>/{gitdir,commondir,HEAD}` and `root/.git`. The registration is written
+    /// aside and renamed into place, so whatever moment a process dies at, no `worktrees/<name>` ever holds a
+    /// HEAD that points nowhere (`git fsck` reports that as an error; `git worktree add` itself writes a
+    /// null HEAD first). Call with the worktree lock held.
+    fn register_checkout(&self, root: &Path, start: ObjectId) -> Result<(), StoreError> {
+        let worktrees = self.common_dir().join("worktrees");
+        let name = root
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| StoreError::InvalidPath(root.to_path_buf()))?;
+        let staging = self
+            .common_dir()
+            .join("agent")
+            .join("tmp")
+            .join(format!("{name}.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(StoreError::io("create", &staging))?;
+        std::fs::create_dir_all(&worktrees).map_err(StoreError::io("create", &worktrees))?;
+        let write = |file: &str, text: String| {
+            let path = staging.join(file);
+            std::fs::write(&path, text).map_err(StoreError::io("write", path))
+        };
+        write("gitdir", format!("{}\n", root.join(".git").display()))?;
+        write("commondir", "../..\n".into())?;
+        write("HEAD", format!("{start}\n"))?;
+        if let Some(parent) = root.parent() {
+            std::fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
+        }
+        std::fs::create_dir(root).map_err(StoreError::io("create", root))?;
+        // Like git: the registration is named after the checkout, with a number added when that is taken.
+        for n in 0..100u32 {
+            let admin = if n == 0 {
+                worktrees.join(name)
+            } else {
+                worktrees.join(format!("{name}{n}"))
+            };
+            if admin.exists() {
+                continue;
+            }
+            let dot_git = root.join(".git");
+            std::fs::write(&dot_git, format!("gitdir: {}\n", admin.display()))
+                .map_err(StoreError::io("write", &dot_git))?;
+            match std::fs::rename(&staging, &admin) {
+                Ok(()) => return Ok(()),
+                Err(_) if admin.exists() => continue,
+                Err(err) => {
+                    let _ = std::fs::remove_dir_all(root);
+                    return Err(StoreError::io("register", admin)(err));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(root);
+        let _ = std::fs::remove_dir_all(&staging);
+        Err(StoreError::Refused(format!(
+            "no free name for {} under {}",
+            root.display(),
+            worktrees.display()
+        )))
+    }
+
+    /// True if the checkout at `root` was made to the end: registered, and its index written (the last thing
+    /// a checkout or a reset writes).
+    pub(super) fn checkout_complete(&self, root: &Path) -> bool {
+        self.admin_dir_of(root)
+            .is_some_and(|admin| admin.join("index").is_file())
+    }
+
+    /// Removes the registrations of session checkouts whose directory is gone (deleted by hand, or a crash
+    /// between the two removals), so their paths can be registered again. Other worktrees are not touched.
+    /// Call with the worktree lock held.
+    pub(super) fn forget_missing_checkouts(&self) {
+        let owned = self.common_dir().join("agent");
+        let Ok(entries) = std::fs::read_dir(self.common_dir().join("worktrees")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let admin = entry.path();
+            let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else {
+                continue;
+            };
+            let dot_git = PathBuf::from(gitdir.trim_end_matches(['\n', '\r']));
+            if dot_git.starts_with(&owned) && !dot_git.exists() {
+                // Best effort: a leftover registration only costs a suffixed name for the next one.
+                let _ = std::fs::remove_dir_all(&admin);
+            }
+        }
+    }
+
+    /// Makes `paths` (checkout-relative) of the checkout at `root` what `tree` says, through the smudge
+    /// filters; paths `tree` lacks are removed (and directories left empty by that). The checkout's index
+    /// and HEAD are not touched.
+    pub fn write_paths(
+        &self,
+        root: &Path,
+        tree: ObjectId,
+        paths: &[BString],
+    ) -> Result<(), StoreError> {
+        let checkout = self.open_checkout(root)?;
+        let tree = checkout.find_tree(tree)?;
+        let mut index = gix::index::State::new(checkout.object_hash());
+        for path in paths {
+            match tree.lookup_entry_by_path(as_path(path.as_bstr()))? {
+                Some(entry) if !entry.mode().is_tree() => {
+                    index.dangerously_push_entry(
+                        Stat::default(),
+                        entry.object_id(),
+                        Flags::empty(),
+                        Mode::from(entry.mode()),
+                        path.as_bstr(),
+                    );
+                }
+                _ => remove_path(root, path.as_bstr())?,
+            }
+        }
+        index.sort_entries();
+        if index.entries().is_empty() {
+            return Ok(());
+        }
+        checkout_entries(&checkout, root, &mut index, &Progress::default())
+    }
+
+    /// The repository as seen from the checkout at `root` (its attributes, its index and HEAD).
+    ///
+    /// Opened through its registration, so `GIT_INDEX_FILE` or `GIT_WORK_TREE` set for the user's repository
+    /// (git-agent started from a hook, or as `git --work-tree=... agent`) cannot point the checkout at the
+    /// user's index or files. The user's own work tree (`--here`) is opened as the store opened it.
+    pub fn open_checkout(&self, root: &Path) -> Result<gix::Repository, StoreError> {
+        let name = self
+            .admin_dir_of(root)
+            .and_then(|admin| admin.file_name().map(|n| n.as_bytes().to_vec()));
+        if let Some(name) = name {
+            if let Some(proxy) = self.repo.worktree_proxy_by_id(name.as_bstr())? {
+                return Ok(proxy.into_repo()?);
+            }
+        }
+        Ok(gix::open_opts(root, self.repo.open_options().clone())?)
+    }
+
+    /// Moves the checkout at `root` to `commit`: HEAD detached there, the index describing its tree, and the
+    /// files equal to it. Only what differs from the checkout's current index is written: entries whose path,
+    /// id and mode are unchanged keep their file and their stat data, unless listed in `dirty` (known to
+    /// differ on disk). Paths in `leftovers` (untracked or ignored files) are removed first. The cost is
+    /// proportional to what changed plus one pass over the index in memory.
+    pub(super) fn reset_checkout(
+        &self,
+        root: &Path,
+        commit: ObjectId,
+        dirty: &[BString],
+        leftovers: &[BString],
+        progress: &Progress,
+    ) -> Result<usize, StoreError> {
+        let checkout = self.open_checkout(root)?;
+        let tree = checkout.find_commit(commit)?.tree_id()?.detach();
+        let old = checkout.open_index().ok();
+        let mut new = checkout.index_from_tree(&tree)?;
+        // Until the new index is written the checkout is neither the old tree nor the new one: without an
+        // index it counts as unfinished, and a resume makes it afresh instead of trusting it.
+        let index_path = checkout.index_path();
+        match std::fs::remove_file(&index_path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::io("remove", index_path)(err))
+            }
+            _ => {}
+        }
+        for path in leftovers {
+            remove_path(root, path.as_bstr())?;
+        }
+        let mut dirty: Vec<&BStr> = dirty.iter().map(|p| p.as_bstr()).collect();
+        dirty.sort();
+        let mut to_write = 0;
+        {
+            let old_state = old.as_deref();
+            // Paths the old index had and the new one lacks: their files go.
+            if let Some(old) = old_state {
+                for entry in old.entries() {
+                    let path = entry.path(old);
+                    if new.entry_by_path(path).is_none() {
+                        remove_path(root, path)?;
+                    }
+                }
+            }
+            let (entries, paths) = new.entries_mut_and_pathbacking();
+            for entry in entries.iter_mut() {
+                let path = entry.path_in(paths);
+                let same = old_state
+                    .and_then(|old| old.entry_by_path(path))
+                    .filter(|o| {
+                        o.id == entry.id
+                            && o.mode == entry.mode
+                            && dirty.binary_search(&path).is_err()
+                            && o.stat != Stat::default()
+                    });
+                match same {
+                    Some(o) => {
+                        entry.stat = o.stat;
+                        entry.flags.insert(Flags::SKIP_WORKTREE);
+                    }
+                    None => to_write += 1,
+                }
+            }
+        }
+        progress.set_total(to_write);
+        if to_write > 0 {
+            checkout_entries(&checkout, root, &mut new, progress)?;
+        }
+        for entry in new.entries_mut() {
+            entry.flags.remove(Flags::SKIP_WORKTREE);
+        }
+        new.write(Default::default())
+            .map_err(|err| checkout_error(root, &err))?;
+        set_detached_head(&checkout, commit)?;
+        Ok(to_write)
+    }
+}
+
+/// Checks out the entries of `index` not flagged `SKIP_WORKTREE` into `root`, overwriting what is there,
+/// and records their new stat data in `index`.
+fn checkout_entries(
+    checkout: &gix::Repository,
+    root: &Path,
+    index: &mut gix::index::State,
+    progress: &Progress,
+) -> Result<(), StoreError> {
+    use gix::worktree::stack::state::attributes::Source;
+    let mut options = checkout
+        .checkout_options(Source::WorktreeThenIdMapping)
+        .map_err(|err| checkout_error(root, &err))?;
+    options.overwrite_existing = true;
+    options.destination_is_initially_empty = false;
+    let objects = checkout
+        .objects
+        .clone()
+        .into_arc()
+        .map_err(StoreError::io("open the object database of", root))?;
+    let files = Tally::counting(progress);
+    let bytes = Tally::discard();
+    let interrupt = AtomicBool::new(false);
+    let outcome =
+        gix::worktree::state::checkout(index, root, objects, &files, &bytes, &interrupt, options)
+            .map_err(|err| checkout_error(root, &err))?;
+    if let Some(failed) = outcome.errors.first() {
+        return Err(StoreError::Checkout {
+            path: root.join(as_path(failed.path.as_bstr())),
+            message: describe(&failed.error),
+        });
+    }
+    if let Some(collision) = outcome.collisions.first() {
+        return Err(StoreError::Checkout {
+            path: root.join(as_path(collision.path.as_bstr())),
+            message: format!("something else is in the way ({:?})", collision.error_kind),
+        });
+    }
+    Ok(())
+}
+
+/// Points the checkout's HEAD at `commit`, detached, as `git checkout --detach` would (with a reflog entry).
+fn set_detached_head(checkout: &gix::Repository, commit: ObjectId) -> Result<(), StoreError> {
+    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+    let edit = RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: false,
+                message: "git-agent: reuse checkout".into(),
+            },
+            expected: PreviousValue::Any,
+            new: gix::refs::Target::Object(commit),
+        },
+        name: "HEAD"
+            .try_into()
+            .map_err(|_| StoreError::Refused("HEAD is not a valid reference name".into()))?,
+        deref: false,
+    };
+    super::snapshot::edit_ref(checkout, edit)
+}
+
+/// Removes `rel` under `root` (a file, link or whole directory) if it is there, and the directories left
+/// empty above it, as git does when a checkout drops a path.
+pub(super) fn remove_path(root: &Path, rel: &BStr) -> Result<(), StoreError> {
+    let full = root.join(as_path(rel));
+    let removed = match std::fs::symlink_metadata(&full) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(&full),
+        Ok(_) => std::fs::remove_file(&full),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => Err(err),
+    };
+    removed.map_err(StoreError::io("remove", &full))?;
+    let mut dir = full.parent();
+    while let Some(d) = dir {
+        if d == root || !d.starts_with(root) || std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// A repository-relative path as the file system spells it (unix: the bytes as they are).
+pub(super) fn as_path(rel: &BStr) -> &Path {
+    use std::os::unix::ffi::OsStrExt;
+    Path::new(std::ffi::OsStr::from_bytes(rel))
+}
+
+/// A failed checkout in words: what, where, and the causes gix gives, without debug structures.
+fn checkout_error(root: &Path, err: &dyn std::error::Error) -> StoreError {
+    StoreError::Checkout {
+        path: root.to_path_buf(),
+        message: describe(err),
+    }
+}
+
+/// `err` and its causes, joined with ": ", each said once.
+pub(super) fn describe(err: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
+/// Progress as gix reports it, reduced to one counter: the files of the `checkout` child (or of itself when
+/// counting); byte counts and messages are dropped.
+struct Tally {
+    shared: Progress,
+    counting: bool,
+    step: StepShared,
+}
+
+impl Tally {
+    fn root(progress: &Progress) -> Tally {
+        Tally {
+            shared: progress.clone(),
+            counting: false,
+            step: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn counting(progress: &Progress) -> Tally {
+        Tally {
+            shared: progress.clone(),
+            counting: true,
+            step: Arc::clone(&progress.done),
+        }
+    }
+
+    fn discard() -> Tally {
+        Tally::root(&Progress::default())
+    }
+}
+
+impl Count for Tally {
+    fn set(&self, step: usize) {
+        self.step.store(step, Ordering::Relaxed);
+    }
+
+    fn step(&self) -> usize {
+        self.step.load(Ordering::Relaxed)
+    }
+
+    fn inc_by(&self, step: usize) {
+        self.step.fetch_add(step, Ordering::Relaxed);
+    }
+
+    fn counter(&self) -> StepShared {
+        Arc::clone(&self.step)
+    }
+}
+
+impl GixProgress for Tally {
+    fn init(&mut self, max: Option<usize>, _unit: Option<Unit>) {
+        if self.counting {
+            if let Some(max) = max {
+                self.shared.set_total(max);
+            }
+        }
+    }
+
+    fn set_name(&mut self, _name: String) {}
+
+    fn name(&self) -> Option<String> {
+        None
+    }
+
+    fn id(&self) -> gix::progress::Id {
+        *b"GACO"
+    }
+
+    fn message(&self, _level: gix::progress::MessageLevel, _message: String) {}
+}
+
+impl NestedProgress for Tally {
+    type SubProgress = Tally;
+
+    fn add_child(&mut self, name: impl Into<String>) -> Tally {
+        if name.into() == "checkout" {
+            Tally::counting(&self.shared)
+        } else {
+            Tally::discard()
+        }
+    }
+
+    fn add_child_with_id(&mut self, name: impl Into<String>, _id: gix::progress::Id) -> Tally {
+        self.add_child(name)
+    }
+}

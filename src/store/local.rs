@@ -1,0 +1,141 @@
+//! What only this repository knows about a session: that it was started here, and whether it works in the
+//! user's own work tree (`--here`). Kept under `<common git dir>/agent/local/<id>`, never in a ref.
+//!
+//! Why not in the session log's `meta.json`: that ref is pushed and pulled, so whatever it says was possibly
+//! written by someone else. A collaborator's session whose metadata claims `"here": true` and a date in the
+//! future would otherwise become the user's default session and turn their work tree into its checkout, and
+//! `git agent undo` would write that session's old steps into the user's files (issue 17, defect 1). So every
+//! decision that writes into the user's tree, and every default that picks "the newest session", reads this
+//! record; `meta.here` is only what the log shows.
+//!
+//! The record is also how a new session claims its id. Creating it with `O_EXCL` is atomic, so two sessions
+//! that start at the same instant and draw the same id cannot both get it: the loser draws again (defect 15:
+//! checking that the branch and checkout were free and creating them later let both pass).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::{branch_name, session_log::log_ref, Store, StoreError};
+
+/// How often a new session draws another id before giving up (each clash costs one file create).
+const CLAIM_ATTEMPTS: u32 = 10_000;
+
+/// The local facts of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local {
+    /// The session works in the user's own work tree (`ask --here`).
+    pub here: bool,
+}
+
+impl Store {
+    fn local_dir(&self) -> PathBuf {
+        self.common_dir().join("agent").join("local")
+    }
+
+    fn local_path(&self, id: &str) -> PathBuf {
+        self.local_dir().join(id)
+    }
+
+    /// Claims a fresh session id, atomically: no branch, session log or local record of another session has
+    /// it, and the record written for it here says whether the session works in the user's tree.
+    ///
+    /// Ids are 6 lowercase hex characters (24 bits): short enough to type, and a clash costs only a redraw.
+    /// `GIT_AGENT_TEST_ID_SPACE=N` draws from the first N ids only, so a test can make clashes certain.
+    pub fn claim_session_id(&self, here: bool) -> Result<String, StoreError> {
+        let dir = self.local_dir();
+        std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
+        let space = std::env::var("GIT_AGENT_TEST_ID_SPACE")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| (1..=0x100_0000).contains(n))
+            .unwrap_or(0x100_0000);
+        let mut draw = Draw::new();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let id = format!("{:06x}", draw.next() % space);
+            let taken = !matches!(
+                self.repo.try_find_reference(branch_name(&id).as_str()),
+                Ok(None)
+            ) || !matches!(
+                self.repo.try_find_reference(log_ref(&id).as_str()),
+                Ok(None)
+            );
+            if taken {
+                continue;
+            }
+            let path = self.local_path(&id);
+            let created = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            match created {
+                Ok(mut file) => {
+                    let record = serde_json::json!({ "here": here }).to_string();
+                    file.write_all(record.as_bytes())
+                        .map_err(StoreError::io("write", &path))?;
+                    return Ok(id);
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(StoreError::io("create", path)(err)),
+            }
+        }
+        Err(StoreError::Refused(format!(
+            "found no free session id in {CLAIM_ATTEMPTS} draws: remove old sessions with `git agent discard --purge`"
+        )))
+    }
+
+    /// The local record of session `id`: `None` for a session not started in this repository (pulled, or
+    /// made before records existed), which is then never `--here` and never a default.
+    pub fn local_session(&self, id: &str) -> Option<Local> {
+        let text = std::fs::read(self.local_path(id)).ok()?;
+        let value: serde_json::Value = serde_json::from_slice(&text).unwrap_or_default();
+        Some(Local {
+            here: value.get("here").and_then(|v| v.as_bool()).unwrap_or(false),
+        })
+    }
+
+    /// True if session `id` works in the user's own work tree, by the local record only.
+    pub fn is_here(&self, id: &str) -> bool {
+        self.local_session(id).is_some_and(|l| l.here)
+    }
+
+    /// Removes session `id`'s local record (the session is gone: rolled back, or purged).
+    pub fn forget_local(&self, id: &str) -> Result<(), StoreError> {
+        let path = self.local_path(id);
+        match std::fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(StoreError::io("remove", path)(err))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Random-enough session ids without a crate: the process's hash seed (random per process), the clock and
+/// the pid, stirred once per draw.
+struct Draw {
+    seed: std::hash::RandomState,
+    base: u128,
+    n: u64,
+}
+
+impl Draw {
+    fn new() -> Draw {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Draw {
+            seed: std::hash::RandomState::new(),
+            base: nanos ^ (u128::from(std::process::id()) << 64),
+            n: 0,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = self.seed.build_hasher();
+        h.write_u128(self.base);
+        h.write_u64(self.n);
+        self.n += 1;
+        h.finish()
+    }
+}

@@ -1,0 +1,97 @@
+//! What differs from what git has recorded, found in-process with gix's status (stat data first, content only
+//! where the stat data cannot tell, in parallel with nothing else to wait for): the user's uncommitted work
+//! for step 0, and what a checkout holds beyond its index before it goes back to the pool.
+//!
+//! Read-only, like `git --no-optional-locks status`: the index is never refreshed on disk, so the user's index
+//! stays byte for byte as it was (a plain `git status` rewrites it). Replaces a `git status` subprocess that
+//! cost 1.7 s on a 100,000-file repository before the session could start (issue 16).
+
+use gix::bstr::BString;
+use gix::dir::entry::Status as DirStatus;
+use gix::status::index_worktree::Item as WorktreeItem;
+use gix::status::plumbing::index_as_worktree::EntryStatus;
+
+use super::StoreError;
+
+/// The user's uncommitted work in `repo`'s work tree: paths staged (index differs from HEAD), modified,
+/// deleted or with a new mode (work tree differs from index), and untracked files that are not ignored, each
+/// untracked file listed on its own. Submodules are left as HEAD records them.
+pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
+    let status = repo
+        .status(gix::progress::Discard)?
+        .untracked_files(gix::status::UntrackedFiles::Files)
+        .index_worktree_rewrites(None)
+        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            ignore: gix::submodule::config::Ignore::All,
+            check_dirty: false,
+        });
+    let mut paths = Vec::new();
+    for item in status.into_iter(None)? {
+        let item = item?;
+        let keep = match &item {
+            gix::status::Item::TreeIndex(_) => true,
+            gix::status::Item::IndexWorktree(item) => worktree_change(item),
+        };
+        if keep {
+            paths.push(item.location().to_owned());
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// What the checkout `repo` holds beyond its index: tracked paths whose file differs from the index (or is
+/// gone), and untracked or ignored leftovers (a wholly untracked or ignored directory as one path).
+pub(super) struct Beyond {
+    pub changed: Vec<BString>,
+    pub leftovers: Vec<BString>,
+}
+
+pub(super) fn checkout_changes(repo: &gix::Repository) -> Result<Beyond, StoreError> {
+    use gix::dir::walk::EmissionMode;
+    let status = repo
+        .status(gix::progress::Discard)?
+        .untracked_files(gix::status::UntrackedFiles::Collapsed)
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            ignore: gix::submodule::config::Ignore::All,
+            check_dirty: false,
+        })
+        .dirwalk_options(|o| o.emit_ignored(Some(EmissionMode::CollapseDirectory)));
+    let mut out = Beyond {
+        changed: Vec::new(),
+        leftovers: Vec::new(),
+    };
+    for item in status.into_index_worktree_iter(None)? {
+        match item? {
+            WorktreeItem::DirectoryContents { entry, .. } => {
+                if matches!(entry.status, DirStatus::Untracked | DirStatus::Ignored(_)) {
+                    out.leftovers.push(entry.rela_path);
+                }
+            }
+            item @ WorktreeItem::Modification { .. } => {
+                if worktree_change(&item) {
+                    out.changed.push(item.rela_path().to_owned());
+                }
+            }
+            WorktreeItem::Rewrite { .. } => {}
+        }
+    }
+    Ok(out)
+}
+
+/// True for an index-to-work-tree item that is a change of content, mode or presence, or an untracked file.
+fn worktree_change(item: &WorktreeItem) -> bool {
+    match item {
+        WorktreeItem::Modification { status, .. } => !matches!(
+            status,
+            EntryStatus::NeedsUpdate(_) | EntryStatus::IntentToAdd
+        ),
+        WorktreeItem::DirectoryContents { entry, .. } => {
+            matches!(entry.status, DirStatus::Untracked)
+        }
+        WorktreeItem::Rewrite { .. } => true,
+    }
+}

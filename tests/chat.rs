@@ -1,0 +1,377 @@
+//! `git agent chat` as people use it: in a real terminal (a tmux pane, driven with keys and read from the
+//! screen) against the scripted model server, and piped, one prompt a line. Timings are never asserted:
+//! every wait polls the screen with a generous limit, and what "at once" means is measured by
+//! `scripts/bench-chat.py`.
+
+use std::fs;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::tmux::{self, last_line, Tmux};
+use crate::common::{agent_branches, call, run, session_id, Gate, Reply, Server, TestRepo};
+
+const ROWS: u16 = 30;
+const COLS: u16 = 110;
+
+fn chat(repo: &TestRepo, server: &Server, args: &[&str]) -> Tmux {
+    let mut all = vec!["chat"];
+    all.extend_from_slice(args);
+    let tmux = Tmux::start(repo, &repo.agent(server, &all), ROWS, COLS);
+    tmux.wait_for("the chat to start", |s| {
+        s.contains("/help lists the commands")
+    });
+    tmux
+}
+
+/// Waits until the chat is back at an empty prompt (its placeholder shows).
+fn at_prompt(tmux: &Tmux, what: &str) -> String {
+    tmux.wait_for(what, |s| s.contains("ask anything"))
+}
+
+fn write(path: &str, content: &str) -> Reply {
+    Reply::text_and_tool_calls(
+        "Writing it.",
+        vec![call(
+            "write_file",
+            json!({"path": path, "content": content}),
+        )],
+    )
+}
+
+#[test]
+fn a_terminal_chat_streams_commits_diffs_undoes_and_resumes() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        write("notes.txt", "hello\n"),
+        Reply::text("I wrote notes.txt for you."),
+        Reply::text("Still here, on the same branch."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("write the notes");
+    let screen = tmux.wait_for("the answer", |s| s.contains("I wrote notes.txt for you."));
+    assert!(screen.contains("> write the notes"), "{screen}");
+    assert!(screen.contains("● write notes.txt"), "{screen}");
+    assert!(screen.contains("⎿ step 1:"), "{screen}");
+    let screen = at_prompt(&tmux, "the prompt after the turn");
+    // Two requests of 11 prompt and 7 completion tokens each.
+    let status = last_line(&screen);
+    assert!(
+        status.contains("openai/test-model") && status.contains("tokens 22 in, 14 out"),
+        "{screen}"
+    );
+    let id = session_id(&repo);
+    assert!(
+        status.contains("1 step") && status.contains(&format!("agent/{id}")),
+        "{status}"
+    );
+
+    tmux.type_line("/diff");
+    let screen = tmux.wait_for("the diff", |s| s.contains("+hello"));
+    assert!(screen.contains("notes.txt"), "{screen}");
+
+    let base = repo.git(&["rev-parse", "HEAD"]);
+    assert_ne!(repo.git(&["rev-parse", &format!("agent/{id}")]), base);
+    tmux.type_line("/undo");
+    let screen = tmux.wait_for("the undo", |s| s.contains("undid 1 step"));
+    assert!(last_line(&screen).contains("0 steps"), "{screen}");
+    assert_eq!(repo.git(&["rev-parse", &format!("agent/{id}")]), base);
+
+    tmux.type_line("/exit");
+    let screen = tmux.wait_for("the exit", |s| {
+        s.contains(&format!("git agent chat --resume {id}"))
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !tmux.exited() {
+        assert!(Instant::now() < deadline, "chat did not exit:\n{screen}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(tmux.exit_status(), Some(0));
+
+    // `--continue`: the same session and branch, and the conversation goes on.
+    let tmux = chat(&repo, &server, &["--continue"]);
+    let screen = tmux.screen();
+    assert!(
+        screen.contains(&format!("resumed session {id}")),
+        "{screen}"
+    );
+    tmux.type_line("still there?");
+    let screen = tmux.wait_for("the resumed answer", |s| {
+        s.contains("Still here, on the same branch.")
+    });
+    assert!(screen.contains(&format!("agent/{id}")), "{screen}");
+    assert_eq!(agent_branches(&repo), vec![id.clone()]);
+    let requests = server.requests();
+    let texts = requests.last().expect("a request").user_texts();
+    assert_eq!(
+        texts.first().map(String::as_str),
+        Some("write the notes"),
+        "{texts:?}"
+    );
+    assert_eq!(
+        texts.last().map(String::as_str),
+        Some("still there?"),
+        "{texts:?}"
+    );
+    at_prompt(&tmux, "the prompt");
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("the exit", |s| s.contains("--resume"));
+}
+
+/// The session's `sleep` processes: their working directory is in the test's temp dir.
+fn sleeps_under(root: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let cwd = fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+        if comm.trim() == "sleep" && cwd.starts_with(root) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_cancels_a_running_command_and_the_next_prompt_works() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": "sleep 30"}))]),
+        Reply::text("Ready for the next one."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("wait for half a minute");
+    tmux.wait_for("the command line", |s| s.contains("● run sleep 30"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sleeps_under(repo.root()).is_empty() {
+        assert!(Instant::now() < deadline, "sleep never started");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pressed = Instant::now();
+    tmux.keys(&["C-c"]);
+    let screen = tmux.wait_for("the prompt after Ctrl-C", |s| {
+        s.contains("-- interrupted") && s.contains("ask anything")
+    });
+    // Measured, not asserted (see scripts/bench-chat.py for the figure on a quiet machine).
+    eprintln!("prompt back {:?} after Ctrl-C", pressed.elapsed());
+    assert!(screen.contains("interrupted"), "{screen}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sleeps_under(repo.root()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "sleep still running: {:?}",
+            sleeps_under(repo.root())
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let id = session_id(&repo);
+    let shown = repo.run_agent(&server, &["show", &id]);
+    assert!(
+        shown.stdout().contains("-- interrupted"),
+        "{}",
+        shown.stdout()
+    );
+
+    tmux.type_line("and now?");
+    tmux.wait_for("the next answer", |s| s.contains("Ready for the next one."));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1].user_texts().last().map(String::as_str),
+        Some("and now?")
+    );
+}
+
+#[test]
+fn text_typed_during_a_stalled_request_joins_the_next_one() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let gate = Gate::new();
+    let server = Server::start(vec![
+        Reply::text("A first answer.").held(&gate),
+        Reply::text("An answer that took the steering."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("start the work");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no request arrived");
+        thread::sleep(Duration::from_millis(20));
+    }
+    // The model is still thinking: the user adds something.
+    tmux.type_line("also mention the README");
+    tmux.wait_for("the steering echo", |s| {
+        s.contains("joins the running turn")
+    });
+    gate.open();
+    tmux.wait_for("the second answer", |s| {
+        s.contains("An answer that took the steering.")
+    });
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1].user_texts(),
+        ["start the work", "also mention the README"]
+    );
+}
+
+#[test]
+fn an_approval_is_answered_in_the_terminal_and_always_holds_for_the_session() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let push = || call("run", json!({"command": "git push"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![push()]),
+        Reply::tool_calls(vec![push()]),
+        Reply::text("Tried to push twice."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("push it");
+    tmux.wait_for("the question", |s| s.contains("[y]es / [n]o / [a]lways"));
+    tmux.type_text("a");
+    let screen = tmux.wait_for("the answer", |s| s.contains("Tried to push twice."));
+    // Asked once: "always" covered the second push.
+    let asked = tmux.history().matches("publishes commits").count();
+    assert_eq!(asked, 1, "{screen}");
+    assert!(screen.contains("approved"), "{screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+}
+
+/// The binary with `input` on stdin.
+fn piped(repo: &TestRepo, server: &Server, args: &[&str], input: &str) -> crate::common::Output {
+    let file = repo.root().join("stdin.txt");
+    fs::write(&file, input).expect("write stdin");
+    let mut cmd = repo.agent(server, args);
+    cmd.stdin(fs::File::open(&file).expect("open stdin"));
+    run(&mut cmd)
+}
+
+#[test]
+fn piped_lines_are_turns_of_one_session() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text("one done"),
+        Reply::text("two done"),
+        Reply::text("three done"),
+    ]);
+    let out = piped(&repo, &server, &["chat"], "one\ntwo\nthree\n");
+    out.assert_code(0);
+    assert_eq!(out.stdout(), "one done\ntwo done\nthree done\n", "{out}");
+    let id = session_id(&repo);
+    assert!(
+        out.stderr()
+            .contains(&format!("git agent chat --resume {id}")),
+        "{out}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].user_texts(), ["one", "two", "three"]);
+    let shown = repo.run_agent(&server, &["show", &id]);
+    assert_eq!(
+        shown.stdout().matches("-- done").count(),
+        3,
+        "{}",
+        shown.stdout()
+    );
+}
+
+#[test]
+fn piped_slash_commands_diff_undo_and_name_close_ones() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![write("notes.txt", "hello\n"), Reply::text("wrote it")]);
+    let input = "/dif\nwrite the notes\n/diff --stat\n/undo\n/sessions\nline one \\\nline two\n";
+    let out = piped(&repo, &server, &["chat"], input);
+    let id = session_id(&repo);
+    assert!(
+        out.stderr().contains("error: unknown command /dif"),
+        "{out}"
+    );
+    assert!(out.stderr().contains("hint: did you mean /diff?"), "{out}");
+    assert!(out.stdout().contains("notes.txt | 1 +"), "{out}");
+    assert!(
+        out.stdout().contains("undid 1 step, now at step 0"),
+        "{out}"
+    );
+    assert!(out.stdout().contains(&format!("* {id}")), "{out}");
+    assert_eq!(
+        repo.git(&["rev-parse", &format!("agent/{id}")]),
+        repo.git(&["rev-parse", "HEAD"])
+    );
+    // A trailing backslash continued the last prompt on the next line.
+    let requests = server.requests();
+    assert_eq!(
+        requests
+            .last()
+            .expect("a request")
+            .user_texts()
+            .last()
+            .map(String::as_str),
+        Some("line one \nline two")
+    );
+    out.assert_code(0);
+}
+
+#[test]
+fn reasoning_is_one_collapsed_line_that_ctrl_o_expands() {
+    if !tmux::available() {
+        return;
+    }
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let chunks = [
+        openai_chunk(
+            json!({"reasoning_content": "Weighing the two ways to do it."}),
+            None,
+        ),
+        openai_chunk(json!({"content": "The short answer."}), None),
+        openai_chunk(json!({}), Some("stop")),
+    ];
+    let server = Server::start(vec![Reply::sse_raw(openai_events(&chunks))]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("think first");
+    let screen = tmux.wait_for("the answer", |s| s.contains("The short answer."));
+    assert!(screen.contains("thinking… (31 chars)"), "{screen}");
+    assert!(!screen.contains("Weighing"), "{screen}");
+    at_prompt(&tmux, "the prompt");
+    tmux.keys(&["C-o"]);
+    tmux.wait_for("the expanded reasoning", |s| {
+        s.contains("Weighing the two ways to do it.")
+    });
+}
+
+#[test]
+fn a_paste_is_one_prompt_with_its_lines_and_tabs() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("Got all three lines.")]);
+    let tmux = chat(&repo, &server, &[]);
+    let pasted = "first line\n\tsecond, indented\nthird line";
+    tmux.paste(pasted);
+    tmux.wait_for("the pasted text", |s| s.contains("third line"));
+    assert!(
+        server.requests().is_empty(),
+        "a pasted newline is not Enter"
+    );
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the answer", |s| s.contains("Got all three lines."));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].user_texts(), [pasted]);
+}

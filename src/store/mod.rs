@@ -57,7 +57,7 @@ pub use changes::{ChangeTracker, Detection};
 pub use checkout::Progress;
 pub use gix::ObjectId;
 pub use lifecycle::Change;
-pub use local::Local;
+pub use local::{cache_window, cached_window, Local};
 pub use notes::NOTES_REF;
 pub use pool::{GcReport, DEFAULT_POOL};
 pub use scan::Scan;

@@ -112,6 +112,8 @@ pub enum Status {
     Loop,
     /// The user interrupted (Ctrl-C).
     Interrupted,
+    /// SIGTERM or SIGHUP ended the session (a cancelled CI job, `timeout`, a closed terminal).
+    Terminated,
     /// A host failure ended the session.
     Error,
     /// `git agent discard` removed its branch and checkout (the log stays).
@@ -131,6 +133,7 @@ impl Status {
             Status::MaxTokens => "max_tokens",
             Status::Loop => "loop",
             Status::Interrupted => "interrupted",
+            Status::Terminated => "terminated",
             Status::Error => "error",
             Status::Discarded => "discarded",
             Status::Other(s) => s,
@@ -147,6 +150,7 @@ impl Status {
             "max_tokens" => Status::MaxTokens,
             "loop" => Status::Loop,
             "interrupted" => Status::Interrupted,
+            "terminated" => Status::Terminated,
             "error" => Status::Error,
             "discarded" => Status::Discarded,
             other => Status::Other(other.to_string()),
@@ -308,6 +312,12 @@ pub enum Event<'a> {
     },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
+    /// A warning scripts see too (`--json` type `notice`): a safety measure that could not be applied and
+    /// what stands in for it. `topic` names the measure (`isolation`, `sandbox`).
+    Notice {
+        topic: &'a str,
+        message: &'a str,
+    },
     Error(&'a str),
     // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
     // the same code as a live session. The agent does not emit these today; none is in the JSON contract.

@@ -9,6 +9,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
+use crate::safety::redact;
 use crate::safety::{Answer, Decision};
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
@@ -293,9 +294,14 @@ impl Turn<'_> {
             sandbox: Arc::clone(&tools.sandbox),
         };
         let tool = Arc::clone(tool);
-        tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
+        let mut output = tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
             .await
-            .map_err(|e| AgentError::Join(e.to_string()))
+            .map_err(|e| AgentError::Join(e.to_string()))?;
+        // The user's keys never go to the provider, whatever printed them (a test dumping its environment,
+        // an MCP server echoing its token).
+        output.content = redact::redact_known(&output.content);
+        output.summary = redact::redact_known(&output.summary);
+        Ok(output)
     }
 
     fn report(&mut self, call: &ToolCall, output: &ToolOutput) {

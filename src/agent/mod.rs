@@ -46,6 +46,11 @@ pub use turn::TurnEnd;
 pub const EXIT_UNFINISHED: i32 = 3;
 /// Exit code when the user interrupted.
 pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit code when SIGTERM (143) or SIGHUP (129) ended the session: 128 + the signal, as a shell reports a
+/// process killed by it, so `timeout` and CI runners see what they expect.
+pub fn exit_terminated(signal: i32) -> i32 {
+    128 + signal
+}
 
 /// The error returned by [`AgentSession`]'s methods and [`ask()`]: host failures that end a turn. Failures the
 /// model can fix are tool results, never errors.
@@ -98,8 +103,8 @@ fn with_hint(err: ModelError, model: &ModelConfig) -> AgentError {
     }
 }
 
-/// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C wired to its cancel,
-/// close. Returns the process exit code.
+/// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C, SIGTERM and SIGHUP
+/// wired to its cancel, close. Returns the process exit code.
 pub async fn ask(
     cwd: &std::path::Path,
     prompt: &str,
@@ -109,7 +114,7 @@ pub async fn ask(
 ) -> Result<i32, AgentError> {
     options.title.get_or_insert_with(|| prompt.to_owned());
     let control = TurnControl::new();
-    let ctrl_c = control.cancel_on_ctrl_c();
+    let signals = control.cancel_on_signals();
     let result = async {
         let mut session = AgentSession::open(cwd, options, sink).await?;
         let end = session.turn(prompt, sink, approver, &control).await;
@@ -118,6 +123,6 @@ pub async fn ask(
         end
     }
     .await;
-    ctrl_c.abort();
+    signals.abort();
     Ok(result?.exit_code)
 }

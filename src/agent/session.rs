@@ -29,6 +29,7 @@ use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::scratch::ScratchDir;
 use crate::safety::Policy;
 use crate::store::{
     ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartOptions, Started, Store,
@@ -160,6 +161,8 @@ pub(super) struct Toolbox {
     pub mcp: Servers,
     /// Their status as last shown, so each change is shown once.
     pub mcp_shown: Option<McpStatus>,
+    /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
+    pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
     pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
     /// Project memory: what the session was given and proposed (`remember` runs with it).
@@ -475,9 +478,8 @@ impl AgentSession {
             work.log.meta.status = std::mem::take(&mut self.prior_status);
             let _ = work.log.fold(&work.store);
         }
-        if let Some(tmp) = &self.tools.sandbox.tmpdir {
-            // Best effort: it is the session's scratch space in the system temp dir.
-            let _ = std::fs::remove_dir_all(tmp);
+        if let Some(scratch) = self.tools.scratch.take() {
+            scratch.remove();
         }
     }
 
@@ -719,9 +721,18 @@ impl Toolbox {
         sink: &mut dyn Sink,
     ) -> Toolbox {
         let sandbox_config = safety.sandbox.clone();
-        let (policy, sandbox) = safety_for(store, session, safety);
+        let (policy, sandbox, scratch) = safety_for(store, session, safety);
         if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
+            sink.emit(&Event::Notice {
+                topic: "sandbox",
+                message: warning,
+            });
+        }
+        if let Some(warning) = sandbox.isolation_warning() {
+            sink.emit(&Event::Notice {
+                topic: "isolation",
+                message: &warning,
+            });
         }
         let output = store
             .common_dir()
@@ -741,6 +752,7 @@ impl Toolbox {
             run_timeout,
             mcp: Servers::none(),
             mcp_shown: None,
+            scratch,
             mcp_later: None,
             memory: super::memory::SessionMemory::off(),
         }
@@ -955,7 +967,11 @@ fn resolve_context(
 }
 
 /// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
-fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+fn safety_for(
+    store: &Store,
+    session: &Session,
+    opts: SafetyOptions,
+) -> (Policy, Sandbox, Option<ScratchDir>) {
     let checkout =
         std::fs::canonicalize(session.root()).unwrap_or_else(|_| session.root().to_path_buf());
     let guard = GuardEnv {
@@ -965,10 +981,11 @@ fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy,
         home: dirs::home_dir(),
         session_branch: short_branch(session).to_string(),
     };
-    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
-    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    // Without one (a full or read-only temp dir) commands keep the TMPDIR they would have had.
+    let scratch = ScratchDir::create(&std::env::temp_dir(), &session.id).ok();
+    let tmpdir = scratch.as_ref().map(|s| s.path().to_path_buf());
     let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
-    (Policy::new(opts.rules, guard), sandbox)
+    (Policy::new(opts.rules, guard), sandbox, scratch)
 }
 
 /// The system prompt: fixed sections, the project instructions found from the root down to the working

@@ -493,7 +493,23 @@ impl<'t> Turn<'t> {
                 self.sink.emit(&Event::Error(&message));
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
-            Outcome::Interrupted(partial) => (Status::Interrupted, partial, EXIT_INTERRUPTED),
+            Outcome::Interrupted(partial) => match self.control.signal() {
+                Some(sig) if sig != libc::SIGINT => {
+                    let name = if sig == libc::SIGHUP {
+                        "SIGHUP"
+                    } else {
+                        "SIGTERM"
+                    };
+                    let message = format!(
+                        "terminated by {name}; running commands were killed; the work so far is on {}",
+                        short_branch(&self.s.work.session)
+                    );
+                    self.sink.emit(&Event::Error(&message));
+                    let answer = if partial.is_empty() { message } else { partial };
+                    (Status::Terminated, answer, super::exit_terminated(sig))
+                }
+                _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
+            },
         };
         self.settle_memory(&status);
         if let Err(err) = self.close_log(&status, &answer) {

@@ -419,7 +419,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&text);
             }
             Event::Done { answer, .. } => self.done(answer),
-            Event::Warning(message) => {
+            Event::Warning(message) | Event::Notice { message, .. } => {
                 let text = self.paint("33", &format!("warning: {}", neutralize(message)));
                 self.line(&text);
             }

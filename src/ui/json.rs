@@ -72,6 +72,11 @@ impl Sink for JsonSink {
                 json!({"type": "done", "status": status.as_str(), "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
+            Event::Notice { topic, message } => {
+                // Diagnostics go to stderr as without --json; scripts get the event as well.
+                eprintln!("warning: {}", crate::ui::neutralize(message));
+                json!({"type": "notice", "topic": topic, "message": message})
+            }
             Event::Progress { what, done, total } => {
                 json!({"type": "progress", "what": what, "done": done, "total": total})
             }

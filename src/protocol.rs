@@ -7,7 +7,7 @@
 //! to listen to a session ([`Sink`]) and answer its questions ([`Approver`]).
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
@@ -244,11 +244,25 @@ pub enum Event<'a> {
         kind: ToolKind,
         label: &'a str,
         input: &'a serde_json::Value,
+        /// The file or directory the call works on, as the model named it (checkout-relative), if it names one.
+        location: Option<Location<'a>>,
+    },
+    /// What an editing call did to one text file, just before its [`Event::ToolResult`]; only for a sink that
+    /// [wants diffs](Sink::wants_diffs) (ACP shows edits as diffs). Not in the JSON contract.
+    Diff {
+        id: &'a str,
+        /// Checkout-relative.
+        path: &'a Path,
+        /// The file as the step before left it; `None` when the call created it.
+        old: Option<&'a str>,
+        new: &'a str,
     },
     ToolResult {
         id: &'a str,
         ok: bool,
         summary: &'a str,
+        /// What the model got back (capped as the tool caps it); editors show it under the call.
+        output: &'a str,
     },
     /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
     Permission {
@@ -330,11 +344,13 @@ pub enum Event<'a> {
         path: &'a str,
         content: &'a str,
     },
-    /// The plan after an update: `done` of `total` items, and the plan as text, one line per item.
+    /// The plan after an update: `done` of `total` items, the plan as text, one line per item, and its items
+    /// (for front-ends that show a plan as a list). Emitted live after each `plan_update`, and by transcripts.
     Plan {
         done: usize,
         total: usize,
         text: &'a str,
+        items: &'a [PlanItem<'a>],
     },
     /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
     /// context window.
@@ -355,11 +371,49 @@ pub enum Event<'a> {
     },
     /// `git agent discard` removed the session's checkout and branch.
     Discarded,
+    /// An event of a subagent (the child loop of an `explore` call), marked with the id of the call that
+    /// started it: its tool calls and results, and the usage of its requests.
+    Nested {
+        parent: &'a str,
+        event: &'a Event<'a>,
+    },
+}
+
+/// Where a tool call works: a path as the model gave it (checkout-relative) and, when the tool takes one,
+/// the line it starts at (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location<'a> {
+    pub path: &'a str,
+    pub line: Option<u32>,
+}
+
+/// One item of the plan, for [`Event::Plan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanItem<'a> {
+    pub step: &'a str,
+    pub status: PlanStatus,
+    /// Why it is blocked, or what is left (may be empty).
+    pub note: &'a str,
+}
+
+/// Where one plan item stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Done,
+    Blocked,
 }
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.
 pub trait Sink: Send {
     fn emit(&mut self, event: &Event<'_>);
+
+    /// True when the sink shows what editing calls did as diffs ([`Event::Diff`]); the agent reads the files
+    /// for that only then.
+    fn wants_diffs(&self) -> bool {
+        false
+    }
 }
 
 /// A risky call that the rules neither allow nor deny: the user decides.

@@ -106,6 +106,7 @@ impl Turn<'_> {
             kind: own.kind(),
             label: &label,
             input: &args,
+            location: None,
         });
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
@@ -119,6 +120,7 @@ impl Turn<'_> {
                     self.s.conv.plan = plan;
                     self.guards.plan_updated();
                     let plan = &self.s.conv.plan;
+                    plan.show(&mut *self.sink);
                     let summary = format!("{} of {} done", plan.done(), plan.items.len());
                     ToolOutput::ok(format!("plan updated: {summary}"), summary)
                 }
@@ -180,6 +182,7 @@ impl Turn<'_> {
                     kind: ToolKind::Other,
                     label: &label,
                     input: &serde_json::Value::Null,
+                    location: None,
                 });
                 return Ok(self.reported(call, ToolOutput::error(message)));
             }
@@ -191,6 +194,7 @@ impl Turn<'_> {
             kind: tool.kind(),
             label: &label,
             input: &args,
+            location: tool.location(&args),
         });
         let decision = self.decide(tool.as_ref(), call, &args, &label).await;
         if decision.is_denied() {
@@ -202,6 +206,9 @@ impl Turn<'_> {
             self.s.tools.changes.before_run()?;
         }
         let mut output = self.execute(tool, args).await?;
+        if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
+            self.show_diffs(call, &output.changed);
+        }
         self.report(call, &output);
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
@@ -304,11 +311,39 @@ impl Turn<'_> {
         Ok(output)
     }
 
+    /// Shows what an editing call did to each file it changed: the file as the branch's tip has it (the
+    /// step before) and as the call left it in the checkout. Only text files up to [`DIFF_LIMIT`] bytes; a
+    /// front-end gets the plain result for the others.
+    fn show_diffs(&mut self, call: &ToolCall, changed: &[std::path::PathBuf]) {
+        let work = &self.s.work;
+        for rel in changed {
+            let Some(new) = checkout_text(&work.session.root().join(rel)) else {
+                continue;
+            };
+            let old = match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                Ok(Some((bytes, _))) if bytes.len() <= DIFF_LIMIT => match String::from_utf8(bytes)
+                {
+                    Ok(text) => Some(text),
+                    Err(_) => continue,
+                },
+                Ok(Some(_)) | Err(_) => continue,
+                Ok(None) => None,
+            };
+            self.sink.emit(&Event::Diff {
+                id: &call.id,
+                path: rel,
+                old: old.as_deref(),
+                new: &new,
+            });
+        }
+    }
+
     fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
         self.sink.emit(&Event::ToolResult {
             id: &call.id,
             ok: !output.is_error,
             summary: &output.summary,
+            output: &output.content,
         });
     }
 
@@ -316,6 +351,20 @@ impl Turn<'_> {
         self.report(call, &output);
         output
     }
+}
+
+/// The largest file [`Turn::show_diffs`] shows: an editor's diff view of a bigger file would not help, and
+/// reading it twice per edit would cost.
+const DIFF_LIMIT: usize = 1 << 20;
+
+/// A regular file's text as an editing call left it, if it is UTF-8 and at most [`DIFF_LIMIT`] bytes. The
+/// tool wrote it through the checkout's confinement; a symlink there is not followed.
+fn checkout_text(path: &std::path::Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > DIFF_LIMIT as u64 {
+        return None;
+    }
+    String::from_utf8(std::fs::read(path).ok()?).ok()
 }
 
 /// Checks that the call names a tool and parses its arguments, or says what is wrong in words the model can

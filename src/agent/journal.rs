@@ -104,6 +104,9 @@ pub enum Event {
         action: String,
         text: String,
     },
+    /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
+    /// results and usage); never part of the session's own conversation.
+    Explore { parent: String, event: Box<Event> },
 }
 
 impl Event {

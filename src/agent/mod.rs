@@ -19,6 +19,8 @@ mod call;
 pub mod context;
 pub mod control;
 pub mod date;
+pub mod distill;
+pub mod explore;
 mod guards;
 mod instructions;
 pub mod journal;
@@ -26,6 +28,7 @@ pub mod memory;
 pub mod plan;
 mod prompt;
 pub mod session;
+pub mod skills;
 mod start;
 mod step;
 mod stream;
@@ -70,6 +73,9 @@ pub enum AgentError {
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+    /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl AgentError {

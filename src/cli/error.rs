@@ -191,7 +191,9 @@ impl From<AgentError> for CommandError {
             return err.into();
         }
         let kind = match err {
-            AgentError::Auth { .. } | AgentError::Unreachable { .. } => ErrorKind::Config,
+            AgentError::Auth { .. } | AgentError::Unreachable { .. } | AgentError::Config(_) => {
+                ErrorKind::Config
+            }
             _ => ErrorKind::Internal,
         };
         let hints = err.hints();

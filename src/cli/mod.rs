@@ -2,6 +2,7 @@
 //! exit codes and `error:` lines.
 
 mod accept;
+mod acp;
 mod ask;
 pub mod chat;
 mod config;
@@ -19,6 +20,7 @@ mod push;
 mod review;
 mod review_tty;
 mod show;
+mod skill;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +47,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Acp(acp::AcpArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -60,6 +63,7 @@ enum Command {
     Memory(memory::MemoryArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
+    Skill(skill::SkillArgs),
 }
 
 impl Command {
@@ -94,6 +98,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
@@ -109,6 +114,7 @@ pub fn run() -> i32 {
         Command::Memory(args) => memory::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
+        Command::Skill(args) => skill::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -48,6 +48,10 @@ pub struct FileConfig {
     pub attribution: Option<Attribution>,
     /// `[memory]`: project memory's write policy and retrieval budget.
     pub memory: super::memory::MemoryConfig,
+    /// `explore_model`, `explore_max_steps` (see [`super::skills`]).
+    pub explore: super::skills::ExploreConfig,
+    /// The `[skills]` table.
+    pub skills: super::skills::SkillsConfig,
 }
 
 /// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the
@@ -143,7 +147,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["max_capture_size"] => Some(KeyType::Count),
         ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
-        [key] => context_key_type(key),
+        [key] => context_key_type(key).or_else(|| super::skills::key_type(path)),
         ["retry", "max_attempts"] => Some(KeyType::Count),
         ["retry", "base_delay" | "max_delay" | "max_retry_after"] => Some(KeyType::Seconds),
         ["providers", _, key] => match *key {
@@ -158,7 +162,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
-        _ => None,
+        _ => super::skills::key_type(path),
     }
 }
 
@@ -223,7 +227,10 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
                 }
             }
             _ => {
-                if !ctx.context_key(&mut config.context, key, key, item, span.clone())? {
+                let (explore, skills) = (&mut config.explore, &mut config.skills);
+                if !ctx.context_key(&mut config.context, key, key, item, span.clone())?
+                    && !ctx.skills_key(explore, skills, key, item, span.clone())?
+                {
                     return Err(ctx.unknown(key, span, TOP_KEYS));
                 }
             }
@@ -233,8 +240,9 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, max_capture_size, worktree_pool, [retry], \
-                        [providers.<name>], [mcp_servers.<name>], [memory]";
+                        compact, attribution, max_capture_size, worktree_pool, explore_model, \
+                        explore_max_steps, [retry], [skills], [memory], \
+                        [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
@@ -328,7 +336,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
+    pub(super) fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
         match self.value(item, key, span.clone())?.as_integer() {
             Some(n) if n >= 1 => Ok(n as u64),
             _ => Err(self.error(span, key, "expected a whole number of at least 1")),
@@ -378,7 +386,12 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected true or false"))
     }
 
-    fn small_count(&self, item: &Item, key: &str, span: Span) -> Result<u32, ConfigError> {
+    pub(super) fn small_count(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<u32, ConfigError> {
         let n = self.count(item, key, span.clone())?;
         u32::try_from(n).map_err(|_| self.error(span, key, "too large"))
     }

@@ -44,6 +44,7 @@ mod rules;
 mod scan;
 pub mod session_log;
 pub mod share;
+pub mod skills;
 mod snapshot;
 mod status;
 #[cfg(test)]

@@ -13,7 +13,6 @@
 //! both histories; when one side is an ancestor of the other, the ref fast-forwards instead.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 
 use gix::objs::tree::EntryKind;
 
@@ -67,7 +66,7 @@ impl Store {
                     if base == Some(ours) {
                         (theirs, self.counted_fast_forward(Some(ours), theirs)?)
                     } else {
-                        let (tree, merged) = self.merge_trees(base, ours, theirs)?;
+                        let (tree, merged) = self.merge_memory_trees(base, ours, theirs)?;
                         let message = merge_message(remote, &merged);
                         let commit = self.memory_merge_commit(tree, &[ours, theirs], &message)?;
                         (commit, merged)
@@ -84,22 +83,6 @@ impl Store {
             }
         }
         Err(last_err.unwrap_or_else(|| StoreError::Refused("refs/agent/memory stayed busy".into())))
-    }
-
-    /// The best common ancestor of two memory commits, `None` for unrelated histories (two clones that
-    /// started their memory independently).
-    fn merge_base(&self, a: ObjectId, b: ObjectId) -> Result<Option<ObjectId>, StoreError> {
-        let (a, b) = (a.to_string(), b.to_string());
-        let args = [OsStr::new("merge-base"), OsStr::new(&a), OsStr::new(&b)];
-        match self.git(self.workdir(), &args) {
-            Ok(out) => {
-                let hex = String::from_utf8_lossy(&out);
-                Ok(ObjectId::from_hex(hex.trim().as_bytes()).ok())
-            }
-            // Exit 1 without a word: no common ancestor.
-            Err(StoreError::GitCommand { stderr, .. }) if stderr.is_empty() => Ok(None),
-            Err(err) => Err(err),
-        }
     }
 
     /// A fast-forward from `ours` to `theirs`, counted: entries added and changed.
@@ -134,7 +117,7 @@ impl Store {
     }
 
     /// The merged tree of three memory commits (see the module docs).
-    fn merge_trees(
+    fn merge_memory_trees(
         &self,
         base: Option<ObjectId>,
         ours: ObjectId,

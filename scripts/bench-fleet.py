@@ -11,8 +11,8 @@ copy per process (otherwise N processes edit one file). Checked afterwards for g
 `agent/*` branches each with greet.py edited, N sessions listed `done` by `git-agent log`, every branch with
 a note on one of its step commits, and `git fsck --strict --no-dangling` clean and silent; "intact" means all of these.
 Prints: fleet wall (first start to last exit), per-session own peak RSS (median, max), sum of own peaks, and
-for git-agent where its own memory goes: every session writes the marks of GIT_AGENT_MEMORY (resident memory,
-anonymous and file-backed, the allocator's bytes in use and held, after each part it sets up), whose medians
+for git-agent where its own memory goes: every session writes the marks of GIT_AGENT_FOOTPRINT (resident
+memory, anonymous and file-backed, the allocator's bytes in use and held, after each part it sets up), whose medians
 and differences attribute the peak; two extra sessions against an http:// and an https:// endpoint measure the
 TLS roots. The start thread (step 0, branch, checkout) runs from "open" until the first tool call waits for
 it, so the "first reply" difference includes whatever of it ran meanwhile.
@@ -62,7 +62,7 @@ MARKS = ["start", "runtime", "client", "repository", "open", "first reply", "che
 
 
 def memory_marks(paths):
-    """The marks of each session's GIT_AGENT_MEMORY file: {mark: [dict per session]}."""
+    """The marks of each session's GIT_AGENT_FOOTPRINT file: {mark: [dict per session]}."""
     marks = {}
     for p in paths:
         try:
@@ -89,7 +89,7 @@ def tls_roots_kb(agent, work):
             os.unlink(mem)
         env = agent.env(9)
         env["OPENAI_BASE_URL"] = "%s://127.0.0.1:9/v1" % scheme
-        env["GIT_AGENT_MEMORY"] = mem
+        env["GIT_AGENT_FOOTPRINT"] = mem
         env["GIT_AGENT_CONNECT_TIMEOUT"] = "1"
         subprocess.run([agent.path, "ask", "hello"], cwd=repo, env=env, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
@@ -152,7 +152,7 @@ def fleet(agent, n, work, tag):
                 common.make_fixture(repo, commit=True)
             spec = agent.task_spec(repo, srv.port, common.PROMPT, sd)
             if agent.kind == "ga":
-                spec["env"]["GIT_AGENT_MEMORY"] = os.path.join(sd, "mem.jsonl")
+                spec["env"]["GIT_AGENT_FOOTPRINT"] = os.path.join(sd, "mem.jsonl")
             specs.append(spec)
         common.wait_quiet(30)
         with common.Load() as load:
@@ -180,9 +180,9 @@ def fleet(agent, n, work, tag):
         "other_cores": load.other_cores(sum(r["tree_cpu_s"] for r in res)),
     }
     if agent.kind == "ga":
-        env = {k: v for k, v in specs[0]["env"].items() if k != "GIT_AGENT_MEMORY"}
+        env = {k: v for k, v in specs[0]["env"].items() if k != "GIT_AGENT_FOOTPRINT"}
         summary.update(check_ga(agent, shared, env, n, res))
-        marks = memory_marks([s["env"]["GIT_AGENT_MEMORY"] for s in specs])
+        marks = memory_marks([s["env"]["GIT_AGENT_FOOTPRINT"] for s in specs])
         tls = tls_roots_kb(agent, d)
         with open(os.path.join(d, "memory.txt"), "w") as f:
             print_memory(agent, marks, tls, hwm, out=f)

@@ -559,18 +559,18 @@ fn several_tool_calls_in_one_response_run_in_order() {
     fsck(&repo);
 }
 
-/// `GIT_AGENT_MEMORY` (what scripts/bench-fleet.py reads): one line per part a session sets up, each with the
+/// `GIT_AGENT_FOOTPRINT` (what scripts/bench-fleet.py reads): one line per part a session sets up, each with the
 /// process's resident memory at that point; and nothing at all without the variable.
 #[test]
-fn memory_marks_are_written_only_when_asked_for() {
+fn footprint_marks_are_written_only_when_asked_for() {
     let repo = TestRepo::new();
-    let report = repo.path().join(".git").join("memory.jsonl");
+    let report = repo.path().join(".git").join("footprint.jsonl");
     let server = Server::start(vec![
         Reply::tool_calls(vec![call("read_file", json!({"path": "file.txt"}))]),
         Reply::text("done"),
     ]);
     let mut cmd = repo.agent(&server, &["ask", "look"]);
-    cmd.env("GIT_AGENT_MEMORY", &report);
+    cmd.env("GIT_AGENT_FOOTPRINT", &report);
     run(&mut cmd).assert_code(0);
     let marks: Vec<Value> = fs::read_to_string(&report)
         .expect("the marks were written")

@@ -498,6 +498,15 @@ fn memory_round_trips_through_a_bare_remote_and_merges_both_sides() {
         "The parser tests need `make fixtures` first",
         &["parser"],
     );
+    // A skill stored in clone A travels with the memory in the same push and pull.
+    let skill = repo.root().join("parser-fixtures");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: parser-fixtures\ndescription: Regenerate the parser fixtures before running its tests.\n---\nRun make fixtures.\n",
+    )
+    .unwrap();
+    agent(&repo, &["skill", "add", skill.to_str().unwrap()]).assert_code(0);
     agent(&repo, &["push"]).assert_code(0);
 
     let clone = repo.root().join("clone");
@@ -513,6 +522,21 @@ fn memory_round_trips_through_a_bare_remote_and_merges_both_sides() {
     agent_in(&repo, &clone, &server, &["ask", "fix the parser tests"]).assert_code(0);
     let message = memory_message(&server.requests()[0]).expect("injected in the clone");
     assert!(message.contains("make fixtures"), "{message}");
+    let system = server.requests()[0].system();
+    assert!(
+        system.contains("<name>\nparser-fixtures\n</name>"),
+        "the pulled skill is in the clone's catalog: {system}"
+    );
+    assert_eq!(
+        repo.git(&[
+            "-C",
+            clone.to_str().unwrap(),
+            "rev-parse",
+            "refs/agent/skills"
+        ]),
+        repo.git(&["rev-parse", "refs/agent/skills"]),
+        "clone B has clone A's skills ref"
+    );
 
     // Both sides edit the same entry; the clone also adds one. The clone pushes first.
     agent_in(

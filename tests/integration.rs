@@ -40,3 +40,5 @@ mod lifecycle;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
 // approvals; and piped, one turn a line.
 mod chat;
+// `git agent fix`: the check on the working tree, the index or a commit, the attempt loop, its log and JSON.
+mod fix;

@@ -12,12 +12,15 @@
 //! - `stream`: one model request raced against the cancel;
 //! - [`context`]: context accounting, pruning and compaction, on its own state;
 //! - `guards` (budgets, loop guards), `instructions` (AGENTS.md), `prompt` (the system prompt), [`plan`],
-//!   [`journal`] (what the session log's events mean), [`date`].
+//!   [`journal`] (what the session log's events mean), [`date`];
+//! - [`check`] (running the project's check) and [`fix`] (`git agent fix`'s loop: turn, check, again).
 
 mod call;
+pub mod check;
 pub mod context;
 pub mod control;
 pub mod date;
+pub mod fix;
 mod guards;
 mod instructions;
 pub mod journal;

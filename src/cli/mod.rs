@@ -9,7 +9,9 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod fix;
 mod gc;
+mod hook;
 mod log;
 mod mcp;
 mod pull;
@@ -49,6 +51,8 @@ enum Command {
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
     Discard(discard::DiscardArgs),
+    Fix(fix::FixArgs),
+    Hook(hook::HookArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
@@ -61,6 +65,7 @@ impl Command {
         match self {
             Command::Ask(args) => args.session.json,
             Command::Chat(args) => args.session.json,
+            Command::Fix(args) => args.session.json,
             _ => false,
         }
     }
@@ -95,6 +100,8 @@ pub fn run() -> i32 {
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Fix(args) => fix::run(&mut ctx, args),
+        Command::Hook(args) => hook::run(&mut ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),

@@ -200,6 +200,25 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 tokens_before,
                 tokens_after,
             }),
+            journal::Event::Check {
+                attempt,
+                command,
+                tree,
+                passed,
+                end,
+                code,
+                duration_ms,
+                output,
+            } => sink.emit(&Event::Check {
+                attempt,
+                command: &command,
+                tree: &tree,
+                passed,
+                end: &end,
+                code,
+                duration_ms,
+                output: &output,
+            }),
             journal::Event::Usage { .. } | journal::Event::ToolResult { .. } => {}
         }
     }

@@ -72,6 +72,42 @@ impl Sink for JsonSink {
                 json!({"type": "done", "status": status.as_str(), "answer": answer, "exit_code": exit_code})
             }
             Event::Error(message) => json!({"type": "error", "message": message}),
+            Event::Check {
+                attempt,
+                command,
+                tree,
+                passed,
+                end,
+                code,
+                duration_ms,
+                output,
+            } => json!({
+                "type": "check",
+                "attempt": attempt,
+                "command": command,
+                "tree": tree,
+                "passed": passed,
+                "end": end,
+                "exit_code": code,
+                "duration_ms": duration_ms,
+                "output": output,
+            }),
+            Event::Fixed {
+                passed,
+                branch,
+                attempts,
+                steps,
+                findings,
+            } => json!({
+                "type": "fix",
+                "passed": passed,
+                "branch": branch,
+                "attempts": attempts,
+                "steps": steps,
+                "findings": findings,
+            }),
+            // The result says all of it; a script has nothing to do while the check runs.
+            Event::CheckStarted { .. } => return,
             Event::Progress { what, done, total } => {
                 json!({"type": "progress", "what": what, "done": done, "total": total})
             }

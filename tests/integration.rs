@@ -42,3 +42,6 @@ mod lifecycle;
 mod chat;
 // `git agent fix`: the check on the working tree, the index or a commit, the attempt loop, its log and JSON.
 mod fix;
+// `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
+// core.hooksPath, husky and lefthook, the pre-commit framework.
+mod hooks;

@@ -135,7 +135,7 @@ async fn fix_command(
     } else {
         format!("git agent accept {}", end.id)
     };
-    report(ctx, check, &end, &accept_command)?;
+    report(ctx, check, &end, &accept_command, false)?;
     if args.apply && end.passed {
         apply(ctx.store()?, &end.id, target == &Target::Staged)?;
     }
@@ -264,11 +264,15 @@ fn nothing_to_fix(ctx: &mut Context, check: &Check, tree: &str) {
 
 /// Tells how the fix ended: the `fix` and `done` events, and for a person the outcome, the diff stat, the
 /// signs of a weakened check and the commands to look at and take the fix (`accept_command`).
+///
+/// `in_hook`: git sends a hook's stdout to its stderr, so the answer is not printed a second time there
+/// (the summary quotes it).
 pub(super) fn report(
     ctx: &mut Context,
     check: &Check,
     end: &FixEnd,
     accept_command: &str,
+    in_hook: bool,
 ) -> Result<(), CommandError> {
     let findings: Vec<String> = end.findings.iter().map(|f| f.to_string()).collect();
     let lines = if ctx.json() {
@@ -287,7 +291,7 @@ pub(super) fn report(
     });
     sink.emit(&Event::Done {
         status: &end.status,
-        answer: &end.answer,
+        answer: if in_hook { "" } else { &end.answer },
         exit_code: end.exit_code,
     });
     // After `done`, which ends the streamed text's last line.

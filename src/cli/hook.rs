@@ -270,12 +270,18 @@ fn install(
     std::fs::create_dir_all(&dir)
         .map_err(|e| CommandError::user(format!("cannot create {}: {e}", dir.display())))?;
     for &name in hooks {
-        install_one(&dir, name, mode)?;
+        install_one(&dir, name, mode, owner_of(&dir, name))?;
     }
     Ok(())
 }
 
-fn install_one(dir: &Path, name: HookName, mode: Option<&str>) -> Result<(), CommandError> {
+/// Installs one hook into `dir`, chaining what is there; `owner` is the manager that owns `dir`, if any.
+fn install_one(
+    dir: &Path,
+    name: HookName,
+    mode: Option<&str>,
+    owner: Option<&str>,
+) -> Result<(), CommandError> {
     let target = dir.join(name.as_str());
     let chained = chained_path(dir, name);
     let script = with_mode(name.script(), mode);
@@ -312,7 +318,10 @@ fn install_one(dir: &Path, name: HookName, mode: Option<&str>) -> Result<(), Com
                 let _ = std::fs::rename(&chained, &target);
                 return Err(err);
             }
-            let whose = manager.map(|m| format!(" ({m}'s)")).unwrap_or_default();
+            let whose = manager
+                .or(owner)
+                .map(|m| format!(" ({m}'s)"))
+                .unwrap_or_default();
             eprintln!(
                 "{}: installed {shown}; the hook that was there{whose} is kept as {} and runs first",
                 name.as_str(),
@@ -547,7 +556,7 @@ fn run_chained(
         );
         return Ok(());
     }
-    let mut cmd = std::process::Command::new(path);
+    let mut cmd = chained_command(path, name);
     cmd.args(args).envs(crate::safety::secrets::all());
     let stdin = if name == HookName::PrePush {
         Stdio::piped()
@@ -572,6 +581,37 @@ fn run_chained(
     }
     // git says nothing more than the hook did; the exit code is the answer.
     Err(CommandError::shown(ErrorKind::User))
+}
+
+/// How the chained hook at `path` is started so that it sees itself as `<dir>/<name>`, the path git would
+/// have started it by. Hook stubs find their runner and the user's script through `$0`: husky's
+/// `.husky/_/pre-commit` sources `$(dirname "$0")/h`, which runs `.husky/$(basename "$0")`; started as
+/// `pre-commit.git-agent-chained` it would find no script and pass silently. So a plain `sh` script is
+/// sourced by `sh -c` with `$0` set to the hook's own name; anything else (bash, Python, a binary, a
+/// shebang with options) is executed as it is.
+fn chained_command(path: &Path, name: HookName) -> std::process::Command {
+    let first_line = std::fs::read(path)
+        .ok()
+        .and_then(|bytes| {
+            let line = bytes.split(|b| *b == b'\n').next()?.to_vec();
+            String::from_utf8(line).ok()
+        })
+        .unwrap_or_default();
+    let plain_sh = matches!(
+        first_line.trim_end(),
+        "#!/bin/sh" | "#!/usr/bin/env sh" | "#!/bin/dash" | "#!/usr/bin/sh"
+    );
+    let original = path.with_file_name(name.as_str());
+    if plain_sh {
+        let mut cmd = std::process::Command::new("sh");
+        // `$0` is `<dir>/<name>`; the chained file is that name with the suffix.
+        cmd.arg("-c")
+            .arg(format!(". \"$0{CHAINED}\""))
+            .arg(original);
+        cmd
+    } else {
+        std::process::Command::new(path)
+    }
 }
 
 /// git-agent's part of a hook: the check, its mode and the budget of a fix.
@@ -688,7 +728,7 @@ impl Hook {
         // A hook never asks: risky commands the rules do not allow are refused.
         flags.yes = true;
         let end = fix::repair(ctx, judged, &self.check, 3, &flags, control).await?;
-        fix::report(ctx, &self.check, &end, &accept(&end.id))?;
+        fix::report(ctx, &self.check, &end, &accept(&end.id), true)?;
         if end.exit_code == crate::agent::EXIT_INTERRUPTED {
             return Err(CommandError::shown(ErrorKind::Interrupted));
         }

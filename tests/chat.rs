@@ -375,3 +375,108 @@ fn a_paste_is_one_prompt_with_its_lines_and_tabs() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].user_texts(), [pasted]);
 }
+
+#[test]
+fn piped_new_resume_and_the_informational_commands() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+    ]);
+    let first = piped(&repo, &server, &["chat"], "first\n");
+    first.assert_code(0);
+    let first_id = session_id(&repo);
+    let input = format!(
+        "/context\n/model\n/plan\n/memory\n/review\n/new\nsecond\n/resume {first_id}\nthird\n/sessions\n"
+    );
+    let out = piped(&repo, &server, &["chat", "--continue"], &input);
+    let stdout = out.stdout();
+    assert!(stdout.contains("context: about "), "{out}");
+    assert!(stdout.contains("model: openai/test-model"), "{out}");
+    assert!(stdout.contains("no plan yet"), "{out}");
+    assert!(stdout.contains("/memory is not available yet"), "{out}");
+    // No terminal to hand over: review's scripted form (here with nothing to review).
+    assert!(
+        stdout.contains("changed nothing: nothing to review"),
+        "{out}"
+    );
+    let mut ids = agent_branches(&repo);
+    ids.sort();
+    assert_eq!(ids.len(), 2, "/new started a second session: {ids:?}");
+    let second_id = ids
+        .iter()
+        .find(|i| **i != first_id)
+        .expect("a second session");
+    // `/resume` went back to the first session: the third prompt continued its conversation.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].user_texts(), ["second"]);
+    assert_eq!(requests[2].user_texts(), ["first", "third"]);
+    assert!(stdout.contains(&format!("* {first_id}")), "{out}");
+    assert!(stdout.contains(&format!("  {second_id}")), "{out}");
+    out.assert_code(0);
+}
+
+#[test]
+fn ctrl_z_stops_the_job_and_fg_continues_it_where_it_was() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("Back again.")]);
+    let cmd = repo.agent(&server, &["chat"]);
+    let tmux = Tmux::start_in_shell(&repo, &cmd, ROWS, COLS);
+    tmux.wait_for("the chat to start", |s| {
+        s.contains("/help lists the commands")
+    });
+    tmux.type_text("half a prompt");
+    tmux.keys(&["C-z"]);
+    // The shell has the terminal back.
+    tmux.wait_for("the shell", |s| s.contains("Stopped"));
+    tmux.type_line("fg");
+    tmux.wait_for("the redrawn input", |s| s.contains("> half a prompt"));
+    tmux.type_line(", finished");
+    tmux.wait_for("the answer", |s| s.contains("Back again."));
+    assert_eq!(
+        server.requests()[0].user_texts(),
+        ["half a prompt, finished"]
+    );
+}
+
+#[test]
+fn review_gets_the_terminal_and_its_comments_reach_the_next_turn() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        write("notes.txt", "hello\n"),
+        Reply::text("Wrote the notes."),
+        Reply::text("Revised as you asked."),
+    ]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("write the notes");
+    tmux.wait_for("the answer", |s| s.contains("Wrote the notes."));
+    at_prompt(&tmux, "the prompt");
+    tmux.type_line("/review");
+    tmux.wait_for("review's question", |s| s.contains("Take this"));
+    tmux.type_line("c");
+    tmux.wait_for("the comment question", |s| s.contains("Comment:"));
+    tmux.type_line("say hello to the world instead");
+    tmux.wait_for("the chat again", |s| s.contains("session opened again"));
+    at_prompt(&tmux, "the prompt after the review");
+    tmux.type_line("revise it");
+    tmux.wait_for("the revision", |s| s.contains("Revised as you asked."));
+    let requests = server.requests();
+    let texts = requests.last().expect("a request").user_texts();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("say hello to the world instead")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last().map(String::as_str), Some("revise it"));
+    // Left, not taken: the user's tree has no notes.txt.
+    assert!(!repo.path().join("notes.txt").exists());
+}

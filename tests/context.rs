@@ -270,6 +270,40 @@ fn the_window_llama_cpp_reports_in_props_is_the_window_the_session_keeps_to() {
     );
 }
 
+/// Issue 16: the window an endpoint reported is asked once and remembered (under `.git/agent/`), not asked
+/// again before the next session, which keeps to it all the same.
+#[test]
+fn a_reported_window_is_asked_once_and_remembered_for_the_next_session() {
+    let repo = TestRepo::new();
+    // The data files (its own server is not used).
+    drop(twelve_reads(&repo));
+    let reads = || {
+        let mut script: Vec<Reply> = (0..12)
+            .map(|n| {
+                Reply::tool_calls(vec![call(
+                    "read_file",
+                    json!({"path": format!("data/f{n:02}.txt")}),
+                )])
+            })
+            .collect();
+        script.push(Reply::text("READ-ALL-DONE"));
+        script
+    };
+    let mut script = reads();
+    script.extend(reads());
+    let server = Server::start(script);
+    server.count_prompt_tokens();
+    server.answer_summaries(Reply::text(SUMMARY));
+    server.props(12_000);
+    let first = run_twelve_reads(&repo, &server);
+    assert_kept_to(&first, 12_000);
+    assert_eq!(probed_paths(&server), ["GET /props"]);
+    let all = run_twelve_reads(&repo, &server);
+    assert_kept_to(&all[first.len()..], 12_000);
+    assert_eq!(probed_paths(&server), ["GET /props"], "asked again");
+    assert!(repo.path().join(".git/agent/windows.json").is_file());
+}
+
 #[test]
 fn the_window_vllm_lists_as_max_model_len_is_the_window_the_session_keeps_to() {
     let repo = TestRepo::new();

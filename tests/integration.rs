@@ -27,6 +27,10 @@ mod cli;
 mod sessions;
 // `accept` hardened (atomic writes, links, submodules, markers, hooks) and `accept --commit --series`.
 mod accept;
+// `review`: hunks taken or left, records in refs/notes/agent-review, feedback on resume, tmux, two clones.
+mod review;
+// `pr`: push branch, log and notes to a bare remote; the body; a `gh` test double; --stdout; another clone.
+mod pr;
 // Context engineering: project instructions, pruning and compaction in a small window, loop guards, plan, finish.
 mod context;
 // The session API the front-ends build on, in-process: turns, steering, per-turn cancel, undo, compaction.

@@ -244,7 +244,7 @@ fn canary_secrets_never_reach_git() {
         Reply::tool_calls(vec![read_env.clone(), run_dump.clone(), leak, fine]),
         Reply::text(&format!("done, the key was {ENV_CANARY}")),
     ]);
-    // Unsandboxed: the re-exec alone must keep the key out of /proc/<agent>/environ.
+    // Unsandboxed: the start-up wipe alone must keep the key out of /proc/<agent>/environ.
     let mut cmd = repo.agent(
         &server,
         &["ask", "--sandbox", "off", "dump the environment"],

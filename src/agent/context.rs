@@ -60,17 +60,27 @@ impl Settings {
         model: &ModelConfig,
         reports: impl std::future::Future<Output = Option<u64>>,
     ) -> Settings {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let config = &model.context;
-        let named = var("GIT_AGENT_CONTEXT_WINDOW")
-            .and_then(|v| v.trim().parse().ok())
-            .or(config.context_window)
-            .filter(|w: &u64| *w > 0)
-            .or_else(|| known_window(&model.model));
-        let window = match named {
+        let window = match Settings::named_window(model) {
             Some(window) => window,
             None => reports.await.unwrap_or(DEFAULT_WINDOW),
         };
+        Settings::with_window(model, window)
+    }
+
+    /// The window a setting or the table of known models names for `model`, if any (then nobody is asked).
+    pub fn named_window(model: &ModelConfig) -> Option<u64> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        var("GIT_AGENT_CONTEXT_WINDOW")
+            .and_then(|v| v.trim().parse().ok())
+            .or(model.context.context_window)
+            .filter(|w: &u64| *w > 0)
+            .or_else(|| known_window(&model.model))
+    }
+
+    /// The settings for `model` with the given window (the rest as [`Settings::resolve()`] says).
+    pub fn with_window(model: &ModelConfig, window: u64) -> Settings {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let config = &model.context;
         let threshold = var("GIT_AGENT_COMPACT_AT")
             .and_then(|v| v.trim().parse().ok())
             .filter(|t: &f64| *t > 0.1 && *t <= 1.0)

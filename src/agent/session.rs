@@ -134,6 +134,8 @@ pub(super) struct Workspace {
 pub(super) struct ModelLink {
     pub client: Client,
     pub config: ModelConfig,
+    /// The server's context window, to be asked once the first reply is in (see `resolve_context`).
+    pub probe: Option<Probe>,
     pub retry: RetryPolicy,
     connect_timeout: Duration,
     idle_timeout: Duration,
@@ -171,6 +173,12 @@ pub(super) struct Conversation {
     /// The user's goal, restated in every compaction summary.
     pub goal: String,
     pub instructions: Instructions,
+}
+
+/// Asking the endpoint for its context window: the question, then the task asking it.
+pub(super) enum Probe {
+    Ready(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
+    Asking(tokio::task::JoinHandle<Option<u64>>),
 }
 
 /// The budgets every turn starts with.
@@ -255,7 +263,7 @@ impl AgentSession {
         } else {
             tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);
         }
-        let context = resolve_context(&client, &model).await;
+        let (context, probe) = resolve_context(&client, &model, store.common_dir());
         // A new session's checkout may still be being written: its instructions are read from the user's work
         // tree, which step 0 captures, and the checkout takes over once it exists (`adopt`).
         let instructions_root = match (&pending, &session.checkout) {
@@ -290,6 +298,7 @@ impl AgentSession {
             model: ModelLink {
                 client,
                 config: model,
+                probe,
                 retry: options.retry,
                 connect_timeout: options.connect_timeout,
                 idle_timeout: options.idle_timeout,
@@ -353,6 +362,7 @@ impl AgentSession {
         sink: &mut dyn Sink,
         control: &TurnControl,
     ) -> Result<bool, AgentError> {
+        self.settle_window(true).await;
         let mut never = Never;
         let mut turn = Turn::new(self, sink, &mut never, control);
         let compacted = turn.compact(true, focus).await?;
@@ -395,7 +405,12 @@ impl AgentSession {
             model.tuning.clone(),
         )?;
         register_secrets(&model, &self.work.store);
-        let settings = resolve_context(&link.client, &model).await;
+        let ollama = model.provider == "ollama";
+        let reported = link.client.context_window(&model.model, ollama);
+        let settings = Settings::resolve(&model, reported).await;
+        if let Some(Probe::Asking(task)) = link.probe.take() {
+            task.abort();
+        }
         self.context.switch_model(settings, &self.conv.schemas);
         self.line.model = model.display_name();
         link.config = model;
@@ -527,6 +542,40 @@ impl AgentSession {
     /// The model's context window as the session knows it (learned smaller after an overflow).
     pub fn context_window(&self) -> u64 {
         self.context.settings.window
+    }
+
+    /// Starts asking the endpoint for its context window, if that is still to be done.
+    pub(super) fn start_window_probe(&mut self) {
+        if let Some(Probe::Ready(_)) = &self.model.probe {
+            if let Some(Probe::Ready(ask)) = self.model.probe.take() {
+                self.model.probe = Some(Probe::Asking(tokio::spawn(ask)));
+            }
+        }
+    }
+
+    /// Takes the context window the endpoint reports, if it is being asked: waiting for the answer when
+    /// `wait` (the next request could need compaction; asking first if nobody has yet), else only if it is
+    /// there already.
+    pub(super) async fn settle_window(&mut self, wait: bool) {
+        let reported = match self.model.probe.take() {
+            None => return,
+            Some(Probe::Ready(ask)) if wait => ask.await,
+            Some(Probe::Asking(task)) if wait || task.is_finished() => task.await.ok().flatten(),
+            Some(probe) => {
+                self.model.probe = Some(probe);
+                return;
+            }
+        };
+        let Some(reported) = reported else {
+            return;
+        };
+        let window = &mut self.context.settings.window;
+        // An overflow may have taught a smaller window meanwhile: that one is the truth.
+        *window = if *window == super::context::DEFAULT_WINDOW {
+            reported
+        } else {
+            (*window).min(reported)
+        };
     }
 
     /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
@@ -851,18 +900,61 @@ fn reopen(
         .into());
     }
     let session = store.reopen_session(&log.meta)?;
-    let events = store.read_log(&id)?.events;
+    let mut events = store.read_log(&id)?.events;
     log.append(LogEvent::Resume {}.to_json())?;
+    // Review comments the model has not heard yet join the conversation before the prompt (issue 13):
+    // recorded as a context event, so `show` and later resumes see them, then marked sent.
+    let from = session.step0.unwrap_or(session.base);
+    let unresolved = store.unresolved_review(&id, from, session.tip)?;
+    if !unresolved.is_empty() {
+        let content = crate::store::review::feedback_message(&unresolved);
+        let kind = "review".to_owned();
+        let event = LogEvent::Context {
+            kind,
+            path: String::new(),
+            content,
+        }
+        .to_json();
+        log.append(event.clone())?;
+        events.push(event);
+        store.mark_review_sent(&id, &unresolved)?;
+    }
     let prior = std::mem::replace(&mut log.meta.status, Status::Running);
     log.fold(store)?;
     Ok((session, log, events, prior))
 }
 
-/// The context settings for `model`, asking the endpoint for its window when nothing else names one.
-async fn resolve_context(client: &Client, model: &ModelConfig) -> Settings {
+/// The context settings for `model` at once, without waiting for the network: the window a setting or the
+/// table names, else the one the endpoint reported earlier (cached a day under `.git/agent/windows.json`),
+/// else the default until the endpoint is asked, which happens once the first reply is in, beside the tool
+/// calls and on the same connection ([`AgentSession::start_window_probe()`]); its answer is cached and
+/// taken before the next request ([`AgentSession::settle_window()`]). The first request of a new session
+/// carries only the system prompt and the prompt, which no window smaller than them could hold anyway
+/// (issue 16: the probe cost every run a round trip before its first request).
+fn resolve_context(
+    client: &Client,
+    model: &ModelConfig,
+    common_dir: &Path,
+) -> (Settings, Option<Probe>) {
+    use super::context::DEFAULT_WINDOW;
+    if let Some(window) = Settings::named_window(model) {
+        return (Settings::with_window(model, window), None);
+    }
+    let key = format!("{} {}", client.endpoint(), model.model);
+    if let Some(cached) = crate::store::cached_window(common_dir, &key) {
+        let window = cached.unwrap_or(DEFAULT_WINDOW);
+        return (Settings::with_window(model, window), None);
+    }
     let ollama = model.provider == "ollama";
-    let reported = client.context_window(&model.model, ollama);
-    Settings::resolve(model, reported).await
+    let probe = client.context_window_task(&model.model, ollama).map(|ask| {
+        let common_dir = common_dir.to_path_buf();
+        Probe::Ready(Box::pin(async move {
+            let window = ask.await;
+            crate::store::cache_window(&common_dir, &key, window);
+            window
+        }))
+    });
+    (Settings::with_window(model, DEFAULT_WINDOW), probe)
 }
 
 /// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.

@@ -133,6 +133,9 @@ impl<'t> Turn<'t> {
             for text in self.control.take_steering() {
                 self.add_user(&text)?;
             }
+            // The window the endpoint reports, asked beside the first request: waited for before any other.
+            let fresh = self.tally.requests == 0 && self.s.conv.messages.len() <= 2;
+            self.s.settle_window(!fresh).await;
             if !trimmed {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;
@@ -150,6 +153,8 @@ impl<'t> Turn<'t> {
                 Ok(Streamed::Cancelled { partial }) => return Ok(Outcome::Interrupted(partial)),
                 Ok(Streamed::Reply(response)) => response,
             };
+            // The connection is free again: the endpoint is asked for its window now, beside the tool calls.
+            self.s.start_window_probe();
             trimmed = false;
             if let Some(outcome) = self.answered(response).await? {
                 return Ok(outcome);

@@ -477,7 +477,7 @@ fn step_message(
 
 /// The label (`edit src/a.rs`) and the reason of a step's note (`step N: <label>` / `call: ...` / `why: ...`,
 /// see `agent::journal::step_note`); the first note when several were appended.
-fn parse_note(note: &str) -> (Option<String>, Option<String>) {
+pub(super) fn parse_note(note: &str) -> (Option<String>, Option<String>) {
     let first = note.split("\n\nstep ").next().unwrap_or_default();
     let label = first
         .lines()

@@ -14,8 +14,11 @@ mod gc;
 mod hook;
 mod log;
 mod mcp;
+mod pr;
 mod pull;
 mod push;
+mod review;
+mod review_tty;
 mod show;
 mod undo;
 
@@ -50,6 +53,8 @@ enum Command {
     Diff(diff::DiffArgs),
     Undo(undo::UndoArgs),
     Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
+    Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
     Fix(fix::FixArgs),
     Hook(hook::HookArgs),
@@ -99,6 +104,8 @@ pub fn run() -> i32 {
         Command::Diff(args) => diff::run(&ctx, args),
         Command::Undo(args) => undo::run(&ctx, args),
         Command::Accept(args) => accept::run(&ctx, args),
+        Command::Review(args) => review::run(&mut ctx, args),
+        Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Fix(args) => fix::run(&mut ctx, args),
         Command::Hook(args) => hook::run(&mut ctx, args),

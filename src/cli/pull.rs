@@ -3,9 +3,9 @@
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
-use crate::store::share::remote_notes_ref;
+use crate::store::share::{remote_notes_ref, remote_review_ref};
 
-/// Fetch sessions, session branches and notes from a remote; notes are merged, not overwritten
+/// Fetch sessions, session branches, notes and review records from a remote; notes are merged, not overwritten
 #[derive(Debug, Args)]
 pub struct PullArgs {
     /// The remote (default: origin)
@@ -36,6 +36,16 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     if let Some(theirs) = store.ref_target(&notes)? {
         if store.merge_notes(theirs)? {
             eprintln!("merged the notes of {} into refs/notes/agent", args.remote);
+        }
+    }
+    // Review records are sets of lines: merged by line union, so both sides' decisions stay.
+    if let Some(theirs) = store.ref_target(&remote_review_ref(&args.remote))? {
+        if store.merge_review_notes(theirs)? {
+            eprintln!(
+                "merged the review records of {} into {}",
+                args.remote,
+                crate::store::review::REVIEW_REF
+            );
         }
     }
     if status.success() {

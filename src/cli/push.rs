@@ -6,7 +6,7 @@ use super::{CommandError, Context};
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
-/// Push sessions (refs/agent/*), session branches (agent/*) and notes (refs/notes/agent) to a remote
+/// Push sessions (refs/agent/*), session branches (agent/*), notes and review records to a remote
 ///
 /// Refuses if anything to be pushed contains the value of a key from the environment (*_API_KEY, *_TOKEN,
 /// *_SECRET). Nothing is forced; if the remote's notes moved on, run `git agent pull` first.
@@ -19,17 +19,39 @@ pub struct PushArgs {
 
 pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
-    // A missing notes ref would fail the whole push (and the secret scan).
-    let has_notes = store.ref_target(crate::store::NOTES_REF)?.is_some();
+    let notes = store.notes_refs()?;
     let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
-    if has_notes {
-        refs.push(crate::store::NOTES_REF);
+    refs.extend(&notes);
+    refuse_leaks(store, &refs)?;
+    let mut cmd = super::git_inherit(store.workdir());
+    cmd.args(["push", &args.remote]);
+    cmd.args(PUSH_REFSPECS);
+    cmd.args(notes.iter().map(|n| format!("{n}:{n}")));
+    let status = cmd.status().map_err(|e| {
+        CommandError::internal(format!(
+            "could not run git ({e}): make sure git is installed"
+        ))
+    })?;
+    if !status.success() {
+        return Err(
+            CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
+                format!(
+                    "if the remote has sessions or notes you lack, run `git agent pull {}` first",
+                    args.remote
+                ),
+            ),
+        );
     }
+    Ok(())
+}
+
+/// Refuses when an object reachable from `refs` (and not already published) holds a known secret.
+pub(super) fn refuse_leaks(store: &crate::store::Store, refs: &[&str]) -> Result<(), CommandError> {
     let leaks = {
         let redactor = redact::global()
             .read()
             .map_err(|_| CommandError::internal("the secret list is unavailable"))?;
-        store.secrets_in_refs(&refs, &redactor).map_err(|e| {
+        store.secrets_in_refs(refs, &redactor).map_err(|e| {
             CommandError::internal(format!(
                 "could not check what would be pushed for secrets: {e}"
             ))
@@ -49,28 +71,6 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
             "find it with `git log --all --find-object={}`, then remove that session (`git agent discard --purge <id>`)",
             leak.object
         )));
-    }
-    let mut cmd = super::git_inherit(store.workdir());
-    cmd.args(["push", &args.remote]);
-    cmd.args(
-        PUSH_REFSPECS
-            .iter()
-            .filter(|s| has_notes || !s.starts_with("refs/notes/")),
-    );
-    let status = cmd.status().map_err(|e| {
-        CommandError::internal(format!(
-            "could not run git ({e}): make sure git is installed"
-        ))
-    })?;
-    if !status.success() {
-        return Err(
-            CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
-                format!(
-                    "if the remote has sessions or notes you lack, run `git agent pull {}` first",
-                    args.remote
-                ),
-            ),
-        );
     }
     Ok(())
 }

@@ -33,20 +33,76 @@ pub fn run(ctx: &Context, args: ShowArgs) -> Result<(), CommandError> {
     let log = store.read_log(&id)?;
     let stdout = std::io::stdout();
     let color = ui::use_color(&stdout);
+    let review = review_lines(store, &log.meta)?;
     // Rendered whole, then written at once: a closed pipe (`| head`) is not an error.
-    let text = render(&log, color);
+    let text = render(&log, &review, color);
     let _ = stdout.lock().write_all(&text);
     Ok(())
 }
 
-/// The transcript as the terminal gets it.
-fn render(log: &LogContents, color: bool) -> Vec<u8> {
+/// The transcript as the terminal gets it, then the review round.
+fn render(log: &LogContents, review: &[String], color: bool) -> Vec<u8> {
     let mut sink = HumanSink::replay(Vec::new(), color);
     for line in heading(&log.meta) {
         sink.write_line(&line);
     }
     replay(&log.events, &mut sink);
+    for line in review {
+        sink.write_line(line);
+    }
     sink.finish()
+}
+
+/// The review records of the session (`git agent review`), one line per decision, oldest first; none when
+/// the session's branch is gone.
+fn review_lines(store: &crate::store::Store, meta: &Meta) -> Result<Vec<String>, CommandError> {
+    use crate::store::review::{Record, Verdict};
+    let Some(tip) = store.branch_tip(&meta.branch)? else {
+        return Ok(Vec::new());
+    };
+    let Ok(from) =
+        crate::store::ObjectId::from_hex(meta.step0.as_deref().unwrap_or(&meta.base).as_bytes())
+    else {
+        return Ok(Vec::new());
+    };
+    let records = store.session_review(&meta.id, from, tip)?;
+    let mut lines = Vec::new();
+    for record in &records {
+        match record {
+            Record::Decision(d) => {
+                let verdict = match d.decision {
+                    Verdict::Take => "took",
+                    Verdict::Leave => "left",
+                };
+                let hunk = d
+                    .hunk
+                    .as_deref()
+                    .map(|h| format!(" {h}"))
+                    .unwrap_or_default();
+                let comment = d
+                    .comment
+                    .as_deref()
+                    .map(|c| format!(": {c}"))
+                    .unwrap_or_default();
+                lines.push(format!(
+                    "  {verdict} {}{hunk} ({}, {}){comment}",
+                    d.path,
+                    d.reviewer,
+                    super::when(d.at)
+                ));
+            }
+            Record::Sent { ids, at, .. } => lines.push(format!(
+                "  {} comment{} sent to the model ({})",
+                ids.len(),
+                if ids.len() == 1 { "" } else { "s" },
+                super::when(*at)
+            )),
+        }
+    }
+    if !lines.is_empty() {
+        lines.insert(0, "review:".to_owned());
+    }
+    Ok(lines)
 }
 
 /// The two heading lines: id, model, status, steps; branch, base, start and tokens.

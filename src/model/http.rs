@@ -49,7 +49,8 @@ pub(crate) enum KeyHeader {
 }
 
 /// One provider endpoint: where it is, the key and how it is sent, and the [`Tuning`] every request gets.
-/// Both clients wrap one and add only their wire format.
+/// Both clients wrap one and add only their wire format. Cloning shares the connection pool.
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     transport: Transport,
     base_url: String,
@@ -202,8 +203,8 @@ impl Endpoint {
 /// list runs to a few hundred KiB.
 const METADATA_BODY_LIMIT: usize = 4 * 1024 * 1024;
 
-/// A reqwest client plus the idle timeout every read is bounded by.
-#[derive(Debug)]
+/// A reqwest client plus the idle timeout every read is bounded by. Cloning shares the connection pool.
+#[derive(Clone, Debug)]
 pub(crate) struct Transport {
     http: reqwest::Client,
     idle_timeout: Duration,

@@ -280,6 +280,19 @@ impl Client {
         }
     }
 
+    /// [`Client::context_window()`] as a task that needs no borrow of the client (it shares its connections),
+    /// to run beside the first request; `None` for providers that report no window.
+    pub fn context_window_task(
+        &self,
+        model: &str,
+        ollama: bool,
+    ) -> Option<impl std::future::Future<Output = Option<u64>> + Send + 'static> {
+        match self {
+            Client::OpenAi(client) => Some(client.context_window_task(model, ollama)),
+            Client::Anthropic(_) => None,
+        }
+    }
+
     /// Sends `req` once and streams the reply; on error, events already delivered must not be acted upon.
     pub async fn stream(
         &self,

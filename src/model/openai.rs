@@ -480,6 +480,18 @@ impl OpenAiClient {
         super::window::probe(&self.http, model, ollama).await
     }
 
+    /// [`OpenAiClient::context_window()`] as a task of its own, sharing this client's connections, so it can
+    /// run beside the first request instead of before it.
+    pub fn context_window_task(
+        &self,
+        model: &str,
+        ollama: bool,
+    ) -> impl std::future::Future<Output = Option<u64>> + Send + 'static {
+        let http = self.http.clone();
+        let model = model.to_owned();
+        async move { super::window::probe(&http, &model, ollama).await }
+    }
+
     /// Sends `req` and streams the reply, calling `on_event` for each event as it arrives.
     ///
     /// On error, events already delivered belong to a failed reply: show them if you like, never act on them.

@@ -4,9 +4,12 @@
 //! environment files ([`is_dotenv_name()`]); redaction and withholding build on it, never the reverse.
 //!
 //! Removing a variable with `std::env::remove_var` is not enough: `/proc/<pid>/environ` shows the environment a
-//! process was *started* with, and any command the agent runs can read its parent's. So at start-up, when
-//! secret-looking variables are present, the agent re-executes itself without them and hands their values to
-//! the new image through an inherited pipe; from then on they live in memory only ([`var()`]).
+//! process was *started* with, and any command the agent runs can read its parent's. That file is read from the
+//! process's own memory (the strings the kernel put on its stack at `exec`), so at start-up the agent copies
+//! the secret values into memory ([`var()`]) and overwrites them there with zeros, before any thread exists:
+//! from then on `/proc/<pid>/environ` shows `NAME=` and nothing else. This replaced a re-exec of the binary
+//! with the secrets handed over through a pipe, which kept the same guarantee for 2.5 ms of every start-up
+//! (issue 16); the secrets' values live in the process's memory either way, where only a debugger reaches.
 //!
 //! Limit: the agent's own parent (`git`, when started as `git agent`) still has them in its environment, and
 //! Landlock does not close `/proc/<pid>/environ` (only ptrace-attach style access such as `/proc/<pid>/mem`).
@@ -14,18 +17,9 @@
 //! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::ffi::CStr;
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// Set in the re-executed image: the fd to read the secrets from.
-const FD_VAR: &str = "GIT_AGENT_SECRETS_FD";
-/// Set to `0` to skip the re-exec (for measuring it, or when `/proc/self/exe` is unusable).
-const REEXEC_VAR: &str = "GIT_AGENT_REEXEC";
-/// A pipe holds at least this much without a reader; more secrets than this are not worth a deadlock.
-const PIPE_LIMIT: usize = 60 * 1024;
 
 static SECRETS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
 
@@ -77,32 +71,50 @@ pub fn scrub_child_env(cmd: &mut Command, extra: &[String]) {
     }
 }
 
-/// Call first thing in `main`: moves secret variables out of the environment, re-executing the binary if
-/// needed. Returns normally in the process that carries on (the original one only if re-exec failed).
+/// Call first thing in `main`, before any thread starts: moves secret variables out of the environment, and
+/// out of the memory `/proc/<pid>/environ` is read from (see the module docs).
 pub fn scrub_environment() {
-    if let Some(fd) = std::env::var(FD_VAR)
-        .ok()
-        .and_then(|v| v.parse::<RawFd>().ok())
-    {
-        let secrets = read_secrets(fd);
-        // SAFETY: single-threaded start-up, before anything reads the environment concurrently.
-        unsafe { std::env::remove_var(FD_VAR) };
-        let _ = SECRETS.set(secrets);
-        return;
-    }
     let secrets: BTreeMap<String, String> = std::env::vars()
         .filter(|(name, value)| is_secret_name(name) && !value.is_empty())
         .collect();
-    if !secrets.is_empty() && std::env::var(REEXEC_VAR).as_deref() != Ok("0") {
-        // Only returns if the exec failed; then fall back to removing the variables in this process, which
-        // hides them from children's environments but not from /proc/<pid>/environ.
-        reexec(&secrets);
+    if secrets.is_empty() {
+        return;
     }
+    wipe_start_environment(&secrets);
     for name in secrets.keys() {
-        // SAFETY: as above.
+        // SAFETY: single-threaded start-up, before anything reads the environment concurrently.
         unsafe { std::env::remove_var(name) };
     }
     let _ = SECRETS.set(secrets);
+}
+
+/// Overwrites with zeros the values of `secrets` in the environment strings the process started with.
+fn wipe_start_environment(secrets: &BTreeMap<String, String>) {
+    extern "C" {
+        /// The C library's environment: a null-terminated array of `NAME=value` strings.
+        static environ: *const *mut libc::c_char;
+    }
+    // SAFETY: called before any thread exists and before the environment is changed, so `environ` is the array
+    // the kernel and the C library set up: every entry a valid, NUL-terminated, writable string (on the
+    // process's stack), ending with a null pointer. Only bytes inside each string are written, its terminator
+    // stays, and a string that was zeroed reads as `NAME=` from then on.
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = *entry;
+            let bytes = CStr::from_ptr(text).to_bytes();
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
+                let name = std::str::from_utf8(&bytes[..eq]).unwrap_or_default();
+                if secrets.contains_key(name) {
+                    std::ptr::write_bytes(text.add(eq + 1), 0, bytes.len() - eq - 1);
+                }
+            }
+            entry = entry.add(1);
+        }
+    }
 }
 
 /// A variable from the original environment: the secret kept in memory, or the live environment.
@@ -119,65 +131,6 @@ pub fn all() -> Vec<(String, String)> {
         .get()
         .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default()
-}
-
-fn reexec(secrets: &BTreeMap<String, String>) {
-    let mut payload = Vec::new();
-    for (k, v) in secrets {
-        payload.extend_from_slice(k.as_bytes());
-        payload.push(0);
-        payload.extend_from_slice(v.as_bytes());
-        payload.push(0);
-    }
-    if payload.len() > PIPE_LIMIT {
-        return;
-    }
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: plain pipe(2) into a local array. Without O_CLOEXEC: the read end must survive the exec.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return;
-    }
-    let (read_fd, write_fd) = (fds[0], fds[1]);
-    // SAFETY: we own write_fd; the payload fits in the pipe buffer, so this cannot block.
-    let written = unsafe { libc::write(write_fd, payload.as_ptr().cast(), payload.len()) };
-    // SAFETY: closing our own fd.
-    unsafe { libc::close(write_fd) };
-    if written != payload.len() as isize {
-        // SAFETY: as above.
-        unsafe { libc::close(read_fd) };
-        return;
-    }
-    let mut args = std::env::args_os();
-    let argv0 = args.next().unwrap_or_default();
-    let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg0(argv0).args(args).env(FD_VAR, read_fd.to_string());
-    for name in secrets.keys() {
-        cmd.env_remove(name);
-    }
-    let _err = cmd.exec();
-    // SAFETY: the exec failed; the fd is still ours.
-    unsafe { libc::close(read_fd) };
-}
-
-fn read_secrets(fd: RawFd) -> BTreeMap<String, String> {
-    // SAFETY: the fd was created for us by the image we replaced and is read exactly once, here.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let mut data = Vec::new();
-    if file.read_to_end(&mut data).is_err() {
-        return BTreeMap::new();
-    }
-    let mut fields = data.split(|b| *b == 0);
-    let mut out = BTreeMap::new();
-    while let (Some(k), Some(v)) = (fields.next(), fields.next()) {
-        if k.is_empty() {
-            break;
-        }
-        out.insert(
-            String::from_utf8_lossy(k).into_owned(),
-            String::from_utf8_lossy(v).into_owned(),
-        );
-    }
-    out
 }
 
 #[cfg(test)]

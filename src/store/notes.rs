@@ -30,6 +30,7 @@ impl Store {
         let text = sanitize(text);
         let hex = commit.to_string();
         self.cas_notes(
+            NOTES_REF,
             &format!("Notes added by git-agent for {hex}"),
             |store, tree, _| {
                 let mut editor = store.repo.find_tree(tree)?.edit()?;
@@ -45,11 +46,86 @@ impl Store {
 
     /// The note of `commit`, if any.
     pub fn note(&self, commit: ObjectId) -> Result<Option<String>, StoreError> {
-        let Some(notes) = self.ref_id(NOTES_REF)? else {
+        self.note_in(NOTES_REF, commit)
+    }
+
+    /// The note of `commit` in the notes ref `notes_ref`, if any.
+    pub(super) fn note_in(
+        &self,
+        notes_ref: &str,
+        commit: ObjectId,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(notes) = self.ref_id(notes_ref)? else {
             return Ok(None);
         };
         let tree = self.repo.find_commit(notes)?.tree_id()?.detach();
         Ok(self.find_note(tree, &commit.to_string())?.1)
+    }
+
+    /// Appends `lines` (each one line, already sanitized) to the note of `commit` in `notes_ref`, skipping
+    /// lines the note has: notes kept as sets of lines (review records), merged by line union.
+    pub(super) fn append_note_lines(
+        &self,
+        notes_ref: &str,
+        commit: ObjectId,
+        lines: &[String],
+    ) -> Result<(), StoreError> {
+        let hex = commit.to_string();
+        self.cas_notes(
+            notes_ref,
+            &format!("Notes added by git-agent for {hex}"),
+            |store, tree, _| {
+                let mut editor = store.repo.find_tree(tree)?.edit()?;
+                let (path, old) = store.find_note(tree, &hex)?;
+                let Some(body) = union_lines(old.as_deref().unwrap_or_default(), lines) else {
+                    return Ok(None);
+                };
+                let blob = store.repo.write_blob(body.as_bytes())?.detach();
+                editor.upsert(path, EntryKind::Blob, blob)?;
+                Ok(Some(editor.write()?.detach()))
+            },
+        )
+        .map(|_| ())
+    }
+
+    /// Merges the notes commit `theirs` into `notes_ref` by line union per note (each side's lines, ours
+    /// first, each line once). Returns whether anything changed.
+    pub(super) fn merge_note_lines(
+        &self,
+        notes_ref: &str,
+        theirs: ObjectId,
+    ) -> Result<bool, StoreError> {
+        let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
+        let their_notes = self.all_notes(their_tree)?;
+        self.cas_notes_with_parent(
+            notes_ref,
+            "Notes merged by git-agent",
+            Some(theirs),
+            |store, tree, ours| {
+                if ours == Some(theirs) {
+                    return Ok(None);
+                }
+                let mut editor = store.repo.find_tree(tree)?.edit()?;
+                let mut changed = false;
+                for (hex, text) in &their_notes {
+                    let (path, old) = store.find_note(tree, hex)?;
+                    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+                    let Some(merged) = union_lines(old.as_deref().unwrap_or_default(), &lines)
+                    else {
+                        continue;
+                    };
+                    let blob = store.repo.write_blob(merged.as_bytes())?.detach();
+                    editor.upsert(path, EntryKind::Blob, blob)?;
+                    changed = true;
+                }
+                // Nothing new in theirs: still record the merge unless ours already contains theirs, or
+                // our ref stays behind the remote's and the next push is refused as a non-fast-forward.
+                if !changed && ours.is_some_and(|ours| store.contains_commit(ours, theirs)) {
+                    return Ok(None);
+                }
+                Ok(Some(editor.write()?.detach()))
+            },
+        )
     }
 
     /// Merges the notes commit `theirs` (e.g. fetched from a remote) into `refs/notes/agent`: notes only they
@@ -59,6 +135,7 @@ impl Store {
         let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
         let their_notes = self.all_notes(their_tree)?;
         self.cas_notes_with_parent(
+            NOTES_REF,
             "Notes merged by git-agent",
             Some(theirs),
             |store, tree, ours| {
@@ -78,7 +155,9 @@ impl Store {
                     editor.upsert(path, EntryKind::Blob, blob)?;
                     changed = true;
                 }
-                if !changed && ours.is_some() {
+                // Nothing new in theirs: still record the merge unless ours already contains theirs, or
+                // our ref stays behind the remote's and the next push is refused as a non-fast-forward.
+                if !changed && ours.is_some_and(|ours| store.contains_commit(ours, theirs)) {
                     return Ok(None);
                 }
                 Ok(Some(editor.write()?.detach()))
@@ -122,6 +201,15 @@ impl Store {
         Ok(out)
     }
 
+    /// True when `commit` is `ancestor` or descends from it.
+    fn contains_commit(&self, commit: ObjectId, ancestor: ObjectId) -> bool {
+        let (commit, ancestor) = (commit.to_string(), ancestor.to_string());
+        commit == ancestor
+            || self
+                .git_output(&["merge-base", "--is-ancestor", &ancestor, &commit])
+                .is_ok()
+    }
+
     fn ref_id(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         match self.repo.try_find_reference(name)? {
             Some(mut r) => Ok(Some(r.peel_to_id()?.detach())),
@@ -131,16 +219,18 @@ impl Store {
 
     fn cas_notes(
         &self,
+        notes_ref: &str,
         message: &str,
         edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
     ) -> Result<bool, StoreError> {
-        self.cas_notes_with_parent(message, None, edit)
+        self.cas_notes_with_parent(notes_ref, message, None, edit)
     }
 
     /// The compare-and-swap loop: `edit(store, current tree, current commit)` returns the new tree (or `None`
     /// for no change); the commit gets the current notes commit (and `extra_parent`) as parents.
     fn cas_notes_with_parent(
         &self,
+        notes_ref: &str,
         message: &str,
         extra_parent: Option<ObjectId>,
         mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
@@ -153,7 +243,7 @@ impl Store {
                 std::thread::sleep(Duration::from_millis(jitter));
             }
             // Loose refs are read from disk on every lookup, so this sees another writer's update.
-            let current = self.ref_id(NOTES_REF)?;
+            let current = self.ref_id(notes_ref)?;
             let tree = match current {
                 Some(c) => self.repo.find_commit(c)?.tree_id()?.detach(),
                 None => ObjectId::empty_tree(self.repo.object_hash()),
@@ -168,7 +258,7 @@ impl Store {
                 Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
                 None => PreviousValue::MustNotExist,
             };
-            let ref_edit = RefEdit::update(full_name(NOTES_REF)?, commit, expected, message);
+            let ref_edit = RefEdit::update(full_name(notes_ref)?, commit, expected, message);
             match edit_ref(&self.repo, ref_edit) {
                 Ok(()) => {
                     crash_point();
@@ -195,6 +285,29 @@ fn write_commit_with_parents(
         [one] => write_commit(&store.repo, tree, Some(*one), message),
         many => super::snapshot::write_merge_commit(&store.repo, tree, many, message),
     }
+}
+
+/// `old` with the `lines` it does not have appended, one a line; `None` when it has them all.
+fn union_lines(old: &str, lines: &[String]) -> Option<String> {
+    let have: std::collections::HashSet<&str> = old.lines().collect();
+    let mut seen = std::collections::HashSet::new();
+    let new: Vec<&String> = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty() && !have.contains(l.as_str()) && seen.insert(l.as_str()))
+        .collect();
+    if new.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    for line in old.lines().filter(|l| !l.trim().is_empty()) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    for line in new {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Some(out)
 }
 
 /// `old` and `new` as git notes append joins them: a blank line between.

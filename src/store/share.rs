@@ -8,20 +8,38 @@ use crate::safety::redact::Redactor;
 
 use super::{ObjectId, Store, StoreError};
 
-/// What `git agent push` pushes: session logs (and later memory and skills), session branches, and notes.
+/// What `git agent push` pushes besides notes: session logs (and memory and skills), session branches.
 /// Nothing is forced: a remote ref that moved elsewhere is reported, never overwritten.
-pub const PUSH_REFSPECS: [&str; 3] = [
+pub const PUSH_REFSPECS: [&str; 2] = [
     "refs/agent/*:refs/agent/*",
     "refs/heads/agent/*:refs/heads/agent/*",
-    "refs/notes/agent:refs/notes/agent",
 ];
+
+/// The notes refs that are shared: the agent's notes on step commits, and review records.
+pub const NOTES_REFS: [&str; 2] = [super::NOTES_REF, super::review::REVIEW_REF];
 
 /// Where `git agent pull` fetches the remote's notes before merging them into ours.
 pub fn remote_notes_ref(remote: &str) -> String {
     format!("refs/notes/remotes/{remote}/agent")
 }
 
+/// Where `git agent pull` fetches the remote's review records (the same fetch glob brings both).
+pub fn remote_review_ref(remote: &str) -> String {
+    format!("refs/notes/remotes/{remote}/agent-review")
+}
+
 impl Store {
+    /// The shared notes refs that exist here (a push of a missing one would fail the whole push).
+    pub fn notes_refs(&self) -> Result<Vec<&'static str>, StoreError> {
+        let mut out = Vec::new();
+        for name in NOTES_REFS {
+            if self.ref_target(name)?.is_some() {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs git with `args` in the user's work tree and returns stdout.
     pub fn git_output(&self, args: &[&str]) -> Result<Vec<u8>, StoreError> {
         let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();

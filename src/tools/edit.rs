@@ -412,31 +412,45 @@ fn looks_numbered(line: &str) -> bool {
 /// (linear in the line lengths) and forgives indentation, the most common reason an edit misses; the best
 /// few are then ranked by `similar`'s character diff ratio on the trimmed text, which is precise but too
 /// slow to run over a whole large file.
+///
+/// One pass over the file, holding the scores of the windows still open and the best few: memory in the size
+/// of `needle`, not of the file. (Keeping every line's bigrams cost 9 bytes of memory per byte of a file.)
 fn closest_region(text: &str, needle: &str) -> Option<(usize, usize, f64)> {
-    let all: Vec<&str> = text.lines().collect();
-    let lines: Vec<Vec<(char, char)>> = all.iter().map(|l| bigrams(l)).collect();
     let wanted: Vec<Vec<(char, char)>> = needle.lines().map(bigrams).collect();
-    if lines.is_empty() || wanted.is_empty() {
+    let count = text.lines().count();
+    if count == 0 || wanted.is_empty() {
         return None;
     }
-    let width = wanted.len().min(lines.len());
-    let mut scored: Vec<(usize, f64)> = (0..=lines.len() - width)
-        .map(|start| {
-            let total: f64 = (0..width)
-                .map(|k| dice(&lines[start + k], &wanted[k]))
-                .sum();
-            (start, total / wanted.len() as f64)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let trimmed = |ls: &[&str]| ls.iter().map(|l| l.trim()).collect::<Vec<_>>().join("\n");
-    let needle_lines: Vec<&str> = needle.lines().collect();
-    let wanted_text = trimmed(&needle_lines);
-    scored
-        .iter()
-        .take(CANDIDATES)
+    let width = wanted.len().min(count);
+    let last_start = count - width;
+    // open[s % width]: the partial score of the window starting at line s, for the `width` newest starts.
+    let mut open = vec![0.0f64; width];
+    let mut best: Vec<(usize, f64)> = Vec::with_capacity(CANDIDATES + 1);
+    for (i, line) in text.lines().enumerate() {
+        let pairs = bigrams(line);
+        // Line i is line k of the window starting at i - k.
+        for (k, want) in wanted.iter().enumerate().take(width) {
+            let Some(start) = i.checked_sub(k) else {
+                break;
+            };
+            if start > last_start {
+                continue;
+            }
+            if k == 0 {
+                open[start % width] = 0.0;
+            }
+            open[start % width] += dice(&pairs, want);
+            if k == width - 1 {
+                keep_best(&mut best, start, open[start % width] / wanted.len() as f64);
+            }
+        }
+    }
+    let trimmed =
+        |ls: &mut dyn Iterator<Item = &str>| ls.map(str::trim).collect::<Vec<_>>().join("\n");
+    let wanted_text = trimmed(&mut needle.lines());
+    best.iter()
         .map(|&(start, _)| {
-            let window = trimmed(&all[start..start + width]);
+            let window = trimmed(&mut text.lines().skip(start).take(width));
             let ratio = f64::from(TextDiff::from_chars(&window, &wanted_text).ratio());
             (start, ratio)
         })
@@ -448,6 +462,19 @@ fn closest_region(text: &str, needle: &str) -> Option<(usize, usize, f64)> {
             },
         )
         .map(|(start, score)| (start + 1, width, score))
+}
+
+/// Keeps the [`CANDIDATES`] best (start, score) in `best`, highest score first, the earlier start first on
+/// a tie.
+fn keep_best(best: &mut Vec<(usize, f64)>, start: usize, score: f64) {
+    let at = best
+        .iter()
+        .position(|&(s, b)| score > b || (score == b && start < s))
+        .unwrap_or(best.len());
+    if at < CANDIDATES {
+        best.insert(at, (start, score));
+        best.truncate(CANDIDATES);
+    }
 }
 
 /// Sorted character bigrams of a trimmed line.

@@ -45,6 +45,17 @@ impl Tmux {
     /// Runs `cmd` (built by [`TestRepo::agent`]) in a `rows` x `cols` pane; the pane stays after the command
     /// exits, so its last screen can be read.
     pub fn start(repo: &TestRepo, cmd: &Command, rows: u16, cols: u16) -> Tmux {
+        Tmux::launch(repo, cmd, rows, cols, false)
+    }
+
+    /// Runs `cmd` from an interactive bash with job control in the pane (typed at its prompt, as a user
+    /// would), for what needs a shell: Ctrl-Z and `fg`. The pane's process group would be orphaned without
+    /// one, and the kernel drops stop signals to orphans.
+    pub fn start_in_shell(repo: &TestRepo, cmd: &Command, rows: u16, cols: u16) -> Tmux {
+        Tmux::launch(repo, cmd, rows, cols, true)
+    }
+
+    fn launch(repo: &TestRepo, cmd: &Command, rows: u16, cols: u16, shell: bool) -> Tmux {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let dir = repo.root().join(format!("tmux-{n}"));
@@ -65,6 +76,16 @@ impl Tmux {
         let cols = cols.to_string();
         let conf = conf.display().to_string();
         let script = script.display().to_string();
+        let pane = if shell {
+            let path = std::env::var("PATH").unwrap_or_default();
+            format!(
+                "exec env -i PATH={} HOME={} PS1='shell$ ' bash --norc --noprofile -i",
+                quote(&path),
+                quote(&dir.display().to_string())
+            )
+        } else {
+            script.clone()
+        };
         tmux.run(&[
             "-f",
             &conf,
@@ -76,8 +97,12 @@ impl Tmux {
             &cols,
             "-y",
             &rows,
-            &script,
+            &pane,
         ]);
+        if shell {
+            tmux.wait_for("the shell's prompt", |s| s.contains("shell$"));
+            tmux.type_line(&script);
+        }
         tmux
     }
 

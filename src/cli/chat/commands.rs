@@ -160,6 +160,12 @@ pub enum Action {
     New,
     /// Close this session and continue the one with this id (`/resume`), resolved already.
     Resume(String),
+    /// Run `git agent review` on the terminal (it asks hunk by hunk), then [`Action::Reload`]. A front-end
+    /// without a terminal runs [`review`] without arguments instead, which says what to give it.
+    Review,
+    /// Close this session and open it again, so the comments of a review join the conversation (the agent
+    /// reads them when a session is resumed).
+    Reload,
 }
 
 /// A command's answer: text for the user (a unified diff when `diff`, which a terminal may colour) and
@@ -207,11 +213,12 @@ pub async fn run(parsed: &Parsed<'_>, env: Env<'_>) -> Result<Reply, CommandErro
         "help" => Ok(Reply::text(help())),
         "diff" => diff(env.session, args),
         "undo" => undo(env.session, args),
-        "accept" => accept(env.ctx.cwd(), env.session.id()),
-        "review" => Ok(Reply::text(
-            "/review is not available yet: `git agent review` is not in this version; use /diff and /undo, \
-             or /accept",
-        )),
+        "accept" => {
+            let text = own(env.ctx.cwd(), "accept", env.session.id(), args)?;
+            Ok(Reply::text(text))
+        }
+        "review" if args.is_empty() => Ok(Reply::action("", Action::Review)),
+        "review" => review(env.ctx.cwd(), env.session.id(), args),
         "compact" => {
             let focus = (!args.is_empty()).then_some(args);
             let done = env.session.compact(focus, env.sink, env.control).await?;
@@ -271,7 +278,7 @@ fn help() -> String {
     out.push_str(
         "keys:\n  Enter sends; Alt-Enter, Ctrl-J or a trailing \\ adds a line; Tab completes a command\n  \
          while a turn runs: type and Enter to steer it; Ctrl-C or Esc Esc cancels it\n  \
-         Ctrl-O shows the last reasoning; Ctrl-L clears; Ctrl-C twice or Ctrl-D exits",
+         Ctrl-O shows the last reasoning; Ctrl-L clears; Ctrl-Z suspends; Ctrl-C twice or Ctrl-D exits",
     );
     out
 }
@@ -335,27 +342,70 @@ fn undo(session: &mut AgentSession, args: &str) -> Result<Reply, CommandError> {
     )))
 }
 
-/// `/accept`: `git agent accept <id>` (this very executable), its output captured.
-fn accept(cwd: &Path, id: &str) -> Result<Reply, CommandError> {
-    let exe = std::env::current_exe().map_err(|e| {
-        CommandError::internal(format!("cannot find the git-agent executable: {e}"))
-    })?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("accept").arg(id).current_dir(cwd);
+/// `git agent review <id> [args]` with its output captured (no terminal: the decisions come from `args`),
+/// then [`Action::Reload`] so comments on what was left reach the agent.
+pub fn review(cwd: &Path, id: &str, args: &str) -> Result<Reply, CommandError> {
+    let text = own(cwd, "review", id, args)?;
+    Ok(Reply::action(text, Action::Reload))
+}
+
+/// `git agent <command> <id> <args>` run by this very executable, its output captured; a failure is an
+/// error carrying its message and hints.
+fn own(cwd: &Path, command: &str, id: &str, args: &str) -> Result<String, CommandError> {
+    let mut cmd = own_command(cwd, command, id, args)?;
     let out = cmd
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| CommandError::internal(format!("cannot run `git agent accept`: {e}")))?;
+        .map_err(|e| CommandError::internal(format!("cannot run `git agent {command}`: {e}")))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     let text = text.trim_end().to_owned();
     if out.status.success() {
-        Ok(Reply::text(text))
+        Ok(text)
     } else {
-        // Its `error:` line and hints are the message.
         let text = text.strip_prefix("error: ").unwrap_or(&text).to_owned();
         Err(CommandError::user(text))
     }
+}
+
+/// The command line of `git agent <command> <id> <args>` (arguments split as a shell would, quotes
+/// grouping), for a front-end that runs it on the terminal.
+pub fn own_command(
+    cwd: &Path,
+    command: &str,
+    id: &str,
+    args: &str,
+) -> Result<std::process::Command, CommandError> {
+    let exe = std::env::current_exe().map_err(|e| {
+        CommandError::internal(format!("cannot find the git-agent executable: {e}"))
+    })?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg(command).arg(id).args(split(args)?).current_dir(cwd);
+    Ok(cmd)
+}
+
+/// Words as a shell splits them: whitespace between, `'...'` and `"..."` grouping.
+fn split(args: &str) -> Result<Vec<String>, CommandError> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote = None;
+    for c in args.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if quote.is_some() {
+        return Err(CommandError::user(format!("unbalanced quote in '{args}'")));
+    }
+    words.extend(word);
+    Ok(words)
 }
 
 fn context(session: &AgentSession) -> String {
@@ -522,6 +572,11 @@ mod tests {
         for c in COMMANDS {
             assert!(text.contains(&format!("/{}", c.name)), "{text}");
         }
+        assert_eq!(
+            split("--leave a.rs --comment 'not like this' \"b c\"").unwrap(),
+            ["--leave", "a.rs", "--comment", "not like this", "b c"]
+        );
+        assert!(split("'open").is_err());
         let err = unknown("dif", &["diff"]);
         assert_eq!(err.message(), "unknown command /dif");
         assert_eq!(err.hints(), ["did you mean /diff?"]);

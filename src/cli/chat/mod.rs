@@ -66,3 +66,27 @@ async fn close(ctx: &Context, session: AgentSession) -> Option<String> {
         "resume with `git agent chat --resume {id}` (or `git agent chat --continue`)"
     ))
 }
+
+/// Closes `session` and opens it again (after a review, whose comments the agent reads on resume). `None`
+/// when it cannot be opened again: the error is shown, with how to resume it later.
+async fn reload(
+    ctx: &Context,
+    flags: &SessionFlags,
+    session: AgentSession,
+    sink: &mut dyn Sink,
+) -> Option<AgentSession> {
+    let id = session.id().to_owned();
+    // The session's lock is per open file, so this process must let go of it before taking it again.
+    close(ctx, session).await;
+    match open(ctx, flags, Some(Resume::Id(id.clone())), sink).await {
+        Ok(session) => Some(session),
+        Err(err) => {
+            let text = format!(
+                "{}\nhint: resume with `git agent chat --resume {id}`",
+                err.text()
+            );
+            sink.emit(&crate::protocol::Event::Error(&text));
+            None
+        }
+    }
+}

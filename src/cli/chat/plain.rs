@@ -46,6 +46,28 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                     Action::Continue
                 }
             };
+            let action = match action {
+                // No terminal to hand over: review's scripted form says what it needs.
+                Action::Review => match commands::review(ctx.cwd(), session.id(), "") {
+                    Ok(reply) => {
+                        print_reply(&reply.text, flags.json);
+                        reply.action
+                    }
+                    Err(err) => {
+                        sink.emit(&Event::Error(&err.text()));
+                        code = 1;
+                        Action::Continue
+                    }
+                },
+                other => other,
+            };
+            if action == Action::Reload {
+                match super::reload(ctx, flags, session, sink.as_mut()).await {
+                    Some(again) => session = again,
+                    None => return Err(CommandError::shown(ErrorKind::Internal)),
+                }
+                continue;
+            }
             if !switch(ctx, flags, &mut session, action, sink.as_mut()).await {
                 break;
             }
@@ -77,7 +99,7 @@ async fn switch(
     sink: &mut dyn Sink,
 ) -> bool {
     let resume = match action {
-        Action::Continue => return true,
+        Action::Continue | Action::Review | Action::Reload => return true,
         Action::Exit => return false,
         Action::New => None,
         Action::Resume(id) => Some(Resume::Id(id)),

@@ -21,7 +21,8 @@ use super::history::History;
 use crate::agent::{AgentSession, Resume, TurnControl, TurnEnd};
 use crate::protocol::{Approval, Status};
 use crate::ui::chat::{
-    lock, tty, Action, ChatApprover, ChatSink, Editor, Input, Key, RawMode, Screen, Shared, Term,
+    lock, tty, Action, ChatApprover, ChatSink, Editor, Input, Key, RawMode, Reader, Screen, Shared,
+    Term,
 };
 use crate::ui::{neutralize, use_color, HumanSink};
 
@@ -45,19 +46,22 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
     let session = chat(&mut ui, ctx, flags, session).await;
     lock(&ui.screen).finish();
     drop(raw);
-    if let Some(hint) = super::close(ctx, session).await {
-        eprintln!("hint: {hint}");
+    if let Some(session) = session {
+        if let Some(hint) = super::close(ctx, session).await {
+            eprintln!("hint: {hint}");
+        }
     }
     Ok(())
 }
 
-/// Prompts and turns until the user leaves; returns the session it ends in.
+/// Prompts and turns until the user leaves; returns the session it ends in (none when one could not be
+/// opened again after a review: that error has been shown).
 async fn chat(
     ui: &mut Ui,
     ctx: &Context,
     flags: &SessionFlags,
     mut session: AgentSession,
-) -> AgentSession {
+) -> Option<AgentSession> {
     let mut pending: Option<String> = None;
     loop {
         ui.refresh(&session);
@@ -65,7 +69,7 @@ async fn chat(
             Some(line) => line,
             None => match ui.prompt().await {
                 Some(line) => line,
-                None => return session,
+                None => return Some(session),
             },
         };
         if let Some(parsed) = commands::parse(&line) {
@@ -89,9 +93,22 @@ async fn chat(
                     Command::Continue
                 }
             };
+            let action = match action {
+                Command::Review => ui.review(ctx, &session),
+                other => other,
+            };
             match action {
                 Command::Continue => {}
-                Command::Exit => return session,
+                Command::Review => {}
+                Command::Reload => {
+                    let mut sink = ChatSink::new(Arc::clone(&ui.term));
+                    session = super::reload(ctx, flags, session, &mut sink).await?;
+                    ui.say(
+                        "-- session opened again: review comments join the next turn",
+                        "2",
+                    );
+                }
+                Command::Exit => return Some(session),
                 Command::New => session = ui.switch(ctx, flags, session, None).await,
                 Command::Resume(id) => {
                     session = ui.switch(ctx, flags, session, Some(Resume::Id(id))).await
@@ -102,7 +119,7 @@ async fn chat(
             pending = ui.turn(&mut session, &line).await;
         }
         if ui.closed {
-            return session;
+            return Some(session);
         }
     }
 }
@@ -114,6 +131,7 @@ struct Ui {
     editor: Editor,
     history: History,
     keys: UnboundedReceiver<Input>,
+    reader: Reader,
     winch: Signal,
     hangup: Signal,
     terminate: Signal,
@@ -131,7 +149,7 @@ impl Ui {
     fn new(history: History) -> Result<Ui, CommandError> {
         let setup =
             |e: io::Error| CommandError::internal(format!("cannot set up the terminal: {e}"));
-        let keys = tty::spawn_reader(STDIN).map_err(setup)?;
+        let (reader, keys) = Reader::spawn(STDIN).map_err(setup)?;
         let (rows, cols) = tty::size(STDERR);
         let color = use_color(&io::stderr());
         let screen = Arc::new(Mutex::new(Screen::new(
@@ -146,6 +164,7 @@ impl Ui {
             editor: Editor::new(history.load(), commands::names()),
             history,
             keys,
+            reader,
             winch: signal(SignalKind::window_change()).map_err(setup)?,
             hangup: signal(SignalKind::hangup()).map_err(setup)?,
             terminate: signal(SignalKind::terminate()).map_err(setup)?,
@@ -386,8 +405,66 @@ impl Ui {
             Action::Clear => lock(&self.screen).clear(),
             Action::Expand => self.expand(),
             Action::Candidates(names) => self.say(&names.join("  "), "2"),
+            Action::Suspend => self.suspend(),
             _ => {}
         }
+    }
+
+    /// `/review` on the terminal: `git agent review <id>` has it (its questions read the keys) until it
+    /// exits; then the session is opened again so the comments reach the agent.
+    fn review(&mut self, ctx: &Context, session: &AgentSession) -> Command {
+        let cmd = commands::own_command(ctx.cwd(), "review", session.id(), "");
+        let status = cmd.and_then(|mut cmd| {
+            self.hand_over(&mut cmd)
+                .map_err(|e| CommandError::internal(format!("cannot run `git agent review`: {e}")))
+        });
+        match status {
+            Ok(status) if status.success() => Command::Reload,
+            // It said why on the terminal.
+            Ok(_) => Command::Continue,
+            Err(err) => {
+                self.error(&err);
+                Command::Continue
+            }
+        }
+    }
+
+    /// Runs `cmd` with the terminal as it was before the chat (cooked mode, no scroll region, the key
+    /// reader paused), then takes the terminal back and draws the screen afresh.
+    fn hand_over(
+        &mut self,
+        cmd: &mut std::process::Command,
+    ) -> io::Result<std::process::ExitStatus> {
+        self.reader.pause();
+        lock(&self.screen).finish();
+        tty::restore();
+        let status = cmd.status();
+        let again = tty::reenter(STDIN);
+        let (rows, cols) = tty::size(STDERR);
+        let mut screen = lock(&self.screen);
+        screen.resize(rows, cols);
+        screen.start();
+        drop(screen);
+        self.reader.resume();
+        self.redraw();
+        again?;
+        status
+    }
+
+    /// Ctrl-Z: the terminal given back while the job is stopped, the screen drawn afresh when it continues.
+    fn suspend(&mut self) {
+        lock(&self.screen).finish();
+        if let Err(err) = tty::suspend(STDIN) {
+            self.error(&CommandError::internal(format!(
+                "cannot set up the terminal again: {err}"
+            )));
+        }
+        let (rows, cols) = tty::size(STDERR);
+        let mut screen = lock(&self.screen);
+        screen.resize(rows, cols);
+        screen.start();
+        drop(screen);
+        self.redraw();
     }
 
     /// Ctrl-O: the last reasoning in full.

@@ -28,6 +28,8 @@ pub enum Action {
     Clear,
     /// Ctrl-O: show the last reasoning in full.
     Expand,
+    /// Ctrl-Z: stop the job (the shell's `fg` continues it).
+    Suspend,
     /// Tab found several commands and nothing more to complete: list them.
     Candidates(Vec<String>),
 }
@@ -107,6 +109,7 @@ impl Editor {
             Key::Esc => return Action::Esc,
             Key::Ctrl('l') => return Action::Clear,
             Key::Ctrl('o') => return Action::Expand,
+            Key::Ctrl('z') => return Action::Suspend,
             Key::Backspace => self.delete_back(),
             Key::Left | Key::Ctrl('b') => self.cursor = self.prev_boundary(self.cursor),
             Key::Right | Key::Ctrl('f') => self.cursor = self.next_boundary(self.cursor),

@@ -15,7 +15,7 @@ pub use keys::Key;
 pub use screen::Screen;
 pub use sink::{ChatApprover, ChatSink, Shared, Term};
 pub use status::StatusLine;
-pub use tty::{Input, RawMode};
+pub use tty::{Input, RawMode, Reader};
 
 /// A poisoned lock only means a panic elsewhere mid-draw; the screen state stays usable.
 pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

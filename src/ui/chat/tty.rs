@@ -2,17 +2,17 @@
 //! reads keys.
 //!
 //! Raw here means: no line buffering, no echo, no signals from Ctrl-C/Ctrl-Z (they arrive as keys, so Ctrl-C
-//! cancels a turn instead of killing the process), no flow control, CR not turned into LF. Output
+//! cancels a turn instead of killing the process, and Ctrl-Z goes through [`suspend`]), no flow control, CR not turned into LF. Output
 //! processing stays on, so `\n` still starts a new line for everything that prints.
 //!
-//! Keys are read by a dedicated thread blocked in `read(2)` and sent over a channel to the async side, which
-//! `select!`s them against the running turn. Nothing polls: idle, the thread sleeps in the kernel and the
-//! runtime in `epoll`. The only timed wait is the short one after a lone ESC (is it a key or the start of a
+//! Keys are read by a dedicated thread ([`Reader`]) blocked in `poll(2)` and sent over a channel to the async
+//! side, which `select!`s them against the running turn. Nothing polls on a timer: idle, the thread sleeps in
+//! the kernel and the runtime in `epoll`. The only timed wait is the short one after a lone ESC (is it a key or the start of a
 //! sequence?), and it only happens after a key press.
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 
 use tokio::sync::mpsc;
 
@@ -57,9 +57,26 @@ impl RawMode {
             return Err(io::Error::last_os_error());
         }
         *lock() = Some((fd, saved));
-        install_panic_hook();
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(install_panic_hook);
         Ok(RawMode { _private: () })
     }
+}
+
+/// Ctrl-Z: the terminal settings back as they were, the job stopped as a shell expects; when it is
+/// continued (`fg`), raw mode again. The caller gives the screen back before and takes it again after.
+pub fn suspend(fd: RawFd) -> io::Result<()> {
+    restore();
+    // SAFETY: sends SIGTSTP to our own process group (the job), which stops until SIGCONT.
+    unsafe { libc::kill(0, libc::SIGTSTP) };
+    reenter(fd)
+}
+
+/// Raw mode again after [`restore`] (a suspend, a program that had the terminal), without a new guard: the
+/// one made at start restores at the end.
+pub fn reenter(fd: RawFd) -> io::Result<()> {
+    std::mem::forget(RawMode::enter(fd)?);
+    Ok(())
 }
 
 impl Drop for RawMode {
@@ -104,19 +121,90 @@ pub fn size(fd: RawFd) -> (u16, u16) {
     }
 }
 
-/// Starts the thread that reads keys from `fd` for as long as the receiver lives.
-pub fn spawn_reader(fd: RawFd) -> io::Result<mpsc::UnboundedReceiver<Input>> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::Builder::new()
-        .name("chat-keys".into())
-        .spawn(move || read_keys(fd, &tx))?;
-    Ok(rx)
+/// The key reader: a thread blocked in `poll(2)` on the terminal and on a wake pipe, so it can be paused
+/// while another program has the terminal (two readers would split the keys between them).
+pub struct Reader {
+    wake: RawFd,
+    paused: Arc<(Mutex<Pause>, Condvar)>,
 }
 
-fn read_keys(fd: RawFd, tx: &mpsc::UnboundedSender<Input>) {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pause {
+    Reading,
+    /// Asked to stop reading; the thread has not seen it yet.
+    Asked,
+    Stopped,
+}
+
+impl Reader {
+    /// Starts the thread that reads keys from `fd` for as long as the receiver lives.
+    pub fn spawn(fd: RawFd) -> io::Result<(Reader, mpsc::UnboundedReceiver<Input>)> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut pipe = [0; 2];
+        // SAFETY: `pipe` has room for the two descriptors.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let paused = Arc::new((Mutex::new(Pause::Reading), Condvar::new()));
+        let shared = Arc::clone(&paused);
+        let woken = pipe[0];
+        std::thread::Builder::new()
+            .name("chat-keys".into())
+            .spawn(move || read_keys(fd, woken, &shared, &tx))?;
+        Ok((
+            Reader {
+                wake: pipe[1],
+                paused,
+            },
+            rx,
+        ))
+    }
+
+    /// Stops reading the terminal until [`Reader::resume`]; returns once the thread has stopped.
+    pub fn pause(&self) {
+        let (state, changed) = &*self.paused;
+        *lock_state(state) = Pause::Asked;
+        // SAFETY: one byte from a valid buffer into the pipe's write end.
+        unsafe { libc::write(self.wake, [1u8].as_ptr().cast(), 1) };
+        let mut guard = lock_state(state);
+        while *guard == Pause::Asked {
+            guard = changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub fn resume(&self) {
+        let (state, changed) = &*self.paused;
+        *lock_state(state) = Pause::Reading;
+        changed.notify_all();
+    }
+}
+
+fn lock_state(m: &Mutex<Pause>) -> std::sync::MutexGuard<'_, Pause> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read_keys(
+    fd: RawFd,
+    woken: RawFd,
+    paused: &(Mutex<Pause>, Condvar),
+    tx: &mpsc::UnboundedSender<Input>,
+) {
     let mut decoder = Decoder::new();
     let mut buf = [0u8; 4096];
     loop {
+        if wait(fd, woken) == Ready::Wake {
+            let mut byte = [0u8; 1];
+            // SAFETY: reads the one wake byte into a valid buffer.
+            unsafe { libc::read(woken, byte.as_mut_ptr().cast(), 1) };
+            let (state, changed) = paused;
+            let mut guard = lock_state(state);
+            *guard = Pause::Stopped;
+            changed.notify_all();
+            while *guard != Pause::Reading {
+                guard = changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+            }
+            continue;
+        }
         let n = match read(fd, &mut buf) {
             Ok(0) | Err(_) => {
                 let _ = tx.send(Input::Closed);
@@ -132,6 +220,43 @@ fn read_keys(fd: RawFd, tx: &mpsc::UnboundedSender<Input>) {
             if tx.send(Input::Key(key)).is_err() {
                 return;
             }
+        }
+    }
+}
+
+#[derive(PartialEq, Eq)]
+enum Ready {
+    Terminal,
+    Wake,
+}
+
+/// Blocks until the terminal has bytes (or hung up) or the wake pipe was written.
+fn wait(fd: RawFd, woken: RawFd) -> Ready {
+    let mut fds = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: woken,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: two valid pollfds; no timeout.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n > 0 {
+            return if fds[1].revents != 0 {
+                Ready::Wake
+            } else {
+                Ready::Terminal
+            };
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // Let the read report what is wrong with the terminal.
+            return Ready::Terminal;
         }
     }
 }

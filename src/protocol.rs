@@ -7,7 +7,7 @@
 //! to listen to a session ([`Sink`]) and answer its questions ([`Approver`]).
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
@@ -112,6 +112,8 @@ pub enum Status {
     Loop,
     /// The user interrupted (Ctrl-C).
     Interrupted,
+    /// SIGTERM or SIGHUP ended the session (a cancelled CI job, `timeout`, a closed terminal).
+    Terminated,
     /// A host failure ended the session.
     Error,
     /// `git agent discard` removed its branch and checkout (the log stays).
@@ -133,6 +135,7 @@ impl Status {
             Status::MaxTokens => "max_tokens",
             Status::Loop => "loop",
             Status::Interrupted => "interrupted",
+            Status::Terminated => "terminated",
             Status::Error => "error",
             Status::Discarded => "discarded",
             Status::CheckFailed => "check_failed",
@@ -150,6 +153,7 @@ impl Status {
             "max_tokens" => Status::MaxTokens,
             "loop" => Status::Loop,
             "interrupted" => Status::Interrupted,
+            "terminated" => Status::Terminated,
             "error" => Status::Error,
             "discarded" => Status::Discarded,
             "check_failed" => Status::CheckFailed,
@@ -237,11 +241,25 @@ pub enum Event<'a> {
         kind: ToolKind,
         label: &'a str,
         input: &'a serde_json::Value,
+        /// The file or directory the call works on, as the model named it (checkout-relative), if it names one.
+        location: Option<Location<'a>>,
+    },
+    /// What an editing call did to one text file, just before its [`Event::ToolResult`]; only for a sink that
+    /// [wants diffs](Sink::wants_diffs) (ACP shows edits as diffs). Not in the JSON contract.
+    Diff {
+        id: &'a str,
+        /// Checkout-relative.
+        path: &'a Path,
+        /// The file as the step before left it; `None` when the call created it.
+        old: Option<&'a str>,
+        new: &'a str,
     },
     ToolResult {
         id: &'a str,
         ok: bool,
         summary: &'a str,
+        /// What the model got back (capped as the tool caps it); editors show it under the call.
+        output: &'a str,
     },
     /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
     Permission {
@@ -326,6 +344,12 @@ pub enum Event<'a> {
     },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
+    /// A warning scripts see too (`--json` type `notice`): a safety measure that could not be applied and
+    /// what stands in for it. `topic` names the measure (`isolation`, `sandbox`).
+    Notice {
+        topic: &'a str,
+        message: &'a str,
+    },
     Error(&'a str),
     // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
     // the same code as a live session. The agent does not emit these today; none is in the JSON contract.
@@ -338,11 +362,13 @@ pub enum Event<'a> {
         path: &'a str,
         content: &'a str,
     },
-    /// The plan after an update: `done` of `total` items, and the plan as text, one line per item.
+    /// The plan after an update: `done` of `total` items, the plan as text, one line per item, and its items
+    /// (for front-ends that show a plan as a list). Emitted live after each `plan_update`, and by transcripts.
     Plan {
         done: usize,
         total: usize,
         text: &'a str,
+        items: &'a [PlanItem<'a>],
     },
     /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
     /// context window.
@@ -363,11 +389,49 @@ pub enum Event<'a> {
     },
     /// `git agent discard` removed the session's checkout and branch.
     Discarded,
+    /// An event of a subagent (the child loop of an `explore` call), marked with the id of the call that
+    /// started it: its tool calls and results, and the usage of its requests.
+    Nested {
+        parent: &'a str,
+        event: &'a Event<'a>,
+    },
+}
+
+/// Where a tool call works: a path as the model gave it (checkout-relative) and, when the tool takes one,
+/// the line it starts at (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location<'a> {
+    pub path: &'a str,
+    pub line: Option<u32>,
+}
+
+/// One item of the plan, for [`Event::Plan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanItem<'a> {
+    pub step: &'a str,
+    pub status: PlanStatus,
+    /// Why it is blocked, or what is left (may be empty).
+    pub note: &'a str,
+}
+
+/// Where one plan item stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Done,
+    Blocked,
 }
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.
 pub trait Sink: Send {
     fn emit(&mut self, event: &Event<'_>);
+
+    /// True when the sink shows what editing calls did as diffs ([`Event::Diff`]); the agent reads the files
+    /// for that only then.
+    fn wants_diffs(&self) -> bool {
+        false
+    }
 }
 
 /// A risky call that the rules neither allow nor deny: the user decides.

@@ -316,3 +316,86 @@ fn the_sandbox_lets_commands_write_the_work_tree_but_not_its_git_dir() {
         "in\n"
     );
 }
+
+/// Issue 17: where mount namespaces are available, `--here --sandbox workspace` binds the git dir read-only
+/// over itself, so commands may create and delete entries at the top of the work tree while `.git` stays
+/// read-only; elsewhere the top level stays closed (today's rule) and a notice says so.
+#[test]
+fn here_under_the_sandbox_creates_top_level_files_while_git_stays_read_only() {
+    if git_agent::safety::sandbox::landlock_abi() < 1 {
+        eprintln!("SKIPPED: this kernel does not support Landlock");
+        return;
+    }
+    let available = git_agent::safety::isolate::probe().is_namespace();
+    // With the namespace where the kernel allows it, and the fallback (forced off) everywhere.
+    for namespaces in [available, false] {
+        let repo = repo_with_work_in_progress();
+        let before = head_index_branches(&repo);
+        let config_before = fs::read(repo.path().join(".git/config")).unwrap();
+        // A script hides its commands from the guard: only the sandbox stands in the way.
+        let script = "echo top > top.txt && echo made-top\necho gone > gone.txt && rm gone.txt && echo removed-top\n\
+                      echo '[core] hooksPath = /tmp' >> .git/config && echo wrote-config\n\
+                      mv .git .git-moved && echo moved-git\necho hook > .git/hooks/pre-commit && echo hooked\n";
+        let write = call("write_file", json!({"path": "src/w.sh", "content": script}));
+        let exec = call("run", json!({"command": "sh src/w.sh"}));
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![write, exec.clone()]),
+            Reply::text("done"),
+        ]);
+        let mut cmd = repo.agent(
+            &server,
+            &[
+                "ask",
+                "--json",
+                "--here",
+                "--sandbox",
+                "workspace",
+                "touch the top level",
+            ],
+        );
+        if !namespaces {
+            cmd.env("GIT_AGENT_ISOLATION", "off");
+        }
+        let out = run(&mut cmd);
+        out.assert_code(0);
+        let result = server
+            .requests()
+            .pop()
+            .expect("follow-up")
+            .tool_result(&exec.id);
+        // Never, with or without namespaces: the git dir is read-only to commands.
+        for refused in ["wrote-config", "moved-git", "hooked"] {
+            assert!(!result.contains(refused), "{refused}: {result}");
+        }
+        assert_eq!(
+            fs::read(repo.path().join(".git/config")).unwrap(),
+            config_before
+        );
+        assert!(!repo.path().join(".git/hooks/pre-commit").exists());
+        assert!(!repo.path().join(".git-moved").exists());
+        if namespaces {
+            assert!(
+                result.contains("made-top") && result.contains("removed-top"),
+                "{result}"
+            );
+            assert_eq!(read(&repo, "top.txt").as_deref(), Some("top\n"));
+            assert!(!repo.path().join("gone.txt").exists());
+            let id = session_id(&repo);
+            assert_eq!(repo.git(&["show", &format!("agent/{id}:top.txt")]), "top\n");
+            assert!(
+                !out.stdout().contains("\"topic\":\"sandbox\""),
+                "{}",
+                out.stdout()
+            );
+        } else {
+            assert!(!result.contains("made-top"), "{result}");
+            assert!(
+                out.stdout().contains("\"topic\":\"sandbox\""),
+                "the fallback is announced: {}",
+                out.stdout()
+            );
+        }
+        assert_eq!(head_index_branches(&repo), before, "{result}");
+        fsck(&repo);
+    }
+}

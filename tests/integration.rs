@@ -39,6 +39,8 @@ mod session_api;
 mod here;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
+mod acp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
 mod lifecycle;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
@@ -49,3 +51,8 @@ mod fix;
 // `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
 // core.hooksPath, husky and lefthook, the pre-commit framework.
 mod hooks;
+// Skills: on disk and in refs/agent/skills, the catalog, load_skill, counts, export against the reference
+// validator, push/pull, distill.
+mod skills;
+// The explore subagent: concurrent read-only children, refusals, budgets, the log.
+mod explore;

@@ -445,3 +445,164 @@ fn guard_refuses_infrastructure_destruction_and_runs_the_precise_cases() {
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
+
+/// Issue 17, keys out of reach: started as `timeout 60 git agent ask`, the wrapper and git hold a key in their
+/// environments; the agent's own is clean, and its commands run in a PID namespace with a private /proc,
+/// so `cat /proc/*/environ`, `ps e` and a walk up `/proc/$PPID` find nothing of it. The same run with the
+/// namespace turned off must find the key (the test can see a leak) and must say so on stderr and in --json.
+#[test]
+fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
+    const CANARY: &str = "sk-ant-PARENT-CANARY-77aa11bb22cc";
+    let probe = "p=$PPID; while [ \"$p\" -gt 1 ] 2>/dev/null; do tr '\\0' '\\n' < /proc/$p/environ; p=$(cut -d' ' -f4 /proc/$p/stat); done; cat /proc/*/environ | tr '\\0' '\\n'; ps e -A -ww; echo probed";
+    for isolated in [true, false] {
+        let repo = TestRepo::new();
+        let before = user_state(&repo);
+        let dump = call(
+            "run",
+            json!({"command": format!("({probe}) > dump.txt 2>&1; cat dump.txt")}),
+        );
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![dump.clone()]),
+            Reply::text("done"),
+        ]);
+        let mut cmd = repo.via(
+            &server,
+            "timeout",
+            &[
+                "60",
+                "git",
+                "agent",
+                "ask",
+                "--json",
+                "--sandbox",
+                "off",
+                "look around",
+            ],
+        );
+        cmd.env("ANTHROPIC_API_KEY", CANARY);
+        if !isolated {
+            cmd.env("GIT_AGENT_ISOLATION", "off");
+        }
+        let out = run(&mut cmd);
+        out.assert_code(0);
+        let id = session_id(&repo);
+        let dumped = fs::read_to_string(
+            repo.path()
+                .join(".git/agent/worktrees")
+                .join(&id)
+                .join("dump.txt"),
+        )
+        .expect("the command wrote its findings");
+        assert!(dumped.contains("probed"), "{dumped}");
+        let events = json_events(out.stdout());
+        let notice = events
+            .iter()
+            .find(|e| e["type"] == "notice" && e["topic"] == "isolation");
+        if isolated {
+            if !git_agent::safety::isolate::probe().is_namespace() {
+                eprintln!("SKIPPED the isolated half: the kernel refuses namespaces here");
+                assert!(
+                    notice.is_some(),
+                    "the fallback is announced: {}",
+                    out.stdout()
+                );
+                continue;
+            }
+            assert!(!dumped.contains(CANARY), "a command read the key: {dumped}");
+            assert!(notice.is_none(), "{}", out.stdout());
+        } else {
+            // The control: without the namespace the key in git's and timeout's environment is readable.
+            assert!(
+                dumped.contains(CANARY),
+                "the probe cannot see a leak: {dumped}"
+            );
+            let notice = notice.expect("the fallback is announced in --json");
+            assert!(
+                notice["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("without a private /proc"),
+                "{notice}"
+            );
+            assert!(
+                out.stderr()
+                    .contains("warning: commands run without a private /proc"),
+                "{}",
+                out.stderr()
+            );
+        }
+        // Whatever the command saw, nothing of the key reaches the model, git objects or notes.
+        for request in server.requests() {
+            assert!(
+                !request.raw_body.contains(CANARY),
+                "the key went to the model"
+            );
+        }
+        assert!(
+            !all_objects(repo.path()).contains(CANARY),
+            "the key is in git"
+        );
+        let notes = repo.git(&["log", "--notes=agent", "--format=%B%N", "--all"]);
+        assert!(!notes.contains(CANARY));
+        assert_eq!(user_state(&repo), before);
+        fsck(&repo);
+    }
+}
+
+/// Issue 17 defect 5: a configured key (here from `api_key_command`, so in no environment at all) that a
+/// tool's result holds — a file the user committed it in, a command printing it — is redacted before the
+/// result goes to the provider; the request body never carries it, only `[REDACTED:...]`.
+#[test]
+fn configured_keys_in_tool_results_never_reach_the_provider() {
+    const KEY: &str = "corp-CANARY-key-5d4c3b2a";
+    let repo = TestRepo::new();
+    repo.write(
+        "deploy.sh",
+        &format!("curl -H 'Authorization: Bearer {KEY}' https://example.com\n"),
+    );
+    repo.commit_all("a script with the key in it");
+    let before = user_state(&repo);
+    let read = call("read_file", json!({"path": "deploy.sh"}));
+    let cat = call(
+        "run",
+        json!({"command": "grep -o 'Bearer [^ ]*' deploy.sh"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![read.clone(), cat.clone()]),
+        Reply::text("done"),
+    ]);
+    let config = repo.root().join("config.toml");
+    fs::write(
+        &config,
+        format!(
+            "[providers.openai]\nbase_url = \"{}\"\napi_key_command = \"echo {KEY}\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let out = run(repo
+        .agent(
+            &server,
+            &["ask", "--sandbox", "off", "look at the deploy script"],
+        )
+        .env_remove("OPENAI_API_KEY")
+        .env("GIT_AGENT_CONFIG", &config));
+    out.assert_code(0);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let follow_up = &requests[1];
+    assert!(
+        !follow_up.raw_body.contains(KEY),
+        "the key went to the model"
+    );
+    for id in [&read.id, &cat.id] {
+        let result = follow_up.tool_result(id);
+        assert!(result.contains("Bearer [REDACTED:"), "{result}");
+    }
+    assert!(!out.stderr().contains(KEY), "{out}");
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -707,3 +707,158 @@ fn a_stale_lock_is_reported_in_words() {
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
+
+/// Processes whose command line is exactly `argv` (e.g. `sleep 3071`), found in /proc.
+fn processes(argv: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    fs::read_dir("/proc")
+        .expect("/proc is readable")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_until(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    done()
+}
+
+/// Starts `ask` with `server` (see [`nap()`]); returns the running agent, the session id and the checkout
+/// once the command has recorded its TMPDIR.
+fn agent_asleep(
+    repo: &TestRepo,
+    server: &Server,
+) -> (std::process::Child, String, std::path::PathBuf) {
+    let mut cmd = repo.agent(server, &["ask", "take a nap"]);
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn git-agent");
+    let mut id = String::new();
+    assert!(
+        wait_until(20, || {
+            id = crate::common::agent_branches(repo)
+                .pop()
+                .unwrap_or_default();
+            !id.is_empty()
+                && repo
+                    .path()
+                    .join(".git/agent/worktrees")
+                    .join(&id)
+                    .join("tmp.txt")
+                    .exists()
+        }),
+        "the command never started"
+    );
+    let checkout = repo.path().join(".git/agent/worktrees").join(&id);
+    (child, id, checkout)
+}
+
+/// A model whose one tool call records the command's TMPDIR and its mode in the checkout, then sleeps `secs`.
+fn nap(secs: &str) -> Server {
+    let sleep = call(
+        "run",
+        json!({"command": format!("echo \"$TMPDIR\" > tmp.txt; stat -c %a \"$TMPDIR\" >> tmp.txt; sleep {secs}; echo woke")}),
+    );
+    Server::start(vec![Reply::tool_calls(vec![sleep]), Reply::text("done")])
+}
+
+/// Issue 17 defect 7: SIGTERM and SIGHUP end the session as SIGINT does: the running command and everything
+/// it started are killed, the log says the session was terminated, the exit code is 128 + the signal, and
+/// the session's private temp dir (mode 0700, a random name) is gone.
+#[test]
+fn sigterm_and_sighup_kill_the_running_command_and_say_terminated() {
+    for (signal, name, code) in [
+        (libc::SIGTERM, "SIGTERM", 143),
+        (libc::SIGHUP, "SIGHUP", 129),
+    ] {
+        let repo = TestRepo::new();
+        let before = user_state(&repo);
+        let secs = if signal == libc::SIGTERM {
+            "3071"
+        } else {
+            "3072"
+        };
+        let server = nap(secs);
+        let (mut child, id, checkout) = agent_asleep(&repo, &server);
+        assert!(
+            wait_until(10, || !processes(&["sleep", secs]).is_empty()),
+            "sleep {secs} never ran"
+        );
+        let tmp = fs::read_to_string(checkout.join("tmp.txt")).unwrap();
+        let mut lines = tmp.lines();
+        let tmpdir = std::path::PathBuf::from(lines.next().unwrap());
+        assert_eq!(lines.next(), Some("700"), "{tmp}");
+        let dir_name = tmpdir.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(
+            dir_name.starts_with(&format!("git-agent-{id}-"))
+                && dir_name.len() == format!("git-agent-{id}-").len() + 6,
+            "{dir_name}"
+        );
+        // SAFETY: signalling the child we started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(code), "{name}: {status}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("terminated by {name}")),
+            "{stderr}"
+        );
+        assert!(
+            processes(&["sleep", secs]).is_empty(),
+            "{name} left the command running"
+        );
+        let meta = repo.git(&["show", &format!("refs/agent/sessions/{id}:meta.json")]);
+        let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+        assert_eq!(meta["status"], "terminated", "{meta}");
+        assert!(!tmpdir.exists(), "the temp dir outlived the session");
+        assert_eq!(user_state(&repo), before);
+        fsck(&repo);
+    }
+}
+
+/// Issue 17 defect 7: killed with SIGKILL, the agent cannot clean up, but its command dies with it (the
+/// supervisor's lifeline); the temp dir it leaves is removed by the next session.
+#[test]
+fn kill_9_takes_the_command_with_it_and_the_next_session_sweeps_the_temp_dir() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let server = nap("3073");
+    let (mut child, _id, checkout) = agent_asleep(&repo, &server);
+    assert!(
+        wait_until(10, || !processes(&["sleep", "3073"]).is_empty()),
+        "sleep never ran"
+    );
+    let tmpdir = std::path::PathBuf::from(
+        fs::read_to_string(checkout.join("tmp.txt"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        wait_until(5, || processes(&["sleep", "3073"]).is_empty()),
+        "the command outlived the agent"
+    );
+    assert!(tmpdir.is_dir(), "a killed session leaves its temp dir");
+    let next = Server::start(vec![Reply::text("hello")]);
+    repo.run_agent(&next, &["ask", "hi"]).assert_code(0);
+    assert!(
+        !tmpdir.exists(),
+        "the next session did not sweep the leftover"
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -190,10 +190,11 @@ fn commands_do_not_inherit_git_redirects() {
 #[test]
 fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     let repo = TestRepo::new();
-    let pid_file = repo.root().join("server.pid");
+    // The job's pid as the agent sees it (its process group): in a PID namespace the command's own `$$` is
+    // a number of that namespace, meaningless out here.
     let serve = call(
         "run",
-        json!({"command": format!("echo $$ > {}; exec python3 -m http.server 0 --bind 127.0.0.1", pid_file.display())}),
+        json!({"command": "exec python3 -m http.server 0 --bind 127.0.0.1"}),
     );
     let look = call("job", json!({"id": 1, "action": "output"}));
     let stop = call("job", json!({"id": 1, "action": "stop"}));
@@ -206,7 +207,6 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     ]);
 
     let started = Instant::now();
-    // The pid file lies outside the checkout, where a sandboxed job may not write; the sandbox has its own tests.
     let out = repo.run_agent(&server, &["ask", "--sandbox", "off", "serve"]);
 
     out.assert_code(0);
@@ -225,14 +225,15 @@ fn background_server_is_started_read_stopped_and_never_outlives_the_session() {
     assert!(looked.starts_with("job 1: running"), "{looked}");
     let stopped = requests[2].tool_result(&stop.id);
     assert!(stopped.starts_with("job 1 stopped"), "{stopped}");
-    let pid: i32 = fs::read_to_string(&pid_file)
-        .expect("the server wrote its pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    // SAFETY: signal 0 only asks whether the process exists.
+    let pid: i32 = looked
+        .split("running (pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .expect("job 1 reports its pid");
+    // SAFETY: signal 0 only asks whether the group still has members.
     assert_ne!(
-        unsafe { libc::kill(pid, 0) },
+        unsafe { libc::killpg(pid, 0) },
         0,
         "the stopped server still runs"
     );

@@ -159,3 +159,114 @@ pub fn edit() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `true` spawned and waited for, each way in turn, 10 rounds of BENCH_RUNS/10 spawns (default 100 in all),
+/// so a busy machine slows every variant alike: the bare `bash -c` spawn commands had before the supervisor,
+/// then through `process::bash` with the supervisor and no namespace, with the PID namespace and private
+/// `/proc`, and both under Landlock. The median per-call time of the rounds, and its ratio to the bare spawn.
+#[test]
+#[ignore]
+fn bench_run_isolation() {
+    use crate::safety::isolate::{self, Isolation};
+    use crate::safety::sandbox::{Mode, Sandbox, SandboxConfig};
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    let rounds = 10;
+    let per_round = (runs / rounds).max(1);
+    let dir = std::env::temp_dir().join(format!("git-agent-bench-run-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join(".git")).expect("bench dir");
+    let root = std::fs::canonicalize(&dir).expect("bench dir");
+    let namespace = isolate::probe().clone();
+    let workspace = Sandbox::new(
+        &SandboxConfig {
+            mode: Mode::Workspace,
+            ..SandboxConfig::default()
+        },
+        &root.join(".git/agent/worktrees/x"),
+        &root.join(".git"),
+        None,
+    );
+    let shared = Isolation::Shared {
+        why: "benchmark".into(),
+    };
+    let mut variants: Vec<(&str, Option<Sandbox>)> = vec![
+        ("bare_bash", None),
+        (
+            "supervisor_no_namespace",
+            Some(Sandbox {
+                isolation: shared.clone(),
+                ..Sandbox::off()
+            }),
+        ),
+    ];
+    if namespace.is_namespace() {
+        variants.push((
+            "pid_namespace",
+            Some(Sandbox {
+                isolation: namespace.clone(),
+                ..Sandbox::off()
+            }),
+        ));
+    }
+    if crate::safety::sandbox::landlock_abi() >= 1 {
+        variants.push((
+            "landlock_no_namespace",
+            Some(Sandbox {
+                isolation: shared,
+                ..workspace.clone()
+            }),
+        ));
+        if namespace.is_namespace() {
+            variants.push(("landlock_pid_namespace", Some(workspace)));
+        }
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut base = ctx(&dir);
+    for _ in 0..rounds {
+        for (i, (name, sandbox)) in variants.iter().enumerate() {
+            let start = Instant::now();
+            for _ in 0..per_round {
+                let status = match sandbox {
+                    None => std::os::unix::process::CommandExt::process_group(
+                        Command::new("bash")
+                            .args(["-c", "true"])
+                            .stdin(Stdio::null()),
+                        0,
+                    )
+                    .status(),
+                    Some(sandbox) => {
+                        base.sandbox = Arc::new(sandbox.clone());
+                        let mut cmd =
+                            super::process::bash(&base, "true").expect("the sandbox applies");
+                        cmd.stdout(Stdio::null()).status()
+                    }
+                }
+                .expect("bash runs");
+                assert!(status.success(), "{name}: {status}");
+            }
+            times[i].push(ms(start) / per_round as f64);
+        }
+    }
+    let bare = median(times[0].clone());
+    for ((name, _), t) in variants.iter().zip(times) {
+        let t = median(t);
+        println!(
+            "BENCH spawn_true_{name}_ms={t:.2} ratio_to_bare={:.2}x",
+            t / bare
+        );
+    }
+    // The whole `run` tool for scale: its wait loop polls every 20 ms, which dominates a command this short.
+    let start = Instant::now();
+    for _ in 0..20 {
+        let out = super::shell::Run.execute(&base, &json!({"command": "true"}));
+        assert!(!out.is_error, "{}", out.content);
+    }
+    println!("BENCH run_tool_true_ms={:.2} (20 calls)", ms(start) / 20.0);
+    println!(
+        "BENCH isolation_here={namespace:?} spawns_per_variant={}",
+        rounds * per_round
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@ use std::mem;
 use std::sync::Arc;
 
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
+use crate::safety::redact;
 use crate::safety::{Answer, Decision};
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
@@ -104,6 +105,7 @@ impl Turn<'_> {
             kind: own.kind(),
             label: &label,
             input: &args,
+            location: None,
         });
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
@@ -117,6 +119,7 @@ impl Turn<'_> {
                     self.s.conv.plan = plan;
                     self.guards.plan_updated();
                     let plan = &self.s.conv.plan;
+                    plan.show(&mut *self.sink);
                     let summary = format!("{} of {} done", plan.done(), plan.items.len());
                     ToolOutput::ok(format!("plan updated: {summary}"), summary)
                 }
@@ -177,6 +180,7 @@ impl Turn<'_> {
                     kind: ToolKind::Other,
                     label: &label,
                     input: &serde_json::Value::Null,
+                    location: None,
                 });
                 return Ok(self.reported(call, ToolOutput::error(message)));
             }
@@ -188,6 +192,7 @@ impl Turn<'_> {
             kind: tool.kind(),
             label: &label,
             input: &args,
+            location: tool.location(&args),
         });
         let decision = self.decide(tool.as_ref(), call, &args, &label).await;
         if decision.is_denied() {
@@ -199,6 +204,9 @@ impl Turn<'_> {
             self.s.tools.changes.before_run()?;
         }
         let mut output = self.execute(tool, args).await?;
+        if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
+            self.show_diffs(call, &output.changed);
+        }
         self.report(call, &output);
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
@@ -291,9 +299,41 @@ impl Turn<'_> {
             sandbox: Arc::clone(&tools.sandbox),
         };
         let tool = Arc::clone(tool);
-        tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
+        let mut output = tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
             .await
-            .map_err(|e| AgentError::Join(e.to_string()))
+            .map_err(|e| AgentError::Join(e.to_string()))?;
+        // The user's keys never go to the provider, whatever printed them (a test dumping its environment,
+        // an MCP server echoing its token).
+        output.content = redact::redact_known(&output.content);
+        output.summary = redact::redact_known(&output.summary);
+        Ok(output)
+    }
+
+    /// Shows what an editing call did to each file it changed: the file as the branch's tip has it (the
+    /// step before) and as the call left it in the checkout. Only text files up to [`DIFF_LIMIT`] bytes; a
+    /// front-end gets the plain result for the others.
+    fn show_diffs(&mut self, call: &ToolCall, changed: &[std::path::PathBuf]) {
+        let work = &self.s.work;
+        for rel in changed {
+            let Some(new) = checkout_text(&work.session.root().join(rel)) else {
+                continue;
+            };
+            let old = match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                Ok(Some((bytes, _))) if bytes.len() <= DIFF_LIMIT => match String::from_utf8(bytes)
+                {
+                    Ok(text) => Some(text),
+                    Err(_) => continue,
+                },
+                Ok(Some(_)) | Err(_) => continue,
+                Ok(None) => None,
+            };
+            self.sink.emit(&Event::Diff {
+                id: &call.id,
+                path: rel,
+                old: old.as_deref(),
+                new: &new,
+            });
+        }
     }
 
     fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
@@ -301,6 +341,7 @@ impl Turn<'_> {
             id: &call.id,
             ok: !output.is_error,
             summary: &output.summary,
+            output: &output.content,
         });
     }
 
@@ -308,6 +349,20 @@ impl Turn<'_> {
         self.report(call, &output);
         output
     }
+}
+
+/// The largest file [`Turn::show_diffs`] shows: an editor's diff view of a bigger file would not help, and
+/// reading it twice per edit would cost.
+const DIFF_LIMIT: usize = 1 << 20;
+
+/// A regular file's text as an editing call left it, if it is UTF-8 and at most [`DIFF_LIMIT`] bytes. The
+/// tool wrote it through the checkout's confinement; a symlink there is not followed.
+fn checkout_text(path: &std::path::Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > DIFF_LIMIT as u64 {
+        return None;
+    }
+    String::from_utf8(std::fs::read(path).ok()?).ok()
 }
 
 /// Checks that the call names a tool and parses its arguments, or says what is wrong in words the model can

@@ -99,9 +99,7 @@ impl Check {
                 command: self.command.clone(),
                 message: err.to_string(),
             })?;
-            if let Some(prepared) = prepared {
-                prepared.install(&mut cmd);
-            }
+            prepared.install(&mut cmd);
         }
         let spawn_error = |source| CheckError::Spawn {
             command: self.command.clone(),

@@ -1,13 +1,14 @@
 //! What a front-end holds while a turn runs: a cancel for that one turn, and a queue of text that steers it.
 //!
 //! Cancelling is per turn, not per process: chat's Ctrl-C and ACP's `session/cancel` end the turn and the session
-//! lives on for the next prompt. `ask` wires the process's Ctrl-C to its one turn
-//! ([`TurnControl::cancel_on_ctrl_c()`]). A cancel drops the model stream at once (so the provider stops
+//! lives on for the next prompt. `ask` wires the process's Ctrl-C, SIGTERM and SIGHUP to its one turn
+//! ([`TurnControl::cancel_on_signals()`]): a cancelled CI job or `timeout` must not leave the command's
+//! dev servers and test runs behind. A cancel drops the model stream at once (so the provider stops
 //! generating), kills a running command's process group (tools watch [`crate::tools::ToolContext::cancel`]),
 //! answers an open approval question with [`crate::protocol::Approval::Cancelled`], and records the calls not
 //! yet run as not run; steps already committed stay.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -26,6 +27,8 @@ struct Inner {
     /// Wakes the awaits that race a cancel (the model stream, an approval question).
     wake: watch::Sender<bool>,
     steering: Mutex<Vec<String>>,
+    /// The signal that cancelled the turn (0: none, or a cancel that was no signal).
+    signal: AtomicI32,
 }
 
 impl Default for TurnControl {
@@ -41,6 +44,7 @@ impl TurnControl {
                 cancelled: Arc::new(AtomicBool::new(false)),
                 wake: watch::channel(false).0,
                 steering: Mutex::new(Vec::new()),
+                signal: AtomicI32::new(0),
             }),
         }
     }
@@ -72,16 +76,53 @@ impl TurnControl {
         !lock(&self.inner.steering).is_empty()
     }
 
-    /// Cancels on the process's Ctrl-C (SIGINT), from the first time the runtime polls the returned task on.
-    /// Installing the handler means Ctrl-C no longer kills the process: the turn ends as interrupted (exit 130)
-    /// with the work so far recorded. Abort the task when the turn is over.
+    /// Cancels on the process's Ctrl-C (SIGINT), SIGTERM or SIGHUP, from the first time the runtime polls
+    /// the returned task on. Installing the handlers means these signals no longer kill the process: the turn
+    /// ends as interrupted (SIGINT, exit 130) or terminated (exit 128 + the signal: 143, 129), running
+    /// commands killed with their process groups, the work so far recorded. Abort the task when the turn is
+    /// over. Once installed, tokio's handlers stay for the life of the process, so this is for a front-end
+    /// whose process ends with the turn (`ask`). Where a handler cannot be installed, that signal keeps its
+    /// default (the process dies; its commands die with it, see `safety::isolate`).
+    pub fn cancel_on_signals(&self) -> tokio::task::JoinHandle<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let control = self.clone();
+        tokio::spawn(async move {
+            let mut term = signal(SignalKind::terminate()).ok();
+            let mut hup = signal(SignalKind::hangup()).ok();
+            let sig = tokio::select! {
+                r = tokio::signal::ctrl_c() => match r {
+                    Ok(()) => libc::SIGINT,
+                    Err(_) => return,
+                },
+                Some(()) = next(&mut term) => libc::SIGTERM,
+                Some(()) = next(&mut hup) => libc::SIGHUP,
+            };
+            control.cancel_for_signal(sig);
+        })
+    }
+
+    /// Cancels the turn because the process got `signal`: a SIGTERM or SIGHUP turn ends as terminated (exit
+    /// 128 + the signal) rather than interrupted. For front-ends that watch signals themselves.
+    pub fn cancel_for_signal(&self, signal: i32) {
+        self.inner.signal.store(signal, Ordering::SeqCst);
+        self.cancel();
+    }
+
+    /// Cancels on the process's Ctrl-C (SIGINT) only, for a front-end that outlives the turn and handles
+    /// SIGTERM and SIGHUP itself (chat), or leaves them their default (the process dies, and its commands
+    /// with it: `safety::isolate`).
     pub fn cancel_on_ctrl_c(&self) -> tokio::task::JoinHandle<()> {
         let control = self.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                control.cancel();
+                control.cancel_for_signal(libc::SIGINT);
             }
         })
+    }
+
+    /// The signal that cancelled the turn, if a signal did.
+    pub fn signal(&self) -> Option<i32> {
+        Some(self.inner.signal.load(Ordering::SeqCst)).filter(|s| *s != 0)
     }
 
     /// The flag the tools watch.
@@ -94,6 +135,14 @@ impl TurnControl {
         let mut wake = self.inner.wake.subscribe();
         // The sender lives as long as `self`, so this only returns once the value is true.
         let _ = wake.wait_for(|c| *c).await;
+    }
+}
+
+/// The next delivery of `signal`, or never when its handler could not be installed.
+async fn next(signal: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match signal {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -90,6 +90,9 @@ pub enum Event {
         tokens_before: u64,
         tokens_after: u64,
     },
+    /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
+    /// results and usage); never part of the session's own conversation.
+    Explore { parent: String, event: Box<Event> },
 }
 
 impl Event {

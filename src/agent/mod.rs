@@ -20,6 +20,8 @@ pub mod check;
 pub mod context;
 pub mod control;
 pub mod date;
+pub mod distill;
+pub mod explore;
 pub mod fix;
 mod guards;
 mod instructions;
@@ -27,6 +29,7 @@ pub mod journal;
 pub mod plan;
 mod prompt;
 pub mod session;
+pub mod skills;
 mod start;
 mod step;
 mod stream;
@@ -47,6 +50,11 @@ pub use turn::TurnEnd;
 pub const EXIT_UNFINISHED: i32 = 3;
 /// Exit code when the user interrupted.
 pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit code when SIGTERM (143) or SIGHUP (129) ended the session: 128 + the signal, as a shell reports a
+/// process killed by it, so `timeout` and CI runners see what they expect.
+pub fn exit_terminated(signal: i32) -> i32 {
+    128 + signal
+}
 
 /// The error returned by [`AgentSession`]'s methods and [`ask()`]: host failures that end a turn. Failures the
 /// model can fix are tool results, never errors.
@@ -66,6 +74,9 @@ pub enum AgentError {
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+    /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl AgentError {
@@ -99,8 +110,8 @@ fn with_hint(err: ModelError, model: &ModelConfig) -> AgentError {
     }
 }
 
-/// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C wired to its cancel,
-/// close. Returns the process exit code.
+/// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C, SIGTERM and SIGHUP
+/// wired to its cancel, close. Returns the process exit code.
 pub async fn ask(
     cwd: &std::path::Path,
     prompt: &str,
@@ -110,7 +121,7 @@ pub async fn ask(
 ) -> Result<i32, AgentError> {
     options.title.get_or_insert_with(|| prompt.to_owned());
     let control = TurnControl::new();
-    let ctrl_c = control.cancel_on_ctrl_c();
+    let signals = control.cancel_on_signals();
     let result = async {
         let mut session = AgentSession::open(cwd, options, sink).await?;
         let end = session.turn(prompt, sink, approver, &control).await;
@@ -119,6 +130,6 @@ pub async fn ask(
         end
     }
     .await;
-    ctrl_c.abort();
+    signals.abort();
     Ok(result?.exit_code)
 }

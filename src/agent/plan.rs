@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::protocol::{ToolKind, ToolSchema};
+use crate::protocol::{Event, PlanItem, PlanStatus, Sink, ToolKind, ToolSchema};
 
 /// The name of the plan tool.
 pub const PLAN_TOOL: &str = "plan_update";
@@ -104,6 +104,30 @@ impl Plan {
             .iter()
             .filter(|i| i.status == Status::Done)
             .count()
+    }
+
+    /// Tells `sink` what the plan is now ([`Event::Plan`]).
+    pub fn show(&self, sink: &mut dyn Sink) {
+        let items: Vec<PlanItem<'_>> = self
+            .items
+            .iter()
+            .map(|item| PlanItem {
+                step: item.step.trim(),
+                status: match item.status {
+                    Status::Pending => PlanStatus::Pending,
+                    Status::InProgress => PlanStatus::InProgress,
+                    Status::Done => PlanStatus::Done,
+                    Status::Blocked => PlanStatus::Blocked,
+                },
+                note: item.note.trim(),
+            })
+            .collect();
+        sink.emit(&Event::Plan {
+            done: self.done(),
+            total: self.items.len(),
+            text: &self.render(),
+            items: &items,
+        });
     }
 
     /// The plan as a checklist, one item a line.

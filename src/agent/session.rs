@@ -29,6 +29,7 @@ use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
 use crate::safety::sandbox::{Sandbox, SandboxConfig};
+use crate::safety::scratch::ScratchDir;
 use crate::safety::Policy;
 use crate::store::{
     ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartFrom, StartOptions, Started,
@@ -40,9 +41,11 @@ use crate::tools::{Registry, SessionState};
 
 use super::context::{ContextState, Settings};
 use super::control::TurnControl;
+use super::explore::{self, Explorer};
 use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
 use super::plan::{self, Plan};
+use super::skills::SessionSkills;
 use super::start::{self as starting, Pending};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
@@ -96,6 +99,10 @@ pub struct AgentSession {
     pub(super) conv: Conversation,
     pub(super) context: ContextState,
     pub(super) limits: Limits,
+    /// The skills the session sees, and which were loaded this turn.
+    pub(super) skills: SessionSkills,
+    /// How `explore` calls run.
+    pub(super) explore: Explorer,
     /// The `session` event, shown once the model first answers.
     pub(super) line: SessionLine,
     /// The model has answered at least once in this process.
@@ -158,8 +165,12 @@ pub(super) struct Toolbox {
     pub mcp: Servers,
     /// Their status as last shown, so each change is shown once.
     pub mcp_shown: Option<McpStatus>,
+    /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
+    pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
     pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    /// Servers an editor added before the checkout existed; they start with the configured ones.
+    pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -241,6 +252,12 @@ impl AgentSession {
             .ok()
             .and_then(|s| s.max_capture_size())
             .unwrap_or(DEFAULT_MAX_CAPTURE_SIZE);
+        // The agent's own settings, from the same files (defaults when they broke since).
+        let defaults = crate::config::Settings::default();
+        let own = settings.as_ref().unwrap_or(&defaults);
+        let timeouts = (options.connect_timeout, options.idle_timeout);
+        let explore = Explorer::new(own, &model, timeouts)?;
+        let caps = own.catalog_caps();
         let resumed = options.resume.is_some();
         let (session, log, events, prior_status, pending) = match &options.resume {
             None => {
@@ -256,9 +273,20 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        let skills = SessionSkills::load(&store, caps, sink);
+        if let Some(tool) = skills.tool() {
+            tools.registry.add(tool);
+        }
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
         if pending.is_some() && !session.checkout.is_here() {
+            // Reading the servers' config registers their secrets (env values, tokens) with the redactor; that
+            // must happen now, before the first event is logged, not when they start.
+            if let Ok(settings) = &settings {
+                let user = &settings.user;
+                let repo = Some((store.workdir(), store.common_dir()));
+                crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
+            }
             tools.mcp_later = Some(settings);
         } else {
             tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);
@@ -277,6 +305,7 @@ impl AgentSession {
             &events,
             cwd,
             &instructions_root,
+            &skills.section(),
         );
         let line = SessionLine {
             id: session.id.clone(),
@@ -310,6 +339,8 @@ impl AgentSession {
                 max_tokens: options.max_tokens,
             },
             line,
+            skills,
+            explore,
             announced: false,
             resumed,
             turns: 0,
@@ -344,6 +375,11 @@ impl AgentSession {
         };
         // A server that failed or joined while the last request ran is shown now rather than never.
         self.refresh_mcp(sink);
+        let status = result
+            .as_ref()
+            .map_or(Status::Error, |end| end.status.clone());
+        self.skills
+            .count_turn(&self.work.store, &self.work.session.id, &status, sink);
         match result {
             Ok(end) => {
                 self.untouched = false;
@@ -417,10 +453,25 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Keeps a new session when it closes even if no turn ran, instead of rolling it back: an editor's
+    /// `session/new` handed out its id, and the editor may load it later. Until a turn runs it is listed as
+    /// `done` with no steps.
+    pub fn keep(&mut self) {
+        if self.untouched {
+            self.untouched = false;
+            self.prior_status = Status::Done;
+        }
+    }
+
     /// Starts more MCP servers for this session (those an editor passes with ACP's `session/new`, as
     /// `config::mcp::parse_acp` reads them); they join in the background like the configured ones, and an
     /// entry that cannot be used counts as a failed server.
     pub fn add_mcp_servers(&mut self, servers: Vec<(String, Result<ServerSpec, String>)>) {
+        if self.tools.mcp_later.is_some() {
+            // The checkout they run in does not exist yet (`adopt` starts them).
+            self.tools.mcp_added.extend(servers);
+            return;
+        }
         let mut specs = Vec::new();
         for (name, spec) in servers {
             match spec {
@@ -482,9 +533,8 @@ impl AgentSession {
             work.log.meta.status = std::mem::take(&mut self.prior_status);
             let _ = work.log.fold(&work.store);
         }
-        if let Some(tmp) = &self.tools.sandbox.tmpdir {
-            // Best effort: it is the session's scratch space in the system temp dir.
-            let _ = std::fs::remove_dir_all(tmp);
+        if let Some(scratch) = self.tools.scratch.take() {
+            scratch.remove();
         }
     }
 
@@ -522,6 +572,12 @@ impl AgentSession {
             output_tokens: meta.output_tokens,
             cached_tokens: self.usage.cached_tokens,
         }
+    }
+
+    /// The skills the session sees: usable ones with their counts, shadowed ones, and the problems of those
+    /// left out (chat's `/skills`).
+    pub fn skills(&self) -> &crate::store::skills::sources::Catalog {
+        self.skills.catalog()
     }
 
     /// The plan the model keeps with `plan_update` (chat's `/plan`).
@@ -636,6 +692,10 @@ impl AgentSession {
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+            let added = std::mem::take(&mut self.tools.mcp_added);
+            if !added.is_empty() {
+                self.add_mcp_servers(added);
+            }
         }
         Ok(())
     }
@@ -721,9 +781,18 @@ impl Toolbox {
         sink: &mut dyn Sink,
     ) -> Toolbox {
         let sandbox_config = safety.sandbox.clone();
-        let (policy, sandbox) = safety_for(store, session, safety);
+        let (policy, sandbox, scratch) = safety_for(store, session, safety);
         if let Some(warning) = &sandbox.fallback {
-            sink.emit(&Event::Warning(warning));
+            sink.emit(&Event::Notice {
+                topic: "sandbox",
+                message: warning,
+            });
+        }
+        if let Some(warning) = sandbox.isolation_warning() {
+            sink.emit(&Event::Notice {
+                topic: "isolation",
+                message: &warning,
+            });
         }
         let output = store
             .common_dir()
@@ -743,7 +812,9 @@ impl Toolbox {
             run_timeout,
             mcp: Servers::none(),
             mcp_shown: None,
+            scratch,
             mcp_later: None,
+            mcp_added: Vec::new(),
         }
     }
 }
@@ -758,12 +829,18 @@ impl Conversation {
         events: &[serde_json::Value],
         cwd: &Path,
         instructions_root: &Path,
+        skills: &str,
     ) -> Conversation {
         let mut instructions = Instructions::new(instructions_root);
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
-        let system = system_prompt(session, &mut instructions, &relative_cwd(store, cwd));
+        let system = system_prompt(
+            session,
+            &mut instructions,
+            &relative_cwd(store, cwd),
+            skills,
+        );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
         Conversation {
@@ -958,7 +1035,11 @@ fn resolve_context(
 }
 
 /// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
-fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy, Sandbox) {
+fn safety_for(
+    store: &Store,
+    session: &Session,
+    opts: SafetyOptions,
+) -> (Policy, Sandbox, Option<ScratchDir>) {
     let checkout =
         std::fs::canonicalize(session.root()).unwrap_or_else(|_| session.root().to_path_buf());
     let guard = GuardEnv {
@@ -968,15 +1049,21 @@ fn safety_for(store: &Store, session: &Session, opts: SafetyOptions) -> (Policy,
         home: dirs::home_dir(),
         session_branch: short_branch(session).to_string(),
     };
-    let tmpdir = std::env::temp_dir().join(format!("git-agent-{}", session.id));
-    let tmpdir = std::fs::create_dir_all(&tmpdir).ok().map(|_| tmpdir);
+    // Without one (a full or read-only temp dir) commands keep the TMPDIR they would have had.
+    let scratch = ScratchDir::create(&std::env::temp_dir(), &session.id).ok();
+    let tmpdir = scratch.as_ref().map(|s| s.path().to_path_buf());
     let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
-    (Policy::new(opts.rules, guard), sandbox)
+    (Policy::new(opts.rules, guard), sandbox, scratch)
 }
 
 /// The system prompt: fixed sections, the project instructions found from the root down to the working
-/// directory `cwd` (repository-relative), the environment.
-fn system_prompt(session: &Session, instructions: &mut Instructions, cwd: &Path) -> String {
+/// directory `cwd` (repository-relative), the skill catalog `skills`, the environment.
+fn system_prompt(
+    session: &Session,
+    instructions: &mut Instructions,
+    cwd: &Path,
+    skills: &str,
+) -> String {
     let checkout = session.root().display().to_string();
     let base = session.base.to_string();
     let env = prompt::Environment {
@@ -987,11 +1074,18 @@ fn system_prompt(session: &Session, instructions: &mut Instructions, cwd: &Path)
         here: session.checkout.is_here(),
     };
     let files = instructions.initial(cwd);
-    let section = if files.is_empty() {
+    let mut section = if files.is_empty() {
         String::new()
     } else {
         instructions::section(&files)
     };
+    // The catalog changes less often than the environment, more often than the instructions.
+    if !skills.is_empty() {
+        if !section.is_empty() {
+            section.push_str("\n\n");
+        }
+        section.push_str(skills);
+    }
     prompt::system_prompt(&env, &section)
 }
 
@@ -1014,6 +1108,7 @@ pub(super) fn short_branch(session: &Session) -> &str {
 fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
     let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
+    schemas.push(explore::schema());
     schemas.extend(tools.mcp.offered());
     schemas
 }
@@ -1052,6 +1147,7 @@ fn start_mcp(
     }
     let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
     reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    reserved.push(explore::TOOL.to_owned());
     let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
     let mut specs = Vec::new();
     let mut broken = Vec::new();

@@ -15,6 +15,7 @@ use crate::tools::ToolOutput;
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
+use super::explore;
 use super::guards::{Budget, Guards};
 use super::journal::Event as LogEvent;
 use super::plan::Finish;
@@ -34,12 +35,17 @@ pub struct TurnEnd {
     pub exit_code: i32,
     /// Tokens of this turn's requests (summaries included).
     pub usage: Usage,
+    /// The model refused: its last reply was ended for content reasons (see
+    /// [`FinishReason::is_refusal`]); the status is `done`, the answer whatever it said.
+    pub refused: bool,
 }
 
 /// How the loop ended.
 pub(super) enum Outcome {
     /// Plain text without tool calls.
     Answered(String),
+    /// A reply without tool calls that the provider ended for content reasons.
+    Refused(String),
     /// The `finish` tool.
     Finished(Finish),
     /// A budget or a loop guard; `status` is what the log records (`max_steps`, `loop`, ...).
@@ -104,6 +110,24 @@ impl<'t> Turn<'t> {
     /// Tokens of this turn's requests so far.
     pub(super) fn usage(&self) -> Usage {
         self.tally.usage
+    }
+
+    /// What the turn used of its budget so far: model requests, and tokens as `--max-tokens` counts them.
+    pub(super) fn used(&self) -> (u32, u64) {
+        (self.tally.requests, self.tally.spent)
+    }
+
+    /// The turn's budget.
+    pub(super) fn budget(&self) -> Budget {
+        self.tally.budget
+    }
+
+    /// Takes over what subagents used: the turn now stands at `requests` and `spent`, and their `usage` is
+    /// the turn's too (so the session's totals count it).
+    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage) {
+        self.tally.requests = self.tally.requests.max(requests);
+        self.tally.spent = self.tally.spent.max(spent);
+        self.tally.usage.add(usage);
     }
 
     pub(super) async fn run(&mut self, prompt: &str) -> Result<Outcome, AgentError> {
@@ -216,6 +240,10 @@ impl<'t> Turn<'t> {
         self.count_tokens(&response);
         self.record_reply(&response)?;
         let cut_off = response.finish_reason == Some(FinishReason::Length);
+        let refused = response
+            .finish_reason
+            .as_ref()
+            .is_some_and(FinishReason::is_refusal);
         let Response {
             text,
             tool_calls: calls,
@@ -228,6 +256,10 @@ impl<'t> Turn<'t> {
             tool_calls: calls.clone(),
             thinking,
         });
+        if calls.is_empty() && refused {
+            // Neither steering nor a plan reminder talks a provider out of a refusal.
+            return Ok(Some(Outcome::Refused(text)));
+        }
         if calls.is_empty() {
             if self.control.has_steering() {
                 // The user said more while the model answered: the turn goes on with it.
@@ -270,12 +302,32 @@ impl<'t> Turn<'t> {
         // The tools work in the checkout: a new session's start, still under way, is waited for here.
         self.s.ready(&mut *self.sink).await?;
         let mut round = Round::default();
+        // Outputs of explore calls, run together when the first of a run of them comes up.
+        let mut explored: Vec<Option<ToolOutput>> = vec![None; calls.len()];
         for (i, call) in calls.iter().enumerate() {
             let truncated = cut_off && i + 1 == calls.len();
+            let exploring = call.name == explore::TOOL && !truncated;
             let output = if self.control.is_cancelled() {
                 ToolOutput::error("interrupted by the user before this call ran")
             } else if round.stop.is_some() {
                 ToolOutput::error("not run: the loop guard stopped the session")
+            } else if exploring {
+                if explored[i].is_none() {
+                    let group: Vec<&ToolCall> = calls[i..]
+                        .iter()
+                        .enumerate()
+                        .take_while(|(j, c)| {
+                            c.name == explore::TOOL && !(cut_off && i + j + 1 == calls.len())
+                        })
+                        .map(|(_, c)| c)
+                        .collect();
+                    for (j, output) in self.explore(&group).await?.into_iter().enumerate() {
+                        explored[i + j] = Some(output);
+                    }
+                }
+                explored[i]
+                    .take()
+                    .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
             } else {
                 self.dispatch(call, truncated, &mut round).await?
             };
@@ -469,8 +521,9 @@ impl<'t> Turn<'t> {
     /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
     /// and `done`.
     pub(super) fn finish(&mut self, outcome: Outcome) -> TurnEnd {
+        let refused = matches!(outcome, Outcome::Refused(_));
         let (status, answer, code) = match outcome {
-            Outcome::Answered(answer) => (Status::Done, answer, 0),
+            Outcome::Answered(answer) | Outcome::Refused(answer) => (Status::Done, answer, 0),
             Outcome::Finished(Finish {
                 completed: true,
                 summary,
@@ -487,7 +540,23 @@ impl<'t> Turn<'t> {
                 self.sink.emit(&Event::Error(&message));
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
-            Outcome::Interrupted(partial) => (Status::Interrupted, partial, EXIT_INTERRUPTED),
+            Outcome::Interrupted(partial) => match self.control.signal() {
+                Some(sig) if sig != libc::SIGINT => {
+                    let name = if sig == libc::SIGHUP {
+                        "SIGHUP"
+                    } else {
+                        "SIGTERM"
+                    };
+                    let message = format!(
+                        "terminated by {name}; running commands were killed; the work so far is on {}",
+                        short_branch(&self.s.work.session)
+                    );
+                    self.sink.emit(&Event::Error(&message));
+                    let answer = if partial.is_empty() { message } else { partial };
+                    (Status::Terminated, answer, super::exit_terminated(sig))
+                }
+                _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
+            },
         };
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
@@ -519,6 +588,7 @@ impl<'t> Turn<'t> {
             answer,
             exit_code: code,
             usage,
+            refused,
         }
     }
 

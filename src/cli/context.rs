@@ -31,6 +31,16 @@ impl Context {
         })
     }
 
+    /// A context for `cwd`, without `--json` (ACP: each session works in the directory its editor gave).
+    pub fn at(cwd: PathBuf) -> Context {
+        Context {
+            cwd,
+            json: false,
+            store: OnceCell::new(),
+            sink: None,
+        }
+    }
+
     pub fn cwd(&self) -> &Path {
         &self.cwd
     }

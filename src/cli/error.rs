@@ -24,6 +24,8 @@ pub enum ErrorKind {
     Unfinished,
     /// The user interrupted (exit 130).
     Interrupted,
+    /// SIGTERM or SIGHUP ended the session (exit 128 + the signal: 143, 129).
+    Terminated(i32),
     /// The host failed: git, the file system, the model server (exit 1).
     Internal,
 }
@@ -34,6 +36,7 @@ impl ErrorKind {
             ErrorKind::Usage => 2,
             ErrorKind::Unfinished => 3,
             ErrorKind::Interrupted => 130,
+            ErrorKind::Terminated(signal) => 128 + signal,
             ErrorKind::User | ErrorKind::Config | ErrorKind::Internal => 1,
         }
     }
@@ -188,7 +191,9 @@ impl From<AgentError> for CommandError {
             return err.into();
         }
         let kind = match err {
-            AgentError::Auth { .. } | AgentError::Unreachable { .. } => ErrorKind::Config,
+            AgentError::Auth { .. } | AgentError::Unreachable { .. } | AgentError::Config(_) => {
+                ErrorKind::Config
+            }
             _ => ErrorKind::Internal,
         };
         let hints = err.hints();

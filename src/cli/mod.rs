@@ -2,6 +2,7 @@
 //! exit codes and `error:` lines.
 
 mod accept;
+mod acp;
 mod ask;
 pub mod chat;
 mod config;
@@ -20,6 +21,7 @@ mod push;
 mod review;
 mod review_tty;
 mod show;
+mod skill;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +48,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Ask(ask::AskArgs),
+    Acp(acp::AcpArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -62,6 +65,7 @@ enum Command {
     Mcp(mcp::McpArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
+    Skill(skill::SkillArgs),
 }
 
 impl Command {
@@ -97,6 +101,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
+        Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
@@ -113,6 +118,7 @@ pub fn run() -> i32 {
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
+        Command::Skill(args) => skill::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

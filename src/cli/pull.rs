@@ -1,11 +1,14 @@
-//! `git agent pull`: fetch shared sessions and merge the remote's notes into ours (never overwriting them).
+//! `git agent pull`: fetch shared sessions and merge the remote's notes, review records and skills into ours
+//! (never overwriting them).
 
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
 use crate::store::share::{remote_notes_ref, remote_review_ref};
+use crate::store::skills::remote_skills_ref;
 
-/// Fetch sessions, session branches, notes and review records from a remote; notes are merged, not overwritten
+/// Fetch sessions, session branches, notes, review records and skills from a remote; notes, review records and
+/// skills are merged, not overwritten
 #[derive(Debug, Args)]
 pub struct PullArgs {
     /// The remote (default: origin)
@@ -16,13 +19,17 @@ pub struct PullArgs {
 pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let notes = remote_notes_ref(&args.remote);
+    let skills = remote_skills_ref(&args.remote);
     let status = super::git_inherit(store.workdir())
         .args(["fetch", &args.remote])
-        .arg("refs/agent/*:refs/agent/*")
+        // Sessions by name: `refs/agent/*` would also take refs that are merged rather than fetched over
+        // (skills), and a negative refspec would keep those out of the refspecs below too.
+        .arg("refs/agent/sessions/*:refs/agent/sessions/*")
         .arg("refs/heads/agent/*:refs/heads/agent/*")
-        // The remote's notes land beside ours and are merged below; forced because only we write there.
-        // A glob, so a remote without notes is not an error.
+        // The remote's notes and skills land beside ours and are merged below; forced because only we write
+        // there. Globs, so a remote without them is not an error.
         .arg(format!("+refs/notes/agent*:{notes}*"))
+        .arg(format!("+refs/agent/skills*:{skills}*"))
         .status()
         .map_err(|e| {
             CommandError::internal(format!(
@@ -45,6 +52,19 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
                 "merged the review records of {} into {}",
                 args.remote,
                 crate::store::review::REVIEW_REF
+            );
+        }
+    }
+    if let Some(theirs) = store.ref_target(&skills)? {
+        let report = store.merge_skills(theirs, &args.remote)?;
+        if !report.taken.is_empty() {
+            eprintln!("skills from {}: {}", args.remote, report.taken.join(", "));
+        }
+        for name in &report.conflicts {
+            eprintln!(
+                "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
+                 (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",
+                args.remote
             );
         }
     }

@@ -149,8 +149,40 @@ impl HeldStep {
     }
 }
 
-/// Emits the stored events as the shared events the renderer knows.
-fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
+/// The `tool_call` event of a stored call, labelled as the tool labels it live, handed to `emit`.
+fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>)) {
+    let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+    let tool = crate::tools::find(&call.name);
+    // The tools a session makes for itself are not built in: their labels are asked for by name.
+    let own_label = |args: &serde_json::Value| match call.name.as_str() {
+        crate::agent::explore::TOOL => Some(crate::agent::explore::label(args)),
+        crate::tools::skill::NAME => Some(crate::tools::skill::label(args)),
+        _ => None,
+    };
+    let label = input
+        .as_ref()
+        .and_then(|args| {
+            tool.map(|tool| tool.label(args))
+                .or_else(|| own_label(args))
+        })
+        .unwrap_or_else(|| format!("{} {}", call.name, crate::tools::short(&call.arguments, 80)));
+    let input = input.as_ref().unwrap_or(&serde_json::Value::Null);
+    emit(&Event::ToolCall {
+        id: &call.id,
+        name: &call.name,
+        kind: tool
+            .map(|t| t.kind())
+            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
+            .unwrap_or(ToolKind::Other),
+        label: &label,
+        input,
+        location: tool.and_then(|t| t.location(input)),
+    });
+}
+
+/// Emits the stored events as the shared events the renderer knows (ACP's `session/load` replays a session
+/// through it too).
+pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
     let mut held: Option<HeldStep> = None;
@@ -159,6 +191,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
             tool_call_id,
             ok,
             summary,
+            content,
             ..
         } = &event
         {
@@ -167,6 +200,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 id: tool_call_id,
                 ok: *ok,
                 summary: &summary,
+                output: content,
             });
             if let Some(step) = held.take() {
                 step.emit(sink);
@@ -187,27 +221,37 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                     sink.emit(&Event::Text(content.trim_end()));
                 }
                 for call in &tool_calls {
-                    let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
-                    let tool = crate::tools::find(&call.name);
-                    let label = input
-                        .as_ref()
-                        .zip(tool)
-                        .map(|(args, tool)| tool.label(args))
-                        .unwrap_or_else(|| {
-                            format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
-                        });
-                    sink.emit(&Event::ToolCall {
-                        id: &call.id,
-                        name: &call.name,
-                        kind: tool
-                            .map(|t| t.kind())
-                            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
-                            .unwrap_or(ToolKind::Other),
-                        label: &label,
-                        input: input.as_ref().unwrap_or(&serde_json::Value::Null),
-                    });
+                    tool_call(call, &mut |event| sink.emit(event));
                 }
             }
+            journal::Event::Explore { parent, event } => match *event {
+                journal::Event::Assistant { tool_calls, .. } => {
+                    for call in &tool_calls {
+                        tool_call(call, &mut |event| {
+                            sink.emit(&Event::Nested {
+                                parent: &parent,
+                                event,
+                            })
+                        });
+                    }
+                }
+                journal::Event::ToolResult {
+                    tool_call_id,
+                    ok,
+                    summary,
+                    content,
+                    ..
+                } => sink.emit(&Event::Nested {
+                    parent: &parent,
+                    event: &Event::ToolResult {
+                        id: &tool_call_id,
+                        ok,
+                        summary: &summary,
+                        output: &content,
+                    },
+                }),
+                _ => {}
+            },
             journal::Event::Step {
                 step,
                 commit,
@@ -236,14 +280,7 @@ fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 path: &path,
                 content: &crate::tools::short(&content, 100),
             }),
-            journal::Event::Plan { items } => {
-                let plan = crate::agent::plan::Plan { items };
-                sink.emit(&Event::Plan {
-                    done: plan.done(),
-                    total: plan.items.len(),
-                    text: &plan.render(),
-                });
-            }
+            journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
             journal::Event::Compaction {
                 replaced,
                 fallback,

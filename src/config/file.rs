@@ -52,6 +52,10 @@ pub struct FileConfig {
     pub check_timeout: Option<Duration>,
     /// The `[hooks]` table.
     pub hooks: HookSettings,
+    /// `explore_model`, `explore_max_steps` (see [`super::skills`]).
+    pub explore: super::skills::ExploreConfig,
+    /// The `[skills]` table.
+    pub skills: super::skills::SkillsConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -189,7 +193,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["max_capture_size"] => Some(KeyType::Count),
         ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
-        [key] => context_key_type(key),
+        [key] => context_key_type(key).or_else(|| super::skills::key_type(path)),
         ["retry", "max_attempts"] => Some(KeyType::Count),
         ["retry", "base_delay" | "max_delay" | "max_retry_after"] => Some(KeyType::Seconds),
         ["providers", _, key] => match *key {
@@ -203,7 +207,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
-        _ => None,
+        _ => super::skills::key_type(path),
     }
 }
 
@@ -270,7 +274,10 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
                 }
             }
             _ => {
-                if !ctx.context_key(&mut config.context, key, key, item, span.clone())? {
+                let (explore, skills) = (&mut config.explore, &mut config.skills);
+                if !ctx.context_key(&mut config.context, key, key, item, span.clone())?
+                    && !ctx.skills_key(explore, skills, key, item, span.clone())?
+                {
                     return Err(ctx.unknown(key, span, TOP_KEYS));
                 }
             }
@@ -280,8 +287,9 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, max_capture_size, worktree_pool, check, check_timeout, \
-                        [retry], [hooks], [providers.<name>], [mcp_servers.<name>]";
+                        compact, attribution, max_capture_size, worktree_pool, explore_model, \
+                        explore_max_steps, check, check_timeout, [retry], [skills], [hooks], \
+                        [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
@@ -376,7 +384,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
+    pub(super) fn count(&self, item: &Item, key: &str, span: Span) -> Result<u64, ConfigError> {
         match self.value(item, key, span.clone())?.as_integer() {
             Some(n) if n >= 1 => Ok(n as u64),
             _ => Err(self.error(span, key, "expected a whole number of at least 1")),
@@ -426,7 +434,12 @@ impl Ctx<'_> {
             .ok_or_else(|| self.error(span, key, "expected true or false"))
     }
 
-    fn small_count(&self, item: &Item, key: &str, span: Span) -> Result<u32, ConfigError> {
+    pub(super) fn small_count(
+        &self,
+        item: &Item,
+        key: &str,
+        span: Span,
+    ) -> Result<u32, ConfigError> {
         let n = self.count(item, key, span.clone())?;
         u32::try_from(n).map_err(|_| self.error(span, key, "too large"))
     }

@@ -137,6 +137,14 @@ pub enum FinishReason {
     Other(String),
 }
 
+impl FinishReason {
+    /// The provider withheld or ended the answer for content reasons: OpenAI's `content_filter`, Anthropic's
+    /// `refusal`.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, FinishReason::Other(reason) if reason == "content_filter" || reason == "refusal")
+    }
+}
+
 /// The assembled reply to one request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Response {

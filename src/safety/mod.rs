@@ -10,11 +10,13 @@
 
 pub mod beneath;
 pub mod guard;
+pub mod isolate;
 pub mod mcp;
 pub mod path;
 pub mod redact;
 pub mod rules;
 pub mod sandbox;
+pub mod scratch;
 pub mod secrets;
 pub mod shell;
 pub mod withhold;

@@ -126,20 +126,33 @@ impl Redactor {
 
     /// `text` with every secret replaced by `[REDACTED:<kind>]`.
     pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let found = self.find(text);
-        if found.is_empty() {
+        replace(text, self.find(text))
+    }
+
+    /// `text` with the known values replaced (what tool results get before they go to the provider: a
+    /// secret *format* in a test fixture is the model's business, the user's keys are not).
+    pub fn redact_known<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        if self.known.is_empty() {
             return Cow::Borrowed(text);
         }
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for f in found {
-            out.push_str(&text[at..f.start]);
-            out.push_str(&format!("[REDACTED:{}]", f.kind));
-            at = f.end;
-        }
-        out.push_str(&text[at..]);
-        Cow::Owned(out)
+        replace(text, self.find_known(text))
     }
+}
+
+/// `text` with each finding replaced by `[REDACTED:<kind>]`.
+fn replace(text: &str, found: Vec<Finding>) -> Cow<'_, str> {
+    if found.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in found {
+        out.push_str(&text[at..f.start]);
+        out.push_str(&format!("[REDACTED:{}]", f.kind));
+        at = f.end;
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
 }
 
 /// The process-wide redactor, seeded from the secrets the agent started with. The session log and notes
@@ -164,6 +177,12 @@ pub fn register(value: &str, kind: &str) {
 /// Redacts with the process-wide redactor: the one choke point for text going into refs.
 pub fn redact(text: &str) -> String {
     with_global(|r| r.redact(text).into_owned())
+}
+
+/// The known secret values in `text` replaced, with the process-wide redactor: what a tool result gets
+/// before it reaches the model.
+pub fn redact_known(text: &str) -> String {
+    with_global(|r| r.redact_known(text).into_owned())
 }
 
 /// Runs `f` with the process-wide redactor (read-locked for the call).

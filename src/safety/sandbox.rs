@@ -11,12 +11,15 @@
 //! - `/dev/null` and the terminal devices.
 //!
 //! A `--here` session's checkout is the user's own work tree, whose `.git` lies inside it. Landlock only adds
-//! rights down a hierarchy, so granting the work tree would grant `.git` too; instead each top-level entry but
-//! `.git` is granted (directories with everything beneath them, files for writing), and the top level itself
-//! is not: commands may change files anywhere and create or delete them in subdirectories, but not create,
-//! delete or rename entries right at the top (the agent's file tools can; they do not run in the sandbox).
-//! Symlinks at the top are not followed into writable places. The user's linked-worktree admin dir (their
-//! index and HEAD) is never granted.
+//! rights down a hierarchy, so granting the work tree would grant `.git` too. Where commands run in a mount
+//! namespace of their own ([`super::isolate`]), the whole work tree is granted and `.git` is bound read-only
+//! over itself there: commands may create and delete entries anywhere, `.git` refuses every write (`EROFS`),
+//! and Landlock keeps them from undoing the mount. Elsewhere each top-level entry but `.git` is granted
+//! (directories with everything beneath them, files for writing), and the top level itself is not: commands
+//! may change files anywhere and create or delete them in subdirectories, but not create, delete or rename
+//! entries right at the top (the agent's file tools can; they do not run in the sandbox), and the session
+//! says so once. Symlinks at the top are not followed into writable places. The user's linked-worktree admin
+//! dir (their index and HEAD) is never granted.
 //!
 //! Everything else of the repository's git dir is read-only: objects, refs, the stash, config, hooks, other
 //! worktrees. A linked worktree shares all of those with the user, so this is what makes `git branch -D main`
@@ -32,13 +35,16 @@
 //! Network stays on by default because builds fetch dependencies; `[sandbox] network = false` turns it off.
 //!
 //! Landlock scopes ptrace (`/proc/<pid>/mem` of the agent is closed to commands) but, measured on 6.18, not
-//! `/proc/<pid>/environ`: keeping keys out of that is the job of `safety::secrets`.
+//! `/proc/<pid>/environ`: keeping keys out of that is the job of `safety::secrets` (the agent's own) and of
+//! the private `/proc` of [`super::isolate`] (its parents', in every sandbox mode).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;
+
+use super::isolate::{self, Isolation, Namespace, Plan};
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -112,6 +118,11 @@ pub struct Sandbox {
     pub tmpdir: Option<PathBuf>,
     /// Why `auto` resolved to off, to warn once.
     pub fallback: Option<String>,
+    /// Whether commands get a PID namespace with a private `/proc` ([`super::isolate`]).
+    pub isolation: Isolation,
+    /// Bound read-only over themselves in the command's mount namespace: the git dir of a `--here` work
+    /// tree, whose whole top level is then writable.
+    pub readonly: Vec<PathBuf>,
 }
 
 /// The Landlock ABI version of the running kernel (0 when unsupported).
@@ -138,6 +149,10 @@ impl Sandbox {
             writable: Vec::new(),
             tmpdir: None,
             fallback: None,
+            isolation: Isolation::Shared {
+                why: "no sandbox".into(),
+            },
+            readonly: Vec::new(),
         }
     }
 
@@ -163,7 +178,9 @@ impl Sandbox {
                 fallback = Some("this kernel has no Landlock, so commands run unsandboxed (the guard still applies); pass --sandbox off to silence this".to_string());
             }
         }
+        let isolation = isolate::probe().clone();
         let mut writable = Vec::new();
+        let mut readonly = Vec::new();
         if mode == Mode::Workspace {
             if checkout.starts_with(common_dir) {
                 // The session's own linked checkout, and its own index and HEAD.
@@ -171,9 +188,20 @@ impl Sandbox {
                 if let Some(admin) = worktree_admin_dir(checkout) {
                     writable.push(admin);
                 }
+            } else if isolation.is_namespace() {
+                // The user's work tree (`--here`), all of it, with its git dir read-only by a bind mount.
+                writable.push(checkout.to_path_buf());
+                readonly = git_paths_inside(checkout, common_dir);
             } else {
-                // The user's work tree (`--here`): see the module docs.
+                // The user's work tree (`--here`) without a mount namespace: see the module docs.
                 writable.extend(work_tree_entries(checkout, common_dir));
+                fallback = Some(format!(
+                    "commands cannot create or delete entries at the top of the work tree: the git dir can only be kept read-only by granting each top-level entry but .git ({})",
+                    match &isolation {
+                        Isolation::Shared { why } => why.as_str(),
+                        Isolation::Namespace { .. } => "",
+                    }
+                ));
             }
             writable.extend(tmpdir.clone());
             let home = dirs::home_dir();
@@ -209,6 +237,18 @@ impl Sandbox {
             writable,
             tmpdir,
             fallback,
+            isolation,
+            readonly,
+        }
+    }
+
+    /// What to tell the user once when commands cannot get a private `/proc`, and the fallback.
+    pub fn isolation_warning(&self) -> Option<String> {
+        match &self.isolation {
+            Isolation::Namespace { .. } => None,
+            Isolation::Shared { why } => Some(format!(
+                "commands run without a private /proc ({why}): they can see other processes of yours and read their environments (your shell's, git's), so keys in those stay readable; git-agent's own environment holds none"
+            )),
         }
     }
 
@@ -233,12 +273,29 @@ impl Sandbox {
             "; network access is off"
         };
         format!(
-            "[sandbox: commands may write only under {places}; the repository's git dir is read-only (the agent commits each step itself, so `git add`/`git commit` are not needed){network}]"
+            "[sandbox: commands may write only under {places}; the repository's git dir is read-only{bound} (the agent commits each step itself, so `git add`/`git commit` are not needed){network}]",
+            bound = if self.readonly.is_empty() { "" } else { " (bound read-only over itself)" },
         )
     }
 
-    /// Builds the Landlock ruleset (and seccomp filter) in the parent, so the child only makes syscalls.
-    pub fn prepare(&self) -> Result<Option<Prepared>, SandboxError> {
+    /// Everything a command's child needs, built in the parent so the child only makes syscalls: the
+    /// supervisor and namespaces ([`super::isolate`]), and in workspace or read-only mode the Landlock
+    /// ruleset and seccomp filter.
+    pub fn prepare(&self) -> Result<Prepared, SandboxError> {
+        let namespace = match self.isolation {
+            Isolation::Namespace { user } => Some(Namespace::new(user, &self.readonly)),
+            Isolation::Shared { .. } => None,
+        };
+        let plan = Plan::new(namespace);
+        let landlock = self.landlock()?;
+        Ok(Prepared {
+            plan,
+            landlock,
+            tmpdir: self.tmpdir.clone(),
+        })
+    }
+
+    fn landlock(&self) -> Result<Option<Landlock>, SandboxError> {
         if !self.is_active() {
             return Ok(None);
         }
@@ -307,31 +364,44 @@ impl Sandbox {
         }
         let fd: Option<OwnedFd> = created.into();
         let fd = fd.ok_or_else(|| SandboxError::Setup("Landlock returned no ruleset".into()))?;
-        Ok(Some(Prepared {
+        Ok(Some(Landlock {
             ruleset: fd,
             seccomp: (!self.network).then(socket_filter),
-            tmpdir: self.tmpdir.clone(),
         }))
     }
 }
 
-/// A ruleset ready to be applied in a child between fork and exec.
+/// A command's isolation and sandbox, ready to be applied in its child between fork and exec.
 pub struct Prepared {
-    ruleset: OwnedFd,
-    seccomp: Option<Vec<libc::sock_filter>>,
+    plan: Plan,
+    landlock: Option<Landlock>,
     tmpdir: Option<PathBuf>,
 }
 
+/// A Landlock ruleset and seccomp filter, built.
+struct Landlock {
+    ruleset: OwnedFd,
+    seccomp: Option<Vec<libc::sock_filter>>,
+}
+
 impl Prepared {
-    /// Applies the sandbox in the child of `cmd`. The closure makes only async-signal-safe syscalls: the
-    /// ruleset and filter were built before the fork.
+    /// Applies it all to `cmd`, which must lead its own process group: the supervisor first, then, in the
+    /// command's own process only, Landlock and seccomp.
     pub fn install(self, cmd: &mut Command) {
         if let Some(tmp) = &self.tmpdir {
             cmd.env("TMPDIR", tmp);
         }
-        let Prepared {
-            ruleset, seccomp, ..
-        } = self;
+        self.plan.install(cmd);
+        if let Some(landlock) = self.landlock {
+            landlock.install(cmd);
+        }
+    }
+}
+
+impl Landlock {
+    /// The closure makes only async-signal-safe syscalls: the ruleset and filter were built before the fork.
+    fn install(self, cmd: &mut Command) {
+        let Landlock { ruleset, seccomp } = self;
         // SAFETY: prctl and the Landlock syscall are async-signal-safe; they read only memory owned by the
         // closure (the filter) and an fd it keeps open.
         unsafe {
@@ -376,6 +446,20 @@ fn work_tree_entries(root: &Path, common_dir: &Path) -> Vec<PathBuf> {
         .filter(|p| !common_dir.starts_with(p))
         .collect();
     out.sort();
+    out
+}
+
+/// The git dirs of a work tree that lie inside it and must stay read-only to its commands: its `.git` (a
+/// directory, or the file of a linked worktree) and the common git dir if it is inside.
+fn git_paths_inside(root: &Path, common_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let dot_git = root.join(".git");
+    if std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir() || m.is_file()) {
+        out.push(dot_git);
+    }
+    if common_dir.starts_with(root) && !out.iter().any(|p| common_dir.starts_with(p)) {
+        out.push(common_dir.to_path_buf());
+    }
     out
 }
 

@@ -11,9 +11,10 @@
 //! with the secrets handed over through a pipe, which kept the same guarantee for 2.5 ms of every start-up
 //! (issue 16); the secrets' values live in the process's memory either way, where only a debugger reaches.
 //!
-//! Limit: the agent's own parent (`git`, when started as `git agent`) still has them in its environment, and
-//! Landlock does not close `/proc/<pid>/environ` (only ptrace-attach style access such as `/proc/<pid>/mem`).
-//! A PID namespace would hide it but needs a user namespace and a private `/proc` mount; not done. Keys from
+//! The agent's own parent (`git`, when started as `git agent`), the user's shell and wrappers such as `timeout`
+//! still have them in their environments, and Landlock does not close `/proc/<pid>/environ`: commands run in
+//! a PID namespace with a private `/proc` where the kernel allows it ([`super::isolate`]), which hides every
+//! process outside the command's own tree; where it does not, the session says so. Keys from
 //! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;

@@ -44,6 +44,7 @@ mod scan;
 mod scratch;
 pub mod session_log;
 pub mod share;
+pub mod skills;
 mod snapshot;
 mod status;
 #[cfg(test)]

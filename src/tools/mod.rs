@@ -12,6 +12,7 @@ pub mod process;
 pub mod read;
 pub mod search;
 pub mod shell;
+pub mod skill;
 pub mod state;
 pub mod walk;
 pub mod write;
@@ -24,7 +25,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::{ToolKind, ToolSchema};
+use crate::protocol::{Location, ToolKind, ToolSchema};
 use crate::safety::beneath;
 use crate::safety::path::{self, Access};
 use crate::safety::{self, Action};
@@ -121,6 +122,12 @@ pub trait Tool: Send + Sync {
     }
     /// The short label shown on the tool line, e.g. `search "parse_args"` or `edit src/cli.rs`.
     fn label(&self, args: &serde_json::Value) -> String;
+    /// Where a call works, for front-ends that link to it (ACP's `locations`): its path argument, and the
+    /// line it starts at when the tool takes one.
+    fn location<'a>(&self, args: &'a serde_json::Value) -> Option<Location<'a>> {
+        let path = self.path_arg().and_then(|arg| args.get(arg))?.as_str()?;
+        Some(Location { path, line: None })
+    }
     /// Runs the call. `args` has already been parsed as JSON (but not validated against the schema).
     fn execute(&self, ctx: &ToolContext, args: &serde_json::Value) -> ToolOutput;
 
@@ -178,6 +185,12 @@ impl Registry {
                 Arc::new(jobs::Job),
             ],
         }
+    }
+
+    /// Adds a tool the session makes for itself (after the built-in ones, so the stable part of the
+    /// request stays first).
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.push(tool);
     }
 
     /// The tool called `name`: the one place a call's name is matched to a tool.

@@ -16,7 +16,7 @@ use super::ToolContext;
 /// everything it starts: test runners, servers, `sleep &`), with [`child_env()`] and the session's sandbox.
 /// Output streams are the caller's to set. Fails, running nothing, when a requested sandbox cannot be set up.
 pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
-    let sandbox = ctx.sandbox.prepare()?;
+    let prepared = ctx.sandbox.prepare()?;
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(command)
@@ -24,9 +24,7 @@ pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
         .stdin(Stdio::null())
         .process_group(0);
     child_env(&mut cmd, &ctx.session.secret_env);
-    if let Some(sandbox) = sandbox {
-        sandbox.install(&mut cmd);
-    }
+    prepared.install(&mut cmd);
     Ok(cmd)
 }
 

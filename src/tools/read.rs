@@ -14,7 +14,7 @@ use super::state::Fingerprinter;
 use super::{
     confine, cut_line, looks_binary, str_arg, u64_arg, Tool, ToolContext, ToolOutput, BINARY_SNIFF,
 };
-use crate::protocol::ToolKind;
+use crate::protocol::{Location, ToolKind};
 use crate::safety::path::Access;
 
 /// Lines shown when the model gives no `limit`.
@@ -62,6 +62,15 @@ impl Tool for ReadFile {
 
     fn path_arg(&self) -> Option<&str> {
         Some("path")
+    }
+
+    fn location<'a>(&self, args: &'a serde_json::Value) -> Option<Location<'a>> {
+        let path = args.get("path")?.as_str()?;
+        let line = args.get("offset").and_then(|n| n.as_u64());
+        Some(Location {
+            path,
+            line: Some(line.map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))),
+        })
     }
 
     fn label(&self, args: &serde_json::Value) -> String {

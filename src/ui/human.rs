@@ -23,6 +23,9 @@ pub struct HumanSink<W: Write + Send> {
     /// Replaying a stored session: each text is a whole reply (set off by a blank line), step lines name
     /// their files, and nothing goes to stdout on its own.
     replay: bool,
+    /// Replaying: the tools a subagent called, by the call that started it, shown collapsed as one line
+    /// before that call's result.
+    nested: Vec<(String, Vec<String>)>,
     /// The output is a terminal (progress counts up in place).
     tty: bool,
 }
@@ -47,6 +50,7 @@ impl HumanSink<io::Stderr> {
             answer_on_stdout,
             thinking: 0,
             replay: false,
+            nested: Vec::new(),
             tty,
         }
     }
@@ -62,6 +66,7 @@ impl<W: Write + Send> HumanSink<W> {
             answer_on_stdout: false,
             thinking: 0,
             replay: true,
+            nested: Vec::new(),
             tty: false,
         }
     }
@@ -76,6 +81,7 @@ impl<W: Write + Send> HumanSink<W> {
             answer_on_stdout: false,
             thinking: 0,
             replay: false,
+            nested: Vec::new(),
             // The chat's screen has its own status line; a counter drawn with `\r` would fight it.
             tty: false,
         }
@@ -247,6 +253,49 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// A subagent's event: live, each of its tool calls as a dim line under the call that started it; in a
+    /// replay, counted and shown as one line before that call's result.
+    fn nested(&mut self, parent: &str, event: &Event<'_>) {
+        let Event::ToolCall { name, label, .. } = event else {
+            return;
+        };
+        if self.replay {
+            match self.nested.iter_mut().find(|(p, _)| p == parent) {
+                Some((_, names)) => names.push(name.to_string()),
+                None => self
+                    .nested
+                    .push((parent.to_owned(), vec![name.to_string()])),
+            }
+            return;
+        }
+        let text = self.paint("2", &format!("  ┊ {}", neutralize(label)));
+        self.line(&text);
+    }
+
+    /// The collapsed line of the subagent started by call `id`, if it made tool calls.
+    fn collapsed(&mut self, id: &str) {
+        let Some(at) = self.nested.iter().position(|(p, _)| p == id) else {
+            return;
+        };
+        let (_, names) = self.nested.remove(at);
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for name in names.iter() {
+            match counts.iter_mut().find(|(n, _)| n == name) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((name.clone(), 1)),
+            }
+        }
+        let parts: Vec<String> = counts.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
+        let text = format!(
+            "  ┊ explorer: {} tool call{} ({})",
+            names.len(),
+            plural(names.len()),
+            neutralize(&parts.join(", "))
+        );
+        let painted = self.paint("2", &text);
+        self.line(&painted);
+    }
+
     fn step(&mut self, commit: &str, step: u32, files: &[std::path::PathBuf]) {
         let short = commit.get(..7).unwrap_or(commit);
         // Live, a long list would scroll the session away; the transcript is the full record.
@@ -337,7 +386,9 @@ impl<W: Write + Send> HumanSink<W> {
                 };
                 self.marker(&text);
             }
-            Event::Plan { done, total, text } => {
+            Event::Plan {
+                done, total, text, ..
+            } => {
                 self.marker(&format!("plan ({done} of {total} done)"));
                 for line in text.lines() {
                     let indented = format!("   {}", neutralize(line));
@@ -394,11 +445,14 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&painted);
             }
             Event::Text(delta) => self.text(delta),
+            Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(_) => {}
             // `fix` prints its own ending, with the commands that take the fix.
-            Event::Reasoning(_)
-            | Event::RequestUsage { .. }
-            | Event::Usage(_)
-            | Event::Fixed { .. } => {}
+            Event::Fixed { .. } => {}
+            // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
+            // shows the change).
+            Event::Diff { .. } => {}
+            // Live, the `plan` tool line says it changed (`/plan` and `show` print it); a transcript lists it.
+            Event::Plan { .. } if !self.replay => {}
             Event::ToolCall { label, .. } => {
                 let bullet = self.paint("36", "●");
                 self.line(&format!("{bullet} {}", neutralize(label)));
@@ -411,7 +465,10 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                     self.line(&painted);
                 }
             }
-            Event::ToolResult { ok, summary, .. } => {
+            Event::ToolResult {
+                id, ok, summary, ..
+            } => {
+                self.collapsed(id);
                 // Said in words too, not only in red: a pipe, a file and NO_COLOR have no colours.
                 let mark = if *ok { "" } else { "error: " };
                 let text = format!("  ⎿ {mark}{}", neutralize(summary));
@@ -438,7 +495,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&text);
             }
             Event::Done { answer, .. } => self.done(answer),
-            Event::Warning(message) => {
+            Event::Warning(message) | Event::Notice { message, .. } => {
                 let text = self.paint("33", &format!("warning: {}", neutralize(message)));
                 self.line(&text);
             }
@@ -474,6 +531,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = format!("error: {}", neutralize(message));
                 self.line(&text);
             }
+            Event::Nested { parent, event } => self.nested(parent, event),
             Event::Prompt(_)
             | Event::Context { .. }
             | Event::Plan { .. }
@@ -536,11 +594,13 @@ mod tests {
                 kind: crate::protocol::ToolKind::Edit,
                 label: "write a.txt",
                 input: &serde_json::Value::Null,
+                location: None,
             },
             Event::ToolResult {
                 id: "1",
                 ok: false,
                 summary: "no \u{7}bell",
+                output: "",
             },
             Event::Step {
                 commit: "0123456789",

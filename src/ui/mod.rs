@@ -1,11 +1,13 @@
 //! Front-ends that listen: the terminal renderer ([`HumanSink`], live for `ask` and replaying for `show`), the
-//! `--json` event stream ([`JsonSink`]), the terminal's approval question ([`TerminalApprover`]) and the
-//! interactive chat's terminal ([`chat`]: line editor, screen, status line, its sink and approver).
+//! `--json` event stream ([`JsonSink`]), the terminal's approval question ([`TerminalApprover`]), the
+//! interactive chat's terminal ([`chat`]: line editor, screen, status line, its sink and approver), and the
+//! Agent Client Protocol's updates and permission requests ([`acp`]).
 //!
 //! Human output of `ask` goes to stderr (the final answer alone goes to stdout, so `ask ... > answer.md`
 //! works); with `--json`, stdout carries one JSON object per event and nothing else (DESIGN section 5).
 //! Everything the model or a tool wrote passes [`neutralize`] before it reaches a terminal.
 
+pub mod acp;
 pub mod chat;
 mod human;
 mod json;

@@ -552,6 +552,9 @@ struct Shared {
     probes: Mutex<Vec<Request>>,
     /// JSON bodies of the metadata routes, by path; a route not here answers 404.
     metadata: Mutex<Vec<(String, Value)>>,
+    /// Scripts of their own for conversations whose first user message contains the marker (a subagent's
+    /// conversation, whose requests interleave with others'), tried before the main script.
+    routes: Mutex<Vec<(String, VecDeque<Reply>)>>,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -577,6 +580,7 @@ impl Server {
             summary: Mutex::new(None),
             probes: Mutex::new(Vec::new()),
             metadata: Mutex::new(Vec::new()),
+            routes: Mutex::new(Vec::new()),
         });
         let accept = thread::spawn({
             let shared = Arc::clone(&shared);
@@ -620,6 +624,17 @@ impl Server {
             .summary
             .lock()
             .expect("no panics while holding the lock") = Some(reply);
+    }
+
+    /// Answers the requests of every conversation whose first user message contains `marker` from
+    /// `replies`, in order, instead of from the main script: concurrent conversations (explore subagents)
+    /// then get their own replies whatever order their requests arrive in.
+    pub fn script_for(&self, marker: &str, replies: Vec<Reply>) {
+        self.shared
+            .routes
+            .lock()
+            .expect("no panics while holding the lock")
+            .push((marker.to_string(), replies.into()));
     }
 
     /// Serves llama.cpp's `GET /props` with the context of each request (`default_generation_settings.n_ctx`).
@@ -754,7 +769,21 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             _ => None,
         };
         let tokens = prompt_tokens(&request);
-        let summary = if request.body.get("tools").is_none() {
+        let first_user = request.user_texts().into_iter().next().unwrap_or_default();
+        let routed = shared
+            .routes
+            .lock()
+            .expect("no panics while holding the lock")
+            .iter_mut()
+            .find(|(marker, _)| first_user.contains(marker.as_str()))
+            .map(|(_, replies)| {
+                replies
+                    .pop_front()
+                    .unwrap_or_else(|| Reply::text("(route exhausted)"))
+            });
+        let summary = if routed.is_some() {
+            None
+        } else if request.body.get("tools").is_none() {
             shared
                 .summary
                 .lock()
@@ -769,6 +798,9 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
             .expect("no panics while holding the lock")
             .push(request);
         let (reply, wire) = match (wire, summary) {
+            (Some(wire), _) if routed.is_some() => {
+                (routed.unwrap_or_else(|| Reply::text("")), wire)
+            }
             (Some(wire), Some(summary)) => (summary, wire),
             (Some(wire), None) => {
                 let next = shared

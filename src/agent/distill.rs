@@ -1,0 +1,254 @@
+//! `git agent skill distill`: a completed session's transcript turned into a `SKILL.md` by the model (seed
+//! article 7.4: experience distilled into reusable skills).
+//!
+//! The model gets the session as text (prompts, replies, tool calls with their arguments, results cut short,
+//! step commits) and the format's rules, and writes one `SKILL.md`. It is checked with the same parser and
+//! rules as `skill add` (including "no fields beyond the format's six"); if it breaks one, the model is told
+//! which and gets one more try. The caller stores the result as a proposal the user reviews and accepts
+//! with `skill add`: nothing the model writes becomes a skill on its own.
+
+use std::time::Duration;
+
+use crate::model::retry::RetryPolicy;
+use crate::model::{Client, ModelError, Request, StreamEvent};
+use crate::protocol::{Message, Usage};
+use crate::store::skills::format::{self, SkillDoc};
+
+use super::journal::Event;
+
+/// The most transcript text sent (the start and, mostly, the end are kept).
+const MAX_TRANSCRIPT: usize = 80 * 1024;
+/// How much of one tool result the transcript keeps.
+const RESULT_HEAD: usize = 600;
+
+/// What the model wrote.
+#[derive(Debug)]
+pub struct Distilled {
+    /// The `SKILL.md` text as written (code fences around it removed).
+    pub text: String,
+    /// The parsed skill, or the rule it breaks after the second try.
+    pub doc: Result<SkillDoc, String>,
+    pub usage: Usage,
+}
+
+const SYSTEM: &str = "\
+You turn the transcript of a coding session that succeeded into a reusable skill in the Agent Skills format: \
+one SKILL.md file. Write only the file's content, starting with the line ---, nothing before or after it.
+
+The file: YAML front matter between two --- lines, then a Markdown body.
+- name: 1 to 64 characters of a-z, 0-9 and -, not starting or ending with -, no --. It names the kind of task \
+(for example fix-flaky-test, add-cli-flag), not this one instance.
+- description: at most 1024 characters, in double quotes: what the skill does and when to use it, so an agent \
+that sees only the name and the description knows when to load it.
+- optionally license, compatibility (what it needs, at most 500 characters) and metadata (a mapping of text \
+values). No other fields.
+The body: when to use the skill; the steps that worked, concretely (commands, files, functions, as the session \
+found them); the checks that proved the work (tests, builds); pitfalls the session ran into and how it got past \
+them. Keep what generalises to the next task of this kind, drop what was specific to this one. Never include \
+secrets, keys or tokens.";
+
+/// Asks the model for a `SKILL.md` distilled from `events` (a session log), retrying once when the answer
+/// breaks the format.
+pub async fn distill(
+    client: &Client,
+    model: &str,
+    retry: &RetryPolicy,
+    session: &str,
+    events: &[serde_json::Value],
+) -> Result<Distilled, ModelError> {
+    let mut messages = vec![
+        Message::System {
+            content: SYSTEM.to_owned(),
+        },
+        Message::User {
+            content: format!(
+                "The transcript of session {session}, which ended done:\n\n{}",
+                transcript(events)
+            ),
+        },
+    ];
+    let mut usage = Usage::default();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let request = Request {
+            model,
+            messages: &messages,
+            tools: &[],
+            max_tokens: Some(4000),
+        };
+        let mut quiet = |_: &StreamEvent| {};
+        let mut no_note = |_: &ModelError, _: Duration, _: u32| {};
+        let response = client
+            .stream_with_retries(&request, &mut quiet, retry, &mut no_note)
+            .await?;
+        if let Some(u) = &response.usage {
+            usage.add(u);
+        }
+        let text = unfence(&response.text);
+        let doc = checked(&text);
+        match doc {
+            Err(rule) if attempt == 1 => {
+                messages.push(Message::Assistant {
+                    content: response.text,
+                    tool_calls: Vec::new(),
+                    thinking: Vec::new(),
+                });
+                messages.push(Message::User {
+                    content: format!(
+                        "That SKILL.md breaks a rule of the format: {rule}. Write the whole file again, fixed."
+                    ),
+                });
+            }
+            doc => return Ok(Distilled { text, doc, usage }),
+        }
+    }
+}
+
+/// The rules `skill add` applies, but for the folder (a proposal's folder is named after it).
+fn checked(text: &str) -> Result<SkillDoc, String> {
+    let doc = format::parse(text).map_err(|e| e.to_string())?;
+    doc.check_strict().map_err(|e| e.to_string())?;
+    Ok(doc)
+}
+
+/// The text without a Markdown code fence around it (models like to add one).
+fn unfence(text: &str) -> String {
+    let trimmed = text.trim();
+    let inner = trimmed
+        .strip_prefix("```")
+        .and_then(|rest| rest.split_once('\n'))
+        .and_then(|(_, rest)| rest.trim_end().strip_suffix("```"));
+    let body = inner.unwrap_or(trimmed).trim();
+    format!("{body}\n")
+}
+
+/// A session log as text for the model: prompts, replies, tool calls and (the start of) their results,
+/// steps and turn ends; the explorer's own steps are left out (its summary is the call's result).
+pub fn transcript(events: &[serde_json::Value]) -> String {
+    let mut out = String::new();
+    for event in events.iter().filter_map(Event::from_json) {
+        match event {
+            Event::User { content } => out.push_str(&format!("\n## User\n{}\n", content.trim())),
+            Event::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                if !content.trim().is_empty() {
+                    out.push_str(&format!("\n## Assistant\n{}\n", content.trim()));
+                }
+                for call in tool_calls {
+                    let args = crate::tools::short(call.arguments.trim(), 400);
+                    out.push_str(&format!("-> {} {args}\n", call.name));
+                }
+            }
+            Event::ToolResult {
+                name,
+                ok,
+                summary,
+                content,
+                ..
+            } => {
+                let head = head(&content, RESULT_HEAD);
+                let mark = if ok { "ok" } else { "failed" };
+                out.push_str(&format!("<- {name} {mark}: {summary}\n{head}\n"));
+            }
+            Event::Step {
+                step,
+                commit,
+                files,
+            } => out.push_str(&format!(
+                "[{}]\n",
+                super::journal::step_line(step, &commit, &files)
+            )),
+            Event::End { status, .. } => out.push_str(&format!("[turn ended: {status}]\n")),
+            _ => {}
+        }
+    }
+    if out.len() <= MAX_TRANSCRIPT {
+        return out;
+    }
+    let start = floor(&out, MAX_TRANSCRIPT / 4);
+    let end = ceil(&out, out.len() - MAX_TRANSCRIPT * 3 / 4);
+    format!(
+        "{}\n[... {} bytes of the middle left out ...]\n{}",
+        &out[..start],
+        end - start,
+        &out[end..]
+    )
+}
+
+fn head(text: &str, max: usize) -> String {
+    let text = text.trim_end();
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    format!("{} [...]", &text[..floor(text, max)])
+}
+
+fn floor(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+fn ceil(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ToolCall;
+
+    #[test]
+    fn the_transcript_has_the_story_and_fences_come_off() {
+        let events: Vec<serde_json::Value> = [
+            Event::User {
+                content: "fix the test".into(),
+            },
+            Event::Assistant {
+                content: "Looking.".into(),
+                tool_calls: vec![ToolCall {
+                    id: "1".into(),
+                    name: "run".into(),
+                    arguments: r#"{"command":"cargo test"}"#.into(),
+                }],
+                thinking: vec![],
+            },
+            Event::ToolResult {
+                tool_call_id: "1".into(),
+                name: "run".into(),
+                ok: false,
+                summary: "exit 101".into(),
+                content: "x".repeat(2000),
+            },
+            Event::End {
+                status: "done".into(),
+                answer: "fixed".into(),
+            },
+        ]
+        .iter()
+        .map(Event::to_json)
+        .collect();
+        let text = transcript(&events);
+        assert!(text.contains("## User\nfix the test"));
+        assert!(text.contains("-> run {\"command\":\"cargo test\"}"));
+        assert!(text.contains("<- run failed: exit 101"));
+        assert!(
+            text.contains("[...]") && text.len() < 1000,
+            "results are cut"
+        );
+        assert!(text.contains("[turn ended: done]"));
+        assert_eq!(
+            unfence("```markdown\n---\nname: a\n---\n```\n"),
+            "---\nname: a\n---\n"
+        );
+        assert_eq!(unfence("---\nx\n"), "---\nx\n");
+    }
+}

@@ -1,0 +1,571 @@
+//! The explore subagent: an `explore` call hands one question about the repository to a child loop that may
+//! only read, list and search, in a context of its own, and gets back a summary with `path:line` references.
+//!
+//! Why a child loop: a broad question ("where is X handled?") costs many reads whose output the parent does
+//! not need once it has the answer; the child spends its own context on them and the parent keeps only the
+//! summary. The child is cheap to trust because it cannot change anything: its tools are the registry's
+//! read-only file tools (not mutating, reading or searching, working on a path), every call still passes the
+//! session's safety policy, and any other tool it names (`edit_file`, `run`, ...) is refused with a message
+//! it can act on. It may run on a cheaper model (`explore_model`).
+//!
+//! Several `explore` calls in one reply run at once (at most [`MAX_PARALLEL`]), as futures polled together
+//! on the turn's task; their tool calls run on blocking threads like the parent's. Each child has a request
+//! budget (`explore_max_steps`, default 15); the last request offers no tools, so a child always ends with a
+//! summary. What the children use counts against the parent's budgets: their requests against
+//! `--max-steps`, their tokens against `--max-tokens`, and the turn's deadline stops them too.
+//!
+//! The transcript of a child goes into the session log after its group finishes, as [`LogEvent::Explore`]
+//! events naming the parent call (so a resume never mistakes them for the parent's conversation); live, its
+//! tool calls and results reach the sink as [`Event::Nested`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+
+use serde_json::json;
+
+use crate::config::{ModelConfig, Settings};
+use crate::model::retry::RetryPolicy;
+use crate::model::{Client, Request};
+use crate::protocol::{Event, Message, Sink, ToolCall, ToolKind, ToolSchema, Usage};
+use crate::safety::Policy;
+use crate::tools::{SessionState, Tool, ToolContext, ToolOutput};
+
+use super::control::TurnControl;
+use super::guards::Budget;
+use super::journal::Event as LogEvent;
+use super::stream;
+use super::turn::Turn;
+use super::AgentError;
+
+/// The tool's name.
+pub const TOOL: &str = "explore";
+/// How many explore calls run at once.
+pub const MAX_PARALLEL: usize = 4;
+/// The most of one tool result a child sees (it can page with `offset`).
+const MAX_RESULT: usize = 12 * 1024;
+
+/// How a session explores: its own client and model when `explore_model` names one (else the session's),
+/// and the request budget of one call.
+pub(super) struct Explorer {
+    own: Option<(Client, ModelConfig)>,
+    pub max_steps: u32,
+}
+
+impl Explorer {
+    /// The explorer the settings describe. A model that cannot be reached as configured (an unknown provider,
+    /// a missing key) is an error: the user asked for it by name.
+    pub(super) fn new(
+        settings: &Settings,
+        main: &ModelConfig,
+        timeouts: (std::time::Duration, std::time::Duration),
+    ) -> Result<Explorer, AgentError> {
+        let (spec, max_steps) = settings.explore();
+        let own = match spec {
+            Some(spec) if spec != main.display_name() => {
+                let env = |name: &str| crate::safety::secrets::var(name);
+                let model = settings
+                    .resolve(Some(&spec), &env)
+                    .map_err(|err| AgentError::Config(format!("explore_model '{spec}': {err}")))?;
+                if let Some(key) = &model.api_key {
+                    crate::safety::redact::register(key, &model.api_key_env);
+                }
+                let client = Client::new_tuned(
+                    model.wire,
+                    model.base_url.clone(),
+                    model.api_key.clone(),
+                    timeouts.0,
+                    timeouts.1,
+                    model.tuning.clone(),
+                )?;
+                Some((client, model))
+            }
+            _ => None,
+        };
+        Ok(Explorer { own, max_steps })
+    }
+}
+
+/// The label of an explore call's line: `explore "where is X handled?"`.
+pub fn label(args: &serde_json::Value) -> String {
+    let task = args["task"].as_str().unwrap_or("?");
+    format!("explore \"{}\"", crate::tools::short(task, 60))
+}
+
+/// The schema offered to the model.
+pub fn schema() -> ToolSchema {
+    ToolSchema {
+        name: TOOL.into(),
+        description: "Hand a question about the code to a read-only explorer with its own context: it reads, \
+            lists and searches files (no edits, no commands) and answers with a summary citing path:line. Use it \
+            for questions that need many reads (where is X handled, how does Y work, what calls Z), so your \
+            own context keeps only the answer. Several explore calls in one reply run in parallel. Say \
+            exactly what to find out; the explorer sees nothing of this conversation."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "The question, with any names, paths or hints that help"}
+            },
+            "required": ["task"]
+        }),
+    }
+}
+
+/// What the children share: the model, the read-only tools, the policy, the sink, and the parent's budget.
+struct Shared<'a> {
+    client: &'a Client,
+    model: &'a str,
+    retry: &'a RetryPolicy,
+    tools: Vec<Arc<dyn Tool>>,
+    schemas: Vec<ToolSchema>,
+    ctx: ToolContext,
+    policy: Mutex<&'a mut Policy>,
+    sink: Mutex<&'a mut dyn Sink>,
+    /// Requests and tokens of the turn so far, the children's included.
+    used: Mutex<(u32, u64)>,
+    budget: Budget,
+    max_steps: u32,
+    control: &'a TurnControl,
+    /// Environment variables whose values must stay out of child tool output (the key's).
+    secret_envs: Vec<String>,
+}
+
+/// What one child did.
+struct Run {
+    output: ToolOutput,
+    events: Vec<LogEvent>,
+    usage: Usage,
+}
+
+impl Turn<'_> {
+    /// Runs a group of explore calls from one reply, at most [`MAX_PARALLEL`] at once, and returns their
+    /// outputs in order. The children's transcripts are logged and their use charged to this turn.
+    pub(super) async fn explore(
+        &mut self,
+        calls: &[&ToolCall],
+    ) -> Result<Vec<ToolOutput>, AgentError> {
+        let mut tasks: Vec<Result<String, String>> = Vec::new();
+        for call in calls {
+            let task = serde_json::from_str::<serde_json::Value>(&call.arguments)
+                .ok()
+                .and_then(|args| args.get("task").and_then(|t| t.as_str()).map(str::to_owned))
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| {
+                    "missing required string argument `task`: the question to explore".to_owned()
+                });
+            let input = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+            let label = match &task {
+                Ok(_) => label(&input),
+                Err(_) => "explore (rejected)".to_owned(),
+            };
+            self.sink.emit(&Event::ToolCall {
+                id: &call.id,
+                name: TOOL,
+                kind: ToolKind::Search,
+                label: &label,
+                input: &input,
+                location: None,
+            });
+            tasks.push(task);
+        }
+        let (requests, spent) = self.used();
+        let budget = self.budget();
+        let s = &mut *self.s;
+        let (client, model) = match &s.explore.own {
+            Some((client, model)) => (client, model.model.as_str()),
+            None => (&s.model.client, s.model.config.model.as_str()),
+        };
+        let tools: Vec<Arc<dyn Tool>> = s
+            .tools
+            .registry
+            .iter()
+            .filter(|t| {
+                !t.is_mutating()
+                    && matches!(t.kind(), ToolKind::Read | ToolKind::Search)
+                    && t.path_arg().is_some()
+            })
+            .cloned()
+            .collect();
+        let shared = Shared {
+            client,
+            model,
+            retry: &s.model.retry,
+            schemas: tools.iter().map(|t| t.schema()).collect(),
+            tools,
+            ctx: ToolContext {
+                root: s.work.session.root().to_path_buf(),
+                run_timeout: s.tools.run_timeout,
+                cancel: self.control.flag(),
+                session: Arc::clone(&s.tools.state),
+                sandbox: Arc::clone(&s.tools.sandbox),
+            },
+            secret_envs: vec![s.model.config.api_key_env.clone()],
+            policy: Mutex::new(&mut s.tools.policy),
+            sink: Mutex::new(&mut *self.sink),
+            used: Mutex::new((requests, spent)),
+            budget,
+            max_steps: s.explore.max_steps,
+            control: self.control,
+        };
+        let mut runs: Vec<Option<Run>> = Vec::new();
+        let work: Vec<(usize, &str)> = tasks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().ok().map(|t| (i, t.as_str())))
+            .collect();
+        runs.resize_with(calls.len(), || None);
+        for chunk in work.chunks(MAX_PARALLEL) {
+            let futures: Vec<_> = chunk
+                .iter()
+                .map(|(i, task)| Box::pin(shared.run(&calls[*i].id, task)))
+                .collect();
+            for ((i, _), run) in chunk.iter().zip(join_all(futures).await) {
+                runs[*i] = Some(run);
+            }
+        }
+        let (requests, spent) = shared.used.lock().map(|u| *u).unwrap_or((requests, spent));
+        drop(shared);
+        let mut usage = Usage::default();
+        let mut outputs = Vec::new();
+        for ((call, task), run) in calls.iter().zip(tasks).zip(runs) {
+            let output = match (task, run) {
+                (Err(message), _) => ToolOutput::error(message),
+                (Ok(_), None) => ToolOutput::error("the explorer did not run"),
+                (Ok(_), Some(run)) => {
+                    for event in run.events {
+                        let nested = LogEvent::Explore {
+                            parent: call.id.clone(),
+                            event: Box::new(event),
+                        };
+                        self.s.work.log.append(nested.to_json())?;
+                    }
+                    usage.add(&run.usage);
+                    run.output
+                }
+            };
+            self.sink.emit(&Event::ToolResult {
+                id: &call.id,
+                ok: !output.is_error,
+                summary: &output.summary,
+                output: &output.content,
+            });
+            outputs.push(output);
+        }
+        self.charge(requests, spent, &usage);
+        Ok(outputs)
+    }
+}
+
+impl Shared<'_> {
+    /// One child loop, from the task to its summary.
+    async fn run(&self, parent: &str, task: &str) -> Run {
+        let mut run = Run {
+            output: ToolOutput::default(),
+            events: vec![LogEvent::User {
+                content: task.to_owned(),
+            }],
+            usage: Usage::default(),
+        };
+        let mut messages = vec![
+            Message::System {
+                content: system_prompt(&self.ctx.root.display().to_string(), self.max_steps),
+            },
+            Message::User {
+                content: task.to_owned(),
+            },
+        ];
+        // Reads of the child are its own: the parent's stale-read guard must not take them for the parent's.
+        let ctx = ToolContext {
+            session: Arc::new(SessionState::new(None, self.secret_envs.clone())),
+            ..self.ctx.clone()
+        };
+        let (mut requests, mut calls) = (0u32, 0u32);
+        let mut looked_at: Vec<String> = Vec::new();
+        let stopped = loop {
+            if let Some(reason) = self.reserve_request() {
+                break reason;
+            }
+            requests += 1;
+            let last = requests >= self.max_steps;
+            if last {
+                messages.push(Message::User {
+                    content: "This is your last request: answer now with your summary (no more tool calls).".into(),
+                });
+            }
+            let request = Request {
+                model: self.model,
+                messages: &messages,
+                tools: if last { &[] } else { &self.schemas },
+                max_tokens: None,
+            };
+            let response =
+                match stream::quietly(self.client, self.retry, &request, self.control).await {
+                    None => break "the turn was interrupted".to_owned(),
+                    Some(Err(err)) => break format!("its model request failed: {err}"),
+                    Some(Ok(response)) => response,
+                };
+            let tokens = response
+                .usage
+                .map_or(0, |u| u.input_tokens + u.output_tokens);
+            if let Ok(mut used) = self.used.lock() {
+                used.1 += tokens;
+            }
+            if let Some(usage) = &response.usage {
+                run.usage.add(usage);
+                run.events.push(LogEvent::Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                });
+                self.emit(
+                    parent,
+                    &Event::RequestUsage {
+                        request: requests,
+                        usage,
+                    },
+                );
+            }
+            run.events.push(LogEvent::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: Vec::new(),
+            });
+            messages.push(Message::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking,
+            });
+            if response.tool_calls.is_empty() {
+                let summary = response.text.trim();
+                if summary.is_empty() {
+                    break "it answered with nothing".to_owned();
+                }
+                run.output = ToolOutput::ok(
+                    format!(
+                        "{summary}\n\n[explorer: {requests} request{}, {calls} tool call{}]",
+                        plural(requests),
+                        plural(calls)
+                    ),
+                    format!(
+                        "{requests} request{}, {calls} tool call{}",
+                        plural(requests),
+                        plural(calls)
+                    ),
+                );
+                return run;
+            }
+            for call in &response.tool_calls {
+                calls += 1;
+                let output = self.call(parent, call, &ctx, &mut looked_at).await;
+                run.events.push(LogEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: !output.is_error,
+                    summary: output.summary.clone(),
+                    content: output.content.clone(),
+                });
+                messages.push(Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    content: output.content,
+                });
+            }
+        };
+        let seen = if looked_at.is_empty() {
+            "nothing".to_owned()
+        } else {
+            looked_at.join(", ")
+        };
+        run.output = ToolOutput::error(format!(
+            "the explorer stopped before it answered: {stopped}. It had made {calls} tool call{} ({seen}); \
+             explore a narrower question, or look yourself",
+            plural(calls)
+        ));
+        run
+    }
+
+    /// Takes one request from the parent's budget; the reason to stop when there is none left.
+    fn reserve_request(&self) -> Option<String> {
+        if self.control.is_cancelled() {
+            return Some("the turn was interrupted".into());
+        }
+        let Ok(mut used) = self.used.lock() else {
+            return Some("internal error: the budget is unavailable".into());
+        };
+        if let Some((_, reason)) = self.budget.exceeded(used.0, used.1) {
+            return Some(format!("the session's budget ran out ({reason})"));
+        }
+        used.0 += 1;
+        None
+    }
+
+    /// One tool call of a child: a read-only tool through the policy, or a refusal.
+    async fn call(
+        &self,
+        parent: &str,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        looked_at: &mut Vec<String>,
+    ) -> ToolOutput {
+        let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
+        let args = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .filter(|a| a.is_object());
+        let label = match (&tool, &args) {
+            (Some(tool), Some(args)) => tool.label(args),
+            _ => format!("{} (refused)", call.name),
+        };
+        let input = args.clone().unwrap_or(serde_json::Value::Null);
+        self.emit(
+            parent,
+            &Event::ToolCall {
+                id: &call.id,
+                name: &call.name,
+                kind: tool.as_ref().map_or(ToolKind::Other, |t| t.kind()),
+                label: &label,
+                input: &input,
+                location: None,
+            },
+        );
+        let output = match (tool, args) {
+            (None, _) => ToolOutput::error(format!(
+                "`{}` is not available to the explorer: it may only read, list and search ({}); it cannot \
+                 edit files or run commands. Say in your summary what should be changed or run instead.",
+                call.name,
+                self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+            )),
+            (Some(_), None) => ToolOutput::error("the arguments must be a JSON object"),
+            (Some(tool), Some(args)) => {
+                looked_at.push(label);
+                self.checked_run(tool, args, ctx).await
+            }
+        };
+        self.emit(
+            parent,
+            &Event::ToolResult {
+                id: &call.id,
+                ok: !output.is_error,
+                summary: &output.summary,
+                output: &output.content,
+            },
+        );
+        output
+    }
+
+    /// Runs a read-only tool once the session's policy allows it; a call that would need the user's
+    /// approval is refused, since a child cannot ask.
+    async fn checked_run(
+        &self,
+        tool: Arc<dyn Tool>,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> ToolOutput {
+        let decision = match self.policy.lock() {
+            Ok(mut policy) => policy.check(&tool.checked(&args)),
+            Err(_) => return ToolOutput::error("internal error: the policy is unavailable"),
+        };
+        if decision.is_denied() {
+            return ToolOutput::error(decision.message_for_model());
+        }
+        if decision.needs_approval() {
+            return ToolOutput::error(format!(
+                "not run: {} needs the user's approval, which the explorer cannot ask for",
+                tool.name()
+            ));
+        }
+        let ctx = ctx.clone();
+        let mut output = match tokio::task::spawn_blocking(move || tool.execute(&ctx, &args)).await
+        {
+            Ok(output) => output,
+            Err(err) => ToolOutput::error(format!("the tool failed: {err}")),
+        };
+        if output.content.len() > MAX_RESULT {
+            let mut end = MAX_RESULT;
+            while !output.content.is_char_boundary(end) {
+                end -= 1;
+            }
+            let total = output.content.len();
+            output.content.truncate(end);
+            output.content.push_str(&format!(
+                "\n[... cut: {total} bytes in all; read on with offset, or narrow the search]"
+            ));
+        }
+        output
+    }
+
+    fn emit(&self, parent: &str, event: &Event<'_>) {
+        if let Ok(mut sink) = self.sink.lock() {
+            sink.emit(&Event::Nested { parent, event });
+        }
+    }
+}
+
+/// The child's system prompt.
+fn system_prompt(checkout: &str, max_steps: u32) -> String {
+    format!(
+        "You are an explorer: a read-only helper of git-agent, a coding agent. The agent gave you one question \
+         about the repository checked out at {checkout}. Find the answer with read_file, list_files and \
+         search; you cannot edit files or run commands. You have at most {max_steps} model requests, so \
+         search before you read, and read only the parts you need.\n\
+         When you know enough, answer without calling tools: a short summary of what you found, citing each \
+         relevant place as path:line (for example src/main.rs:42), and what you could not find. The agent \
+         sees only this summary, not your tool calls. Paths are relative to the repository root."
+    )
+}
+
+fn plural(n: u32) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Polls every future until all are done, on the current task (no spawn, so they may borrow), and returns
+/// their outputs in order.
+async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> Vec<F::Output> {
+    let mut futures = futures;
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_all_runs_futures_together_and_keeps_their_order() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        // The first future waits for the second: sequential polling would never finish.
+        let first = async move { rx.await.unwrap() + 1 };
+        let second = async move {
+            tx.send(41).unwrap();
+            0
+        };
+        let futures: Vec<Pin<Box<dyn Future<Output = u32>>>> =
+            vec![Box::pin(first), Box::pin(second)];
+        let out = runtime.block_on(join_all(futures));
+        assert_eq!(out, [42, 0]);
+    }
+}

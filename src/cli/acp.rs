@@ -1,0 +1,116 @@
+//! `git agent acp`: the Agent Client Protocol (version 1) over stdio, for editors and orchestrators.
+//!
+//! The client starts the process and speaks newline-delimited JSON-RPC 2.0 on its stdin and stdout; stdout
+//! carries nothing else ([`stdio`] makes sure of it), logs go to stderr. Each ACP session is a git-agent
+//! session as `ask` makes one (branch `agent/<id>`, its own checkout, one commit per step, the log in
+//! `refs/agent/sessions/<id>`), held open by [`server`] for any number of prompts.
+//!
+//! - [`server`]: the dispatcher (one reader, one writer, a task per turn) and the methods;
+//! - [`prompt`]: a prompt's content blocks as the turn's text;
+//! - [`commands`]: chat's slash commands, the ones that work over ACP;
+//! - [`stdio`]: the protocol's private copies of fds 0 and 1.
+
+mod commands;
+mod prompt;
+mod server;
+mod stdio;
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{CommandError, Context};
+use crate::safety::rules::Rules;
+use crate::safety::sandbox::{Mode, SandboxConfig};
+
+/// Serve the Agent Client Protocol (v1) on stdin and stdout, for editors
+///
+/// An editor (Zed, JetBrains, Neovim plugins) or an orchestrator (acpx) starts `git agent acp` and talks to it
+/// over stdin and stdout. Every session works as `git agent ask` does: on its own branch agent/<id> in its own
+/// checkout, one commit per step; your working tree, index and branches are not touched. Risky commands are
+/// put to the editor as permission requests. Logs go to stderr.
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    /// Model as <provider>/<model> for every session (default: GIT_AGENT_MODEL, then the config files)
+    #[arg(long, short = 'm', value_name = "PROVIDER/MODEL")]
+    model: Option<String>,
+
+    /// End a turn with stopReason max_turn_requests after this many model requests
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    max_steps: u32,
+
+    /// End a turn with stopReason max_tokens once its model requests used this many tokens
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_tokens: Option<u64>,
+
+    /// Default timeout of shell commands the agent runs, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    run_timeout: u64,
+
+    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)'
+    #[arg(long, value_name = "RULE")]
+    allow: Vec<String>,
+
+    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)'; deny wins over allow
+    #[arg(long, value_name = "RULE")]
+    deny: Vec<String>,
+
+    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
+    sandbox: String,
+
+    /// Turn network access off for shell commands (needs the sandbox)
+    #[arg(long)]
+    no_network: bool,
+
+    /// Do not offer session/resume: clients then reattach with session/load, which replays the conversation
+    #[arg(long)]
+    no_resume: bool,
+}
+
+/// What every session of this process starts with.
+#[derive(Debug, Clone)]
+struct Defaults {
+    model: Option<String>,
+    max_steps: u32,
+    max_tokens: Option<u64>,
+    run_timeout: Duration,
+    allow: Vec<String>,
+    deny: Vec<String>,
+    sandbox: SandboxConfig,
+    /// `sessionCapabilities.resume` is offered.
+    resume: bool,
+}
+
+/// Runs the server until the client closes stdin. Bad options fail before the protocol starts, as any
+/// command's do.
+pub fn run(_ctx: &mut Context, args: AcpArgs) -> Result<(), CommandError> {
+    Rules::from_lists(&args.allow, &args.deny)?;
+    let mode: Mode = args.sandbox.parse().map_err(CommandError::user)?;
+    if args.no_network && mode == Mode::Off {
+        return Err(CommandError::user(
+            "--no-network needs the sandbox: drop --sandbox off",
+        ));
+    }
+    let defaults = Defaults {
+        model: args.model,
+        max_steps: args.max_steps,
+        max_tokens: args.max_tokens,
+        run_timeout: Duration::from_secs(args.run_timeout),
+        allow: args.allow,
+        deny: args.deny,
+        sandbox: SandboxConfig {
+            mode,
+            network: !args.no_network,
+            writable: Vec::new(),
+        },
+        resume: !args.no_resume,
+    };
+    let runtime = super::runtime()
+        .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    let (input, output) = stdio::take()
+        .map_err(|e| CommandError::internal(format!("cannot take over stdin and stdout: {e}")))?;
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(server::serve(input, output, defaults)));
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The session's private temporary directory, given to its commands as `TMPDIR`.
+//!
+//! A predictable `/tmp/git-agent-<id>` could be made beforehand by another user of the machine (a symlink to
+//! somewhere of ours, or a directory they can read), so the directory is made the way `mkdtemp(3)` makes it:
+//! a random name, created exclusively, mode 0700. The session holds an `flock` on it while it lives and
+//! removes it when it ends; one killed (kill -9, a crash) leaves it behind, and the next session removes such
+//! leftovers: directories in the temp dir named like ours, owned by us, of mode 0700 and not locked by a live
+//! session. The kernel drops a dead process's locks, so "not locked" means "its session is gone", without
+//! trusting a pid that may have been reused.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The name's fixed part: `git-agent-<session id>-<6 random characters>`.
+const PREFIX: &str = "git-agent-";
+
+/// A session's private temp dir, locked while this value lives.
+#[derive(Debug)]
+pub struct ScratchDir {
+    path: PathBuf,
+    /// The directory itself, opened and `flock`ed: the mark of a live session.
+    _lock: File,
+}
+
+impl ScratchDir {
+    /// Removes the leftovers of killed sessions in `parent` (the system temp dir in use), then makes a fresh
+    /// directory for session `id` there.
+    pub fn create(parent: &Path, id: &str) -> io::Result<ScratchDir> {
+        sweep(parent);
+        let template = parent.join(format!("{PREFIX}{id}-XXXXXX"));
+        let template = CString::new(template.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let mut bytes = template.into_bytes_with_nul();
+        // SAFETY: mkdtemp rewrites the X's of a NUL-terminated buffer we own, in place.
+        if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        bytes.pop();
+        let path = PathBuf::from(OsStr::from_bytes(&bytes));
+        let lock = open_dir(&path)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ScratchDir { path, _lock: lock })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the directory and everything in it (best effort: it is scratch space). Symlinks inside are
+    /// removed, never followed.
+    pub fn remove(self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Opens a directory without following a symlink, close-on-exec.
+fn open_dir(path: &Path) -> io::Result<File> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: open on a C string we own; the fd is handed to a File, which closes it.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// `git-agent-<id>-<6 characters>`: the id lowercase hex and `-`, the suffix what mkdtemp picks.
+fn is_our_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(PREFIX) else {
+        return false;
+    };
+    let Some((id, suffix)) = rest.rsplit_once('-') else {
+        return false;
+    };
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b) || b == b'-')
+        && suffix.len() == 6
+        && suffix.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Removes the leftovers of dead sessions in `parent`; returns how many. Only what is certainly ours: our
+/// name pattern, a real directory (not a link), owned by our user, mode 0700, and not locked by a session.
+pub fn sweep(parent: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(is_our_name) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o7777 != 0o700 {
+            continue;
+        }
+        let Ok(dir) = open_dir(&path) else { continue };
+        // The directory we opened must be the one we judged (not swapped meanwhile).
+        let same = dir
+            .metadata()
+            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        // SAFETY: flock on a descriptor we own; the lock goes with `dir`.
+        let free =
+            same && unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if free && std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn parent(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "git-agent-scratch-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn private_unique_and_removed() {
+        let parent = parent("create");
+        let a = ScratchDir::create(&parent, "abc123").unwrap();
+        let b = ScratchDir::create(&parent, "abc123").unwrap();
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(is_our_name(&name), "{name}");
+        assert!(name.starts_with("git-agent-abc123-"), "{name}");
+        let meta = std::fs::metadata(a.path()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        std::fs::write(a.path().join("x"), "x").unwrap();
+        // A live session's directory is never swept, even by another session.
+        assert_eq!(sweep(&parent), 0);
+        let path = a.path().to_path_buf();
+        a.remove();
+        assert!(!path.exists());
+        drop(b);
+        // b's session is gone (its lock with it): the next sweep takes its directory.
+        assert_eq!(sweep(&parent), 1);
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0);
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn sweep_takes_only_what_is_certainly_ours() {
+        let parent = parent("sweep");
+        let outside = parent.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "keep").unwrap();
+        let mk = |name: &str, mode: u32| {
+            let p = parent.join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        let dead = mk("git-agent-abc123-Q1w2E3", 0o700);
+        std::fs::write(dead.join("f"), "").unwrap();
+        std::os::unix::fs::symlink(&outside, dead.join("link")).unwrap();
+        let open_mode = mk("git-agent-abc123-aaaaaa", 0o755);
+        let other_name = mk("git-agent-abc123", 0o700);
+        let not_hex = mk("git-agent-XYZ-bbbbbb", 0o700);
+        let unrelated = mk("something-else", 0o700);
+        std::os::unix::fs::symlink(&outside, parent.join("git-agent-abc123-cccccc")).unwrap();
+        assert_eq!(sweep(&parent), 1);
+        assert!(!dead.exists());
+        // A link inside a leftover is removed, not followed.
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "keep"
+        );
+        for kept in [&open_mode, &other_name, &not_hex, &unrelated] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+        assert!(parent.join("git-agent-abc123-cccccc").is_symlink());
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+}

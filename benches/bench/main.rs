@@ -10,6 +10,7 @@
 //! cargo bench --bench bench -- edit        #                                     scripts/bench-tools.sh
 //! cargo bench --bench bench -- sse client  #                                     scripts/bench-models.sh
 //! cargo test --bench bench -- context      # token counts: a debug build will do scripts/bench-context.sh
+//! cargo bench --bench bench -- memory      # [BENCH_RUNS=11] [BENCH_WRITES=20]   scripts/bench-memory.sh
 //! ```
 //!
 //! Peak-memory figures are per process, so the scripts run the benchmarks that report one on their own.
@@ -23,6 +24,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod context;
+mod memory;
 mod model;
 mod stats;
 mod store;
@@ -59,6 +61,11 @@ const BENCHES: &[(&str, fn(), &str)] = &[
         "client",
         model::client_latency,
         "the HTTP client's added latency over a raw exchange",
+    ),
+    (
+        "memory",
+        memory::memory,
+        "memory retrieval, writes and list at 100/1,000/10,000 entries",
     ),
     (
         "context",

@@ -15,6 +15,7 @@ mod gc;
 mod hook;
 mod log;
 mod mcp;
+mod memory;
 mod pr;
 mod pull;
 mod push;
@@ -63,6 +64,7 @@ enum Command {
     Hook(hook::HookArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
+    Memory(memory::MemoryArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
@@ -116,6 +118,7 @@ pub fn run() -> i32 {
         Command::Hook(args) => hook::run(&mut ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
+        Command::Memory(args) => memory::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),

@@ -329,6 +329,8 @@ impl Sink for AcpSink {
             Event::Nested { .. } => {}
             // `git agent fix`'s check runs; an ACP session never runs that loop, so they do not arise here.
             Event::CheckStarted { .. } | Event::Check { .. } | Event::Fixed { .. } => {}
+            // Which memory entries were given or written is in the session log (`git agent show`).
+            Event::Memory { .. } => {}
         }
     }
 

@@ -16,19 +16,19 @@
 //!   [`journal`] (what the session log's events mean), [`date`].
 
 mod call;
-pub mod context;
-pub mod control;
-pub mod date;
-pub mod distill;
-pub mod explore;
+pub(crate) mod context;
+pub(crate) mod control;
+pub(crate) mod date;
+pub(crate) mod distill;
+pub(crate) mod explore;
 mod guards;
 mod instructions;
-pub mod journal;
+pub(crate) mod journal;
 pub mod memory;
-pub mod plan;
+pub(crate) mod plan;
 mod prompt;
-pub mod session;
-pub mod skills;
+pub(crate) mod session;
+pub(crate) mod skills;
 mod start;
 mod step;
 mod stream;

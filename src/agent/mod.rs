@@ -24,6 +24,7 @@ pub(crate) mod date;
 pub(crate) mod distill;
 pub(crate) mod explore;
 pub(crate) mod fix;
+pub(crate) mod footprint;
 mod guards;
 mod instructions;
 pub(crate) mod journal;

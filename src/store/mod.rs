@@ -47,6 +47,7 @@ pub mod session_log;
 pub mod share;
 pub mod skills;
 mod snapshot;
+pub mod stage;
 mod status;
 #[cfg(test)]
 mod tests;

@@ -222,6 +222,7 @@ impl Store {
         mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
     ) -> Result<bool, StoreError> {
         let mut last_err = None;
+        let mut held = HeldLock::default();
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 // Spread the retries of writers that collided so they do not collide again in lockstep.
@@ -250,13 +251,48 @@ impl Store {
                     crash_point();
                     return Ok(true);
                 }
-                // gix waited for the lock already (core.filesRefLockTimeout): another 200 rounds of that took
-                // 31 s to give up on a stale lock (issue 17, defect 13). A lost compare-and-swap is retried.
-                Err(err @ StoreError::Locked { .. }) => return Err(err),
+                // gix waited for the lock already (core.filesRefLockTimeout). Other writers hold it for
+                // milliseconds at a time, each its own lock file: with 250 sessions at once it is often taken
+                // longer than that wait, and that is retried. The same lock file still there after
+                // STALE_AFTER is a stale one, reported then (200 rounds took 31 s: issue 17, defect 13).
+                Err(StoreError::Locked { name, lock, .. }) => {
+                    if let Some(waited) = held.stale(&lock) {
+                        return Err(StoreError::Locked { name, lock, waited });
+                    }
+                }
                 Err(err) => last_err = Some(err),
             }
         }
         Err(last_err.unwrap_or(StoreError::NotesBusy))
+    }
+}
+
+/// A ref lock file that stays in place (same inode, same mtime) this long is taken for stale: a writer holds
+/// its lock only while it writes one ref.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+
+/// The lock file a compare-and-swap loop last found in its way, and since when.
+#[derive(Default)]
+struct HeldLock {
+    seen: Option<((u64, Option<std::time::SystemTime>), std::time::Instant)>,
+}
+
+impl HeldLock {
+    /// Notes that `lock` was in the way; `Some(how long)` once the same file has been there [`STALE_AFTER`].
+    fn stale(&mut self, lock: &std::path::Path) -> Option<Duration> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(lock).ok()?;
+        let identity = (meta.ino(), meta.modified().ok());
+        match self.seen {
+            Some((seen, since)) if seen == identity => {
+                let waited = since.elapsed();
+                (waited >= STALE_AFTER).then_some(waited)
+            }
+            _ => {
+                self.seen = Some((identity, std::time::Instant::now()));
+                None
+            }
+        }
     }
 }
 

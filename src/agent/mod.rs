@@ -24,6 +24,7 @@ pub mod date;
 pub mod distill;
 pub mod explore;
 pub mod fix;
+pub mod footprint;
 mod guards;
 mod instructions;
 pub mod journal;

@@ -123,7 +123,7 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
         return Err(accept::attention(&plan, &range.label));
     }
     if args.index {
-        accept::stage(store, &accept::landed_paths(&plan))?;
+        accept::stage(store, &plan, &accept::landed_paths(&plan))?;
     }
     if let Some(prompt) = args.send {
         return send(ctx, &id, &prompt);

@@ -553,3 +553,91 @@ fn review_records_made_in_one_clone_are_seen_in_another_after_pull() {
         .env("GIT_CONFIG_GLOBAL", "/dev/null"));
     assert_eq!(remote.stdout.lines().count(), 1, "{remote}");
 }
+
+#[test]
+fn review_send_resumes_the_session_with_the_comments() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let server = Server::start(vec![Reply::text("Kept the old name.")]);
+    let out = repo.run_agent(
+        &server,
+        &[
+            "review",
+            &id,
+            "--leave",
+            "b.txt",
+            "--comment",
+            "keep the old name",
+            "--send",
+        ],
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "Kept the old name.", "{out}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body = &requests[0].raw_body;
+    assert!(body.contains("keep the old name") && body.contains("file: b.txt"));
+    assert!(body.contains("Revise your change as the review comments ask."));
+    assert_eq!(user_state(&repo), before, "nothing taken, nothing changed");
+    // Nothing left with a comment: --send refuses to resume for nothing.
+    let out = agent(&repo, &["review", &id, "--take", "c.txt", "--send"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line().contains("no comment to send"),
+        "{out}"
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+#[test]
+fn review_index_stages_the_files_taken_hunks_went_into() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let out = agent(
+        &repo,
+        &[
+            "review", &id, "--take", "c.txt", "--leave", "a.txt", "--index",
+        ],
+    );
+    out.assert_code(0);
+    assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "c.txt\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "M  c.txt\n");
+    assert_only(&repo, &before, &["c.txt"], &["index"]);
+    fsck(&repo);
+}
+
+#[test]
+fn send_after_a_walk_with_no_comment_keeps_the_decisions_and_sends_nothing() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let Some(tmux) = Tmux::start(&repo, &["review", &id, "--send"], &[]) else {
+        return;
+    };
+    tmux.wait_for("(1/2) Take this hunk", 1);
+    tmux.send("y");
+    tmux.wait_for("(2/2) Take this hunk", 1);
+    tmux.send("q");
+    let screen = tmux.wait_for("EXIT:", 1);
+    assert!(screen.contains("EXIT:1"), "{screen}");
+    // The terminal is 120 columns wide: the error wraps.
+    let unwrapped = screen.replace('\n', "");
+    assert!(
+        unwrapped.contains("error: no comment to send")
+            && unwrapped.contains("your decisions are kept in refs/notes/agent-review"),
+        "{screen}"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        LINES.replacen("1\n", "ONE\n", 1),
+        "the hunk taken in the walk landed"
+    );
+    let recs = records(&repo, &id);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["decision"], "take");
+    assert_only(&repo, &before, &["a.txt"], &[]);
+    fsck(&repo);
+}

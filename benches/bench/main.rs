@@ -8,6 +8,7 @@
 //! cargo bench --bench bench -- sessions    # BENCH_REPO=<repo> [BENCH_SESSIONS]  scripts/bench-sessions.sh
 //! cargo bench --bench bench -- search      # BENCH_TREE=<tree> [BENCH_RUNS=5]    scripts/bench-tools.sh
 //! cargo bench --bench bench -- edit        #                                     scripts/bench-tools.sh
+//! cargo bench --bench bench -- accept      # [BENCH_MIB=100] [BENCH_RUNS=3]      scripts/bench-accept.sh
 //! cargo bench --bench bench -- sse client  #                                     scripts/bench-models.sh
 //! cargo test --bench bench -- context      # token counts: a debug build will do scripts/bench-context.sh
 //! ```
@@ -23,6 +24,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod context;
+mod land;
 mod model;
 mod stats;
 mod store;
@@ -49,6 +51,11 @@ const BENCHES: &[(&str, fn(), &str)] = &[
         "edit",
         tools::edit,
         "edit_file on a 10 MB file: time and peak memory",
+    ),
+    (
+        "accept",
+        land::accept,
+        "accept of a BENCH_MIB file both sides changed against git merge-file",
     ),
     (
         "sse",

@@ -12,6 +12,7 @@
 pub mod edit;
 pub mod file;
 pub mod mcp;
+pub mod memory;
 pub mod skills;
 
 use std::collections::HashMap;

@@ -214,6 +214,18 @@ pub struct McpServerState {
     pub stderr: Vec<String>,
 }
 
+/// One project-memory entry as front-ends show it, for [`Event::Memory`] (and as the session log records
+/// the entries a session was given).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryItem {
+    /// The entry's id in `refs/agent/memory` (8 hex characters).
+    pub id: String,
+    /// `fact`, `convention`, `pitfall` or `command`.
+    pub kind: String,
+    pub text: String,
+    pub confidence: f64,
+}
+
 /// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
 #[derive(Debug)]
 pub enum Event<'a> {
@@ -296,6 +308,13 @@ pub enum Event<'a> {
         total: usize,
         servers: &'a [McpServerState],
         untrusted: Option<&'a str>,
+    },
+    /// Project memory: `action` is `injected` (entries given to the model at the session's start), `added` or
+    /// `updated` (proposals of a completed session written as entries), `skipped` (a proposal that repeats a
+    /// forgotten entry) or `proposed` (proposals kept for `git agent memory accept`, with `memory.auto = false`).
+    Memory {
+        action: &'a str,
+        entries: &'a [MemoryItem],
     },
     /// Long work under way (a checkout of a large tree): `done` of `total` items. Sent after the first second
     /// of such work, a few times a second, and once more when it ends (`done == total`).

@@ -384,18 +384,31 @@ fn piped_new_resume_and_the_informational_commands() {
         Reply::text("second answer"),
         Reply::text("third answer"),
     ]);
+    repo.write(
+        ".agents/skills/words-to-digits/SKILL.md",
+        "---\nname: words-to-digits\ndescription: Turn number words into digits.\n---\nReplace each word.\n",
+    );
     let first = piped(&repo, &server, &["chat"], "first\n");
     first.assert_code(0);
     let first_id = session_id(&repo);
     let input = format!(
-        "/context\n/model\n/plan\n/memory\n/review\n/new\nsecond\n/resume {first_id}\nthird\n/sessions\n"
+        "/context\n/model\n/plan\n/memory\n/skills\n/review\n/new\nsecond\n/resume {first_id}\nthird\n/sessions\n"
     );
     let out = piped(&repo, &server, &["chat", "--continue"], &input);
     let stdout = out.stdout();
     assert!(stdout.contains("context: about "), "{out}");
     assert!(stdout.contains("model: openai/test-model"), "{out}");
     assert!(stdout.contains("no plan yet"), "{out}");
-    assert!(stdout.contains("/memory is not available yet"), "{out}");
+    assert!(
+        stdout.contains("memory: no entries given to this session"),
+        "{out}"
+    );
+    assert!(
+        stdout.contains(
+            "words-to-digits (.agents/skills/words-to-digits, 0 uses, 0 done): Turn number words"
+        ),
+        "{out}"
+    );
     // No terminal to hand over: review's scripted form (here with nothing to review).
     assert!(
         stdout.contains("changed nothing: nothing to review"),

@@ -37,6 +37,8 @@ mod context;
 mod session_api;
 // `ask --here`: the user's own working tree, HEAD/index/branches untouched, rollback, discard and undo there.
 mod here;
+// Project memory: remember, injection, confidence, `git agent memory`, push/pull merges, concurrent writers.
+mod memory;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
 // `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.

@@ -131,6 +131,7 @@ fn options(server: &Server) -> SessionOptions {
         resume: None,
         here: false,
         title: None,
+        memory: Some(git_agent::config::memory::MemorySettings::default()),
     }
 }
 
@@ -357,4 +358,68 @@ fn undo_and_compaction_between_turns() {
         "{shown}"
     );
     assert!(front.seen.contains(&"call write_file Edit".to_string()));
+}
+
+#[test]
+fn memory_across_turns_is_given_once_and_written_when_a_turn_completes() {
+    let proposal = call(
+        "remember",
+        json!({"text": "Widgets are registered in src/widgets/mod.rs", "why": "read it"}),
+    );
+    let f = Fixture::new(vec![
+        Reply::tool_calls(vec![proposal]),
+        Reply::tool_calls(vec![call(
+            "finish",
+            json!({"status": "blocked", "summary": "which widget?"}),
+        )]),
+        Reply::text("added the blue widget"),
+    ]);
+    let added = f.repo.run_agent(
+        &f.server,
+        &["memory", "add", "Widgets need a snapshot test"],
+    );
+    added.assert_code(0);
+    let entry = added.stdout().trim().to_string();
+    let mut front = Front::new();
+    let control = TurnControl::new();
+    let mut session = f.open(&mut front);
+    let first = f.turn(&mut session, "add a widget", &mut front, &control);
+    assert_eq!(first.status, Status::Blocked);
+    assert_eq!(session.memory().injected(), std::slice::from_ref(&entry));
+    assert_eq!(
+        session.memory().pending().len(),
+        1,
+        "blocked: still a proposal"
+    );
+    let second = f.turn(&mut session, "the blue one", &mut front, &control);
+    assert_eq!(second.status, Status::Done);
+    assert!(session.memory().pending().is_empty(), "completed: written");
+    session.close();
+
+    let requests = f.server.requests();
+    let memory_messages = |i: usize| {
+        requests[i]
+            .user_texts()
+            .iter()
+            .filter(|t| t.starts_with("Project memory:"))
+            .count()
+    };
+    assert_eq!(memory_messages(0), 1, "given at the first request");
+    assert_eq!(memory_messages(2), 1, "and not again at the next turn");
+    let listed = f.repo.run_agent(&f.server, &["memory", "list", "--json"]);
+    let lines: Vec<serde_json::Value> = listed
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", listed.stdout());
+    let old = lines.iter().find(|l| l["id"] == entry.as_str()).unwrap();
+    // Settled once, by the first turn's outcome (blocked): 0.70 - 0.15.
+    assert_eq!(
+        (old["uses"].clone(), old["confidence"].clone()),
+        (json!(1), json!(0.55))
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l["text"] == "Widgets are registered in src/widgets/mod.rs"));
 }

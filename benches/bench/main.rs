@@ -11,6 +11,7 @@
 //! cargo bench --bench bench -- accept      # [BENCH_MIB=100] [BENCH_RUNS=3]      scripts/bench-accept.sh
 //! cargo bench --bench bench -- sse client  #                                     scripts/bench-models.sh
 //! cargo test --bench bench -- context      # token counts: a debug build will do scripts/bench-context.sh
+//! cargo bench --bench bench -- memory      # [BENCH_RUNS=11] [BENCH_WRITES=20]   scripts/bench-memory.sh
 //! ```
 //!
 //! Peak-memory figures are per process, so the scripts run the benchmarks that report one on their own.
@@ -25,6 +26,7 @@
 mod common;
 mod context;
 mod land;
+mod memory;
 mod model;
 mod stats;
 mod store;
@@ -66,6 +68,11 @@ const BENCHES: &[(&str, fn(), &str)] = &[
         "client",
         model::client_latency,
         "the HTTP client's added latency over a raw exchange",
+    ),
+    (
+        "memory",
+        memory::memory,
+        "memory retrieval, writes and list at 100/1,000/10,000 entries",
     ),
     (
         "context",

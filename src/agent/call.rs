@@ -86,7 +86,8 @@ impl Turn<'_> {
         round.context.push(("reminder", String::new(), text));
     }
 
-    /// `plan_update` and `finish`: session state, not files, so no policy check, sandbox or step commit.
+    /// `plan_update`, `remember` and `finish`: session state, not files, so no policy check, sandbox or step
+    /// commit.
     fn own_tool(
         &mut self,
         own: OwnTool,
@@ -125,6 +126,7 @@ impl Turn<'_> {
                 }
                 Err(message) => ToolOutput::error(message),
             },
+            OwnTool::Remember => self.remember(&args)?,
             OwnTool::Finish => match Finish::from_args(&args) {
                 Ok(finish) => {
                     let reminder = if finish.completed {

@@ -7,10 +7,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, Plan};
-use crate::protocol::{Message, ThinkingBlock, ToolCall};
+use crate::protocol::{MemoryItem, Message, ThinkingBlock, ToolCall};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A prompt from the user (the first one, or one given with `--resume`).
@@ -74,6 +74,35 @@ pub enum Event {
         fallback: bool,
         tokens_before: u64,
         tokens_after: u64,
+    },
+    /// Project memory given to the model at the session's start (the message itself follows as a `context`
+    /// event of kind `memory`): the entries, the tokens they took of the `budget`, and how many active
+    /// entries were ranked.
+    Memory {
+        entries: Vec<MemoryItem>,
+        tokens: u64,
+        budget: u64,
+        candidates: u64,
+    },
+    /// A `remember` proposal: written to memory when the session completes (or by `git agent memory accept`).
+    /// `step` and `commit` are where the branch stood when it was made.
+    Remember {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
+        kind: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        why: String,
+        step: u32,
+        commit: String,
+    },
+    /// The proposal recorded at `proposal` (its `seq`) written to memory: `action` is `added`, `updated` (a
+    /// near-duplicate took its source) or `skipped` (it repeats a forgotten entry).
+    MemoryWrite {
+        proposal: u64,
+        id: String,
+        action: String,
+        text: String,
     },
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.

@@ -11,6 +11,7 @@
 //! - `step`: the step commit and its note;
 //! - `stream`: one model request raced against the cancel;
 //! - [`context`]: context accounting, pruning and compaction, on its own state;
+//! - [`memory`]: project memory in a session (retrieval, the `remember` tool, the end-of-session writes);
 //! - `guards` (budgets, loop guards), `instructions` (AGENTS.md), `prompt` (the system prompt), [`plan`],
 //!   [`journal`] (what the session log's events mean), [`date`].
 
@@ -23,6 +24,7 @@ pub mod explore;
 mod guards;
 mod instructions;
 pub mod journal;
+pub mod memory;
 pub mod plan;
 mod prompt;
 pub mod session;

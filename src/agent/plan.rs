@@ -21,6 +21,8 @@ pub const FINISH_TOOL: &str = "finish";
 pub enum OwnTool {
     Plan,
     Finish,
+    /// `remember`: a proposal for project memory (see [`super::memory`]).
+    Remember,
 }
 
 impl OwnTool {
@@ -29,6 +31,7 @@ impl OwnTool {
         match name {
             PLAN_TOOL => Some(OwnTool::Plan),
             FINISH_TOOL => Some(OwnTool::Finish),
+            super::memory::REMEMBER_TOOL => Some(OwnTool::Remember),
             _ => None,
         }
     }
@@ -37,7 +40,7 @@ impl OwnTool {
     pub fn kind(self) -> ToolKind {
         match self {
             OwnTool::Plan => ToolKind::Think,
-            OwnTool::Finish => ToolKind::Other,
+            OwnTool::Finish | OwnTool::Remember => ToolKind::Other,
         }
     }
 
@@ -46,6 +49,7 @@ impl OwnTool {
         match self {
             OwnTool::Plan => "plan".to_owned(),
             OwnTool::Finish => format!("finish {}", args["status"].as_str().unwrap_or("?")),
+            OwnTool::Remember => super::memory::label(args),
         }
     }
 }

@@ -73,6 +73,8 @@ pub struct SessionOptions {
     /// What `git agent log` lists a new session as from its start (`ask` gives its prompt). `None` (a chat
     /// opened before its first prompt): the first turn's prompt. Ignored on resume.
     pub title: Option<String>,
+    /// Project memory's settings; `None` turns memory off for the run (`--no-memory`).
+    pub memory: Option<crate::config::memory::MemorySettings>,
 }
 
 /// Which session `--resume` / `--continue` means.
@@ -169,6 +171,8 @@ pub(super) struct Toolbox {
     pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
     pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    /// Project memory: what the session was given and proposed (`remember` runs with it).
+    pub memory: super::memory::SessionMemory,
     /// Servers an editor added before the checkout existed; they start with the configured ones.
     pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
 }
@@ -261,6 +265,7 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        tools.memory = super::memory::SessionMemory::load(options.memory, &events);
         let skills = SessionSkills::load(&store, caps, sink);
         if let Some(tool) = skills.tool() {
             tools.registry.add(tool);
@@ -562,6 +567,11 @@ impl AgentSession {
         }
     }
 
+    /// Project memory in this session: the entries it was given, its proposals not written yet.
+    pub fn memory(&self) -> &super::memory::SessionMemory {
+        &self.tools.memory
+    }
+
     /// The skills the session sees: usable ones with their counts, shadowed ones, and the problems of those
     /// left out (chat's `/skills`).
     pub fn skills(&self) -> &crate::store::skills::sources::Catalog {
@@ -802,6 +812,7 @@ impl Toolbox {
             mcp_shown: None,
             scratch,
             mcp_later: None,
+            memory: super::memory::SessionMemory::off(),
             mcp_added: Vec::new(),
         }
     }
@@ -1094,6 +1105,7 @@ pub(super) fn short_branch(session: &Session) -> &str {
 fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
     let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
+    schemas.extend(tools.memory.schemas());
     schemas.push(explore::schema());
     schemas.extend(tools.mcp.offered());
     schemas
@@ -1133,6 +1145,7 @@ fn start_mcp(
     }
     let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
     reserved.extend(plan::schemas().into_iter().map(|s| s.name));
+    reserved.push(super::memory::REMEMBER_TOOL.to_owned());
     reserved.push(explore::TOOL.to_owned());
     let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
     let mut specs = Vec::new();

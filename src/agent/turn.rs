@@ -138,6 +138,7 @@ impl<'t> Turn<'t> {
             );
             self.add_context("plan", "", text)?;
         }
+        self.inject_memory(prompt)?;
         self.add_user(prompt)?;
         self.rounds().await
     }
@@ -505,7 +506,12 @@ impl<'t> Turn<'t> {
     }
 
     /// Adds a message of the agent's own (instructions, a reminder, the plan) to the conversation and the log.
-    fn add_context(&mut self, kind: &str, path: &str, content: String) -> Result<(), AgentError> {
+    pub(super) fn add_context(
+        &mut self,
+        kind: &str,
+        path: &str,
+        content: String,
+    ) -> Result<(), AgentError> {
         self.s.work.log.append(
             LogEvent::Context {
                 kind: kind.into(),
@@ -558,6 +564,7 @@ impl<'t> Turn<'t> {
                 _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
             },
         };
+        self.settle_memory(&status);
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");

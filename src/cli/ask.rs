@@ -85,6 +85,10 @@ pub(super) struct SessionFlags {
     /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
     #[arg(long, short = 'y')]
     pub(super) yes: bool,
+
+    /// Neither read nor write project memory (refs/agent/memory) in this run
+    #[arg(long)]
+    pub(super) no_memory: bool,
 }
 
 impl SessionFlags {
@@ -121,6 +125,7 @@ impl SessionFlags {
             here: self.here,
             safety: safety_options(self)?,
             title: None,
+            memory: settings.memory().filter(|_| !self.no_memory),
         })
     }
 }

@@ -141,6 +141,16 @@ fn edit_file(ctx: &Context, scope: &ScopeArgs) -> Result<(), CommandError> {
     if !path.exists() {
         write_atomically(&path, "")?;
     }
+    open_in_editor(ctx, &path)?;
+    file::load(&path, scope).map_err(|err| {
+        CommandError::from(err)
+            .hint("the file was saved as is; run 'git agent config edit' again to fix it")
+    })?;
+    Ok(())
+}
+
+/// Opens `path` in `$GIT_AGENT_EDITOR`, `$VISUAL` or `$EDITOR` (else vi) and waits for it (also `memory edit`).
+pub(super) fn open_in_editor(ctx: &Context, path: &Path) -> Result<(), CommandError> {
     let editor = ["GIT_AGENT_EDITOR", "VISUAL", "EDITOR"]
         .iter()
         .find_map(|name| ctx.env(name).filter(|e| !e.trim().is_empty()))
@@ -150,7 +160,7 @@ fn edit_file(ctx: &Context, scope: &ScopeArgs) -> Result<(), CommandError> {
         .arg("-c")
         .arg(format!("{editor} \"$@\""))
         .arg(&editor)
-        .arg(&path)
+        .arg(path)
         .status()
         .map_err(|err| CommandError::user(format!("cannot run the editor '{editor}': {err}")))?;
     if !status.success() {
@@ -158,9 +168,5 @@ fn edit_file(ctx: &Context, scope: &ScopeArgs) -> Result<(), CommandError> {
             "the editor '{editor}' failed ({status})"
         )));
     }
-    file::load(&path, scope).map_err(|err| {
-        CommandError::from(err)
-            .hint("the file was saved as is; run 'git agent config edit' again to fix it")
-    })?;
     Ok(())
 }

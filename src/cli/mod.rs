@@ -13,6 +13,7 @@ mod error;
 mod gc;
 mod log;
 mod mcp;
+mod memory;
 mod pr;
 mod pull;
 mod push;
@@ -59,6 +60,7 @@ enum Command {
     Discard(discard::DiscardArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
+    Memory(memory::MemoryArgs),
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
@@ -109,6 +111,7 @@ pub fn run() -> i32 {
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
+        Command::Memory(args) => memory::run(&ctx, args),
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),

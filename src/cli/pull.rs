@@ -1,14 +1,19 @@
-//! `git agent pull`: fetch shared sessions and merge the remote's notes, review records and skills into ours
-//! (never overwriting them).
+//! `git agent pull`: fetch shared sessions and merge the remote's notes, review records,
+//! memory and skills into ours (never overwriting them).
+//!
+//! Sessions are fetched by `refs/agent/sessions/*`, not `refs/agent/*`: memory is merged, and a plain fetch
+//! into `refs/agent/memory` would be refused as soon as both sides wrote to it (a ref family that is merged
+//! needs its own refspec, as notes, memory and skills have).
 
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
+use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::{remote_notes_ref, remote_review_ref};
 use crate::store::skills::remote_skills_ref;
 
-/// Fetch sessions, session branches, notes, review records and skills from a remote; notes, review records and
-/// skills are merged, not overwritten
+/// Fetch sessions, session branches, notes, review records, memory and skills from a remote; notes, review
+/// records, memory and skills are merged, not overwritten
 #[derive(Debug, Args)]
 pub struct PullArgs {
     /// The remote (default: origin)
@@ -19,16 +24,18 @@ pub struct PullArgs {
 pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let notes = remote_notes_ref(&args.remote);
+    let memory = remote_memory_ref(&args.remote);
     let skills = remote_skills_ref(&args.remote);
     let status = super::git_inherit(store.workdir())
         .args(["fetch", &args.remote])
         // Sessions by name: `refs/agent/*` would also take refs that are merged rather than fetched over
-        // (skills), and a negative refspec would keep those out of the refspecs below too.
+        // (memory, skills), and a negative refspec would keep those out of the refspecs below too.
         .arg("refs/agent/sessions/*:refs/agent/sessions/*")
         .arg("refs/heads/agent/*:refs/heads/agent/*")
         // The remote's notes and skills land beside ours and are merged below; forced because only we write
         // there. Globs, so a remote without them is not an error.
         .arg(format!("+refs/notes/agent*:{notes}*"))
+        .arg(memory_fetch_refspec(&args.remote))
         .arg(format!("+refs/agent/skills*:{skills}*"))
         .status()
         .map_err(|e| {
@@ -53,6 +60,23 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
                 args.remote,
                 crate::store::review::REVIEW_REF
             );
+        }
+    }
+    if let Some(theirs) = store.ref_target(&memory)? {
+        let merged = store.merge_memory(theirs, &args.remote)?;
+        if merged.commit.is_some() {
+            let mut line = format!(
+                "merged the memory of {}: {} added, {} updated",
+                args.remote, merged.added, merged.updated
+            );
+            if !merged.review.is_empty() {
+                line.push_str(&format!(
+                    ", {} edited on both sides ({}): keep one version with `git agent memory edit <id>`",
+                    merged.review.len(),
+                    merged.review.join(", ")
+                ));
+            }
+            eprintln!("{line}");
         }
     }
     if let Some(theirs) = store.ref_target(&skills)? {

@@ -6,10 +6,10 @@ use super::{CommandError, Context};
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
-/// Push sessions (refs/agent/*), session branches (agent/*), notes and review records to a remote
+/// Push sessions and memory (refs/agent/*), session branches (agent/*), notes and review records to a remote
 ///
 /// Refuses if anything to be pushed contains the value of a key from the environment (*_API_KEY, *_TOKEN,
-/// *_SECRET). Nothing is forced; if the remote's notes moved on, run `git agent pull` first.
+/// *_SECRET). Nothing is forced; if the remote's notes or memory moved on, run `git agent pull` first.
 #[derive(Debug, Args)]
 pub struct PushArgs {
     /// The remote (default: origin)
@@ -36,7 +36,7 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
         return Err(
             CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
                 format!(
-                    "if the remote has sessions or notes you lack, run `git agent pull {}` first",
+                    "if the remote has sessions, notes or memory you lack, run `git agent pull {}` first",
                     args.remote
                 ),
             ),

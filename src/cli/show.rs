@@ -153,11 +153,12 @@ impl HeldStep {
 fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>)) {
     let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
     let tool = crate::tools::find(&call.name);
+    let own = OwnTool::find(&call.name);
     // The tools a session makes for itself are not built in: their labels are asked for by name.
     let own_label = |args: &serde_json::Value| match call.name.as_str() {
         crate::agent::explore::TOOL => Some(crate::agent::explore::label(args)),
         crate::tools::skill::NAME => Some(crate::tools::skill::label(args)),
-        _ => None,
+        _ => own.map(|own| own.label(args)),
     };
     let label = input
         .as_ref()
@@ -172,7 +173,7 @@ fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>))
         name: &call.name,
         kind: tool
             .map(|t| t.kind())
-            .or_else(|| OwnTool::find(&call.name).map(OwnTool::kind))
+            .or_else(|| own.map(OwnTool::kind))
             .unwrap_or(ToolKind::Other),
         label: &label,
         input,
@@ -271,6 +272,23 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 sink.emit(&Event::Undone { steps, to: &to });
             }
             journal::Event::Discard { .. } => sink.emit(&Event::Discarded),
+            // The memory message is listed entry by entry by its `memory` event.
+            journal::Event::Context { kind, .. } if kind == "memory" => {}
+            journal::Event::Memory { entries, .. } => sink.emit(&Event::Memory {
+                action: "injected",
+                entries: &entries,
+            }),
+            journal::Event::MemoryWrite {
+                id, action, text, ..
+            } => sink.emit(&Event::Memory {
+                action: &action,
+                entries: &[crate::protocol::MemoryItem {
+                    id,
+                    kind: String::new(),
+                    text,
+                    confidence: 0.0,
+                }],
+            }),
             journal::Event::Context {
                 kind,
                 path,
@@ -293,7 +311,10 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 tokens_before,
                 tokens_after,
             }),
-            journal::Event::Usage { .. } | journal::Event::ToolResult { .. } => {}
+            // A proposal is the `remember` call shown above it.
+            journal::Event::Usage { .. }
+            | journal::Event::ToolResult { .. }
+            | journal::Event::Remember { .. } => {}
         }
     }
     if let Some(step) = held.take() {

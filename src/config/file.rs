@@ -46,6 +46,8 @@ pub struct FileConfig {
     pub worktree_pool: Option<u64>,
     /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
     pub attribution: Option<Attribution>,
+    /// `[memory]`: project memory's write policy and retrieval budget.
+    pub memory: super::memory::MemoryConfig,
     /// `explore_model`, `explore_max_steps` (see [`super::skills`]).
     pub explore: super::skills::ExploreConfig,
     /// The `[skills]` table.
@@ -159,6 +161,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         },
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
+        ["memory", key] => super::memory::key_type(key),
         _ => super::skills::key_type(path),
     }
 }
@@ -194,6 +197,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "idle_timeout" => config.idle_timeout = Some(ctx.seconds(item, key, span)?),
             "retry" => config.retry = ctx.retry(item, span)?,
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
+            "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
@@ -237,7 +241,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
-                        explore_max_steps, [retry], [skills], \
+                        explore_max_steps, [retry], [skills], [memory], \
                         [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

@@ -56,6 +56,27 @@ pub fn command(dir: &Path) -> Command {
 }
 
 impl Store {
+    /// The best common ancestor of two commits, `None` for unrelated histories (two clones that started a
+    /// ref independently). Git's own merge-base: gix's needs a feature that costs binary size for the two
+    /// merged ref families (memory, skills) that use it.
+    pub(super) fn merge_base(
+        &self,
+        one: gix::ObjectId,
+        two: gix::ObjectId,
+    ) -> Result<Option<gix::ObjectId>, StoreError> {
+        let (a, b) = (one.to_string(), two.to_string());
+        let args = ["merge-base", a.as_str(), b.as_str()].map(OsStr::new);
+        match self.git(self.workdir(), &args) {
+            Ok(out) => {
+                let hex = String::from_utf8_lossy(&out).trim().to_owned();
+                Ok(gix::ObjectId::from_hex(hex.as_bytes()).ok())
+            }
+            // Exit 1 without a word: no common ancestor.
+            Err(StoreError::GitCommand { stderr, .. }) if stderr.trim().is_empty() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Run git with `args` in `dir`, returning stdout; a failure carries git's stderr.
     pub(super) fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
         self.git_with_index(dir, args, None)

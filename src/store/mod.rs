@@ -34,6 +34,7 @@ pub mod land;
 pub mod land_record;
 pub mod lifecycle;
 mod local;
+pub mod memory;
 mod notes;
 mod place;
 mod pool;
@@ -578,7 +579,8 @@ pub struct Started {
     pub reused: bool,
 }
 
-/// The one choke point for text written into `refs/notes/agent` and the session logs (which users push).
+/// The one choke point for text written into `refs/notes/agent`, the session logs and `refs/agent/memory`
+/// (which users push).
 ///
 /// Secret redaction (known key values, common key formats) happens here, so nothing reaches those refs around it.
 pub fn sanitize(text: &str) -> String {

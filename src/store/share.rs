@@ -8,7 +8,7 @@ use crate::safety::redact::Redactor;
 
 use super::{ObjectId, Store, StoreError};
 
-/// What `git agent push` pushes besides notes: session logs (and memory and skills), session branches.
+/// What `git agent push` pushes besides notes: session logs, memory (and later skills), session branches.
 /// Nothing is forced: a remote ref that moved elsewhere is reported, never overwritten.
 pub const PUSH_REFSPECS: [&str; 2] = [
     "refs/agent/*:refs/agent/*",

@@ -341,7 +341,7 @@ impl Store {
                 Some(base) => store.repo.find_commit(base)?.tree_id()?.detach(),
                 None => ObjectId::empty_tree(store.repo.object_hash()),
             };
-            let merged = store.merge_trees(base, tree, their_tree, &mut report)?;
+            let merged = store.merge_skill_trees(base, tree, their_tree, &mut report)?;
             let mut message = format!("skill merge from {remote}");
             if !report.taken.is_empty() {
                 message += &format!(": took {}", report.taken.join(", "));
@@ -360,7 +360,7 @@ impl Store {
 
     /// The three-way merge of the skills trees: folders by their tree id, counts by adding up both sides'
     /// increments over the base.
-    fn merge_trees(
+    fn merge_skill_trees(
         &self,
         base: ObjectId,
         ours: ObjectId,
@@ -492,21 +492,6 @@ impl Store {
         match self.git(self.workdir(), &args) {
             Ok(_) => Ok(true),
             Err(StoreError::GitCommand { stderr, .. }) if stderr.trim().is_empty() => Ok(false),
-            Err(err) => Err(err),
-        }
-    }
-
-    /// The best common ancestor of two commits, if they have one (git's own merge-base; gix's needs a
-    /// feature that costs binary size for this one use).
-    fn merge_base(&self, one: ObjectId, two: ObjectId) -> Result<Option<ObjectId>, StoreError> {
-        let (a, b) = (one.to_string(), two.to_string());
-        let args = ["merge-base", a.as_str(), b.as_str()].map(OsStr::new);
-        match self.git(self.workdir(), &args) {
-            Ok(out) => {
-                let hex = String::from_utf8_lossy(&out).trim().to_owned();
-                Ok(ObjectId::from_hex(hex.as_bytes()).ok())
-            }
-            Err(StoreError::GitCommand { stderr, .. }) if stderr.trim().is_empty() => Ok(None),
             Err(err) => Err(err),
         }
     }

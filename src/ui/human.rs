@@ -253,6 +253,27 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// `memory: injected 3 entries (3f9a1c2e, 5b10d4aa, c0ffee12)`; a transcript lists each entry's text too.
+    /// Entries may come from someone else's push, so their text is neutralised.
+    fn memory(&mut self, action: &str, entries: &[crate::protocol::MemoryItem]) {
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        let line = format!(
+            "memory: {action} {} entr{} ({})",
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" },
+            neutralize(&ids.join(", "))
+        );
+        let text = self.paint("2", &line);
+        self.line(&text);
+        if self.replay {
+            for entry in entries.iter().filter(|e| !e.text.is_empty()) {
+                let first = entry.text.lines().next().unwrap_or_default();
+                let text = format!("   {} {}", neutralize(&entry.id), neutralize(first));
+                self.line(&text);
+            }
+        }
+    }
+
     /// A subagent's event: live, each of its tool calls as a dim line under the call that started it; in a
     /// replay, counted and shown as one line before that call's result.
     fn nested(&mut self, parent: &str, event: &Event<'_>) {
@@ -472,6 +493,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = format!("error: {}", neutralize(message));
                 self.line(&text);
             }
+            Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { parent, event } => self.nested(parent, event),
             Event::Prompt(_)
             | Event::Context { .. }

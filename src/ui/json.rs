@@ -107,6 +107,9 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
             }
             value
         }
+        Event::Memory { action, entries } => {
+            json!({"type": "memory", "action": action, "entries": entries})
+        }
         // A subagent's event is the event itself, marked with the call that started the subagent.
         Event::Nested { parent, event } => {
             let mut value = value(event)?;

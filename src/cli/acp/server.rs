@@ -547,6 +547,7 @@ fn options(
         resume: resume.map(|id| Resume::Id(id.to_owned())),
         here: false,
         title: None,
+        memory: settings.memory(),
     })
 }
 

@@ -233,12 +233,8 @@ pub async fn run(parsed: &Parsed<'_>, env: Env<'_>) -> Result<Reply, CommandErro
         "context" => Ok(Reply::text(context(env.session))),
         "model" => model(env, args).await,
         "plan" => Ok(Reply::text(plan(env.session))),
-        "memory" => Ok(Reply::text(
-            "/memory is not available yet: project memory is not in this version",
-        )),
-        "skills" => Ok(Reply::text(
-            "/skills is not available yet: skills are not in this version",
-        )),
+        "memory" => Ok(Reply::text(memory(env.session))),
+        "skills" => Ok(Reply::text(skills(env.session))),
         "sessions" => sessions(env.session),
         "resume" => resume(env.session, args),
         "new" => Ok(Reply::action("", Action::New)),
@@ -443,6 +439,73 @@ async fn model(env: Env<'_>, args: &str) -> Result<Reply, CommandError> {
         session.model_name(),
         session.context_window()
     )))
+}
+
+/// The entries this session was given and its proposals not written yet; the store itself is
+/// `git agent memory list`'s.
+fn memory(session: &AgentSession) -> String {
+    let memory = session.memory();
+    if !memory.is_on() {
+        return "memory is off for this session (--no-memory, or memory.enabled = false in the config)".into();
+    }
+    let injected = memory.injected();
+    let mut out = if injected.is_empty() {
+        "memory: no entries given to this session".to_owned()
+    } else {
+        format!(
+            "memory: {} entr{} given to this session: {}",
+            injected.len(),
+            if injected.len() == 1 { "y" } else { "ies" },
+            injected.join(", ")
+        )
+    };
+    for pending in memory.pending() {
+        out.push_str(&format!("\nproposed: {}", pending.proposal.text));
+    }
+    if !memory.pending().is_empty() {
+        out.push_str("\n(proposals become entries when the session ends done)");
+    }
+    out.push_str(
+        "\nhint: `git agent memory list` shows every entry, `git agent memory show <id>` one",
+    );
+    out
+}
+
+/// The skills the model can load, with their use counts, and the ones left out and why.
+fn skills(session: &AgentSession) -> String {
+    let catalog = session.skills();
+    let mut out = if catalog.skills.is_empty() {
+        "no skills: put Agent Skills folders in .agents/skills/ or store them with `git agent skill add`"
+            .to_owned()
+    } else {
+        format!(
+            "{} skill{}:",
+            catalog.skills.len(),
+            plural(catalog.skills.len())
+        )
+    };
+    for skill in &catalog.skills {
+        out.push_str(&format!(
+            "\n  {} ({}, {} use{}, {} done): {}",
+            skill.name(),
+            skill.source.shown(skill.name()),
+            skill.stats.uses,
+            plural(skill.stats.uses as usize),
+            skill.stats.successes,
+            skill.doc.description.lines().next().unwrap_or_default()
+        ));
+    }
+    for skill in &catalog.shadowed {
+        out.push_str(&format!(
+            "\n  {} at {} is shadowed by an earlier source",
+            skill.name(),
+            skill.source.shown(skill.name())
+        ));
+    }
+    for problem in &catalog.problems {
+        out.push_str(&format!("\n  {problem}"));
+    }
+    out
 }
 
 fn plan(session: &AgentSession) -> String {

@@ -1,0 +1,416 @@
+//! Project memory in a session: what the model is given at the start, the `remember` tool, and what the
+//! session's end does to memory (seed article, section 7.2: write only what a successful run learned).
+//!
+//! - **Read**: the first turn of a new session ranks the active entries against its prompt
+//!   ([`rank::retrieve`]) and adds the best that fit `memory.context_share` of the context window as one
+//!   message before the prompt. A message, not a system-prompt section: the system prompt is built before the
+//!   prompt is known (a chat opens first), and as a message it is recorded in the session log (`context`
+//!   kind `memory`, with a `memory` event naming the entries), so `--resume` rebuilds it and `show` lists it.
+//! - **Propose**: `remember` (text, tags, kind, why) records a proposal in the session log and changes
+//!   nothing else.
+//! - **Settle**, at the end of a turn: a turn that completed (exit 0) writes the session's proposals
+//!   ([`policy::remember`]; with `memory.auto = false` they wait for `git agent memory accept`), and the first
+//!   turn that ends moves the confidence of the entries the session was given ([`policy::settle`]).
+//!
+//! Memory never fails a session: a memory ref that cannot be read or written is a warning, and the task goes
+//! on. `--no-memory` (or `memory.enabled = false`) turns all of it off for a run.
+
+pub mod policy;
+pub mod rank;
+
+use serde_json::json;
+
+use crate::config::memory::MemorySettings;
+use crate::protocol::{Event, MemoryItem, Status, ToolSchema};
+use crate::store::memory::{Source, Summary};
+use crate::store::session_log::now;
+use crate::tools::ToolOutput;
+
+use super::journal::Event as LogEvent;
+use super::turn::Turn;
+use super::AgentError;
+use policy::{Outcome, Proposal, Written};
+
+/// The name of the memory tool.
+pub const REMEMBER_TOOL: &str = "remember";
+
+/// The first line of the memory message.
+const HEADER: &str =
+    "Project memory: notes earlier sessions in this repository kept, most relevant first. They \
+may be out of date: when one disagrees with the code, trust the code.";
+
+/// A proposal not written yet: the `seq` of its event in the session log, what it says, where it was made.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub seq: u64,
+    pub proposal: Proposal,
+    pub source: Source,
+}
+
+/// A session's memory: its settings, the entries it was given, its proposals.
+#[derive(Debug, Clone, Default)]
+pub struct SessionMemory {
+    /// `None`: memory is off for this run.
+    settings: Option<MemorySettings>,
+    /// Ids of the entries in this session's conversation (given at its start, in this run or an earlier one).
+    injected: Vec<String>,
+    /// Their confidence was moved by a turn's outcome in this run.
+    settled: bool,
+    pending: Vec<Pending>,
+}
+
+impl SessionMemory {
+    /// Memory off.
+    pub fn off() -> SessionMemory {
+        SessionMemory::default()
+    }
+
+    /// The memory of a session opened with `settings` (`None`: `--no-memory`); a resumed session's log
+    /// `events` say which entries it was given and which proposals are still unwritten.
+    pub fn load(settings: Option<MemorySettings>, events: &[serde_json::Value]) -> SessionMemory {
+        let mut memory = SessionMemory {
+            settings,
+            ..SessionMemory::default()
+        };
+        if settings.is_none() {
+            return memory;
+        }
+        let mut written = Vec::new();
+        for value in events {
+            let seq = value.get("seq").and_then(|s| s.as_u64()).unwrap_or(0);
+            match LogEvent::from_json(value) {
+                Some(LogEvent::Memory { entries, .. }) => {
+                    memory.injected = entries.into_iter().map(|e| e.id).collect();
+                }
+                Some(LogEvent::Remember {
+                    text,
+                    tags,
+                    kind,
+                    why,
+                    step,
+                    commit,
+                }) => {
+                    let kind = crate::store::memory::Kind::parse(&kind).unwrap_or_default();
+                    if let Ok(proposal) = Proposal::new(&text, &tags, kind, &why) {
+                        let at = value.get("ts").and_then(|t| t.as_i64()).unwrap_or_else(now);
+                        memory.pending.push(Pending {
+                            seq,
+                            source: source(None, step, &commit, &proposal.why, at),
+                            proposal,
+                        });
+                    }
+                }
+                Some(LogEvent::MemoryWrite { proposal, .. }) => written.push(proposal),
+                _ => {}
+            }
+        }
+        memory.pending.retain(|p| !written.contains(&p.seq));
+        memory
+    }
+
+    /// Memory is on for this run.
+    pub fn is_on(&self) -> bool {
+        self.settings.is_some()
+    }
+
+    /// The ids of the entries in the session's conversation.
+    pub fn injected(&self) -> &[String] {
+        &self.injected
+    }
+
+    /// Proposals of this session not written yet.
+    pub fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+
+    /// The `remember` tool's schema, when memory is on.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        if self.is_on() {
+            vec![schema()]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// The `remember` tool: its description is the model's guide to what is worth keeping.
+fn schema() -> ToolSchema {
+    ToolSchema {
+        name: REMEMBER_TOOL.into(),
+        description: "Propose a fact for this project's memory, which future sessions in this repository are \
+            shown when it is relevant. Worth remembering: what a teammate would want to know next time — a \
+            convention, a pitfall and how to avoid it, a command that works (build, test, lint), where \
+            something lives. Not the task's own progress, nothing about this session only, never secrets. One \
+            fact per call, in a sentence or two that stand on their own. It is kept only if the task completes."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "The fact, self-contained (at most 600 characters)"},
+                "kind": {"type": "string", "enum": ["fact", "convention", "pitfall", "command"]},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "A few keywords it is about (file names, tools, areas)"},
+                "why": {"type": "string", "description": "How you know: what you saw or ran"}
+            },
+            "required": ["text", "why"]
+        }),
+    }
+}
+
+/// The label of a `remember` call.
+pub fn label(args: &serde_json::Value) -> String {
+    let text = args["text"].as_str().unwrap_or("?");
+    format!("remember: {}", crate::tools::short(text, 70))
+}
+
+impl Turn<'_> {
+    /// At the first turn of a new session: the entries relevant to `prompt` join the conversation before it.
+    pub(super) fn inject_memory(&mut self, prompt: &str) -> Result<(), AgentError> {
+        let Some(settings) = self.s.tools.memory.settings else {
+            return Ok(());
+        };
+        if self.s.resumed || self.s.turns != 1 {
+            return Ok(());
+        }
+        let entries = match self.s.work.store.memory_summaries() {
+            Ok(entries) => entries,
+            Err(err) => {
+                let message = format!("project memory not used: {err}");
+                self.sink.emit(&Event::Warning(&message));
+                return Ok(());
+            }
+        };
+        let window = self.s.context.settings.window;
+        let budget = rank::Budget {
+            tokens: (window as f64 * settings.context_share) as u64,
+            max_entries: settings.max_entries,
+        };
+        let hits = rank::retrieve(&entries, prompt, now(), budget);
+        if hits.is_empty() {
+            return Ok(());
+        }
+        let items: Vec<MemoryItem> = hits.iter().map(|h| item(h.entry)).collect();
+        let candidates = entries
+            .iter()
+            .filter(|e| e.status == crate::store::memory::EntryStatus::Active)
+            .count() as u64;
+        let event = LogEvent::Memory {
+            entries: items.clone(),
+            tokens: hits.iter().map(|h| h.tokens).sum(),
+            budget: budget.tokens,
+            candidates,
+        };
+        self.s.work.log.append(event.to_json())?;
+        self.add_context("memory", "", message(&items))?;
+        self.s.tools.memory.injected = items.iter().map(|i| i.id.clone()).collect();
+        self.sink.emit(&Event::Memory {
+            action: "injected",
+            entries: &items,
+        });
+        Ok(())
+    }
+
+    /// `remember`: the proposal is recorded in the session log, nothing else yet.
+    pub(super) fn remember(&mut self, args: &serde_json::Value) -> Result<ToolOutput, AgentError> {
+        if !self.s.tools.memory.is_on() {
+            return Ok(ToolOutput::error(
+                "project memory is off for this run (--no-memory or memory.enabled = false): nothing is remembered",
+            ));
+        }
+        let proposal = match Proposal::from_args(args) {
+            Ok(proposal) => proposal,
+            Err(message) => return Ok(ToolOutput::error(message)),
+        };
+        let work = &mut self.s.work;
+        let seq = work.log.len();
+        let (step, commit) = (work.session.steps, work.session.tip.to_string());
+        let event = LogEvent::Remember {
+            text: proposal.text.clone(),
+            tags: proposal.tags.clone(),
+            kind: proposal.kind.as_str().into(),
+            why: proposal.why.clone(),
+            step,
+            commit: commit.clone(),
+        };
+        work.log.append(event.to_json())?;
+        let source = source(None, step, &commit, &proposal.why, now());
+        let memory = &mut self.s.tools.memory;
+        memory.pending.push(Pending {
+            seq,
+            proposal,
+            source,
+        });
+        let n = memory.pending.len();
+        Ok(ToolOutput::ok(
+            format!(
+                "noted as proposal {n}: it becomes part of the project's memory if this task completes"
+            ),
+            format!("proposal {n}"),
+        ))
+    }
+
+    /// At the end of a turn that ended with `status`: proposals written if it completed, the confidence of the
+    /// entries given moved once. Problems are warnings: the turn's outcome stands.
+    pub(super) fn settle_memory(&mut self, status: &Status) {
+        let Some(settings) = self.s.tools.memory.settings else {
+            return;
+        };
+        let outcome = match status {
+            Status::Done => Some(Outcome::Completed),
+            Status::Interrupted => Some(Outcome::Interrupted),
+            Status::Blocked
+            | Status::MaxSteps
+            | Status::MaxTime
+            | Status::MaxTokens
+            | Status::Loop => Some(Outcome::Failed),
+            _ => None,
+        };
+        if let Some(outcome) = outcome {
+            self.settle_confidence(outcome, settings.archive_below);
+        }
+        if *status == Status::Done && !self.s.tools.memory.pending.is_empty() {
+            if settings.auto {
+                self.write_proposals();
+            } else {
+                self.keep_proposals();
+            }
+        }
+    }
+
+    fn settle_confidence(&mut self, outcome: Outcome, archive_below: f64) {
+        let memory = &mut self.s.tools.memory;
+        if memory.settled || memory.injected.is_empty() {
+            return;
+        }
+        memory.settled = true;
+        let ids = memory.injected.clone();
+        let session = self.s.work.session.id.clone();
+        if let Err(err) = policy::settle(&self.s.work.store, &ids, outcome, &session, archive_below)
+        {
+            let message =
+                format!("could not update the confidence of the memory entries used: {err}");
+            self.sink.emit(&Event::Warning(&message));
+        }
+    }
+
+    /// The session's proposals into memory, each recorded in the log as written.
+    fn write_proposals(&mut self) {
+        let pending = std::mem::take(&mut self.s.tools.memory.pending);
+        let session = self.s.work.session.id.clone();
+        let mut shown: Vec<(&'static str, MemoryItem)> = Vec::new();
+        for mut p in pending {
+            p.source.session = Some(session.clone());
+            let written = policy::remember(
+                &self.s.work.store,
+                &p.proposal,
+                p.source.clone(),
+                policy::PROPOSED_CONFIDENCE,
+            );
+            let written = match written {
+                Ok(written) => written,
+                Err(err) => {
+                    let message = format!("could not write a proposal to project memory: {err}");
+                    self.sink.emit(&Event::Warning(&message));
+                    // Kept: a later turn, or `git agent memory accept`, writes it.
+                    self.s.tools.memory.pending.push(p);
+                    continue;
+                }
+            };
+            let entry = written.entry();
+            let event = LogEvent::MemoryWrite {
+                proposal: p.seq,
+                id: entry.id.clone(),
+                action: written.action().into(),
+                text: p.proposal.text.clone(),
+            };
+            if let Err(err) = self.s.work.log.append(event.to_json()) {
+                let message = format!("could not record a memory write in the session log: {err}");
+                self.sink.emit(&Event::Warning(&message));
+            }
+            shown.push((written.action(), entry_item(&written)));
+        }
+        for action in ["added", "updated", "skipped"] {
+            let items: Vec<MemoryItem> = shown
+                .iter()
+                .filter(|(a, _)| *a == action)
+                .map(|(_, i)| i.clone())
+                .collect();
+            if !items.is_empty() {
+                self.sink.emit(&Event::Memory {
+                    action,
+                    entries: &items,
+                });
+            }
+        }
+    }
+
+    /// `memory.auto = false`: the proposals stay in the log for `git agent memory accept`.
+    fn keep_proposals(&mut self) {
+        let pending = std::mem::take(&mut self.s.tools.memory.pending);
+        let items: Vec<MemoryItem> = pending
+            .iter()
+            .map(|p| MemoryItem {
+                id: String::new(),
+                kind: p.proposal.kind.as_str().into(),
+                text: p.proposal.text.clone(),
+                confidence: policy::PROPOSED_CONFIDENCE,
+            })
+            .collect();
+        self.sink.emit(&Event::Memory {
+            action: "proposed",
+            entries: &items,
+        });
+        let message = format!(
+            "memory.auto is off: {} proposal{} kept; write {} with `git agent memory accept {}`",
+            items.len(),
+            if items.len() == 1 { "" } else { "s" },
+            if items.len() == 1 { "it" } else { "them" },
+            self.s.work.session.id
+        );
+        self.sink.emit(&Event::Warning(&message));
+    }
+}
+
+/// A proposal's source before the session id is known to it (it is filled in when written).
+fn source(session: Option<String>, step: u32, commit: &str, why: &str, at: i64) -> Source {
+    Source {
+        session,
+        step: Some(step),
+        commit: Some(commit.to_owned()).filter(|c| !c.is_empty()),
+        why: why.to_owned(),
+        at,
+    }
+}
+
+fn item(entry: &Summary) -> MemoryItem {
+    MemoryItem {
+        id: entry.id.clone(),
+        kind: entry.kind.as_str().into(),
+        text: entry.text.clone(),
+        confidence: entry.confidence,
+    }
+}
+
+fn entry_item(written: &Written) -> MemoryItem {
+    let entry = written.entry();
+    MemoryItem {
+        id: entry.id.clone(),
+        kind: entry.kind.as_str().into(),
+        text: entry.text.clone(),
+        confidence: entry.confidence,
+    }
+}
+
+/// The memory message: the header, then one line per entry.
+fn message(items: &[MemoryItem]) -> String {
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    for item in items {
+        out.push_str(&format!(
+            "- {} [{}; memory {}]\n",
+            item.text.trim(),
+            item.kind,
+            item.id
+        ));
+    }
+    out
+}

@@ -1,0 +1,668 @@
+//! Project memory in `refs/agent/memory`: one file per entry, every change one commit, moved by
+//! compare-and-swap so that concurrent writers never lose an entry.
+//!
+//! The ref points at a commit whose tree holds
+//!
+//! ```text
+//! entries/<aa>/<id>.json    one entry (id: 8 hex chars; <aa> its first two)
+//! index/<aa>.jsonl          one line per entry of entries/<aa>/: what retrieval and `memory list` read
+//! ```
+//!
+//! **JSON, not Markdown with front matter.** Most of an entry is numbers the agent rewrites after every session
+//! (confidence, uses, successes, failures) and lists (tags, sources); serde round-trips them exactly with the
+//! JSON we already depend on, where front matter would need a YAML parser and a second, looser format for the
+//! same fields. Entries are written pretty-printed, so `git show refs/agent/memory:entries/3f/3f9a1c2e.json` and
+//! `git log -p` read well.
+//!
+//! **Fanned out by the id's first two characters**, as git fans out objects and notes: a flat `entries/` tree
+//! of 10,000 entries is a ~500 KB tree object rewritten by every write; fanned out, a write rewrites a root
+//! tree, a 256-entry tree and a ~40-entry tree.
+//!
+//! **The index** exists because retrieval runs before the first model request of every session: reading 10,000
+//! entry blobs costs far more than reading 256 index blobs (see `scripts/bench-memory.sh`). It is derived
+//! data: every write here updates the shard of each entry it writes, a merge rebuilds the shards it touched,
+//! and a tree without `index/` (written by hand with plain git) is read from its entries instead.
+//!
+//! What the entries mean (ranking, near-duplicates, confidence) is the agent's business (`agent::memory`);
+//! this module stores, reads, and swaps. Every text field passes [`super::sanitize()`] on its way in.
+
+mod index;
+mod merge;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{PreviousValue, RefEdit};
+use gix::refs::Target;
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
+use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+
+pub use index::Summary;
+pub use merge::Merged;
+
+/// The ref that holds project memory.
+pub const MEMORY_REF: &str = "refs/agent/memory";
+
+/// Where `git agent pull` fetches a remote's memory before merging it into ours. Outside `refs/agent/`, so
+/// `git agent push` (which pushes `refs/agent/*`) never sends it back.
+pub fn remote_memory_ref(remote: &str) -> String {
+    format!("refs/agent-remotes/{remote}/memory")
+}
+
+/// The refspec that fetches a remote's memory there: forced (only `pull` writes there), and a glob, so a
+/// remote without memory is not an error.
+pub fn memory_fetch_refspec(remote: &str) -> String {
+    format!("+{MEMORY_REF}*:{}*", remote_memory_ref(remote))
+}
+
+/// How often a write starts over after losing a compare-and-swap before giving up. Each attempt is a few
+/// milliseconds; 4 processes writing at once settle in a handful.
+const ATTEMPTS: u32 = 200;
+
+/// What an entry is about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// What the project is or has (`the CLI lives in src/cli`).
+    #[default]
+    Fact,
+    /// How things are done here (`errors are thiserror enums`).
+    Convention,
+    /// What goes wrong (`tests fail unless fixtures are built first`).
+    Pitfall,
+    /// A command that works (`make check` runs lint and tests).
+    Command,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Fact => "fact",
+            Kind::Convention => "convention",
+            Kind::Pitfall => "pitfall",
+            Kind::Command => "command",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Kind> {
+        match text.trim() {
+            "fact" => Some(Kind::Fact),
+            "convention" => Some(Kind::Convention),
+            "pitfall" => Some(Kind::Pitfall),
+            "command" => Some(Kind::Command),
+            _ => None,
+        }
+    }
+}
+
+/// Where an entry stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryStatus {
+    /// Injected when relevant.
+    #[default]
+    Active,
+    /// Forgotten (by hand, or because its confidence fell below the threshold): kept for the audit trail and
+    /// `restore`, never injected.
+    Archived,
+    /// Edited on two sides of a pull: both versions are kept until someone picks (`memory edit`); not injected.
+    NeedsReview,
+}
+
+impl EntryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryStatus::Active => "active",
+            EntryStatus::Archived => "archived",
+            EntryStatus::NeedsReview => "needs_review",
+        }
+    }
+}
+
+/// Where an entry came from: a session's `remember` (its id, the step and commit it was at) or a person
+/// (`git agent memory add`: no session, the user's HEAD as the commit).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Why it is worth remembering, as the model or the person said.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+    /// Unix seconds.
+    #[serde(default)]
+    pub at: i64,
+}
+
+/// The other side's version of an entry both sides of a pull edited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Version {
+    pub text: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub updated: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Source>,
+}
+
+/// One memory entry: the file `entries/<aa>/<id>.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    pub text: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub kind: Kind,
+    /// Every session (or person) that contributed it; a near-duplicate adds its source here.
+    #[serde(default)]
+    pub sources: Vec<Source>,
+    /// Unix seconds.
+    #[serde(default)]
+    pub created: i64,
+    #[serde(default)]
+    pub updated: i64,
+    /// 0..1; below the archive threshold an entry is archived.
+    pub confidence: f64,
+    /// Sessions it was injected into.
+    #[serde(default)]
+    pub uses: u32,
+    /// Of those, sessions that completed.
+    #[serde(default)]
+    pub successes: u32,
+    /// ... and sessions that were blocked or stopped unfinished.
+    #[serde(default)]
+    pub failures: u32,
+    #[serde(default)]
+    pub status: EntryStatus,
+    /// Why it was archived (`forget --reason`, or the confidence that fell below the threshold).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// For `needs_review`: the other side's versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<Version>,
+}
+
+impl Entry {
+    /// The entry with every text field redacted: the one way text enters the memory ref.
+    fn sanitized(&self) -> Entry {
+        let mut entry = self.clone();
+        entry.text = sanitize(&entry.text);
+        entry.reason = sanitize(&entry.reason);
+        entry.tags = entry.tags.iter().map(|t| sanitize(t)).collect();
+        for source in &mut entry.sources {
+            source.why = sanitize(&source.why);
+        }
+        for version in &mut entry.versions {
+            version.text = sanitize(&version.text);
+            version.tags = version.tags.iter().map(|t| sanitize(t)).collect();
+            for source in &mut version.sources {
+                source.why = sanitize(&source.why);
+            }
+        }
+        entry
+    }
+
+    /// The file's bytes: pretty JSON and a final newline.
+    fn to_bytes(&self) -> Vec<u8> {
+        // Serialising plain data with string keys cannot fail.
+        let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+/// A confidence rounded to two decimals, clamped to 0..1, so files and commit messages agree on its value.
+pub fn round_confidence(value: f64) -> f64 {
+    if value.is_nan() {
+        return 0.0;
+    }
+    (value.clamp(0.0, 1.0) * 100.0).round() / 100.0
+}
+
+/// The path of entry `id` in the memory tree.
+pub fn entry_path(id: &str) -> String {
+    format!("entries/{}/{id}.json", shard_of(id))
+}
+
+/// The fan-out directory of `id`: its first two characters.
+fn shard_of(id: &str) -> &str {
+    id.get(..2).unwrap_or(id)
+}
+
+/// An id as entries are named: 4 to 40 lowercase hex characters.
+pub fn is_entry_id(id: &str) -> bool {
+    (4..=40).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// What one write does: entries to write (whole) and entries to remove, and the commit message saying what and
+/// why.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryEdit {
+    pub message: String,
+    pub put: Vec<Entry>,
+    pub remove: Vec<String>,
+}
+
+/// A prefix matched against the entry ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    One(String),
+    None,
+    Many(Vec<String>),
+}
+
+/// The memory tree as one write (or one read) sees it.
+pub struct MemoryView<'s> {
+    store: &'s Store,
+    /// The tree of the memory commit, `None` before the first write.
+    tree: Option<ObjectId>,
+    summaries: std::cell::OnceCell<Vec<Summary>>,
+}
+
+impl MemoryView<'_> {
+    /// Entry `id`, if the tree has it.
+    pub fn entry(&self, id: &str) -> Result<Option<Entry>, StoreError> {
+        match self.tree {
+            Some(tree) => self.store.read_entry(tree, id),
+            None => Ok(None),
+        }
+    }
+
+    /// One line per entry (every status), from the index.
+    pub fn summaries(&self) -> Result<&[Summary], StoreError> {
+        if let Some(found) = self.summaries.get() {
+            return Ok(found);
+        }
+        let read = match self.tree {
+            Some(tree) => self.store.read_summaries(tree)?,
+            None => Vec::new(),
+        };
+        Ok(self.summaries.get_or_init(|| read))
+    }
+
+    /// A fresh id no entry has: 8 hex characters from the clock, the process and a per-process seed.
+    pub fn new_id(&self) -> Result<String, StoreError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = std::hash::RandomState::new();
+        for attempt in 0u32..1000 {
+            let mut h = seed.build_hasher();
+            h.write_u128(nanos ^ (u128::from(std::process::id()) << 64));
+            h.write_u32(attempt);
+            let id = format!("{:08x}", h.finish() & 0xffff_ffff);
+            if self.entry(&id)?.is_none() {
+                return Ok(id);
+            }
+        }
+        Err(StoreError::Refused(
+            "could not find a free memory id after 1000 tries".into(),
+        ))
+    }
+}
+
+impl Store {
+    /// The commit `refs/agent/memory` points at, `None` before the first entry.
+    pub fn memory_tip(&self) -> Result<Option<ObjectId>, StoreError> {
+        self.ref_target(MEMORY_REF)
+    }
+
+    /// The memory as it stands, for reads.
+    pub fn memory(&self) -> Result<MemoryView<'_>, StoreError> {
+        let tree = self.memory_tree(self.memory_tip()?)?;
+        Ok(MemoryView {
+            store: self,
+            tree,
+            summaries: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// One line per entry (every status), read from the index: what retrieval and `memory list` need.
+    pub fn memory_summaries(&self) -> Result<Vec<Summary>, StoreError> {
+        match self.memory_tree(self.memory_tip()?)? {
+            Some(tree) => self.read_summaries(tree),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Entry `id` as it stands.
+    pub fn memory_entry(&self, id: &str) -> Result<Option<Entry>, StoreError> {
+        self.memory()?.entry(id)
+    }
+
+    /// The entries whose id starts with `prefix` (as sessions are named by prefix).
+    pub fn resolve_memory(&self, prefix: &str) -> Result<Resolved, StoreError> {
+        let prefix = prefix.trim().to_ascii_lowercase();
+        let Some(tree) = self.memory_tree(self.memory_tip()?)? else {
+            return Ok(Resolved::None);
+        };
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Resolved::None);
+        }
+        let mut found = Vec::new();
+        for (shard, dir) in self.shard_dirs(tree, "entries")? {
+            if !(shard.starts_with(&prefix) || prefix.starts_with(&shard)) {
+                continue;
+            }
+            for (name, _) in self.blobs_in(dir)? {
+                let id = name.trim_end_matches(".json");
+                if id.starts_with(&prefix) {
+                    found.push(id.to_owned());
+                }
+            }
+        }
+        Ok(match found.len() {
+            0 => Resolved::None,
+            1 => Resolved::One(found.remove(0)),
+            _ => {
+                // An exact id is never ambiguous, even when it is the prefix of a longer one.
+                match found.iter().position(|id| *id == prefix) {
+                    Some(at) => Resolved::One(found.remove(at)),
+                    None => Resolved::Many(found),
+                }
+            }
+        })
+    }
+
+    /// Applies one change by compare-and-swap: `edit` sees the memory as it stands and returns what to write
+    /// (or `None`: nothing to do); when another writer moved the ref in between, it runs again on the new
+    /// state, so its decisions (a fresh id, a near-duplicate) are always made on what it replaces. Returns the
+    /// new memory commit, `None` when there was nothing to do.
+    pub fn update_memory(
+        &self,
+        mut edit: impl FnMut(&MemoryView<'_>) -> Result<Option<MemoryEdit>, StoreError>,
+    ) -> Result<Option<ObjectId>, StoreError> {
+        let mut last_err = None;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                // Spread the retries of writers that collided so they do not collide again in lockstep.
+                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
+                std::thread::sleep(Duration::from_millis(jitter));
+            }
+            let current = self.memory_tip()?;
+            let view = MemoryView {
+                store: self,
+                tree: self.memory_tree(current)?,
+                summaries: std::cell::OnceCell::new(),
+            };
+            let Some(change) = edit(&view)? else {
+                return Ok(None);
+            };
+            let tree = self.apply_edit(view.tree, &change)?;
+            if Some(tree) == view.tree {
+                return Ok(None);
+            }
+            let message = sanitize(&change.message);
+            let commit = write_commit(&self.repo, tree, current, &message)?;
+            crash_point();
+            match self.swap_memory(current, commit, &message) {
+                Ok(()) => {
+                    crash_point();
+                    return Ok(Some(commit));
+                }
+                Err(err) => last_err = Some(err),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            StoreError::Refused(format!(
+                "{MEMORY_REF} stayed busy: another process holds it; if none runs, remove {MEMORY_REF}.lock"
+            ))
+        }))
+    }
+
+    /// Moves the memory ref from `expected` to `new`, failing if someone else moved it.
+    fn swap_memory(
+        &self,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        let previous = match expected {
+            Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
+            None => PreviousValue::MustNotExist,
+        };
+        let first_line = message.lines().next().unwrap_or_default();
+        let edit = RefEdit::update(full_name(MEMORY_REF)?, new, previous, first_line);
+        edit_ref(&self.repo, edit)
+    }
+
+    /// The tree of memory commit `commit`.
+    fn memory_tree(&self, commit: Option<ObjectId>) -> Result<Option<ObjectId>, StoreError> {
+        match commit {
+            Some(c) => Ok(Some(self.repo.find_commit(c)?.tree_id()?.detach())),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes `change` onto `tree`: the entry blobs, and the index shards of the entries it touched.
+    fn apply_edit(
+        &self,
+        tree: Option<ObjectId>,
+        change: &MemoryEdit,
+    ) -> Result<ObjectId, StoreError> {
+        let base = tree.unwrap_or_else(|| ObjectId::empty_tree(self.repo.object_hash()));
+        let mut editor = self.repo.find_tree(base)?.edit()?;
+        let mut shards: BTreeMap<String, Vec<index::Patch>> = BTreeMap::new();
+        for entry in &change.put {
+            if !is_entry_id(&entry.id) {
+                return Err(StoreError::Refused(format!(
+                    "invalid memory id {:?}: expected 4 to 40 lowercase hex characters",
+                    entry.id
+                )));
+            }
+            let entry = entry.sanitized();
+            let blob = self.repo.write_blob(entry.to_bytes())?.detach();
+            editor.upsert(entry_path(&entry.id), EntryKind::Blob, blob)?;
+            shards
+                .entry(shard_of(&entry.id).to_owned())
+                .or_default()
+                .push(index::Patch::Put(Summary::of(&entry)));
+        }
+        for id in &change.remove {
+            editor.remove(entry_path(id))?;
+            shards
+                .entry(shard_of(id).to_owned())
+                .or_default()
+                .push(index::Patch::Remove(id.clone()));
+        }
+        for (shard, patches) in shards {
+            let old = match tree {
+                Some(tree) => self.shard_summaries(tree, &shard)?,
+                None => Vec::new(),
+            };
+            let lines = index::patched(old, patches);
+            let path = index::shard_path(&shard);
+            if lines.is_empty() {
+                editor.remove(path)?;
+            } else {
+                let blob = self.repo.write_blob(index::to_bytes(&lines))?.detach();
+                editor.upsert(path, EntryKind::Blob, blob)?;
+            }
+        }
+        Ok(editor.write()?.detach())
+    }
+
+    /// Entry `id` in `tree`. An entry that does not parse is an error naming it: silently skipping it would
+    /// let the next write of that id replace what someone wrote by hand.
+    fn read_entry(&self, tree: ObjectId, id: &str) -> Result<Option<Entry>, StoreError> {
+        if !is_entry_id(id) {
+            return Ok(None);
+        }
+        let tree = self.repo.find_tree(tree)?;
+        let Some(found) = tree.lookup_entry_by_path(entry_path(id))? else {
+            return Ok(None);
+        };
+        let blob = self.repo.find_object(found.object_id())?;
+        parse_entry(&blob.data, id).map(Some)
+    }
+
+    /// Every summary in `tree`: the index shards, or, for a tree without an index, the entries themselves.
+    fn read_summaries(&self, tree: ObjectId) -> Result<Vec<Summary>, StoreError> {
+        let shards = self.shard_blobs(tree, "index")?;
+        if shards.is_empty() {
+            return Ok(self.all_entries(tree)?.iter().map(Summary::of).collect());
+        }
+        let mut out = Vec::new();
+        for (_, blob) in shards {
+            let data = self.repo.find_object(blob)?;
+            out.extend(index::parse(&data.data));
+        }
+        Ok(out)
+    }
+
+    /// The summaries of shard `shard` in `tree`: its index blob, or its entries when the blob is missing.
+    fn shard_summaries(&self, tree: ObjectId, shard: &str) -> Result<Vec<Summary>, StoreError> {
+        let root = self.repo.find_tree(tree)?;
+        if let Some(found) = root.lookup_entry_by_path(index::shard_path(shard))? {
+            let data = self.repo.find_object(found.object_id())?;
+            return Ok(index::parse(&data.data));
+        }
+        Ok(self
+            .shard_entries(tree, shard)?
+            .iter()
+            .map(Summary::of)
+            .collect())
+    }
+
+    /// The entries of fan-out directory `shard` in `tree`.
+    fn shard_entries(&self, tree: ObjectId, shard: &str) -> Result<Vec<Entry>, StoreError> {
+        let root = self.repo.find_tree(tree)?;
+        let Some(dir) = root.lookup_entry_by_path(format!("entries/{shard}"))? else {
+            return Ok(Vec::new());
+        };
+        if !dir.mode().is_tree() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for (name, blob) in self.blobs_in(dir.object_id())? {
+            let id = name.trim_end_matches(".json");
+            let data = self.repo.find_object(blob)?;
+            out.push(parse_entry(&data.data, id)?);
+        }
+        Ok(out)
+    }
+
+    /// Every entry of `tree` (slow with many entries: the index is what reads use).
+    fn all_entries(&self, tree: ObjectId) -> Result<Vec<Entry>, StoreError> {
+        let mut out = Vec::new();
+        for (shard, _) in self.shard_dirs(tree, "entries")? {
+            out.extend(self.shard_entries(tree, &shard)?);
+        }
+        Ok(out)
+    }
+
+    /// The subdirectories of `dir` in `tree` (the fan-out directories of `entries/`), by name.
+    fn shard_dirs(&self, tree: ObjectId, dir: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        let root = self.repo.find_tree(tree)?;
+        let Some(found) = root.lookup_entry_by_path(dir)? else {
+            return Ok(Vec::new());
+        };
+        if !found.mode().is_tree() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in self.repo.find_tree(found.object_id())?.iter() {
+            let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            if entry.mode().is_tree() {
+                out.push((entry.filename().to_string(), entry.oid().to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The blobs directly in directory `dir` of `tree` (the index shards), by name.
+    fn shard_blobs(
+        &self,
+        tree: ObjectId,
+        dir: &str,
+    ) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        let root = self.repo.find_tree(tree)?;
+        match root.lookup_entry_by_path(dir)? {
+            Some(found) if found.mode().is_tree() => self.blobs_in(found.object_id()),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The blobs of tree `tree`, by name.
+    fn blobs_in(&self, tree: ObjectId) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.repo.find_tree(tree)?.iter() {
+            let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            if entry.mode().is_blob() {
+                out.push((entry.filename().to_string(), entry.oid().to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The last version of entry `id` (full id) in the memory ref's history, for `restore` after a purge:
+    /// the newest commit whose tree still has it.
+    pub fn memory_entry_in_history(&self, prefix: &str) -> Result<Option<Entry>, StoreError> {
+        let Some(tip) = self.memory_tip()? else {
+            return Ok(None);
+        };
+        let prefix = prefix.trim().to_ascii_lowercase();
+        if prefix.len() < 2 {
+            return Ok(None);
+        }
+        let mut seen = BTreeSet::new();
+        let mut queue = std::collections::VecDeque::from([tip]);
+        while let Some(commit) = queue.pop_front() {
+            if !seen.insert(commit) {
+                continue;
+            }
+            let object = self.repo.find_commit(commit)?;
+            let tree = object.tree_id()?.detach();
+            let shard = &prefix[..2];
+            for entry in self.shard_entries(tree, shard)? {
+                if entry.id.starts_with(&prefix) {
+                    return Ok(Some(entry));
+                }
+            }
+            queue.extend(object.parent_ids().map(|p| p.detach()));
+        }
+        Ok(None)
+    }
+}
+
+/// Parses an entry file; its id is the file's name, whatever the file says.
+fn parse_entry(bytes: &[u8], id: &str) -> Result<Entry, StoreError> {
+    let mut entry: Entry = serde_json::from_slice(bytes).map_err(|err| {
+        StoreError::Refused(format!(
+            "memory entry {} is not valid ({err}): fix it with `git agent memory edit {id}` or remove it with \
+             `git agent memory forget --purge {id}`",
+            entry_path(id)
+        ))
+    })?;
+    entry.id = id.to_owned();
+    Ok(entry)
+}
+
+impl Store {
+    /// A commit of `tree` with parents `parents` (a merge of memory histories).
+    fn memory_merge_commit(
+        &self,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        message: &str,
+    ) -> Result<ObjectId, StoreError> {
+        write_merge_commit(&self.repo, tree, parents, message)
+    }
+}
+
+#[cfg(test)]
+mod tests;

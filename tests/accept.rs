@@ -271,27 +271,7 @@ fn accept_never_writes_through_a_symlink() {
 #[test]
 fn accept_leaves_submodules_alone() {
     let repo = TestRepo::new();
-    let upstream = repo.root().join("upstream");
-    fs::create_dir_all(&upstream).unwrap();
-    let git_up = |args: &[&str]| {
-        let mut full = vec!["-C", upstream.to_str().unwrap()];
-        full.extend_from_slice(args);
-        repo.git(&full)
-    };
-    git_up(&["init", "-q", "-b", "main"]);
-    fs::write(upstream.join("lib.txt"), "lib\n").unwrap();
-    git_up(&["add", "-A"]);
-    git_up(&["commit", "-q", "-m", "lib"]);
-    repo.git(&[
-        "-c",
-        "protocol.file.allow=always",
-        "submodule",
-        "add",
-        "-q",
-        upstream.to_str().unwrap(),
-        "sub",
-    ]);
-    repo.git(&["commit", "-q", "-m", "add a submodule"]);
+    crate::common::add_submodule(&repo);
     let id = empty_session(&repo);
     craft(&repo, &id, 1, "write under the submodule path", |dir| {
         let d = dir.to_str().unwrap();

@@ -455,6 +455,22 @@ fn a_second_acpx_process_continues_the_named_session_on_its_branch() {
     for run in &runs[1..] {
         let sent = methods(&run.client);
         assert!(sent.contains(&"session/resume".to_string()), "{sent:?}");
+        // Resume reattaches without replay: nothing of the stored conversation comes before its answer.
+        let resume = run
+            .client
+            .iter()
+            .find(|m| m["method"] == "session/resume")
+            .expect("a session/resume request");
+        let answered = run
+            .agent
+            .iter()
+            .position(|m| m["id"] == resume["id"] && m.get("method").is_none())
+            .expect("session/resume is answered");
+        let replayed: Vec<&Value> = run.agent[..answered]
+            .iter()
+            .filter(|m| m["method"] == "session/update")
+            .collect();
+        assert!(replayed.is_empty(), "resume replayed: {replayed:?}");
         assert_eq!(
             answer_to(&run.client, &run.agent, "session/prompt")["result"]["stopReason"],
             "end_turn"

@@ -756,3 +756,83 @@ fn the_checkout_is_the_root_the_server_sees() {
     let uri = format!("file://{}", repo.path().display());
     assert!(out.stdout().contains(&uri), "{uri}\n{out}");
 }
+
+/// The processes whose environment holds `marker`: an MCP server and whatever it started.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")
+        .expect("/proc lists processes")
+        .flatten()
+    {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&environ).contains(marker) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session() {
+    let Some(partners) = Partners::find(
+        "a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session",
+    ) else {
+        return;
+    };
+    let repo = TestRepo::new();
+    let marker = format!("GIT_AGENT_TEST_MCP_MARKER=mcp-{}", std::process::id());
+    let (name, value) = marker.split_once('=').expect("name=value");
+    let everything = toml_string(&partners.everything());
+    // `slow` would take half a minute to start: the session must neither wait for it nor leave it behind.
+    let config = format!(
+        "[mcp_servers.slow]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nenv = {{ \"{name}\" = \"{value}\" }}\n\n\
+         [mcp_servers.everything]\ncommand = {everything}\nargs = [\"stdio\"]\nenv = {{ \"{name}\" = \"{value}\" }}\n",
+        toml_string(&format!("sleep 30; exec {} stdio", partners.everything())),
+    );
+    let echo = call("mcp__everything__echo", json!({"message": "hello"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![echo.clone()]),
+        Reply::text("The fast one answered."),
+    ]);
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let mut cmd = repo.agent(&server, &["ask", "use the MCP tools"]);
+    cmd.env("GIT_AGENT_CONFIG", &path);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    let requests = server.requests();
+    let offered = |i: usize| -> Vec<String> {
+        requests[i].body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        !offered(0).iter().any(|n| n.starts_with("mcp__slow__")),
+        "the first request went out without the slow server: {:?}",
+        offered(0)
+    );
+    assert_eq!(
+        requests.last().expect("a follow-up").tool_result(&echo.id),
+        "Echo: hello",
+        "{out}"
+    );
+    // The session has ended: the servers, the one still starting included, are gone with it.
+    let left = processes_with(&marker);
+    assert!(
+        left.is_empty(),
+        "MCP servers outlived the session: {left:?}\n{out}"
+    );
+}

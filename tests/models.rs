@@ -86,9 +86,15 @@ fn tool_session(provider: Provider) {
     assert_eq!(out.stdout().trim(), "Wrote and checked the note.");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    // The body is read to its end after the end-of-stream event, so one connection serves the session
-    // (no new TCP and TLS handshake per step).
-    assert_eq!(server.connections(), 1);
+    // The body is read to its end after the end-of-stream event, so one connection serves the session's
+    // requests (no new TCP and TLS handshake per step). The context-window probe starts right after the
+    // first reply; when it wins the race with that reply's connection going back to the pool (a loaded
+    // machine) it opens a second one, and never more.
+    assert!(
+        server.connections() <= 2,
+        "{} connections for 3 requests",
+        server.connections()
+    );
     let (path, key_header) = match provider {
         Provider::OpenAi => ("/v1/chat/completions", "authorization"),
         Provider::Anthropic => ("/v1/messages", "x-api-key"),

@@ -405,6 +405,115 @@ fn names_git_refuses_are_never_committed() {
     fsck(&repo);
 }
 
+/// Issue 17 defect 9: the file tools refuse paths inside a submodule as a tool error, and a command's files
+/// there are withheld from the step, so the branch keeps the gitlink (plain git never turns it into a tree)
+/// and the rest of the work lands.
+#[test]
+fn writes_inside_a_submodule_are_refused_and_the_gitlink_stays() {
+    let repo = TestRepo::new();
+    crate::common::add_submodule(&repo);
+    let before = user_state(&repo);
+    let write = call(
+        "write_file",
+        json!({"path": "sub/x.txt", "content": "agent's file in the submodule\n"}),
+    );
+    let nested = call(
+        "write_file",
+        json!({"path": "./sub/deep/y.txt", "content": "deeper\n"}),
+    );
+    let ok = call(
+        "write_file",
+        json!({"path": "fine.txt", "content": "fine\n"}),
+    );
+    let make = call(
+        "run",
+        json!({"command": "mkdir -p sub && echo z > sub/z.txt && echo kept > kept.txt && echo made"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write.clone(), nested.clone(), ok.clone()]),
+        Reply::tool_calls(vec![make.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "write into the submodule"]);
+    out.assert_code(0);
+    let requests = server.requests();
+    for refused in [&write, &nested] {
+        let result = requests[1].tool_result(&refused.id);
+        assert!(
+            result.contains("inside the submodule 'sub'"),
+            "{}: {result}",
+            refused.arguments
+        );
+    }
+    assert!(!requests[1].tool_result(&ok.id).contains("submodule"));
+    assert!(requests[2].tool_result(&make.id).contains("made"));
+    assert!(
+        out.stderr()
+            .contains("sub/z.txt was not committed: it is inside the submodule 'sub'"),
+        "the withheld file is named: {}",
+        out.stderr()
+    );
+    let id = session_id(&repo);
+    let branch = format!("agent/{id}");
+    let gitlink = repo.git(&["ls-tree", &branch, "sub"]);
+    assert!(gitlink.starts_with("160000 commit "), "{gitlink}");
+    assert_eq!(
+        repo.git(&["ls-tree", "-r", "--name-only", &branch]),
+        ".gitmodules\nREADME.md\nfile.txt\nfine.txt\nkept.txt\nsub\n"
+    );
+    // Plain git agrees with the branch: a fresh clone of it checks out and has the gitlink.
+    let clone = repo.root().join("judge");
+    let clone_dir = clone.to_str().unwrap();
+    repo.git(&[
+        "clone",
+        "-q",
+        "-b",
+        &branch,
+        repo.path().to_str().unwrap(),
+        clone_dir,
+    ]);
+    assert!(repo
+        .git(&["-C", clone_dir, "ls-files", "-s", "sub"])
+        .starts_with("160000 "));
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+/// Issue 17 defect 9 under `--here`: the user's own submodule checkout is never written by the file tools.
+#[test]
+fn here_never_writes_into_the_users_submodule() {
+    let repo = TestRepo::new();
+    crate::common::add_submodule(&repo);
+    let before = user_state(&repo);
+    let write = call(
+        "write_file",
+        json!({"path": "sub/lib.txt", "content": "overwritten\n"}),
+    );
+    let edit = call(
+        "edit_file",
+        json!({"path": "sub/lib.txt", "old_string": "lib", "new_string": "bil"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![write.clone(), edit.clone()]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--here", "edit the submodule"]);
+    out.assert_code(0);
+    let requests = server.requests();
+    for refused in [&write, &edit] {
+        let result = requests[1].tool_result(&refused.id);
+        assert!(result.contains("inside the submodule 'sub'"), "{result}");
+    }
+    assert_eq!(
+        fs::read_to_string(repo.path().join("sub/lib.txt")).unwrap(),
+        "lib\n"
+    );
+    let gitlink = repo.git(&["ls-tree", &format!("agent/{}", session_id(&repo)), "sub"]);
+    assert!(gitlink.starts_with("160000 commit "), "{gitlink}");
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
 /// Issue 17 defect 3: `git --git-dir=R/.git --work-tree=R agent ask` from outside the repository opens R (as
 /// git would), and its commands still see neither the user's index nor `GIT_DIR`.
 #[test]

@@ -202,6 +202,9 @@ impl Turn<'_> {
             return Ok(self.reported(call, output));
         }
         let scan = tool.changes_by_scan();
+        if let Some(refusal) = self.inside_submodule(tool.as_ref(), &args) {
+            return Ok(self.reported(call, ToolOutput::error(refusal)));
+        }
         if scan {
             self.s.tools.changes.before_run()?;
         }
@@ -229,6 +232,29 @@ impl Turn<'_> {
             )?;
         }
         Ok(output)
+    }
+
+    /// Why a file tool's write must not happen: its path lies inside a submodule of the session's tip, whose
+    /// files belong to another repository (committing them would turn the gitlink into a tree; issue 17,
+    /// defect 9). Commands are caught at the step commit instead, which withholds such files.
+    fn inside_submodule(&self, tool: &dyn Tool, args: &serde_json::Value) -> Option<String> {
+        if !tool.is_mutating() || tool.changes_by_scan() {
+            return None;
+        }
+        let path = args.get(tool.path_arg()?)?.as_str()?;
+        let work = &self.s.work;
+        let root = work.session.root();
+        let rel =
+            crate::safety::path::resolve(root, path, crate::safety::path::Access::Write).ok()?;
+        let root = std::fs::canonicalize(root).ok()?;
+        let rel = rel.strip_prefix(&root).ok()?;
+        // A store that cannot answer lets the write go ahead: the step commit screens the path again.
+        let sub = work.store.submodule_above(work.session.tip, rel).ok()??;
+        Some(format!(
+            "{path} is inside the submodule '{}': its files belong to the submodule's own repository, so the \
+             agent does not write there; change files outside it",
+            sub.display()
+        ))
     }
 
     /// The policy's decision on a call, with the front-end's approver asked when no rule settles it, and

@@ -24,6 +24,9 @@ pub enum Reason {
     NewSecret(String),
     /// Git refuses its name in a tree ([`super::path::git_refuses()`]): the name, and why.
     NameGitRefuses(String, &'static str),
+    /// It lies inside this submodule (a gitlink in the tree the commit is built on): its files belong to the
+    /// submodule's own repository.
+    InSubmodule(String),
 }
 
 impl fmt::Display for Reason {
@@ -35,6 +38,10 @@ impl fmt::Display for Reason {
             Reason::NameGitRefuses(name, why) => {
                 write!(f, "git refuses the name '{name}' ({why}); rename it")
             }
+            Reason::InSubmodule(sub) => write!(
+                f,
+                "it is inside the submodule '{sub}', whose files belong to its own repository"
+            ),
         }
     }
 }

@@ -323,6 +323,17 @@ impl Store {
         Ok(tip)
     }
 
+    /// The submodule `rel` (checkout-relative) lies inside in `commit`: the path of a gitlink strictly above
+    /// it. Writes there would turn the gitlink into a tree on the branch (issue 17, defect 9).
+    pub fn submodule_above(
+        &self,
+        commit: ObjectId,
+        rel: &std::path::Path,
+    ) -> Result<Option<std::path::PathBuf>, StoreError> {
+        let tree = self.repo.find_commit(commit)?.tree()?;
+        Ok(super::snapshot::gitlink_above(&tree, rel))
+    }
+
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.
     pub fn blob_at(
         &self,

@@ -223,6 +223,15 @@ fn screen(
                 });
                 continue;
             }
+            // Below a submodule's gitlink the file belongs to another repository: committing it would turn the
+            // gitlink into a tree on the branch, which plain git never does (issue 17, defect 9).
+            if let Some(sub) = gitlink_above(&base, rel) {
+                withheld.push(Withheld {
+                    path: rel.clone(),
+                    reason: withhold::Reason::InSubmodule(sub.display().to_string()),
+                });
+                continue;
+            }
             // Through a symlink, as git would not: a link to a key file is withheld like the key file.
             let bytes = match std::fs::metadata(&full) {
                 Ok(md) if md.is_file() => std::fs::read(&full).ok(),
@@ -240,6 +249,27 @@ fn screen(
         Ok::<_, StoreError>(())
     })?;
     Ok((keep, withheld))
+}
+
+/// The submodule (gitlink entry) of `tree` that `rel` lies strictly below, if any. Walks one component at a
+/// time, so it stops at the first entry that is no tree.
+pub(super) fn gitlink_above(tree: &gix::Tree<'_>, rel: &Path) -> Option<PathBuf> {
+    let mut components = rel.components().peekable();
+    let mut prefix = PathBuf::new();
+    let repo = tree.repo;
+    let mut id = tree.id;
+    while let Some(Component::Normal(name)) = components.next() {
+        components.peek()?;
+        prefix.push(name);
+        let current = repo.find_tree(id).ok()?;
+        let entry = current.find_entry(name.as_bytes())?;
+        match entry.mode().kind() {
+            EntryKind::Commit => return Some(prefix),
+            EntryKind::Tree => id = entry.id().detach(),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The content of the blob at `rel` in `tree`, if there is one.

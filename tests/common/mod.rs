@@ -310,6 +310,27 @@ fn dump_tree(root: &Path, dir: &Path, out: &mut String) {
     }
 }
 
+/// Adds a submodule at `sub` (a one-file repository under the test's root holding `lib.txt`) and commits it.
+pub fn add_submodule(repo: &TestRepo) {
+    let upstream = repo.root().join("upstream");
+    fs::create_dir_all(&upstream).expect("make the submodule's upstream");
+    let up = upstream.to_str().expect("temp paths are UTF-8");
+    repo.git(&["-C", up, "init", "-q", "-b", "main"]);
+    fs::write(upstream.join("lib.txt"), "lib\n").expect("write lib.txt");
+    repo.git(&["-C", up, "add", "-A"]);
+    repo.git(&["-C", up, "commit", "-q", "-m", "lib"]);
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        up,
+        "sub",
+    ]);
+    repo.git(&["commit", "-q", "-m", "add a submodule"]);
+}
+
 /// Asserts `git fsck --strict` is clean.
 pub fn fsck(repo: &TestRepo) {
     repo.git(&["fsck", "--strict", "--no-progress"]);

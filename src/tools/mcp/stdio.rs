@@ -158,6 +158,18 @@ impl Stdio {
     }
 }
 
+impl Drop for Stdio {
+    /// A server dropped without a shutdown (still starting when the session ended, a start that was given
+    /// up): `kill_on_drop` ends only its leader, so the rest of its group (`sh -c '...; exec server'`, the
+    /// `python` that `uvx` started) goes here.
+    fn drop(&mut self) {
+        let running = self.child.get_mut().ok().and_then(|c| c.as_mut()).is_some();
+        if let (true, Some(pid)) = (running, self.pid) {
+            kill_group(pid, libc::SIGKILL);
+        }
+    }
+}
+
 fn spawn_message(command: &str, err: &std::io::Error) -> String {
     if err.kind() == std::io::ErrorKind::NotFound {
         format!("{command} is not installed or not on PATH")

@@ -295,6 +295,26 @@ impl Settings {
             .unwrap_or_default()
     }
 
+    /// The project's check (`check`): the repo file, else the user file.
+    pub fn check(&self) -> Option<&str> {
+        self.repo.check.as_deref().or(self.user.check.as_deref())
+    }
+
+    /// How long one run of the check may take (`check_timeout`): the repo file, else the user file.
+    pub fn check_timeout(&self) -> Option<Duration> {
+        self.repo.check_timeout.or(self.user.check_timeout)
+    }
+
+    /// The `[hooks]` settings: each from the repo file, else the user file.
+    pub fn hooks(&self) -> file::HookSettings {
+        let (repo, user) = (&self.repo.hooks, &self.user.hooks);
+        file::HookSettings {
+            mode: repo.mode.or(user.mode),
+            max_steps: repo.max_steps.or(user.max_steps),
+            max_time: repo.max_time.or(user.max_time),
+        }
+    }
+
     /// The `[retry]` settings over the defaults.
     pub fn retry_policy(&self) -> RetryPolicy {
         let (repo, user) = (&self.repo.retry, &self.user.retry);

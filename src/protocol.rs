@@ -118,6 +118,8 @@ pub enum Status {
     Error,
     /// `git agent discard` removed its branch and checkout (the log stays).
     Discarded,
+    /// `git agent fix` ran out of attempts or budget with the check still failing (the branch keeps the work).
+    CheckFailed,
     /// A status written by another version.
     Other(String),
 }
@@ -136,6 +138,7 @@ impl Status {
             Status::Terminated => "terminated",
             Status::Error => "error",
             Status::Discarded => "discarded",
+            Status::CheckFailed => "check_failed",
             Status::Other(s) => s,
         }
     }
@@ -153,6 +156,7 @@ impl Status {
             "terminated" => Status::Terminated,
             "error" => Status::Error,
             "discarded" => Status::Discarded,
+            "check_failed" => Status::CheckFailed,
             other => Status::Other(other.to_string()),
         }
     }
@@ -161,7 +165,12 @@ impl Status {
     pub fn is_unfinished(&self) -> bool {
         matches!(
             self,
-            Status::Blocked | Status::MaxSteps | Status::MaxTime | Status::MaxTokens | Status::Loop
+            Status::Blocked
+                | Status::MaxSteps
+                | Status::MaxTime
+                | Status::MaxTokens
+                | Status::Loop
+                | Status::CheckFailed
         )
     }
 }
@@ -324,6 +333,34 @@ pub enum Event<'a> {
         done: u64,
         total: u64,
     },
+    /// The project's check is about to run (`git agent fix`, the hooks) on `tree` (`the staged tree`,
+    /// `agent/<id>`, ...); attempt 0 is the first run, before any fix.
+    CheckStarted {
+        attempt: u32,
+        command: &'a str,
+        tree: &'a str,
+    },
+    /// How a run of the check ended: `end` in words (`exit 1`, `timed out after 30m`), `code` when it exited,
+    /// `output` the head and tail of what it printed.
+    Check {
+        attempt: u32,
+        command: &'a str,
+        tree: &'a str,
+        passed: bool,
+        end: &'a str,
+        code: Option<i32>,
+        duration_ms: u64,
+        output: &'a str,
+    },
+    /// How `git agent fix` ended: whether the check passes on `branch`, after how many of the model's
+    /// attempts and steps, and the signs that the fix weakened the check (`path: what`). Before `done`.
+    Fixed {
+        passed: bool,
+        branch: &'a str,
+        attempts: u32,
+        steps: u32,
+        findings: &'a [String],
+    },
     /// Something the user should know that does not end the session (e.g. a retried request).
     Warning(&'a str),
     /// A warning scripts see too (`--json` type `notice`): a safety measure that could not be applied and
@@ -479,6 +516,7 @@ mod tests {
             "interrupted",
             "error",
             "discarded",
+            "check_failed",
             "something-newer",
         ] {
             let status = Status::parse(text);

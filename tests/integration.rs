@@ -48,6 +48,11 @@ mod lifecycle;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
 // approvals; and piped, one turn a line.
 mod chat;
+// `git agent fix`: the check on the working tree, the index or a commit, the attempt loop, its log and JSON.
+mod fix;
+// `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
+// core.hooksPath, husky and lefthook, the pre-commit framework.
+mod hooks;
 // Skills: on disk and in refs/agent/skills, the catalog, load_skill, counts, export against the reference
 // validator, push/pull, distill.
 mod skills;

@@ -481,6 +481,11 @@ impl ContextState {
         self.requests += 1;
     }
 
+    /// The session's model requests in this process so far (summaries not counted).
+    pub fn requests(&self) -> u32 {
+        self.requests
+    }
+
     /// Estimated prompt tokens of a request carrying `messages`.
     pub fn tokens(&self, messages: &[Message]) -> u64 {
         self.accounting.tokens(messages)

@@ -64,6 +64,21 @@ pub enum Event {
     },
     /// The plan after a `plan_update`; kept here, outside the conversation, so compaction cannot lose it.
     Plan { items: Vec<PlanItem> },
+    /// A run of the project's check (`git agent fix`, the hooks): attempt 0 is the run that found the
+    /// failure, before the session started; then one after each of the model's attempts. `tree` says what
+    /// was checked (`the working tree`, `the staged tree`, `commit 1a2b3c4`, `agent/<id>`); `output` is the
+    /// head and tail of what it printed.
+    Check {
+        attempt: u32,
+        command: String,
+        tree: String,
+        passed: bool,
+        end: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        duration_ms: u64,
+        output: String,
+    },
     /// Everything before the last `kept` messages was replaced by one user message holding `summary`
     /// (a model-written summary, or a note that messages were dropped when `fallback`).
     Compaction {

@@ -13,14 +13,17 @@
 //! - [`context`]: context accounting, pruning and compaction, on its own state;
 //! - [`memory`]: project memory in a session (retrieval, the `remember` tool, the end-of-session writes);
 //! - `guards` (budgets, loop guards), `instructions` (AGENTS.md), `prompt` (the system prompt), [`plan`],
-//!   [`journal`] (what the session log's events mean), [`date`].
+//!   [`journal`] (what the session log's events mean), [`date`];
+//! - [`check`] (running the project's check) and [`fix`] (`git agent fix`'s loop: turn, check, again).
 
 mod call;
+pub mod check;
 pub mod context;
 pub mod control;
 pub mod date;
 pub mod distill;
 pub mod explore;
+pub mod fix;
 mod guards;
 mod instructions;
 pub mod journal;

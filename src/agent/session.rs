@@ -32,8 +32,8 @@ use crate::safety::sandbox::{Sandbox, SandboxConfig};
 use crate::safety::scratch::ScratchDir;
 use crate::safety::Policy;
 use crate::store::{
-    ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartOptions, Started, Store,
-    StoreError, DEFAULT_MAX_CAPTURE_SIZE,
+    ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartFrom, StartOptions, Started,
+    Store, StoreError, DEFAULT_MAX_CAPTURE_SIZE,
 };
 use crate::tools::mcp::servers::{Servers, Status as McpStatus};
 use crate::tools::mcp::ServerSpec;
@@ -224,6 +224,18 @@ impl AgentSession {
         options: SessionOptions,
         sink: &mut dyn Sink,
     ) -> Result<AgentSession, AgentError> {
+        Self::open_from(cwd, options, StartFrom::WorkTree, sink).await
+    }
+
+    /// [`AgentSession::open()`] for a new session that starts from `from`: the user's work tree (what
+    /// `open` does), the staged tree as step 0, or a commit as the base (`git agent fix --staged` and
+    /// `--commit`). Ignored on resume.
+    pub async fn open_from(
+        cwd: &Path,
+        options: SessionOptions,
+        from: StartFrom,
+        sink: &mut dyn Sink,
+    ) -> Result<AgentSession, AgentError> {
         let model = options.model;
         let client = Client::new_tuned(
             model.wire,
@@ -255,7 +267,7 @@ impl AgentSession {
             None => {
                 let title = options.title.unwrap_or_default();
                 let (session, log, pending) =
-                    start(&store, &model, title, options.here, max_capture, sink)?;
+                    start(&store, &model, title, options.here, from, max_capture, sink)?;
                 (session, log, Vec::new(), Status::Running, pending)
             }
             Some(which) => {
@@ -890,6 +902,7 @@ fn start(
     model: &ModelConfig,
     title: String,
     here: bool,
+    from: StartFrom,
     max_capture: u64,
     sink: &mut dyn Sink,
 ) -> Result<(Session, SessionLog, Option<Pending>), AgentError> {
@@ -898,6 +911,7 @@ fn start(
         capture: true,
         here,
         max_capture_size: max_capture,
+        from,
     };
     // `done`: made in full already (a repository without commits, whose base is step 0 itself).
     let made = match store.head_commit_if_any() {
@@ -907,7 +921,7 @@ fn start(
                 starting::announce(&started, max_capture, sink);
                 (started.session, true)
             }),
-        Ok(Some(base)) => Ok((store.planned_session(&id, here, base), false)),
+        Ok(Some(head)) => Ok((store.planned_session(&id, here, from.base(head)), false)),
     };
     let (session, done) = match made {
         Ok(made) => made,

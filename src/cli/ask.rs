@@ -40,11 +40,11 @@ pub(super) struct SessionFlags {
 
     /// Stop with exit code 3 after this many model requests
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
-    max_steps: u32,
+    pub(super) max_steps: u32,
 
     /// Stop with exit code 3 after this long: seconds, or with a unit (90s, 20m, 2h)
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    max_time: Option<Duration>,
+    pub(super) max_time: Option<Duration>,
 
     /// Stop with exit code 3 once the session's model requests used this many tokens (input plus output)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -64,7 +64,7 @@ pub(super) struct SessionFlags {
 
     /// Work in your own working tree instead of a separate checkout, still committing each step to agent/<id>
     #[arg(long)]
-    here: bool,
+    pub(super) here: bool,
 
     /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
     #[arg(long, value_name = "RULE")]
@@ -92,6 +92,17 @@ pub(super) struct SessionFlags {
 }
 
 impl SessionFlags {
+    /// The flags as a command line without any of them gives them (the hooks start from these), so the
+    /// defaults live in one place: the flags' definitions.
+    pub(super) fn defaults() -> Result<SessionFlags, CommandError> {
+        use clap::{Args as _, FromArgMatches as _};
+        let command = SessionFlags::augment_args(clap::Command::new("defaults"));
+        command
+            .try_get_matches_from(["defaults"])
+            .and_then(|matches| SessionFlags::from_arg_matches(&matches))
+            .map_err(|e| CommandError::internal(format!("the session flags have no defaults: {e}")))
+    }
+
     /// The session these flags open: `--resume <id>`, `--continue`, or a new one.
     pub(super) fn resume(&self) -> Option<Resume> {
         match (&self.resume, self.continue_latest) {

@@ -10,7 +10,9 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod fix;
 mod gc;
+mod hook;
 mod log;
 mod mcp;
 mod memory;
@@ -58,6 +60,8 @@ enum Command {
     Review(review::ReviewArgs),
     Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
+    Fix(fix::FixArgs),
+    Hook(hook::HookArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
     Memory(memory::MemoryArgs),
@@ -72,6 +76,7 @@ impl Command {
         match self {
             Command::Ask(args) => args.session.json,
             Command::Chat(args) => args.session.json,
+            Command::Fix(args) => args.session.json,
             _ => false,
         }
     }
@@ -109,6 +114,8 @@ pub fn run() -> i32 {
         Command::Review(args) => review::run(&mut ctx, args),
         Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
+        Command::Fix(args) => fix::run(&mut ctx, args),
+        Command::Hook(args) => hook::run(&mut ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),
         Command::Memory(args) => memory::run(&ctx, args),

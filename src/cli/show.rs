@@ -311,6 +311,25 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 tokens_before,
                 tokens_after,
             }),
+            journal::Event::Check {
+                attempt,
+                command,
+                tree,
+                passed,
+                end,
+                code,
+                duration_ms,
+                output,
+            } => sink.emit(&Event::Check {
+                attempt,
+                command: &command,
+                tree: &tree,
+                passed,
+                end: &end,
+                code,
+                duration_ms,
+                output: &output,
+            }),
             // A proposal is the `remember` call shown above it.
             journal::Event::Usage { .. }
             | journal::Event::ToolResult { .. }

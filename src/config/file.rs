@@ -46,12 +46,56 @@ pub struct FileConfig {
     pub worktree_pool: Option<u64>,
     /// `attribution`: whether commits landed on the user's branch name git-agent as co-author.
     pub attribution: Option<Attribution>,
+    /// `check`: the command that says whether the code is right (`git agent fix`, the hooks).
+    pub check: Option<String>,
+    /// `check_timeout`: how long one run of the check may take.
+    pub check_timeout: Option<Duration>,
+    /// The `[hooks]` table.
+    pub hooks: HookSettings,
     /// `[memory]`: project memory's write policy and retrieval budget.
     pub memory: super::memory::MemoryConfig,
     /// `explore_model`, `explore_max_steps` (see [`super::skills`]).
     pub explore: super::skills::ExploreConfig,
     /// The `[skills]` table.
     pub skills: super::skills::SkillsConfig,
+}
+
+/// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HookSettings {
+    /// `mode`: let the agent fix a failing check (`fix`), or only report it (`check`).
+    pub mode: Option<HookMode>,
+    /// `max_steps`: the budget of a fix started by a hook.
+    pub max_steps: Option<u32>,
+    /// `max_time`: the time budget of a fix started by a hook.
+    pub max_time: Option<Duration>,
+}
+
+/// What a git-agent hook does when the check fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HookMode {
+    /// Run `git agent fix` and print how to take the fix (the default); the commit or push is refused.
+    #[default]
+    Fix,
+    /// Only report the failure; the commit or push is refused.
+    Check,
+}
+
+impl HookMode {
+    pub fn parse(text: &str) -> Option<HookMode> {
+        match text {
+            "fix" => Some(HookMode::Fix),
+            "check" => Some(HookMode::Check),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookMode::Fix => "fix",
+            HookMode::Check => "check",
+        }
+    }
 }
 
 /// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the
@@ -143,7 +187,11 @@ fn context_key_type(key: &str) -> Option<KeyType> {
 /// `None` if there is no such key.
 pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
-        ["model" | "attribution"] => Some(KeyType::String),
+        ["model" | "attribution" | "check"] => Some(KeyType::String),
+        ["check_timeout"] => Some(KeyType::Seconds),
+        ["hooks", "mode"] => Some(KeyType::String),
+        ["hooks", "max_steps"] => Some(KeyType::Count),
+        ["hooks", "max_time"] => Some(KeyType::Seconds),
         ["max_capture_size"] => Some(KeyType::Count),
         ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
@@ -218,6 +266,9 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
                     }
                 })
             }
+            "check" => config.check = Some(ctx.string(item, key, span)?),
+            "check_timeout" => config.check_timeout = Some(ctx.seconds(item, key, span)?),
+            "hooks" => config.hooks = ctx.hooks(item, span)?,
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -241,9 +292,10 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
-                        explore_max_steps, [retry], [skills], [memory], \
+                        explore_max_steps, check, check_timeout, [retry], [skills], [hooks], [memory], \
                         [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
+const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
                              drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
 
@@ -411,6 +463,28 @@ impl Ctx<'_> {
             }
         }
         Ok(retry)
+    }
+
+    fn hooks(&self, item: &Item, span: Span) -> Result<HookSettings, ConfigError> {
+        let table = self.table(item, "hooks", span)?;
+        let mut hooks = HookSettings::default();
+        for (key, item) in table.iter() {
+            let span = span_of(table, key, item);
+            let name = format!("hooks.{key}");
+            match key {
+                "mode" => {
+                    let text = self.string(item, &name, span.clone())?;
+                    hooks.mode =
+                        Some(HookMode::parse(&text).ok_or_else(|| {
+                            self.error(span, &name, "expected \"fix\" or \"check\"")
+                        })?);
+                }
+                "max_steps" => hooks.max_steps = Some(self.small_count(item, &name, span)?),
+                "max_time" => hooks.max_time = Some(self.seconds(item, &name, span)?),
+                _ => return Err(self.unknown(&name, span, HOOK_KEYS)),
+            }
+        }
+        Ok(hooks)
     }
 
     fn provider(&self, name: &str, item: &Item, span: Span) -> Result<ProviderTable, ConfigError> {
@@ -675,6 +749,32 @@ chat_template_kwargs = { enable_thinking = false }
             Scope::Repo,
         );
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn the_check_and_the_hooks_table() {
+        let text = "check = \"cargo test\"\ncheck_timeout = 600\n[hooks]\nmode = \"check\"\nmax_steps = 20\nmax_time = 300\n";
+        let config = parse(Path::new(".git-agent.toml"), text, Scope::Repo).expect("valid");
+        assert_eq!(config.check.as_deref(), Some("cargo test"));
+        assert_eq!(config.check_timeout, Some(Duration::from_secs(600)));
+        assert_eq!(
+            config.hooks,
+            HookSettings {
+                mode: Some(HookMode::Check),
+                max_steps: Some(20),
+                max_time: Some(Duration::from_secs(300)),
+            }
+        );
+        let err = parse_user("[hooks]\nmode = \"always\"\n").unwrap_err();
+        assert!(err.to_string().contains(":2: hooks.mode"), "{err}");
+        let err = parse_user("[hooks]\npre_commit = true\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("known keys: mode, max_steps, max_time"),
+            "{err}"
+        );
+        let err = parse_user("check = \"\"\n").unwrap_err();
+        assert!(err.to_string().contains("must not be empty"), "{err}");
     }
 
     #[test]

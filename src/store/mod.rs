@@ -42,6 +42,7 @@ pub mod review;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;
+mod scratch;
 pub mod session_log;
 pub mod share;
 pub mod skills;
@@ -62,6 +63,7 @@ pub use local::{cache_window, cached_window, Local};
 pub use notes::NOTES_REF;
 pub use pool::{GcReport, DEFAULT_POOL};
 pub use scan::Scan;
+pub use scratch::Scratch;
 pub use session_log::{LogContents, Meta, SessionLog};
 pub use share::RefLeak;
 pub use snapshot::{Capture, StepCommit};
@@ -472,14 +474,26 @@ impl Store {
             return Err(StoreError::InvalidSessionId(id.to_owned()));
         }
         let head = self.head_commit_if_any()?;
-        // Without commits there is no base but the capture of what the user has (always made then).
-        let capture = if options.capture || options.here || head.is_none() {
-            self.capture_user_changes(id, options.max_capture_size)?
-        } else {
-            Capture::default()
+        let (base, step0, capture) = match options.from {
+            StartFrom::WorkTree => {
+                // Without commits there is no base but the capture of what the user has (always made then).
+                let capture = if options.capture || options.here || head.is_none() {
+                    self.capture_user_changes(id, options.max_capture_size)?
+                } else {
+                    Capture::default()
+                };
+                (head, capture.commit, capture)
+            }
+            _ if options.here => {
+                return Err(StoreError::Refused(
+                    "a session in your working tree (--here) starts from it, not from the index or a commit"
+                        .into(),
+                ))
+            }
+            StartFrom::Tree(tree) => (head, self.tree_step0(id, tree, head)?, Capture::default()),
+            StartFrom::Commit(commit) => (Some(commit), None, Capture::default()),
         };
-        let step0 = capture.commit;
-        let base = head.or(step0).ok_or(StoreError::NoCommits)?;
+        let base = base.or(step0).ok_or(StoreError::NoCommits)?;
         let tip = step0.unwrap_or(base);
         let branch = branch_name(id);
         self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;
@@ -507,11 +521,12 @@ impl Store {
     }
 
     /// Removes the linked checkout at `root` and git's registration of it, in-process. Refuses any path that
-    /// is not a session checkout under `<common git dir>/agent/` (`worktrees/` or the pool): a bug elsewhere
+    /// is not a session checkout under `<common git dir>/agent/` (`worktrees/`, the pool, or a check's
+    /// `scratch/`): a bug elsewhere
     /// must never turn into `rm -rf` of the user's work tree.
     pub(crate) fn remove_checkout(&self, root: &Path) -> Result<(), StoreError> {
         let agent = self.common_dir.join("agent");
-        let inside = ["worktrees", "pool"]
+        let inside = ["worktrees", "pool", "scratch"]
             .iter()
             .any(|dir| root.parent() == Some(agent.join(dir).as_path()))
             && !self.workdir.starts_with(root);
@@ -554,6 +569,31 @@ pub struct StartOptions {
     pub here: bool,
     /// Files over this many bytes stay out of step 0.
     pub max_capture_size: u64,
+    /// What the session starts from: the user's work tree (default), the staged tree, or a commit.
+    pub from: StartFrom,
+}
+
+/// What a new session starts from ([`StartOptions::from`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StartFrom {
+    /// HEAD, with the user's uncommitted changes as step 0 (when `capture`).
+    #[default]
+    WorkTree,
+    /// HEAD, with this tree as step 0: the staged tree ([`Store::index_tree()`]), so unstaged edits play no
+    /// part (`git agent fix --staged`, the pre-commit hook).
+    Tree(ObjectId),
+    /// This commit as the base, nothing captured (`git agent fix --commit <rev>`, the pre-push hook).
+    Commit(ObjectId),
+}
+
+impl StartFrom {
+    /// The base of a session started from here while HEAD is at `head`.
+    pub fn base(&self, head: ObjectId) -> ObjectId {
+        match self {
+            StartFrom::Commit(commit) => *commit,
+            StartFrom::WorkTree | StartFrom::Tree(_) => head,
+        }
+    }
 }
 
 impl Default for StartOptions {
@@ -562,6 +602,7 @@ impl Default for StartOptions {
             capture: true,
             here: false,
             max_capture_size: DEFAULT_MAX_CAPTURE_SIZE,
+            from: StartFrom::WorkTree,
         }
     }
 }

@@ -28,15 +28,20 @@ pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
     Ok(cmd)
 }
 
+/// Set (to `1`) in the environment of everything an agent run starts: a git-agent hook started from within
+/// (the model's `git commit`, a check whose tests commit) does nothing, so hooks never recurse into the agent.
+pub const IN_AGENT: &str = "GIT_AGENT_IN_RUN";
+
 /// The environment of every command the model runs: no secrets (the patterns of
 /// [`secrets::is_secret_name()`] and the names in `secret_env`), nothing that would point its git at another
 /// repository or index ([`git::without_redirects()`]: started from a hook, the agent inherits the user's
-/// `GIT_INDEX_FILE`), and no optional locks.
+/// `GIT_INDEX_FILE`), no optional locks, and the [`IN_AGENT`] marker.
 pub fn child_env(cmd: &mut Command, secret_env: &[String]) {
     secrets::scrub_child_env(cmd, secret_env);
     git::without_redirects(cmd);
     // `git status` would otherwise refresh and rewrite the index it reads: with `ask --here` that is the user's.
     cmd.env("GIT_OPTIONAL_LOCKS", "0");
+    cmd.env(IN_AGENT, "1");
 }
 
 /// Sends `signal` to the process group led by `pid` (a child started from [`bash()`]); true if the group still

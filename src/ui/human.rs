@@ -331,6 +331,42 @@ impl<W: Write + Send> HumanSink<W> {
         self.line(&painted);
     }
 
+    /// `● check `cargo test` on the staged tree` (`attempt N` after the first run).
+    fn check_started(&mut self, attempt: u32, command: &str, tree: &str) {
+        let bullet = self.paint("36", "●");
+        let again = if attempt > 0 {
+            format!(" (after attempt {attempt})")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "{bullet} check `{}` on {}{again}",
+            neutralize(command),
+            neutralize(tree)
+        );
+        self.line(&text);
+    }
+
+    /// `⎿ passed (exit 0, 0.4 s)`, or `⎿ failed: exit 1 after 3.2 s` with the output's last lines.
+    fn check(&mut self, passed: bool, end: &str, duration_ms: u64, output: &str) {
+        let secs = duration_ms as f64 / 1000.0;
+        if passed {
+            let text = self.paint("32", &format!("  ⎿ passed ({secs:.1} s)"));
+            self.line(&text);
+            return;
+        }
+        let text = self.paint(
+            "31",
+            &format!("  ⎿ failed: {} after {secs:.1} s", neutralize(end)),
+        );
+        self.line(&text);
+        let lines: Vec<&str> = output.trim_end().lines().collect();
+        for line in &lines[lines.len().saturating_sub(CHECK_LINES)..] {
+            let text = self.paint("2", &format!("    {}", neutralize(line)));
+            self.line(&text);
+        }
+    }
+
     fn done(&mut self, answer: &str) {
         if self.mid_line {
             self.line("");
@@ -431,6 +467,8 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             }
             Event::Text(delta) => self.text(delta),
             Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(_) => {}
+            // `fix` prints its own ending, with the commands that take the fix.
+            Event::Fixed { .. } => {}
             // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
             // shows the change).
             Event::Diff { .. } => {}
@@ -483,6 +521,27 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&text);
             }
             Event::Progress { what, done, total } => self.progress(what, *done, *total),
+            Event::CheckStarted {
+                attempt,
+                command,
+                tree,
+            } => self.check_started(*attempt, command, tree),
+            Event::Check {
+                attempt,
+                command,
+                tree,
+                passed,
+                end,
+                duration_ms,
+                output,
+                ..
+            } => {
+                if self.replay {
+                    // A transcript has no separate start event: the result stands for both.
+                    self.check_started(*attempt, command, tree);
+                }
+                self.check(*passed, end, *duration_ms, output);
+            }
             Event::Mcp {
                 connected,
                 total,
@@ -506,6 +565,9 @@ impl<W: Write + Send> Sink for HumanSink<W> {
         }
     }
 }
+
+/// How many of a failed check's last output lines are shown (the session log and `--json` have more).
+const CHECK_LINES: usize = 12;
 
 /// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
 fn usage_line(usage: &Usage, requests: u32) -> String {

@@ -91,6 +91,42 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
             eprintln!("warning: {}", crate::ui::neutralize(message));
             json!({"type": "notice", "topic": topic, "message": message})
         }
+        Event::Check {
+            attempt,
+            command,
+            tree,
+            passed,
+            end,
+            code,
+            duration_ms,
+            output,
+        } => json!({
+            "type": "check",
+            "attempt": attempt,
+            "command": command,
+            "tree": tree,
+            "passed": passed,
+            "end": end,
+            "exit_code": code,
+            "duration_ms": duration_ms,
+            "output": output,
+        }),
+        Event::Fixed {
+            passed,
+            branch,
+            attempts,
+            steps,
+            findings,
+        } => json!({
+            "type": "fix",
+            "passed": passed,
+            "branch": branch,
+            "attempts": attempts,
+            "steps": steps,
+            "findings": findings,
+        }),
+        // The result says all of it; a script has nothing to do while the check runs.
+        Event::CheckStarted { .. } => return None,
         Event::Progress { what, done, total } => {
             json!({"type": "progress", "what": what, "done": done, "total": total})
         }

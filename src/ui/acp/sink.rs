@@ -327,6 +327,8 @@ impl Sink for AcpSink {
             | Event::Discarded => {}
             // An explorer's own calls: the editor sees the `explore` call and its summary, as the model does.
             Event::Nested { .. } => {}
+            // `git agent fix`'s check runs; an ACP session never runs that loop, so they do not arise here.
+            Event::CheckStarted { .. } | Event::Check { .. } | Event::Fixed { .. } => {}
             // Which memory entries were given or written is in the session log (`git agent show`).
             Event::Memory { .. } => {}
         }

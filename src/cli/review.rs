@@ -82,6 +82,18 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     if args.list {
         return list(&changes);
     }
+    // This repository's own record, as accept checks it: a pulled log could claim anything.
+    if store.is_here(&id) {
+        // The change is already in the user's files: taking would change nothing, leaving would not remove it.
+        return Err(CommandError::user(format!(
+            "session {id} worked in your working tree (--here): its changes are already there, so review \
+             can neither take nor leave them; nothing was changed"
+        ))
+        .hint(format!(
+            "`git add -p` takes hunks into your index, `git restore -p` drops them from your files; \
+             `git agent ask --resume {id} \"...\"` tells the agent what to change"
+        )));
+    }
     if changes.is_empty() {
         eprintln!("session {id} changed nothing: nothing to review");
         return Ok(());

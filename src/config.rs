@@ -9,11 +9,11 @@
 //! Precedence, highest first: command-line flag, environment, the repository's `.git-agent.toml`, the user's
 //! config file, built-in defaults.
 
-pub mod edit;
-pub mod file;
-pub mod mcp;
+pub(crate) mod edit;
+pub(crate) mod file;
+pub(crate) mod mcp;
 pub mod memory;
-pub mod skills;
+pub(crate) mod skills;
 
 use std::collections::HashMap;
 use std::fmt;

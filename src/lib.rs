@@ -23,7 +23,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
-pub mod cli;
+pub(crate) mod cli;
 pub mod config;
 pub mod model;
 pub mod protocol;
@@ -31,6 +31,6 @@ pub mod safety;
 pub mod sse;
 pub mod store;
 pub mod tools;
-pub mod ui;
+pub(crate) mod ui;
 
 pub use cli::run;

@@ -558,3 +558,56 @@ fn several_tool_calls_in_one_response_run_in_order() {
     );
     fsck(&repo);
 }
+
+/// `GIT_AGENT_FOOTPRINT` (what scripts/bench-fleet.py reads): one line per part a session sets up, each with the
+/// process's resident memory at that point; and nothing at all without the variable.
+#[test]
+fn footprint_marks_are_written_only_when_asked_for() {
+    let repo = TestRepo::new();
+    let report = repo.path().join(".git").join("footprint.jsonl");
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("read_file", json!({"path": "file.txt"}))]),
+        Reply::text("done"),
+    ]);
+    let mut cmd = repo.agent(&server, &["ask", "look"]);
+    cmd.env("GIT_AGENT_FOOTPRINT", &report);
+    run(&mut cmd).assert_code(0);
+    let marks: Vec<Value> = fs::read_to_string(&report)
+        .expect("the marks were written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
+        .collect();
+    let names: Vec<&str> = marks.iter().filter_map(|m| m["at"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "start",
+            "runtime",
+            "client",
+            "repository",
+            "open",
+            "first reply",
+            "checkout",
+            "close"
+        ],
+        "{marks:?}"
+    );
+    for mark in &marks {
+        let rss = mark["rss_kb"].as_u64().unwrap_or(0);
+        let peak = mark["hwm_kb"].as_u64().unwrap_or(0);
+        assert!(
+            rss > 0 && peak >= rss,
+            "resident and peak memory read: {mark}"
+        );
+    }
+
+    let server = Server::start(vec![Reply::text("done")]);
+    repo.run_agent(&server, &["ask", "again"]).assert_code(0);
+    assert_eq!(
+        fs::read_to_string(&report)
+            .map(|text| text.lines().count())
+            .ok(),
+        Some(marks.len()),
+        "a session without the variable adds no mark"
+    );
+}

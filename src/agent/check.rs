@@ -58,6 +58,7 @@ pub struct CheckRun {
 
 impl CheckRun {
     /// The last `n` lines of the output, for a person.
+    #[cfg(test)]
     pub fn last_lines(&self, n: usize) -> Vec<&str> {
         let lines: Vec<&str> = self.output.trim_end().lines().collect();
         lines[lines.len().saturating_sub(n)..].to_vec()

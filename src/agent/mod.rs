@@ -17,21 +17,22 @@
 //! - [`check`] (running the project's check) and [`fix`] (`git agent fix`'s loop: turn, check, again).
 
 mod call;
-pub mod check;
-pub mod context;
-pub mod control;
-pub mod date;
-pub mod distill;
-pub mod explore;
-pub mod fix;
+pub(crate) mod check;
+pub(crate) mod context;
+pub(crate) mod control;
+pub(crate) mod date;
+pub(crate) mod distill;
+pub(crate) mod explore;
+pub(crate) mod fix;
+pub(crate) mod footprint;
 mod guards;
 mod instructions;
-pub mod journal;
+pub(crate) mod journal;
 pub mod memory;
-pub mod plan;
+pub(crate) mod plan;
 mod prompt;
-pub mod session;
-pub mod skills;
+pub(crate) mod session;
+pub(crate) mod skills;
 mod start;
 mod step;
 mod stream;

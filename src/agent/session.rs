@@ -245,7 +245,9 @@ impl AgentSession {
             options.idle_timeout,
             model.tuning.clone(),
         )?;
+        super::footprint::mark("client");
         let store = Store::open(cwd)?;
+        super::footprint::mark("repository");
         register_secrets(&model, &store);
         let env = |name: &str| crate::safety::secrets::var(name);
         // The front-end loaded the settings for the model already; a file that broke since costs only what
@@ -318,6 +320,7 @@ impl AgentSession {
             base: session.base.to_string(),
             model: model.display_name(),
         };
+        super::footprint::mark("open");
         Ok(AgentSession {
             context: ContextState::new(context, &conv.schemas),
             conv,
@@ -519,6 +522,7 @@ impl AgentSession {
     /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last
     /// turn recorded it. A new session nothing happened in is rolled back instead (no branch, checkout or log).
     pub fn close(mut self) {
+        super::footprint::mark("close");
         // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
         self.tools.state.shutdown();
         self.tools.mcp.stop_blocking();
@@ -652,6 +656,7 @@ impl AgentSession {
             return Ok(());
         };
         let started = pending.wait(sink).await;
+        super::footprint::mark("checkout");
         self.adopt(started, sink)
     }
 

@@ -178,6 +178,9 @@ impl<'t> Turn<'t> {
                 Ok(Streamed::Cancelled { partial }) => return Ok(Outcome::Interrupted(partial)),
                 Ok(Streamed::Reply(response)) => response,
             };
+            if self.tally.requests == 1 {
+                super::footprint::mark("first reply");
+            }
             // The connection is free again: the endpoint is asked for its window now, beside the tool calls.
             self.s.start_window_probe();
             trimmed = false;

@@ -149,6 +149,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let options = flags.options(ctx, flags.resume())?;
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
+    crate::agent::footprint::mark("runtime");
     let cwd = ctx.cwd().to_path_buf();
     let mut approver = ui::approver(flags.yes, flags.json);
     let code = runtime.block_on(agent::ask(

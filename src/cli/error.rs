@@ -147,14 +147,6 @@ impl CommandError {
         }
         text
     }
-
-    /// Prefixes the message with what was being done (`src/a.rs: cannot read ...`).
-    pub fn context(mut self, what: impl std::fmt::Display) -> CommandError {
-        if !self.message.is_empty() {
-            self.message = format!("{what}: {}", self.message);
-        }
-        self
-    }
 }
 
 impl std::fmt::Display for CommandError {
@@ -256,8 +248,12 @@ mod tests {
             "no session \"zz\": `git agent log` lists the sessions"
         );
         assert!(err.hints().is_empty());
-        let err = CommandError::from(StoreError::NotesBusy).context("notes");
+        let err = CommandError::from(StoreError::NotesBusy);
         assert_eq!(err.kind(), ErrorKind::Internal);
-        assert!(err.message().starts_with("notes: refs/notes/agent"));
+        assert!(
+            err.message().starts_with("refs/notes/agent"),
+            "{}",
+            err.message()
+        );
     }
 }

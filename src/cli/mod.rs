@@ -84,6 +84,7 @@ impl Command {
 
 /// Parses the command line, runs the subcommand and returns the process exit code.
 pub fn run() -> i32 {
+    crate::agent::footprint::mark("start");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

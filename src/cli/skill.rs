@@ -568,9 +568,12 @@ fn distill_session(
     let shown = pathdiff(&folder, ctx.cwd());
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", folder.display());
+    let used = &distilled.usage;
     eprintln!(
-        "proposed skill {}: {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {shown}",
+        "proposed skill {} ({} tokens in, {} out): {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {shown}",
         doc.name,
+        used.input_tokens,
+        used.output_tokens,
         first_line(&doc.description, 100),
         shown
     );

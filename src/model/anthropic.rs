@@ -273,11 +273,6 @@ impl EventParser {
         EventParser::default()
     }
 
-    /// Whether `message_stop` was seen; nothing after it matters.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     /// Takes the `data` of one SSE event and returns the events to emit, in order.
     pub fn push(&mut self, data: &str) -> Result<Vec<StreamEvent>, ModelError> {
         let data = data.trim();
@@ -517,6 +512,7 @@ impl StreamParser for EventParser {
         self.push(&event.data)
     }
 
+    /// Whether `message_stop` was seen; nothing after it matters.
     fn is_done(&self) -> bool {
         self.done
     }

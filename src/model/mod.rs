@@ -4,13 +4,13 @@
 //! The agent talks to models only through these types; a client turns them into its wire format and turns
 //! the streamed reply back into [`StreamEvent`]s and one assembled [`Response`].
 
-pub mod anthropic;
+pub(crate) mod anthropic;
 mod http;
 pub mod openai;
 pub mod retry;
 // The byte-level SSE decoder lives at the crate's top (the MCP client reads event streams too).
 pub use crate::sse;
-pub mod think;
+pub(crate) mod think;
 mod window;
 
 use std::time::Duration;

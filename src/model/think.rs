@@ -38,10 +38,6 @@ pub struct ThinkSplitter {
 }
 
 impl ThinkSplitter {
-    pub fn new() -> Self {
-        ThinkSplitter::default()
-    }
-
     /// Classifies the next delta; returns what can be released now, in order.
     pub fn push(&mut self, delta: &str) -> Vec<Piece> {
         let mut out = Vec::new();
@@ -131,7 +127,7 @@ mod tests {
 
     /// Feeds `chunks` and returns (reasoning, text), merging adjacent pieces.
     fn split(chunks: &[&str]) -> (String, String) {
-        let mut splitter = ThinkSplitter::new();
+        let mut splitter = ThinkSplitter::default();
         let mut pieces = Vec::new();
         for chunk in chunks {
             pieces.extend(splitter.push(chunk));

@@ -8,18 +8,18 @@
 //! [`Outcome::Ask`]: the caller puts the question to the front-end's [`crate::protocol::Approver`] and hands
 //! the answer to [`Policy::settle()`]. This module decides; it never reads or writes the terminal.
 
-pub mod beneath;
-pub mod guard;
+pub(crate) mod beneath;
+pub(crate) mod guard;
 pub mod isolate;
-pub mod mcp;
-pub mod path;
-pub mod redact;
+pub(crate) mod mcp;
+pub(crate) mod path;
+pub(crate) mod redact;
 pub mod rules;
 pub mod sandbox;
-pub mod scratch;
+pub(crate) mod scratch;
 pub mod secrets;
-pub mod shell;
-pub mod withhold;
+pub(crate) mod shell;
+pub(crate) mod withhold;
 
 use std::path::{Path, PathBuf};
 

@@ -27,25 +27,25 @@
 
 mod changes;
 mod checkout;
-pub mod commit;
-pub mod git;
-pub mod hunks;
-pub mod land;
-pub mod land_record;
-pub mod lifecycle;
+pub(crate) mod commit;
+pub(crate) mod git;
+pub(crate) mod hunks;
+pub(crate) mod land;
+pub(crate) mod land_record;
+pub(crate) mod lifecycle;
 mod local;
 pub mod memory;
 mod notes;
 mod place;
 mod pool;
-pub mod review;
+pub(crate) mod review;
 #[cfg(target_os = "linux")]
 mod rules;
 mod scan;
 mod scratch;
-pub mod session_log;
-pub mod share;
-pub mod skills;
+pub(crate) mod session_log;
+pub(crate) mod share;
+pub(crate) mod skills;
 mod snapshot;
 mod status;
 #[cfg(test)]

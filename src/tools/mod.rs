@@ -5,17 +5,17 @@
 //! error [`ToolOutput`]; only host failures would abort a turn, and tools have none of those.
 
 pub mod edit;
-pub mod jobs;
-pub mod list;
-pub mod mcp;
-pub mod process;
-pub mod read;
+pub(crate) mod jobs;
+pub(crate) mod list;
+pub(crate) mod mcp;
+pub(crate) mod process;
+pub(crate) mod read;
 pub mod search;
-pub mod shell;
-pub mod skill;
-pub mod state;
-pub mod walk;
-pub mod write;
+pub(crate) mod shell;
+pub(crate) mod skill;
+pub(crate) mod state;
+pub(crate) mod walk;
+pub(crate) mod write;
 
 pub use state::SessionState;
 

@@ -27,7 +27,8 @@ use crate::protocol::ToolKind;
 
 /// Per-call timeouts above this are capped: one call should not hold the session for longer.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
-/// How often the wait loop looks at the child, the clock and the cancel flag.
+/// How often the wait loop looks at the clock and the cancel flag. The command's exit does not wait for it: it
+/// wakes the loop at once ([`process::ExitWatch`]).
 const POLL: Duration = Duration::from_millis(20);
 const HEAD_BYTES: usize = 16 * 1024;
 const TAIL_BYTES: usize = 16 * 1024;
@@ -226,6 +227,7 @@ enum Outcome {
 
 fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result<Outcome> {
     let deadline = Instant::now() + timeout;
+    let mut exit = process::ExitWatch::new(child.id());
     loop {
         if let Some(status) = child.try_wait()? {
             // The shell is gone; anything it left running in the background would hold the pipe open and
@@ -239,12 +241,13 @@ fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result
             child.wait()?;
             return Ok(Outcome::Interrupted);
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             process::kill_group(child.id());
             child.wait()?;
             return Ok(Outcome::TimedOut(timeout));
         }
-        thread::sleep(POLL);
+        exit.wait(POLL.min(deadline - now));
     }
 }
 

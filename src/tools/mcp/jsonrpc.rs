@@ -10,8 +10,6 @@ use serde_json::{json, Value};
 
 /// The method was not found (our answer to server requests we do not serve).
 pub const METHOD_NOT_FOUND: i64 = -32601;
-/// The message was not valid JSON.
-pub const PARSE_ERROR: i64 = -32700;
 
 /// An error object of a response.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,11 +20,9 @@ pub mod tool;
 
 use std::time::Duration;
 
-pub use client::{Client, Failure, Progress, ServerInfo, ToolDef};
+pub use client::{Client, Failure, Progress, ToolDef};
 // What to connect to is configuration (`config::mcp` parses it); this module only consumes it.
-pub use crate::config::mcp::{
-    ServerSpec, TransportSpec, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
-};
+pub use crate::config::mcp::{ServerSpec, TransportSpec};
 use jsonrpc::RpcError;
 
 /// The protocol version we ask for.

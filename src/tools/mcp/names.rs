@@ -20,6 +20,7 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 }
 
 /// Whether a name satisfies the providers' rule.
+#[cfg(test)]
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_LEN

@@ -276,6 +276,7 @@ impl Servers {
     }
 
     /// Sets the number of tools past which the search tool replaces their schemas.
+    #[cfg(test)]
     pub fn with_search_at(mut self, count: usize) -> Servers {
         self.search_at = count;
         self
@@ -320,16 +321,6 @@ impl Servers {
             }
             changed.changed().await.ok()?;
         }
-    }
-
-    /// Every tool of the connected servers, in the order they joined.
-    pub fn tools(&self) -> Vec<McpTool> {
-        let shared = self.lock();
-        shared
-            .order
-            .iter()
-            .filter_map(|n| shared.tools.get(n).cloned())
-            .collect()
     }
 
     /// What the next request offers: every MCP tool's schema, or (past the search threshold) the search tool

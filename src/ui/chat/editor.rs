@@ -70,6 +70,7 @@ impl Editor {
         }
     }
 
+    #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.text
     }

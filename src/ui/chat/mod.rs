@@ -10,11 +10,10 @@ pub mod sink;
 pub mod status;
 pub mod tty;
 
-pub use editor::{Action, Editor, View};
+pub use editor::{Action, Editor};
 pub use keys::Key;
 pub use screen::Screen;
 pub use sink::{ChatApprover, ChatSink, Shared, Term};
-pub use status::StatusLine;
 pub use tty::{Input, RawMode, Reader};
 
 /// A poisoned lock only means a panic elsewhere mid-draw; the screen state stays usable.

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Issue 16, goal 3: git-agent on the 100,000-file repository (scripts/bench-commit.sh's generator, benchlib/gen100k.sh).
+
+usage: scripts/bench-bigrepo.py [--rounds N] [--repo DIR] [--out DIR] --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
+
+Each round, in turn: `git worktree add -q -b B REPO/.git/bench-wt-N HEAD` alone (the reference, on the file
+system git-agent's checkouts go to, REPO/.git/agent/worktrees/; removed again untimed), then for
+every agent: session 1 (one edit_file call, then "done"), `git-agent discard <id>`, session 2 (the same, after
+the discard), discard. A session is `PATH ask PROMPT` started directly under benchlib/ptmeasure.py against a fresh
+fake server (benchlib/fakesrv.py --calls). Figures per session:
+  first_req   start of the agent -> arrival of its first model request (POST /chat/completions) at the server
+  first_any   start -> its first request of any kind (the context-window probe GET /v1/models comes first)
+  wall, cpu (tree), own_hwm (the agent's own peak RSS), maxrss (largest single process, e.g. a git child)
+Ratios: session wall / the same round's `git worktree add` wall; medians over rounds. "pooled" counts the
+sessions that took a checkout from git-agent's worktree pool (the pool held one fewer after the session than
+before it): session 1 must not (the pool is emptied with `gc` first), session 2 must (session 1's discard pooled
+its checkout); a session 2 that did not is reported.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib"))
+import common  # noqa: E402
+import ptmeasure  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.path.join(HERE, "benchlib")
+PROMPT = "In d000/f000.txt change 'some content' to 'edited content'. Reply done when finished."
+CALLS = [{"tool": "edit_file",
+          "args": {"path": "d000/f000.txt", "old_string": "some content", "new_string": "edited content"},
+          "shell": "sed -i 's/some content/edited content/' d000/f000.txt"}]
+
+
+def wt_add(repo, env, tag, work):
+    # Next to where git-agent puts its checkouts (<git dir>/agent/worktrees/<id>): the same file system.
+    path = os.path.join(repo, ".git", "bench-wt-" + tag)
+    branch = "bench-wt-" + tag
+    r = ptmeasure.run([{"argv": ["git", "worktree", "add", "-q", "-b", branch, path, "HEAD"], "cwd": repo,
+                        "env": env, "stdout": os.path.join(work, "wt.out"),
+                        "stderr": os.path.join(work, "wt.err")}])[0]
+    subprocess.run(["git", "worktree", "remove", "--force", path], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "branch", "-q", "-D", branch], cwd=repo, env=env, check=True)
+    return r
+
+
+def pooled(repo):
+    """How many checkouts git-agent's worktree pool holds (<git dir>/agent/pool/<name>)."""
+    try:
+        return len(os.listdir(os.path.join(repo, ".git", "agent", "pool")))
+    except OSError:
+        return 0
+
+
+def session(agent, repo, work, tag):
+    d = os.path.join(work, "%s-%s" % (agent.label, tag))
+    os.makedirs(d)
+    pool_before = pooled(repo)
+    srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=CALLS)
+    try:
+        spec = agent.task_spec(repo, srv.port, PROMPT, d)
+        with common.Load() as load:
+            r = ptmeasure.run([spec], timeout=1800)[0]
+        reqs = srv.requests()
+    finally:
+        srv.stop()
+    r["other_cores"] = load.other_cores(r["tree_cpu_s"])
+    chat = [q["t"] for q in reqs if q.get("flavour") == "chat"]
+    r["first_req_s"] = round(min(chat) - r["start_epoch"], 4) if chat else None
+    r["first_any_s"] = round(min(q["t"] for q in reqs) - r["start_epoch"], 4) if reqs else None
+    r["model_requests"] = len(chat)
+    # The session took a pooled checkout if the pool lost one while it ran (its discard puts one back).
+    r["pool_before"] = pool_before
+    r["reused"] = pool_before > 0 and pooled(repo) == pool_before - 1
+    err = open(os.path.join(d, "stderr"), errors="replace").read()
+    m = re.search(r"session (\w+) on agent/", err)
+    r["id"] = m.group(1) if m else None
+    r["edited"] = False
+    if r["id"]:
+        show = subprocess.run(["git", "show", "agent/%s:d000/f000.txt" % r["id"]], cwd=repo,
+                              capture_output=True, text=True)
+        r["edited"] = "edited content" in show.stdout
+        with common.Load():
+            dr = ptmeasure.run([{"argv": [agent.path, "discard", r["id"]], "cwd": repo, "env": spec["env"],
+                                 "stdout": os.path.join(d, "discard.out"),
+                                 "stderr": os.path.join(d, "discard.err")}])[0]
+        r["discard_wall_s"] = dr["wall_s"]
+        r["discard_exit"] = dr["exit"]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agent", action="append", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repo", default=os.environ.get("BENCH_REPO100K", "/tmp/git-agent-bench-repo100k"),
+                    help="where the 100,000-file repository is (built there when missing)")
+    ap.add_argument("--out")
+    ap.add_argument("--quiet-wait", type=float, default=30)
+    a = ap.parse_args()
+    agents = [common.Agent(s) for s in a.agent]
+    subprocess.run([os.path.join(LIB, "gen100k.sh"), a.repo], check=True)
+    work = a.out or tempfile.mkdtemp(prefix="bench-bigrepo.")
+    os.makedirs(work, exist_ok=True)
+    raw = open(os.path.join(work, "raw.jsonl"), "a")
+    env = agents[0].env(9)
+    files = int(subprocess.run("git ls-files | wc -l", shell=True, cwd=a.repo, capture_output=True,
+                               text=True).stdout)
+    print("repo %s: %d tracked files" % (a.repo, files))
+    # Warm the page cache the same way for everyone: one untimed `git status`.
+    subprocess.run(["git", "status", "--porcelain"], cwd=a.repo, env=env, stdout=subprocess.DEVNULL)
+    rounds = []
+    for i in range(a.rounds):
+        row = {}
+        common.wait_quiet(a.quiet_wait)
+        row["wt_add"] = wt_add(a.repo, env, str(i), work)
+        print("round %d: git worktree add %.2fs" % (i, row["wt_add"]["wall_s"]), file=sys.stderr)
+        for ag in (agents if i % 2 == 0 else agents[::-1]):
+            # Session 1 starts cold: no pooled checkout left by an earlier round (`gc` empties the pool; a
+            # binary without one has none).
+            subprocess.run([ag.path, "gc"], cwd=a.repo, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            for s in ("s1", "s2"):
+                common.wait_quiet(a.quiet_wait)
+                r = session(ag, a.repo, work, "%d%s" % (i, s))
+                row["%s.%s" % (ag.label, s)] = r
+                print("round %d %s %s: exit %s edited %s pooled checkout %s first_req %.3fs wall %.2fs "
+                      "own peak %d KB" % (i, ag.label, s, r["exit"], r["edited"], r["reused"],
+                                          r["first_req_s"] or -1, r["wall_s"], r["own_hwm_kb"] or 0),
+                      file=sys.stderr)
+                if s == "s2" and not r["reused"]:
+                    print("round %d %s s2: did NOT take a pooled checkout (pool held %d before it): its "
+                          "figures are not a warm-pool session" % (i, ag.label, r["pool_before"]),
+                          file=sys.stderr)
+        raw.write(json.dumps(row) + "\n")
+        raw.flush()
+        rounds.append(row)
+    wt = common.median([r["wt_add"]["wall_s"] for r in rounds])
+    print("\n== 100,000-file repo, median of %d rounds ==" % len(rounds))
+    print("git worktree add alone: wall %.3f s, cpu %.3f s, maxrss %d KB" % (
+        wt, common.median([r["wt_add"]["tree_cpu_s"] for r in rounds]),
+        common.median([r["wt_add"]["time_maxrss_kb"] for r in rounds])))
+    cols = [("first_req_s", "first req s"), ("first_any_s", "first any s"), ("wall_s", "wall s"),
+            ("tree_cpu_s", "cpu s"), ("own_hwm_kb", "own peak KB"), ("time_maxrss_kb", "maxrss KB"),
+            ("discard_wall_s", "discard s")]
+    print("%-14s" % "session" + "".join("%13s" % h for _, h in cols) + "%14s%8s%8s" % (
+        "wall/wt-add", "ok", "pooled"))
+    for ag in agents:
+        for s in ("s1", "s2"):
+            key = "%s.%s" % (ag.label, s)
+            vals = [common.median([r[key].get(k) for r in rounds]) for k, _ in cols]
+            ratio = common.median([r[key]["wall_s"] / r["wt_add"]["wall_s"] for r in rounds])
+            ok = sum(1 for r in rounds if r[key]["exit"] == 0 and r[key]["edited"])
+            reused = sum(1 for r in rounds if r[key]["reused"])
+            print("%-14s" % key + "".join("%13s" % common.fmt(v) for v in vals) +
+                  "%14s%8s%8s" % (common.fmt(ratio, "x"), "%d/%d" % (ok, len(rounds)),
+                                  "%d/%d" % (reused, len(rounds))))
+    if len(agents) > 1:
+        ref = agents[-1].label
+        for ag in agents[:-1]:
+            for s in ("s1", "s2"):
+                for k in ("first_req_s", "wall_s", "own_hwm_kb"):
+                    pr = [r["%s.%s" % (ag.label, s)][k] / r["%s.%s" % (ref, s)][k] for r in rounds
+                          if r["%s.%s" % (ag.label, s)][k] and r["%s.%s" % (ref, s)][k]]
+                    print("ratio %s/%s %s %s: %s" % (ag.label, ref, s, k, common.fmt(common.median(pr), "x")))
+    print("raw results: %s/raw.jsonl" % work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""A scripted fake model for the scripts/bench-*.py benchmarks (Python 3 stdlib only): OpenAI Chat Completions
+(`POST /v1/chat/completions`, streamed or not) plus harmless answers for side requests (`GET /v1/models` lists
+one model, anything else gets `{}`), with or without the /v1 prefix.
+
+It plays the same script to every agent, stepping by the number of tool results already in the conversation:
+  default         shell `cat greet.py`, `sed -i 's/hello world/hello agent/' greet.py`, `sh test_greet.sh`,
+                  then the text "done"
+  --script JSON   the shell commands to play instead (a list of strings)
+  --calls JSON    named tools instead: a list of {"tool": NAME, "args": {...}, "shell": CMD}; a step is played
+                  as NAME when the request offers that tool, else as its "shell" command through the shell tool
+The shell tool is the offered tool with a known shell name (`run`, `bash`, `shell`, ...) or, failing that, the
+first one with a `command`/`cmd` parameter.
+
+Every request is logged as one JSON line: method, path, `flavour` ("chat", "models" or "other"), the step
+played and `t`, the absolute time.time() it arrived (for "time to the first model request"). The listen
+backlog is 1024: the stdlib's 5 drops SYNs when a fleet of 250 agents connects at once.
+
+usage: fakesrv.py --log FILE --port-file FILE [--script JSON | --calls JSON]
+"""
+import argparse
+import itertools
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCRIPT = ["cat greet.py", "sed -i 's/hello world/hello agent/' greet.py", "sh test_greet.sh"]
+SHELL_NAMES = ["run", "bash", "Bash", "shell", "exec_command", "shell_command", "run_shell_command",
+               "execute_command", "run_command", "terminal", "execute", "exec"]
+MODEL = "fake-model"
+_ids = itertools.count(1)
+_lock = threading.Lock()
+
+
+def shell_tool(tools):
+    named = {t["name"]: t for t in tools}
+    for name in SHELL_NAMES:
+        if name in named:
+            return named[name]
+    return next((t for t in tools if {"command", "cmd"} & set(t["params"])), None)
+
+
+def shell_args(tool, cmd):
+    """The shell tool's arguments: the command under its parameter name, required others filled in."""
+    key = "cmd" if "cmd" in tool["params"] and "command" not in tool["params"] else "command"
+    args = {key: ["sh", "-c", cmd] if tool["params"].get(key, {}).get("type") == "array" else cmd}
+    for name in tool["required"]:
+        if name not in args:
+            kind = tool["params"].get(name, {}).get("type")
+            args[name] = {"integer": 120000, "number": 120000, "boolean": False, "array": [],
+                          "object": {}}.get(kind, "bench")
+    return args
+
+
+def decide(body, steps):
+    """('tool', name, args) or ('text', text) for this request, and the step played."""
+    tools = []
+    for t in body.get("tools") or []:
+        f = t.get("function") or {}
+        schema = f.get("parameters") or {}
+        tools.append({"name": f.get("name"), "params": schema.get("properties") or {},
+                      "required": schema.get("required") or []})
+    n = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    if n < len(steps):
+        step = steps[n]
+        if any(t["name"] == step.get("tool") for t in tools):
+            return ("tool", step["tool"], step["args"]), n
+        shell = shell_tool(tools)
+        if shell is not None and step.get("shell"):
+            return ("tool", shell["name"], shell_args(shell, step["shell"])), n
+    return ("text", "done"), "final"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _log(self, rec):
+        rec["t"] = round(time.time(), 4)
+        with _lock, open(self.server.log_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    def _json(self, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        models = self.path.split("?")[0].rstrip("/").endswith("/models")
+        self._log({"method": "GET", "path": self.path, "flavour": "models" if models else "other"})
+        if models:
+            m = {"id": MODEL, "object": "model", "created": 1700000000, "owned_by": "bench"}
+            return self._json({"object": "list", "data": [m]})
+        return self._json({})
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not self.path.split("?")[0].endswith("/chat/completions"):
+            self._log({"method": "POST", "path": self.path, "flavour": "other"})
+            return self._json({})
+        action, step = decide(body, self.server.steps)
+        self._log({"method": "POST", "path": self.path, "flavour": "chat", "step": step,
+                   "stream": bool(body.get("stream"))})
+        self._reply(body, action)
+
+    def _reply(self, body, action):
+        cid, created, model = "chatcmpl_%d" % next(_ids), int(time.time()), body.get("model") or MODEL
+        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        if action[0] == "tool":
+            call = {"id": "call_%d" % next(_ids), "type": "function",
+                    "function": {"name": action[1], "arguments": json.dumps(action[2])}}
+            msg, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        else:
+            msg, finish = {"role": "assistant", "content": action[1]}, "stop"
+        if not body.get("stream"):
+            return self._json({"id": cid, "object": "chat.completion", "created": created, "model": model,
+                               "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                               "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def send(choices, **extra):
+            chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": choices, **extra}
+            self.wfile.write(("data: %s\n\n" % json.dumps(chunk)).encode())
+
+        if action[0] == "tool":
+            call = msg["tool_calls"][0]
+            args = call["function"]["arguments"]
+            head = {"index": 0, "id": call["id"], "type": "function",
+                    "function": {"name": action[1], "arguments": ""}}
+            send([{"index": 0, "delta": {"role": "assistant", "content": None, "tool_calls": [head]},
+                   "finish_reason": None}])
+            half = len(args) // 2  # two pieces: the agent's stream parser must join them
+            for piece in (args[:half], args[half:]):
+                send([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]},
+                       "finish_reason": None}])
+        else:
+            send([{"index": 0, "delta": {"role": "assistant", "content": msg["content"]}, "finish_reason": None}])
+        send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            send([], usage=usage)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--script", help="JSON list of shell commands, one per step")
+    ap.add_argument("--calls", help="JSON list of named tool calls, one per step")
+    a = ap.parse_args()
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.log_path = a.log
+    if a.calls:
+        srv.steps = json.loads(a.calls)
+    else:
+        srv.steps = [{"shell": cmd} for cmd in (json.loads(a.script) if a.script else SCRIPT)]
+    open(a.log, "a").close()
+    tmp = a.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.replace(tmp, a.port_file)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

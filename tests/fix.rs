@@ -351,3 +351,74 @@ fn apply_brings_a_passing_fix_into_the_working_tree() {
     );
     assert!(out.stderr().contains("applied the fix of session"), "{out}");
 }
+
+/// A model that puts `fixed` on the first line of `file.txt` and keeps the rest.
+fn first_line_model(rest: &str) -> Vec<Reply> {
+    vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "file.txt", "content": format!("fixed\n{rest}")}),
+        )]),
+        Reply::text("file.txt now says fixed."),
+    ]
+}
+
+#[test]
+fn apply_staged_stages_the_fix_and_leaves_unstaged_edits_of_that_file_unstaged() {
+    let repo = TestRepo::new();
+    let rest = "b\nc\nd\ne\n";
+    repo.write("file.txt", &format!("a\n{rest}"));
+    repo.git(&["add", "file.txt"]);
+    repo.write("file.txt", &format!("a\n{rest}mine\n"));
+    let server = Server::start(first_line_model(rest));
+    let out = repo.run_agent(&server, &["fix", "--staged", "--apply", "--check", CHECK]);
+    out.assert_code(0);
+    assert!(
+        out.stderr().contains("to your working tree and index"),
+        "{out}"
+    );
+    assert_eq!(repo.git(&["show", ":file.txt"]), format!("fixed\n{rest}"));
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        format!("fixed\n{rest}mine\n")
+    );
+    fsck(&repo);
+}
+
+#[test]
+fn accept_index_leaves_a_file_unstaged_when_what_was_staged_conflicts_with_the_fix() {
+    let repo = TestRepo::new();
+    let rest = "b\nc\nd\ne\n";
+    repo.write("file.txt", &format!("a\n{rest}"));
+    repo.git(&["add", "file.txt"]);
+    let server = Server::start(first_line_model(rest));
+    repo.run_agent(&server, &["fix", "--staged", "--check", CHECK])
+        .assert_code(0);
+    let id = session_id(&repo);
+    // The user stages another first line, and has the judged one in the working tree.
+    repo.write("file.txt", &format!("A\n{rest}"));
+    repo.git(&["add", "file.txt"]);
+    repo.write("file.txt", &format!("a\n{rest}"));
+    let out = repo.run_agent(&server, &["accept", &id, "--index"]);
+    out.assert_code(1);
+    assert!(
+        out.stderr().contains(
+            "\nerror: 1 file of the change is in your working tree but not staged; the rest is staged\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.stderr()
+            .contains("not staged  file.txt (what you staged conflicts with the change)"),
+        "{out}"
+    );
+    assert_eq!(
+        repo.git(&["show", ":file.txt"]),
+        format!("A\n{rest}"),
+        "the index is as it was"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        format!("fixed\n{rest}")
+    );
+}

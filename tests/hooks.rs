@@ -145,6 +145,52 @@ fn pre_commit_fixes_a_failing_check_and_the_fix_then_commits() {
     fsck(&repo);
 }
 
+/// `accept <id> --index` stages the fix, not the user's unstaged hunks in the same file: the index entry is
+/// a three-way merge of what they staged (here more than the hook judged) with the fix, and the working
+/// tree keeps the unstaged edit, which `git commit` leaves out.
+#[test]
+fn taking_the_fix_into_the_index_leaves_unstaged_edits_in_that_file_unstaged() {
+    let repo = project();
+    let server = fixing_model();
+    agent(&repo, &server, &["hook", "install"]).assert_code(0);
+    let note = "# an unstaged note\n";
+    repo.write("calc.sh", BAD_CALC);
+    repo.git(&["add", "calc.sh"]);
+    repo.write("calc.sh", &format!("{BAD_CALC}{note}"));
+    let out = git(&repo, &server, &["commit", "-q", "-m", "mul"]);
+    out.assert_code(1);
+    let id = accept_id(&out);
+    // Meanwhile the user stages one more function and keeps the note unstaged.
+    let sub = "sub() { echo $(( $1 - $2 )); }\n";
+    repo.write("calc.sh", &format!("{BAD_CALC}{sub}"));
+    repo.git(&["add", "calc.sh"]);
+    repo.write("calc.sh", &format!("{BAD_CALC}{sub}{note}"));
+    agent(&repo, &server, &["accept", &id, "--index"]).assert_code(0);
+    assert_eq!(
+        repo.git(&["show", ":calc.sh"]),
+        format!("{FIXED_CALC}{sub}"),
+        "the index has the fix and what was staged, not the note"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("calc.sh")).unwrap(),
+        format!("{FIXED_CALC}{sub}{note}")
+    );
+    assert_eq!(
+        repo.git(&["diff", "--", "calc.sh"])
+            .lines()
+            .filter(|l| l.starts_with(['+', '-']) && !l.starts_with("+++") && !l.starts_with("---"))
+            .collect::<Vec<_>>(),
+        ["+# an unstaged note"]
+    );
+    git(&repo, &server, &["commit", "-q", "-m", "mul and sub"]).assert_code(0);
+    assert_eq!(
+        repo.git(&["show", "HEAD:calc.sh"]),
+        format!("{FIXED_CALC}{sub}")
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), " M calc.sh\n");
+    fsck(&repo);
+}
+
 #[test]
 fn an_existing_hook_is_chained_runs_first_and_uninstall_restores_it() {
     let repo = project();

@@ -10,7 +10,6 @@
 //! session's sandbox: the check then runs code the model wrote, and must not do more than the model's own
 //! commands may. Its output (stdout and stderr interleaved) is kept as head and tail.
 
-use std::collections::VecDeque;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -18,6 +17,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::safety::sandbox::Sandbox;
+use crate::tools::capture::Capture;
 use crate::tools::process::{self, Exit};
 
 use super::control::TurnControl;
@@ -180,7 +180,7 @@ pub fn duration_words(d: Duration) -> String {
 
 /// Reads the pipe to its end into a head-and-tail capture.
 fn drain(mut reader: impl Read) -> Capture {
-    let mut capture = Capture::default();
+    let mut capture = Capture::new(HEAD_BYTES, TAIL_BYTES);
     let mut buf = [0u8; 16 * 1024];
     loop {
         match reader.read(&mut buf) {
@@ -191,44 +191,6 @@ fn drain(mut reader: impl Read) -> Capture {
         }
     }
     capture
-}
-
-/// The first [`HEAD_BYTES`] and the last [`TAIL_BYTES`] of a stream, and its length.
-#[derive(Debug, Default)]
-struct Capture {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    total: u64,
-}
-
-impl Capture {
-    fn push(&mut self, data: &[u8]) {
-        self.total += data.len() as u64;
-        let into_head = (HEAD_BYTES - self.head.len()).min(data.len());
-        self.head.extend_from_slice(&data[..into_head]);
-        let rest = &data[into_head..];
-        let keep = &rest[rest.len().saturating_sub(TAIL_BYTES)..];
-        let overflow = (self.tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
-        self.tail.drain(..overflow);
-        self.tail.extend(keep);
-    }
-
-    fn render(&self) -> String {
-        let kept = (self.head.len() + self.tail.len()) as u64;
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if kept == self.total {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&tail);
-            return String::from_utf8_lossy(&all).into_owned();
-        }
-        format!(
-            "{}\n[... {} bytes cut: {} in all ...]\n{}",
-            String::from_utf8_lossy(&self.head),
-            self.total - kept,
-            self.total,
-            String::from_utf8_lossy(&tail)
-        )
-    }
 }
 
 #[cfg(test)]
@@ -279,14 +241,14 @@ mod tests {
 
     #[test]
     fn long_output_keeps_head_and_tail() {
-        let mut capture = Capture::default();
+        let mut capture = Capture::new(HEAD_BYTES, TAIL_BYTES);
         capture.push(&vec![b'a'; HEAD_BYTES]);
         capture.push(&vec![b'b'; 100_000]);
         capture.push(b"the end\n");
         let text = capture.render();
         assert!(text.starts_with(&"a".repeat(HEAD_BYTES)));
         assert!(text.ends_with("bthe end\n"));
-        assert!(text.contains(&format!("bytes cut: {} in all", HEAD_BYTES + 100_008)));
+        assert!(text.contains("cut: 104,104 bytes in total"), "{text}");
         assert_eq!(duration_words(Duration::from_secs(300)), "5m");
         assert_eq!(duration_words(Duration::from_secs(90)), "90s");
     }

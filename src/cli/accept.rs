@@ -134,7 +134,7 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         };
     }
     if args.index {
-        stage(store, &paths)?;
+        stage(store, &plan, &paths)?;
         eprintln!("accepted session {id} into your working tree and index (not committed)");
     } else {
         eprintln!("accepted session {id} into your working tree (not committed)");
@@ -262,19 +262,28 @@ pub(super) fn landed_paths(plan: &Plan) -> Vec<&str> {
         .collect()
 }
 
-/// `git add` of exactly `paths` (deletions too) in the user's index.
-pub(super) fn stage(store: &Store, paths: &[&str]) -> Result<(), CommandError> {
-    if paths.is_empty() {
-        return Ok(());
-    }
-    let mut args = vec!["--literal-pathspecs", "add", "-A", "-f", "--"];
-    args.extend_from_slice(paths);
-    store.git_output(&args).map_err(|e| {
+/// Stages exactly `paths` of `plan`'s change (deletions too) in the user's index, merged with what they had
+/// staged there: their unstaged edits in those files stay unstaged ([`Store::stage_change()`]).
+pub(super) fn stage(store: &Store, plan: &Plan, paths: &[&str]) -> Result<(), CommandError> {
+    let left = store.stage_change(plan, paths).map_err(|e| {
         CommandError::user(format!(
             "the files are in your working tree, but staging them failed: {e}"
         ))
     })?;
-    Ok(())
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(CommandError::user(format!(
+        "{} file{} of the change {} in your working tree but not staged; the rest is staged",
+        left.len(),
+        plural(left.len()),
+        if left.len() == 1 { "is" } else { "are" }
+    ))
+    .detail(
+        left.iter()
+            .map(|u| format!("  not staged  {} ({})", u.path, u.why)),
+    )
+    .hint("stage what you want of them with `git add -p <file>`"))
 }
 
 /// What a refused `accept --commit` says: exactly where the files are.

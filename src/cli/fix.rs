@@ -371,7 +371,7 @@ fn apply(store: &Store, id: &str, index: bool) -> Result<(), CommandError> {
         return Err(accept::attention(&plan, &range.label));
     }
     if index {
-        accept::stage(store, &accept::landed_paths(&plan))?;
+        accept::stage(store, &plan, &accept::landed_paths(&plan))?;
         eprintln!("applied the fix of session {id} to your working tree and index (not committed)");
     } else {
         eprintln!("applied the fix of session {id} to your working tree (not committed)");

@@ -149,7 +149,7 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
         return Err(accept::attention(&plan, &range.label));
     }
     if args.index {
-        accept::stage(store, &accept::landed_paths(&plan))?;
+        accept::stage(store, &plan, &accept::landed_paths(&plan))?;
     }
     match args.send {
         // A walk in the terminal is only known once it is done: its decisions are kept, the send refused.

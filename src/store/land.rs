@@ -537,7 +537,7 @@ impl Store {
 
     /// `git merge-file` on the three versions (ours, base, theirs) of `path`; returns the result and whether
     /// it has conflict markers.
-    fn merge_file(
+    pub(super) fn merge_file(
         &self,
         path: &str,
         versions: [&[u8]; 3],

@@ -47,6 +47,7 @@ pub(crate) mod session_log;
 pub(crate) mod share;
 pub(crate) mod skills;
 mod snapshot;
+pub mod stage;
 mod status;
 #[cfg(test)]
 mod tests;

@@ -95,6 +95,31 @@ impl Store {
         notes_ref: &str,
         theirs: ObjectId,
     ) -> Result<bool, StoreError> {
+        self.merge_notes_by(notes_ref, theirs, |old, text| {
+            let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            union_lines(old.unwrap_or_default(), &lines)
+        })
+    }
+
+    /// Merges the notes commit `theirs` (e.g. fetched from a remote) into `refs/notes/agent`: notes only they
+    /// have are added, notes both have are concatenated unless one already contains the other. Returns whether
+    /// anything changed.
+    pub fn merge_notes(&self, theirs: ObjectId) -> Result<bool, StoreError> {
+        self.merge_notes_by(NOTES_REF, theirs, |old, text| match old {
+            Some(old) if old.contains(text.trim_end()) => None,
+            Some(old) if text.contains(old.trim_end()) => Some(text.to_owned()),
+            old => Some(join_notes(old, text)),
+        })
+    }
+
+    /// Merges the notes commit `theirs` into `notes_ref`, note by note: `merge(ours, theirs)` gives a note's
+    /// new text, or `None` to keep ours. Returns whether anything changed.
+    fn merge_notes_by(
+        &self,
+        notes_ref: &str,
+        theirs: ObjectId,
+        merge: impl Fn(Option<&str>, &str) -> Option<String>,
+    ) -> Result<bool, StoreError> {
         let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
         let their_notes = self.all_notes(their_tree)?;
         self.cas_notes_with_parent(
@@ -109,47 +134,8 @@ impl Store {
                 let mut changed = false;
                 for (hex, text) in &their_notes {
                     let (path, old) = store.find_note(tree, hex)?;
-                    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-                    let Some(merged) = union_lines(old.as_deref().unwrap_or_default(), &lines)
-                    else {
+                    let Some(merged) = merge(old.as_deref(), text) else {
                         continue;
-                    };
-                    let blob = store.repo.write_blob(merged.as_bytes())?.detach();
-                    editor.upsert(path, EntryKind::Blob, blob)?;
-                    changed = true;
-                }
-                // Nothing new in theirs: still record the merge unless ours already contains theirs, or
-                // our ref stays behind the remote's and the next push is refused as a non-fast-forward.
-                if !changed && ours.is_some_and(|ours| store.contains_commit(ours, theirs)) {
-                    return Ok(None);
-                }
-                Ok(Some(editor.write()?.detach()))
-            },
-        )
-    }
-
-    /// Merges the notes commit `theirs` (e.g. fetched from a remote) into `refs/notes/agent`: notes only they
-    /// have are added, notes both have are concatenated unless one already contains the other. Returns whether
-    /// anything changed.
-    pub fn merge_notes(&self, theirs: ObjectId) -> Result<bool, StoreError> {
-        let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
-        let their_notes = self.all_notes(their_tree)?;
-        self.cas_notes_with_parent(
-            NOTES_REF,
-            "Notes merged by git-agent",
-            Some(theirs),
-            |store, tree, ours| {
-                if ours == Some(theirs) {
-                    return Ok(None);
-                }
-                let mut editor = store.repo.find_tree(tree)?.edit()?;
-                let mut changed = false;
-                for (hex, text) in &their_notes {
-                    let (path, old) = store.find_note(tree, hex)?;
-                    let merged = match old.as_deref() {
-                        Some(old) if old.contains(text.trim_end()) => continue,
-                        Some(old) if text.contains(old.trim_end()) => text.clone(),
-                        old => join_notes(old, text),
                     };
                     let blob = store.repo.write_blob(merged.as_bytes())?.detach();
                     editor.upsert(path, EntryKind::Blob, blob)?;

@@ -4,6 +4,7 @@
 //! A failure the model can fix (bad arguments, a missing file, a non-unique match) is returned to it as an
 //! error [`ToolOutput`]; only host failures would abort a turn, and tools have none of those.
 
+pub(crate) mod capture;
 pub mod edit;
 pub(crate) mod jobs;
 pub(crate) mod list;

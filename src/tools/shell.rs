@@ -8,7 +8,6 @@
 //! background jobs ([`super::jobs`]). Provider keys, other secrets and git's redirecting variables are removed
 //! from the environment.
 
-use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -20,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::capture::{thousands, Capture};
 use super::jobs::{self, looks_like_server};
 use super::process::{self, Exit};
 use super::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
@@ -177,7 +177,7 @@ fn spawn(
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
     drop(cmd);
-    let capture = Arc::new(Mutex::new(Capture::default()));
+    let capture = Arc::new(Mutex::new(Capture::new(HEAD_BYTES, TAIL_BYTES)));
     let (done, drained) = mpsc::channel();
     let sink = Arc::clone(&capture);
     thread::spawn(move || {
@@ -307,75 +307,6 @@ fn report(output: String, outcome: &Outcome, elapsed: Duration, complete: bool) 
         is_error: !ok,
         changed: Vec::new(),
     }
-}
-
-/// The first [`HEAD_BYTES`] and last [`TAIL_BYTES`] of a stream, and its total length.
-#[derive(Debug, Default)]
-struct Capture {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    total: u64,
-}
-
-impl Capture {
-    fn push(&mut self, data: &[u8]) {
-        self.total += data.len() as u64;
-        let into_head = (HEAD_BYTES - self.head.len()).min(data.len());
-        self.head.extend_from_slice(&data[..into_head]);
-        let rest = &data[into_head..];
-        let keep = &rest[rest.len().saturating_sub(TAIL_BYTES)..];
-        let overflow = (self.tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
-        self.tail.drain(..overflow);
-        self.tail.extend(keep);
-    }
-
-    /// True when some of the output is not in [`Capture::render`].
-    fn is_cut(&self) -> bool {
-        (self.head.len() + self.tail.len()) as u64 != self.total
-    }
-
-    fn render(&self) -> String {
-        let kept = (self.head.len() + self.tail.len()) as u64;
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if kept == self.total {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&tail);
-            return String::from_utf8_lossy(&all).into_owned();
-        }
-        format!(
-            "{}\n[... {} cut: {} bytes in total ...]\n{}",
-            String::from_utf8_lossy(&self.head),
-            human_size(self.total - kept),
-            thousands(self.total),
-            String::from_utf8_lossy(&tail)
-        )
-    }
-}
-
-fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} bytes");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -599,22 +530,5 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(), "the job's group is still alive");
-    }
-
-    #[test]
-    fn capture_keeps_head_and_tail() {
-        let mut capture = Capture::default();
-        for i in 0..10_000u32 {
-            capture.push(format!("{i:05}\n").as_bytes());
-        }
-        let text = capture.render();
-        assert!(text.starts_with("00000\n00001\n"));
-        assert!(text.ends_with("09998\n09999\n"));
-        assert!(
-            text.contains("[... 26.6 KiB cut: 60,000 bytes in total ...]"),
-            "{text}"
-        );
-        assert_eq!(thousands(1_234_567), "1,234,567");
-        assert_eq!(thousands(999), "999");
     }
 }

@@ -839,3 +839,66 @@ fn decisions_copied_from_git_agent_diff_name_the_hunks_review_walks() {
     }
     fsck(&repo);
 }
+
+/// Run in a subdirectory, paths mean what they mean to git there (`s.txt` is `sub/s.txt`, `../top.txt` is
+/// `top.txt`), and `--decisions -` reads the decisions from stdin; records name repository paths.
+#[test]
+fn decisions_from_stdin_in_a_subdirectory() {
+    let repo = TestRepo::new();
+    repo.write("sub/s.txt", "s\n");
+    repo.write("top.txt", "top\n");
+    repo.commit_all("two files");
+    let edit = |path: &str, old: &str, new: &str| {
+        call(
+            "edit_file",
+            json!({"path": path, "old_string": old, "new_string": new}),
+        )
+    };
+    let id = session(
+        &repo,
+        "shout",
+        vec![
+            Reply::tool_calls(vec![edit("sub/s.txt", "s\n", "S\n")]),
+            Reply::tool_calls(vec![edit("top.txt", "top\n", "TOP\n")]),
+            Reply::text("done"),
+        ],
+    );
+    let before = user_state(&repo);
+    let input = repo.root().join("decisions.jsonl");
+    fs::write(
+        &input,
+        format!(
+            "{}\n{}\n",
+            json!({"path": "s.txt", "index": 0, "decision": "take"}),
+            json!({"path": "../top.txt", "decision": "leave", "comment": "keep it lower"}),
+        ),
+    )
+    .unwrap();
+    let server = Server::start(vec![]);
+    let mut cmd = repo.agent(&server, &["review", &id, "--decisions", "-"]);
+    cmd.current_dir(repo.path().join("sub"))
+        .stdin(fs::File::open(&input).unwrap());
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert!(
+        out.stderr().contains("took 1, left 1 (1 with a comment)"),
+        "{out}"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("sub/s.txt")).unwrap(),
+        "S\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("top.txt")).unwrap(),
+        "top\n"
+    );
+    let recs = records(&repo, &id);
+    let paths: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(paths, [("sub/s.txt", "take"), ("top.txt", "leave")]);
+    assert_eq!(recs[1]["comment"], "keep it lower");
+    assert_only(&repo, &before, &["sub/s.txt"], &[]);
+    fsck(&repo);
+}

@@ -22,25 +22,7 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C
 
 . "$root/scripts/bench-lib.sh"
 
-if [[ ! -d $repo/.git ]]; then
-    echo "building $((dirs * files)) files in $repo ..."
-    mkdir -p "$repo"
-    git -C "$repo" init -q -b main
-    git -C "$repo" config user.name bench
-    git -C "$repo" config user.email bench@example.com
-    (
-        cd "$repo"
-        for ((d = 0; d < dirs; d++)); do
-            dir=$(printf 'd%03d' "$d")
-            mkdir -p "$dir"
-            for ((f = 0; f < files; f++)); do
-                printf 'file %s/%03d\nsome content to make it a real blob\n' "$dir" "$f" >"$dir/$(printf 'f%03d.txt' "$f")"
-            done
-        done
-    )
-    git -C "$repo" add -A
-    git -C "$repo" commit -q -m "synthetic $((dirs * files)) files"
-fi
+DIRS=$dirs FILES=$files "$root/scripts/benchlib/gen100k.sh" "$repo"
 
 echo "== git-agent (release build) =="
 out=$(BENCH_REPO=$repo BENCH_STEPS=$steps run_bench commit)

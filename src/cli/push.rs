@@ -6,7 +6,7 @@ use super::{CommandError, Context};
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
-/// Push sessions and memory (refs/agent/*), session branches (agent/*), notes and review records to a remote
+/// Push sessions, memory and skills (refs/agent/*), session branches (agent/*), notes and review records to a remote
 ///
 /// Refuses if anything to be pushed contains the value of a key from the environment (*_API_KEY, *_TOKEN,
 /// *_SECRET). Nothing is forced; if the remote's notes or memory moved on, run `git agent pull` first.

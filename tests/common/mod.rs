@@ -6,6 +6,7 @@
 
 pub mod landing;
 pub mod long_session;
+pub mod partners;
 pub mod server;
 pub mod tmux;
 

@@ -453,6 +453,89 @@ fn kill_minus_9_at_every_durable_write_then_resume() {
     fsck(&repo);
 }
 
+/// Issue 16: `kill -9` at every crash point of a session that takes a pooled checkout (set aside, moved, reset
+/// to the new base), then `--resume`: the resumed session's checkout holds exactly its own base, never the
+/// discarded session's files, and the repository stays consistent.
+#[test]
+fn kill_minus_9_while_taking_a_pooled_checkout_then_resume() {
+    let mut points = 0;
+    for at in 1.. {
+        let repo = TestRepo::new();
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![call(
+                "write_file",
+                json!({"path": "left.txt", "content": "from the discarded session\n"}),
+            )]),
+            Reply::text("done"),
+        ]);
+        repo.run_agent(&server, &["ask", "first"]).assert_code(0);
+        let first = session_id(&repo);
+        agent(&repo, &["discard", &first]).assert_code(0);
+        let pool = repo.path().join(".git/agent/pool");
+        assert_eq!(fs::read_dir(&pool).map(|d| d.count()).ok(), Some(1));
+        let before = user_state(&repo);
+
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![call("read_file", json!({"path": "file.txt"}))]),
+            Reply::text("done"),
+        ]);
+        let mut cmd = repo.agent(&server, &["ask", "second"]);
+        cmd.env("GIT_AGENT_CRASH_AT", at.to_string());
+        let out = run(&mut cmd);
+        let finished = out.status.signal().is_none();
+        if finished {
+            out.assert_code(0);
+        } else {
+            assert_eq!(out.status.signal(), Some(9), "{out}");
+            points += 1;
+            fsck(&repo);
+            assert_eq!(user_state(&repo), before, "crash point {at}");
+        }
+        let logged = repo.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/agent/sessions/",
+        ]);
+        let Some(id) = crate::common::agent_branches(&repo)
+            .into_iter()
+            .find(|id| logged.contains(&format!("/{id}\n")))
+        else {
+            continue;
+        };
+        if !finished {
+            let resume = Server::start(vec![Reply::text("resumed")]);
+            repo.run_agent(&resume, &["ask", "--resume", &id, "finish"])
+                .assert_code(0);
+        }
+        let checkout = repo.path().join(".git/agent/worktrees").join(&id);
+        assert!(
+            !checkout.join("left.txt").exists(),
+            "crash point {at}: the checkout holds the discarded session's file"
+        );
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&checkout)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        assert_eq!(
+            git(&["status", "--porcelain", "--ignored"]),
+            "",
+            "crash point {at}"
+        );
+        assert_eq!(git(&["diff", "main", "--stat"]), "", "crash point {at}");
+        fsck(&repo);
+        if finished {
+            break;
+        }
+    }
+    assert!(points >= 10, "only {points} crash points");
+}
+
 #[test]
 fn gc_prune_now_keeps_sessions_branches_and_notes() {
     let repo = TestRepo::new();

@@ -1,6 +1,9 @@
 //! `git agent pull`: fetch shared sessions and merge the remote's notes, review records,
 //! memory and skills into ours (never overwriting them).
 //!
+//! Session logs and branches are fetched beside ours and then taken one by one: created or fast-forwarded,
+//! except the sessions started here, which a pull never moves (issue 17, defect 1).
+//!
 //! Sessions are fetched by `refs/agent/sessions/*`, not `refs/agent/*`: memory is merged, and a plain fetch
 //! into `refs/agent/memory` would be refused as soon as both sides wrote to it (a ref family that is merged
 //! needs its own refspec, as notes, memory and skills have).
@@ -9,7 +12,7 @@ use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
-use crate::store::share::{remote_notes_ref, remote_review_ref};
+use crate::store::share::{remote_notes_ref, remote_review_ref, sessions_fetch_refspecs};
 use crate::store::skills::remote_skills_ref;
 
 /// Fetch sessions, session branches, notes, review records, memory and skills from a remote; notes, review
@@ -29,9 +32,9 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     let status = super::git_inherit(store.workdir())
         .args(["fetch", &args.remote])
         // Sessions by name: `refs/agent/*` would also take refs that are merged rather than fetched over
-        // (memory, skills), and a negative refspec would keep those out of the refspecs below too.
-        .arg("refs/agent/sessions/*:refs/agent/sessions/*")
-        .arg("refs/heads/agent/*:refs/heads/agent/*")
+        // (memory, skills). Beside ours, not over them: a session started here is never moved by a pull
+        // (see `store::share`).
+        .args(sessions_fetch_refspecs(&args.remote))
         // The remote's notes and skills land beside ours and are merged below; forced because only we write
         // there. Globs, so a remote without them is not an error.
         .arg(format!("+refs/notes/agent*:{notes}*"))
@@ -46,6 +49,18 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     if !status.success() {
         // git names the rejected refs; the rest was fetched. Notes may be missing on the remote.
         eprintln!("warning: git fetch reported problems (see above); what could be fetched was");
+    }
+    let sessions = store.take_pulled_sessions(&args.remote)?;
+    for kept in &sessions.kept {
+        let why = if kept.local {
+            "the session was started here, and a pull never moves its refs"
+        } else {
+            "theirs does not follow yours (not a fast-forward)"
+        };
+        eprintln!(
+            "warning: {} left as it was: {why}; {}'s version is at {} (compare with `git log {} {}`)",
+            kept.ours, args.remote, kept.theirs, kept.ours, kept.theirs
+        );
     }
     if let Some(theirs) = store.ref_target(&notes)? {
         if store.merge_notes(theirs)? {

@@ -64,6 +64,7 @@ impl Store {
             self.forget_missing_checkouts();
             self.register_checkout(root, start)?;
         }
+        super::crash_point();
         let checked_out = self.open_checkout(root).and_then(|checkout| {
             let worktree = checkout.worktree().ok_or_else(|| {
                 StoreError::Refused(format!("{} has no work tree", root.display()))
@@ -233,17 +234,31 @@ impl Store {
     ) -> Result<usize, StoreError> {
         let checkout = self.open_checkout(root)?;
         let tree = checkout.find_commit(commit)?.tree_id()?.detach();
-        let old = checkout.open_index().ok();
+        let index_path = checkout.index_path();
+        let aside_path = index_path.with_file_name(INDEX_ASIDE);
+        let shared = checkout.open_index().ok();
+        // A pooled checkout comes with its index set aside ([`Store::set_index_aside()`]).
+        let aside = match shared {
+            Some(_) => None,
+            None => gix::index::File::at(
+                &aside_path,
+                checkout.object_hash(),
+                false,
+                Default::default(),
+            )
+            .ok(),
+        };
+        let old: Option<&gix::index::State> = shared.as_deref().or(aside.as_deref());
         let mut new = checkout.index_from_tree(&tree)?;
         // Until the new index is written the checkout is neither the old tree nor the new one: without an
         // index it counts as unfinished, and a resume makes it afresh instead of trusting it.
-        let index_path = checkout.index_path();
         match std::fs::remove_file(&index_path) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                 return Err(StoreError::io("remove", index_path)(err))
             }
             _ => {}
         }
+        super::crash_point();
         for path in leftovers {
             remove_path(root, path.as_bstr())?;
         }
@@ -251,7 +266,7 @@ impl Store {
         dirty.sort();
         let mut to_write = 0;
         {
-            let old_state = old.as_deref();
+            let old_state = old;
             // Paths the old index had and the new one lacks: their files go.
             if let Some(old) = old_state {
                 for entry in old.entries() {
@@ -288,12 +303,37 @@ impl Store {
         for entry in new.entries_mut() {
             entry.flags.remove(Flags::SKIP_WORKTREE);
         }
+        // HEAD before the index: the index is what marks the checkout complete, so a kill between the two must
+        // leave it without one (made afresh on resume), not with the new index under the old HEAD.
+        set_detached_head(&checkout, commit)?;
         new.write(Default::default())
             .map_err(|err| checkout_error(root, &err))?;
-        set_detached_head(&checkout, commit)?;
+        // The old index served its purpose; a leftover would only be read by a later reset, never trusted.
+        let _ = std::fs::remove_file(&aside_path);
         Ok(to_write)
     }
+
+    /// Renames the index of the checkout at `root` to [`INDEX_ASIDE`], in its registration: from then on the
+    /// checkout counts as unfinished ([`Store::checkout_complete()`]) while [`Store::reset_checkout()`] can
+    /// still compare with it. A pooled checkout is set aside so before it moves to a new session's path: a
+    /// kill between the move and the reset must not leave the new session a complete-looking checkout that
+    /// holds the previous session's tree.
+    pub(super) fn set_index_aside(&self, root: &Path) -> Result<(), StoreError> {
+        let Some(admin) = self.admin_dir_of(root) else {
+            return Ok(());
+        };
+        let index = admin.join("index");
+        match std::fs::rename(&index, admin.join(INDEX_ASIDE)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(StoreError::io("move", index)(err))
+            }
+            _ => Ok(()),
+        }
+    }
 }
+
+/// Where [`Store::set_index_aside()`] puts a checkout's index, beside it in its registration.
+const INDEX_ASIDE: &str = "index.pooled";
 
 /// Checks out the entries of `index` not flagged `SKIP_WORKTREE` into `root`, overwriting what is there,
 /// and records their new stat data in `index`.

@@ -214,6 +214,7 @@ impl Store {
                 )));
             }
         }
+        self.record_tips(&s.id, Some(old), target)?;
         cas_branch(
             &self.repo,
             &s.branch,

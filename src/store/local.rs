@@ -24,10 +24,15 @@ use super::{branch_name, session_log::log_ref, Store, StoreError};
 const CLAIM_ATTEMPTS: u32 = 10_000;
 
 /// The local facts of one session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Local {
     /// The session works in the user's own work tree (`ask --here`).
     pub here: bool,
+    /// Where this repository last had the session's branch: the tip before its latest move and the tip
+    /// after it (written before the move, so a crash in between leaves both). Empty in records written
+    /// before tips were kept. A branch elsewhere was moved from outside git-agent (a forced fetch, a
+    /// collaborator's steps): a default pick refuses it ([`Store::check_moved_here()`]).
+    pub tips: Vec<gix::ObjectId>,
 }
 
 impl Store {
@@ -91,9 +96,56 @@ impl Store {
     pub fn local_session(&self, id: &str) -> Option<Local> {
         let text = std::fs::read(self.local_path(id)).ok()?;
         let value: serde_json::Value = serde_json::from_slice(&text).unwrap_or_default();
+        let tips = value.get("tips").and_then(|v| v.as_array());
         Some(Local {
             here: value.get("here").and_then(|v| v.as_bool()).unwrap_or(false),
+            tips: tips
+                .into_iter()
+                .flatten()
+                .filter_map(|t| gix::ObjectId::from_hex(t.as_str()?.as_bytes()).ok())
+                .collect(),
         })
+    }
+
+    /// Records that this repository is about to move session `id`'s branch from `from` to `to` (`from` is
+    /// `None` for its creation). Only a session with a local record has its tips kept; the record is
+    /// replaced atomically (written beside, then renamed), so a crash never leaves half of it.
+    pub(super) fn record_tips(
+        &self,
+        id: &str,
+        from: Option<gix::ObjectId>,
+        to: gix::ObjectId,
+    ) -> Result<(), StoreError> {
+        let Some(local) = self.local_session(id) else {
+            return Ok(());
+        };
+        let tips: Vec<String> = from
+            .into_iter()
+            .chain([to])
+            .map(|t| t.to_string())
+            .collect();
+        let record = serde_json::json!({ "here": local.here, "tips": tips }).to_string();
+        let path = self.local_path(id);
+        let temp = path.with_extension("new");
+        std::fs::write(&temp, record).map_err(StoreError::io("write", &temp))?;
+        std::fs::rename(&temp, &path).map_err(StoreError::io("rename", &path))
+    }
+
+    /// Fails unless session `id`'s branch is where this repository left it (see [`Local::tips`]): a
+    /// default pick must never act on steps this repository did not make. A record without tips passes.
+    pub(super) fn check_moved_here(&self, id: &str) -> Result<(), StoreError> {
+        let Some(local) = self.local_session(id) else {
+            return Ok(());
+        };
+        let tip = self.branch_tip(&branch_name(id))?;
+        if local.tips.is_empty() || tip.is_some_and(|t| local.tips.contains(&t)) {
+            return Ok(());
+        }
+        Err(StoreError::Refused(format!(
+            "the newest session started here, {id}, has steps this repository did not make (agent/{id} was \
+             moved outside git-agent, e.g. by a fetch): check `git log agent/{id}`, then name the session to \
+             act on it"
+        )))
     }
 
     /// True if session `id` works in the user's own work tree, by the local record only.

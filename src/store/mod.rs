@@ -497,6 +497,7 @@ impl Store {
         let base = base.or(step0).ok_or(StoreError::NoCommits)?;
         let tip = step0.unwrap_or(base);
         let branch = branch_name(id);
+        self.record_tips(id, None, tip)?;
         self.create_branch(&branch, tip, &format!("git-agent: start session {id}"))?;
         let session = Session {
             id: id.to_owned(),

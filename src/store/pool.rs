@@ -16,6 +16,10 @@
 //! (`git worktree list` shows them, detached at the commit they hold); moving one rewrites the registration's
 //! `gitdir`, as `git worktree move` does. Takes and returns hold the worktree lock, so two sessions never take
 //! the same checkout. `git agent gc` empties the pool, `discard --purge` bypasses it.
+//!
+//! Killed at any moment, a take never leaves a session a checkout that looks complete but holds another tree:
+//! the pooled checkout's index is set aside before it moves ([`Store::set_index_aside()`]), so until the reset
+//! writes the new index the checkout counts as unfinished and a resume makes it afresh.
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +67,11 @@ impl Store {
             let Some(pooled) = self.pooled().pop() else {
                 return Ok(false);
             };
-            self.move_checkout(&pooled, root)?
+            self.set_index_aside(&pooled)?;
+            super::crash_point();
+            let moved = self.move_checkout(&pooled, root)?;
+            super::crash_point();
+            moved
         };
         if !taken {
             return Ok(false);

@@ -273,11 +273,13 @@ impl Store {
             if sessions.is_empty() {
                 return Err(StoreError::NoSessions);
             }
-            return sessions
+            let id = sessions
                 .into_iter()
                 .find(|m| self.local_session(&m.id).is_some())
                 .map(|m| m.id)
-                .ok_or(StoreError::NoLocalSessions);
+                .ok_or(StoreError::NoLocalSessions)?;
+            self.check_moved_here(&id)?;
+            return Ok(id);
         };
         if ids.iter().any(|id| id == prefix) {
             return Ok(prefix.to_owned());

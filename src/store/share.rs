@@ -1,11 +1,20 @@
 //! Sharing sessions through a remote: the refspecs, the notes ref a pull fetches into (the notes merge is
 //! `Store::merge_notes`) and the secret check before a push ([`Store::secrets_in_refs()`]). The transport is
 //! the git CLI (it knows the user's remotes, credentials and protocols).
+//!
+//! A pull fetches the remote's session logs and branches beside ours (`refs/agent-remotes/<remote>/`), then
+//! takes them one by one ([`Store::take_pulled_sessions()`]): a session started in this repository is never
+//! moved by a pull, even by a fast-forward. Its branch and log decide what `undo` and `--here` write into the
+//! user's tree, and a collaborator who can push to the remote could otherwise append steps to it (issue 17,
+//! defect 1). Theirs then stays beside ours, and the pull says where.
 
 use std::ffi::OsStr;
 
 use crate::safety::redact::Redactor;
 
+use gix::refs::transaction::{PreviousValue, RefEdit};
+
+use super::snapshot::{edit_ref, full_name};
 use super::{ObjectId, Store, StoreError};
 
 /// What `git agent push` pushes besides notes: session logs, memory (and later skills), session branches.
@@ -28,7 +37,108 @@ pub fn remote_review_ref(remote: &str) -> String {
     format!("refs/notes/remotes/{remote}/agent-review")
 }
 
+/// Where `git agent pull` fetches the remote's session logs (`sessions`) and branches (`heads`), before
+/// [`Store::take_pulled_sessions()`] takes them.
+pub fn remote_sessions_ref(remote: &str, family: &str) -> String {
+    format!("refs/agent-remotes/{remote}/{family}")
+}
+
+/// The fetch refspecs of a pull's session logs and branches: forced, because only a pull writes there.
+pub fn sessions_fetch_refspecs(remote: &str) -> [String; 2] {
+    [
+        format!(
+            "+refs/agent/sessions/*:{}/*",
+            remote_sessions_ref(remote, "sessions")
+        ),
+        format!(
+            "+refs/heads/agent/*:{}/*",
+            remote_sessions_ref(remote, "heads")
+        ),
+    ]
+}
+
+/// What [`Store::take_pulled_sessions()`] did.
+#[derive(Debug, Default)]
+pub struct PulledSessions {
+    /// Refs created or fast-forwarded.
+    pub taken: usize,
+    /// Refs left as they were, each with why and where theirs is kept.
+    pub kept: Vec<KeptRef>,
+}
+
+/// A ref of ours a pull did not move.
+#[derive(Debug)]
+pub struct KeptRef {
+    /// Our ref (`refs/heads/agent/<id>` or `refs/agent/sessions/<id>`).
+    pub ours: String,
+    /// The remote's version of it, kept beside ours.
+    pub theirs: String,
+    /// True when the session was started in this repository (otherwise: not a fast-forward).
+    pub local: bool,
+}
+
 impl Store {
+    /// Takes the session logs and branches a pull fetched beside ours: creates the ones we lack and
+    /// fast-forwards the others, except that a session started in this repository (a local record) is never
+    /// moved, and a ref that is no fast-forward is never overwritten; those stay beside ours, listed in
+    /// [`PulledSessions::kept`]. A ref that was taken (or equal) leaves the staging area.
+    pub fn take_pulled_sessions(&self, remote: &str) -> Result<PulledSessions, StoreError> {
+        let mut report = PulledSessions::default();
+        for (family, ours_prefix) in [
+            ("sessions", "refs/agent/sessions/"),
+            ("heads", "refs/heads/agent/"),
+        ] {
+            let staged_prefix = format!("{}/", remote_sessions_ref(remote, family));
+            let mut staged = Vec::new();
+            for r in self.repo.references()?.prefixed(staged_prefix.as_str())? {
+                let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+                let name = r.name().as_bstr().to_string();
+                staged.push((name, r.peel_to_id()?.detach()));
+            }
+            for (name, theirs) in staged {
+                let id = &name[staged_prefix.len()..];
+                let ours_name = format!("{ours_prefix}{id}");
+                let ours = self.ref_target(&ours_name)?;
+                let local = self.local_session(id).is_some();
+                let take = match ours {
+                    Some(ours) if ours == theirs => None,
+                    _ if local => {
+                        report.kept.push(KeptRef {
+                            ours: ours_name,
+                            theirs: name,
+                            local: true,
+                        });
+                        continue;
+                    }
+                    None => Some(PreviousValue::MustNotExist),
+                    Some(ours) if self.is_ancestor(ours, theirs)? => Some(
+                        PreviousValue::MustExistAndMatch(gix::refs::Target::Object(ours)),
+                    ),
+                    Some(_) => {
+                        report.kept.push(KeptRef {
+                            ours: ours_name,
+                            theirs: name,
+                            local: false,
+                        });
+                        continue;
+                    }
+                };
+                if let Some(expected) = take {
+                    let log = format!("git-agent: pull from {remote}");
+                    let edit = RefEdit::update(full_name(&ours_name)?, theirs, expected, log);
+                    edit_ref(&self.repo, edit)?;
+                    report.taken += 1;
+                }
+                let gone = RefEdit::delete(
+                    full_name(&name)?,
+                    PreviousValue::MustExistAndMatch(gix::refs::Target::Object(theirs)),
+                );
+                edit_ref(&self.repo, gone)?;
+            }
+        }
+        Ok(report)
+    }
+
     /// The shared notes refs that exist here (a push of a missing one would fail the whole push).
     pub fn notes_refs(&self) -> Result<Vec<&'static str>, StoreError> {
         let mut out = Vec::new();

@@ -486,7 +486,7 @@ impl Store {
     }
 
     /// True when `ancestor` is reachable from `of` (`git merge-base --is-ancestor`).
-    fn is_ancestor(&self, ancestor: ObjectId, of: ObjectId) -> Result<bool, StoreError> {
+    pub(super) fn is_ancestor(&self, ancestor: ObjectId, of: ObjectId) -> Result<bool, StoreError> {
         let (a, b) = (ancestor.to_string(), of.to_string());
         let args = ["merge-base", "--is-ancestor", a.as_str(), b.as_str()].map(OsStr::new);
         match self.git(self.workdir(), &args) {

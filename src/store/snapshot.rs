@@ -120,6 +120,7 @@ impl Store {
             &with_trailers(&message, &s.id, number),
         )?;
         super::crash_point();
+        self.record_tips(&s.id, Some(s.tip), commit)?;
         let moved = cas_branch(
             &checkout,
             &s.branch,

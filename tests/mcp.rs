@@ -815,3 +815,70 @@ fn a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_sessio
         "MCP servers outlived the session: {left:?}\n{out}"
     );
 }
+
+/// Issue 17 (MCP servers outside the supervisor): `kill -9` of `git agent ask` takes its stdio MCP servers
+/// with it, as it takes `run` commands; and a server's environment holds no key but those its config names
+/// (here the model's key sits under a name that does not look secret, so only its value gives it away).
+/// Needs no partner: the server is a shell that never answers.
+#[test]
+fn kill_9_of_the_agent_takes_its_mcp_servers_with_it() {
+    let repo = TestRepo::new();
+    let before = common::user_state(&repo);
+    let marker = format!("mcp-kill-{}", std::process::id());
+    let env_file = repo.root().join("server-env.txt");
+    let key = "llm-canary-5e6f7a8b9c0d1e2f";
+    let script = format!(
+        "env > {}; exec sleep 3081",
+        toml_string(&env_file.display().to_string()).trim_matches('"')
+    );
+    let config = format!(
+        "[providers.openai]\napi_key_env = \"LLM_ACCESS\"\n\n\
+         [mcp_servers.idle]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+         env = {{ \"GIT_AGENT_TEST_MCP_MARKER\" = \"{marker}\", \"IDLE_SETTING\" = \"named-by-config\" }}\n",
+        toml_string(&script),
+    );
+    let path = repo.root().join("config.toml");
+    std::fs::write(&path, config).expect("write the config");
+    let nap = call("run", json!({"command": "sleep 3082"}));
+    let server = Server::start(vec![Reply::tool_calls(vec![nap]), Reply::text("done")]);
+    let mut cmd = repo.agent(&server, &["ask", "take a nap"]);
+    cmd.env("GIT_AGENT_CONFIG", &path)
+        .env("LLM_ACCESS", key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn git-agent");
+    let wait_until = |secs: u64, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline && !done() {
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        done()
+    };
+    let started = wait_until(20, &|| {
+        env_file.exists() && !processes_with(&marker).is_empty() && server.requests().len() == 1
+    });
+    assert!(started, "the MCP server never started");
+    // The agent is in its `run` now (the model's first reply was the call): kill it without warning.
+    assert!(wait_until(20, &|| std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x003082\x00")
+        })));
+    child.kill().expect("kill -9 the agent");
+    child.wait().expect("reap the agent");
+    assert!(
+        wait_until(10, &|| processes_with(&marker).is_empty()),
+        "MCP servers outlived the killed agent: {:?}",
+        processes_with(&marker)
+    );
+    let env = std::fs::read_to_string(&env_file).expect("the server wrote its environment");
+    assert!(env.contains("IDLE_SETTING=named-by-config"), "{env}");
+    assert!(
+        !env.contains(key),
+        "the model's key reached the MCP server: {env}"
+    );
+    assert!(!env.contains("LLM_ACCESS"), "{env}");
+    assert_eq!(common::user_state(&repo), before);
+    common::fsck(&repo);
+}

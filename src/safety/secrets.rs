@@ -61,15 +61,24 @@ pub fn is_dotenv_name(name: &str) -> bool {
 /// be judged). Commands the model runs have no business with keys, and a test that prints its environment
 /// would put them into the transcript. A backstop: [`scrub_environment()`] has already moved the secrets the
 /// agent started with out of its own environment.
+///
+/// A variable that holds a known key value under a name that does not look secret (a provider's custom
+/// `api_key_env`, say `LLM_ACCESS`) goes too: whoever the child is (a command, an MCP server), it gets no
+/// key but those its own config names, which the caller adds afterwards.
 pub fn scrub_child_env(cmd: &mut Command, extra: &[String]) {
-    for (key, _) in std::env::vars_os() {
-        let secret = key
-            .to_str()
-            .is_none_or(|k| is_secret_name(k) || extra.iter().any(|s| s == k));
-        if secret {
-            cmd.env_remove(key);
+    super::redact::with_global(|known| {
+        for (key, value) in std::env::vars_os() {
+            let secret = key
+                .to_str()
+                .is_none_or(|k| is_secret_name(k) || extra.iter().any(|s| s == k))
+                || value
+                    .to_str()
+                    .is_some_and(|v| !known.knows_nothing() && !known.find_known(v).is_empty());
+            if secret {
+                cmd.env_remove(key);
+            }
         }
-    }
+    });
 }
 
 /// Call first thing in `main`, before any thread starts: moves secret variables out of the environment, and

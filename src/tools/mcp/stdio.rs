@@ -3,7 +3,8 @@
 //! why it failed.
 //!
 //! The child runs in its own process group, so shutdown reaches what it started too (`npx` starts `node`,
-//! `uvx` starts `python`). Shutdown follows the MCP lifecycle: close stdin, wait; then SIGTERM to the group,
+//! `uvx` starts `python`), and under the same supervisor as `run` commands, so the group dies with the agent
+//! even when the agent is killed. Shutdown follows the MCP lifecycle: close stdin, wait; then SIGTERM to the group,
 //! wait; then SIGKILL.
 
 use std::path::Path;
@@ -16,6 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
 use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail, Tail};
+use crate::safety::isolate;
 
 /// How long a server gets to exit after its stdin closed, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -53,6 +55,14 @@ impl Stdio {
         // checkout it runs in, not the index of a hook that started us). Then exactly the env it was given.
         crate::tools::process::child_env(cmd.as_std_mut(), &[]);
         cmd.envs(launch.env.iter().map(|(k, v)| (k, v)));
+        // Under the supervisor `run` commands have (safety::isolate): the server's whole process group dies
+        // with the agent, even by SIGKILL, which `kill_on_drop` cannot do; and where the kernel allows it the
+        // server sees only its own processes, not the environments of git or the user's shell.
+        let namespace = match isolate::probe() {
+            isolate::Isolation::Namespace { user } => Some(isolate::Namespace::new(*user, &[])),
+            isolate::Isolation::Shared { .. } => None,
+        };
+        isolate::Plan::new(namespace).install(cmd.as_std_mut());
         let mut child = cmd.spawn().map_err(|err| McpError::Spawn {
             command: launch.command.to_string(),
             message: spawn_message(launch.command, &err),

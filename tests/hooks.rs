@@ -701,5 +701,8 @@ fn the_environments_mode_wins_and_a_fix_that_cannot_start_says_how_to_go_on() {
         stderr.contains("hint: skip the hook once: GIT_AGENT_SKIP=1, or --no-verify"),
         "{out}"
     );
-    assert_eq!(repo.git(&["log", "--format=%s", "-1"]), "calc with a test\n");
+    assert_eq!(
+        repo.git(&["log", "--format=%s", "-1"]),
+        "calc with a test\n"
+    );
 }

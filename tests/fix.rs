@@ -422,3 +422,43 @@ fn accept_index_leaves_a_file_unstaged_when_what_was_staged_conflicts_with_the_f
         format!("fixed\n{rest}")
     );
 }
+
+/// Issue 12 (the hook's cost, and "creates nothing"): when the work tree holds exactly the index, `--staged`
+/// runs the check in the work tree itself: ignored build state is there, and no scratch checkout is made
+/// (`git worktree list` shows only the user's). With an untracked file beside it, the check runs in a scratch
+/// checkout of the index, where the ignored state is not.
+#[test]
+fn staged_runs_in_place_when_the_work_tree_is_the_index() {
+    let repo = TestRepo::new();
+    repo.write(".gitignore", "build/\n");
+    repo.commit_all("ignore build");
+    repo.write("build/state", "built\n");
+    repo.write("file.txt", "staged\n");
+    repo.git(&["add", "file.txt"]);
+    let server = Server::start(vec![]);
+    let check = "test -f build/state || { echo 'FAIL: not built'; exit 1; }";
+    let before = user_state(&repo);
+    let out = repo.run_agent(&server, &["fix", "--staged", "--check", check]);
+    out.assert_code(0);
+    assert!(out.stderr().contains("passes on the staged tree"), "{out}");
+    assert_eq!(
+        repo.git(&["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "no checkout was made"
+    );
+    assert_nothing_created(&repo);
+    assert_eq!(user_state(&repo), before);
+    repo.write("notes.txt", "untracked\n");
+    let server = Server::start(vec![Reply::text("cannot fix that")]);
+    let out = repo.run_agent(
+        &server,
+        &["fix", "--staged", "--max-attempts", "1", "--check", check],
+    );
+    assert!(
+        out.stderr().contains("FAIL: not built"),
+        "a scratch checkout of the index has no build/: {out}"
+    );
+}

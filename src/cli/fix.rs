@@ -175,14 +175,16 @@ pub(super) async fn judge(
     let (from, tree, scratch) = match target {
         Target::WorkTree => (StartFrom::WorkTree, "the working tree".to_owned(), None),
         Target::Staged => {
-            let tree = store.index_tree(index_file(ctx).as_deref())?;
-            let commit = store.tree_commit(tree)?;
-            let scratch = store.scratch_checkout(commit, pool)?;
-            (
-                StartFrom::Tree(tree),
-                "the staged tree".to_owned(),
-                Some(scratch),
-            )
+            let index = index_file(ctx);
+            let tree = store.index_tree(index.as_deref())?;
+            // The work tree is the staged tree: the check runs there, as the user would run it, with their
+            // build state, and nothing is checked out.
+            let scratch = if store.index_is_worktree(index.as_deref())? {
+                None
+            } else {
+                Some(store.scratch_checkout(store.tree_commit(tree)?, pool)?)
+            };
+            (StartFrom::Tree(tree), "the staged tree".to_owned(), scratch)
         }
         Target::Commit(rev) => {
             let commit = store.resolve_commit(rev)?;

@@ -84,6 +84,25 @@ impl Store {
         parse_hex(&out, "write-tree")
     }
 
+    /// True when the index at `index` (default: this work tree's own) is this work tree's own index and the
+    /// work tree holds exactly what it says, nothing untracked beside it: a check of the staged tree may then
+    /// run in the work tree itself, with its ignored build state (`target/`, `node_modules`), and no scratch
+    /// checkout is made. Another index (`git commit -a` or `git commit <paths>` give the hook a temporary
+    /// one) is never the work tree's.
+    pub fn index_is_worktree(&self, index: Option<&Path>) -> Result<bool, StoreError> {
+        if let Some(index) = index {
+            let own = self.repo.index_path();
+            let same = match (index.canonicalize(), own.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if !same {
+                return Ok(false);
+            }
+        }
+        super::status::worktree_matches_index(&self.repo)
+    }
+
     /// The tree of commit `commit`.
     pub fn tree_of(&self, commit: ObjectId) -> Result<ObjectId, StoreError> {
         Ok(self.repo.find_commit(commit)?.tree_id()?.detach())

@@ -42,6 +42,26 @@ pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, Store
     Ok(paths)
 }
 
+/// True when `repo`'s work tree holds exactly its index: no tracked file modified, deleted or with a new
+/// mode, and no untracked file that is not ignored (ignored files, such as build output, do not count).
+/// Stops at the first difference.
+pub(super) fn worktree_matches_index(repo: &gix::Repository) -> Result<bool, StoreError> {
+    let status = repo
+        .status(gix::progress::Discard)?
+        .untracked_files(gix::status::UntrackedFiles::Collapsed)
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            ignore: gix::submodule::config::Ignore::All,
+            check_dirty: false,
+        });
+    for item in status.into_index_worktree_iter(None)? {
+        if worktree_change(&item?) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// What the checkout `repo` holds beyond its index: tracked paths whose file differs from the index (or is
 /// gone), and untracked or ignored leftovers (a wholly untracked or ignored directory as one path).
 pub(super) struct Beyond {

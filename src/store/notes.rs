@@ -23,6 +23,10 @@ pub const NOTES_REF: &str = "refs/notes/agent";
 
 /// How often a note write starts over after losing a compare-and-swap before giving up.
 const ATTEMPTS: u32 = 200;
+/// How many more times a writer waits for a lock another writer holds (gix's `core.filesRefLockTimeout`
+/// each time) before it reports the lock: enough for eight sessions writing notes at once on a busy machine,
+/// little enough that a stale lock is reported within a second.
+const LOCK_ROUNDS: u32 = 5;
 
 impl Store {
     /// Adds `text` as the note of `commit` (appended after a blank line if it has one already).
@@ -222,6 +226,7 @@ impl Store {
         mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
     ) -> Result<bool, StoreError> {
         let mut last_err = None;
+        let (mut lock_rounds, mut lock_waited) = (0, Duration::ZERO);
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 // Spread the retries of writers that collided so they do not collide again in lockstep.
@@ -251,8 +256,19 @@ impl Store {
                     return Ok(true);
                 }
                 // gix waited for the lock already (core.filesRefLockTimeout): another 200 rounds of that took
-                // 31 s to give up on a stale lock (issue 17, defect 13). A lost compare-and-swap is retried.
-                Err(err @ StoreError::Locked { .. }) => return Err(err),
+                // 31 s to give up on a stale lock (issue 17, defect 13). A live writer holds it for
+                // milliseconds, so a few rounds ride that out; the error says the whole time waited.
+                Err(StoreError::Locked { name, lock, waited }) => {
+                    lock_waited += waited;
+                    if lock_rounds == LOCK_ROUNDS {
+                        return Err(StoreError::Locked {
+                            name,
+                            lock,
+                            waited: lock_waited,
+                        });
+                    }
+                    lock_rounds += 1;
+                }
                 Err(err) => last_err = Some(err),
             }
         }

@@ -4,8 +4,10 @@
 # a repository of FILES files; and the check on its own. The hook's own cost is the difference less the
 # check's: writing the staged tree, a scratch checkout of it (from the worktree pool after the first), and
 # putting that checkout back cleaned.
+# With nothing untracked the check runs in the work tree itself (it holds exactly the index); UNTRACKED=1
+# leaves an untracked file beside it, so the check runs in a scratch checkout of the index.
 # Usage: scripts/bench-hook.sh [N] [CHECK]   (N commits each way, default 30; CHECK default `true`)
-#        FILES=1000 BIN=target/release/git-agent (built here with cargo build --release when missing)
+#        FILES=1000 UNTRACKED=0 BIN=target/release/git-agent (built with cargo build --release when missing)
 set -euo pipefail
 # shellcheck source=scripts/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
@@ -34,6 +36,7 @@ done
 printf 'check = "%s"\n' "$CHECK" >.git-agent.toml
 git add -A && git commit -q -m "a repository of $FILES files"
 git agent hook install pre-commit 2>/dev/null
+[ "${UNTRACKED:-0}" = 1 ] && echo "not staged" >untracked.txt
 
 commit_ms() { # the time of one `git commit` of a fresh one-line change, with git's extra args "$@"
     echo "change $RANDOM $i" >>src/d0/f50.txt
@@ -56,7 +59,8 @@ done
 m_with=$(printf '%s\n' "${with[@]}" | median)
 m_without=$(printf '%s\n' "${without[@]}" | median)
 m_alone=$(printf '%s\n' "${alone[@]}" | median)
-echo "repository: $FILES files; check: $CHECK; $N commits each way (medians)"
+where=$([ "${UNTRACKED:-0}" = 1 ] && echo "a scratch checkout (an untracked file)" || echo "the work tree")
+echo "repository: $FILES files; check: $CHECK, run in $where; $N commits each way (medians)"
 echo "git commit without the hook:  ${m_without} ms"
 echo "git commit with the hook:     ${m_with} ms"
 echo "the check alone (sh -c):      ${m_alone} ms"

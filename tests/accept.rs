@@ -428,19 +428,119 @@ fn a_refused_commit_leaves_the_index_as_it_was() {
         repo.git(&["diff", "--cached", "--name-only"]),
         "staged.txt\n"
     );
-    // Without the hook the same command commits exactly the accepted file; the staged work stays staged.
+    // Without the hook the same command commits the session's change alone: the user's unstaged line in
+    // file.txt stays in the working tree, uncommitted, and the staged work stays staged.
     fs::remove_file(repo.path().join(".git/hooks/pre-commit")).unwrap();
     agent(&repo, &["accept", "--commit", &id]).assert_code(0);
     assert_eq!(
         repo.git(&["show", "--name-only", "--format=", "HEAD"]),
         "file.txt\n"
     );
+    assert_eq!(
+        repo.git(&["show", "HEAD:file.txt"]),
+        "1\ntwo\n3\n4\n5\n6\n7\n8\n9\n",
+        "the commit holds the agent's line, not the user's"
+    );
     assert_eq!(trailer(&repo, "HEAD", "Agent-Session"), id);
+    assert_eq!(
+        fs::read_to_string(repo.path().join("file.txt")).unwrap(),
+        "1\ntwo\n3\n4\n5\n6\n7\n8\nmine, unstaged\n"
+    );
     assert_eq!(
         repo.git(&["diff", "--cached", "--name-only"]),
         "staged.txt\n"
     );
-    assert_eq!(repo.git(&["status", "--porcelain"]), "M  staged.txt\n");
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        " M file.txt\nM  staged.txt\n"
+    );
+    assert!(repo
+        .git(&["diff", "file.txt"])
+        .contains("-9\n+mine, unstaged\n"));
+    fsck(&repo);
+}
+
+/// The squash commit is the session's change applied to HEAD: work of the user's that step 0 captured stays
+/// uncommitted, and a change that builds on such work is refused with nothing changed.
+#[test]
+fn a_squash_commit_never_takes_the_users_uncommitted_work() {
+    let repo = TestRepo::new();
+    let lines = "1\n2\n3\n4\n5\n6\n7\n8\n9\n".to_owned();
+    repo.write("a.txt", &lines);
+    repo.write("b.txt", &lines);
+    repo.commit_all("two files");
+    // Uncommitted when the session starts (its step 0): a line of each file.
+    let a_wip = lines.replace("9\n", "nine (mine)\n");
+    let b_wip = lines.replace("5\n", "five (mine)\n");
+    repo.write("a.txt", &a_wip);
+    repo.write("b.txt", &b_wip);
+    let edit = |path: &str, old: &str, new: &str| {
+        call(
+            "edit_file",
+            json!({"path": path, "old_string": old, "new_string": new}),
+        )
+    };
+    let id = session(
+        &repo,
+        "shout",
+        vec![
+            Reply::tool_calls(vec![edit("a.txt", "1\n2\n", "ONE\n2\n")]),
+            Reply::tool_calls(vec![edit("b.txt", "five (mine)", "FIVE (mine)")]),
+            Reply::text("done"),
+        ],
+    );
+    let before = user_state(&repo);
+
+    // b.txt's change rewrites the user's uncommitted line: it cannot be committed without it.
+    let out = agent(&repo, &["accept", "--commit", &id]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line()
+            .contains("only applies on top of your uncommitted changes")
+            && out.first_stderr_line().contains("nothing was changed"),
+        "{out}"
+    );
+    assert!(out.stderr().contains("  uncommitted  b.txt"), "{out}");
+    assert!(!out.stderr().contains("uncommitted  a.txt"), "{out}");
+    assert_eq!(user_state(&repo), before, "nothing was changed");
+
+    // Once the user has committed that line, the session lands; a.txt's line stays the user's, uncommitted.
+    repo.git(&["commit", "-q", "-m", "mine", "b.txt"]);
+    let mine = repo.git(&["rev-parse", "HEAD"]);
+    let before = user_state(&repo);
+    let out = agent(&repo, &["accept", "--commit", &id]);
+    out.assert_code(0);
+    assert_eq!(repo.git(&["rev-parse", "HEAD~1"]), mine);
+    assert_eq!(
+        repo.git(&["show", "HEAD:a.txt"]),
+        lines.replacen("1\n", "ONE\n", 1)
+    );
+    assert_eq!(
+        repo.git(&["show", "HEAD:b.txt"]),
+        lines.replace("5\n", "FIVE (mine)\n")
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        a_wip.replacen("1\n", "ONE\n", 1)
+    );
+    assert_eq!(repo.git(&["status", "--porcelain"]), " M a.txt\n");
+    let added: Vec<String> = repo
+        .git(&["diff"])
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        added,
+        ["+nine (mine)"],
+        "the user's line is left uncommitted"
+    );
+    assert_only(
+        &repo,
+        &before,
+        &["a.txt", "b.txt"],
+        &["HEAD", "branches", "index"],
+    );
     fsck(&repo);
 }
 
@@ -577,6 +677,49 @@ fn accept_series_makes_one_commit_per_step() {
         repo.git(&["rev-list", "--count", &format!("{}..HEAD", head.trim())]),
         "2\n"
     );
+    fsck(&repo);
+}
+
+/// A file one step changes and a later step puts back is not in the session's change as a whole, but the
+/// first step's commit would take it as the working tree has it: uncommitted work of the user's there refuses
+/// the series too, with nothing changed.
+#[test]
+fn series_refuses_over_uncommitted_work_in_a_file_a_step_changes_and_a_later_one_puts_back() {
+    let repo = TestRepo::new();
+    let lines = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+    repo.write("x.txt", lines);
+    repo.commit_all("x");
+    let edit = |old: &str, new: &str| {
+        call(
+            "edit_file",
+            json!({"path": "x.txt", "old_string": old, "new_string": new}),
+        )
+    };
+    let id = session(
+        &repo,
+        "try and undo",
+        vec![
+            Reply::text_and_tool_calls(
+                "Shout one.",
+                vec![
+                    edit("1\n2\n", "ONE\n2\n"),
+                    call("write_file", json!({"path": "y.txt", "content": "y\n"})),
+                ],
+            ),
+            Reply::text_and_tool_calls("Put one back.", vec![edit("ONE\n2\n", "1\n2\n")]),
+            Reply::text("Done."),
+        ],
+    );
+    repo.write("x.txt", &lines.replace("9\n", "nine (mine)\n"));
+    let before = user_state(&repo);
+    let out = agent(&repo, &["accept", "--commit", "--series", &id]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line().contains("nothing was changed"),
+        "{out}"
+    );
+    assert!(out.stderr().contains("  uncommitted  x.txt"), "{out}");
+    assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
 

@@ -251,3 +251,60 @@ fn pr_works_on_a_session_pulled_from_another_clone() {
     assert_eq!(user_state(&b), before);
     fsck(&b);
 }
+
+/// `--remote` and `--base` choose where the branch goes and what the pull request goes into: the other
+/// remote gets the branch, the log, the notes and the review records; origin gets nothing; gh is asked for
+/// the base given.
+#[test]
+fn pr_to_another_remote_and_base_pushes_there_with_the_review_records() {
+    let repo = TestRepo::new();
+    let origin = with_remote(&repo);
+    let fork = repo.root().join("fork.git");
+    repo.git(&["init", "-q", "--bare", "-b", "main", fork.to_str().unwrap()]);
+    repo.git(&["remote", "add", "fork", fork.to_str().unwrap()]);
+    let id = work(&repo);
+    agent(
+        &repo,
+        &[
+            "review",
+            &id,
+            "--leave",
+            "file.txt",
+            "--comment",
+            "keep two quiet",
+        ],
+    )
+    .assert_code(0);
+    let origin_before = remote_refs(&origin);
+    let before = user_state(&repo);
+    let (bin, log) = gh_double(repo.root());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+
+    let out = pr(
+        &repo,
+        &path,
+        &["pr", &id, "--remote", "fork", "--base", "develop"],
+    );
+    out.assert_code(0);
+    let refs = remote_refs(&fork);
+    let tip = repo.git(&["rev-parse", &format!("agent/{id}")]);
+    for needle in [
+        format!("refs/heads/agent/{id} {}", tip.trim()),
+        format!("refs/agent/sessions/{id} "),
+        "refs/notes/agent ".to_owned(),
+        "refs/notes/agent-review ".to_owned(),
+    ] {
+        assert!(
+            refs.contains(&needle),
+            "{needle} missing on the fork:\n{refs}"
+        );
+    }
+    assert_eq!(remote_refs(&origin), origin_before, "origin got nothing");
+    let calls = fs::read_to_string(&log).unwrap();
+    let args: Vec<&str> = calls.lines().filter(|l| *l != "--").collect();
+    let base = args.iter().position(|a| *a == "--base").expect("--base");
+    assert_eq!(args[base + 1], "develop", "{calls}");
+    assert_eq!(calls.matches("--\n").count(), 1, "{calls}");
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::landing::{agent, assert_only, session};
+use crate::common::landing::{agent, assert_only, craft, session};
 use crate::common::{call, fsck, run, user_state, Reply, Server, TestRepo};
 
 const LINES: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n";
@@ -552,4 +552,353 @@ fn review_records_made_in_one_clone_are_seen_in_another_after_pull() {
         .args(["--git-dir", bare_s, "notes", "--ref=agent-review", "list"])
         .env("GIT_CONFIG_GLOBAL", "/dev/null"));
     assert_eq!(remote.stdout.lines().count(), 1, "{remote}");
+}
+
+#[test]
+fn review_send_resumes_the_session_with_the_comments() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let server = Server::start(vec![Reply::text("Kept the old name.")]);
+    let out = repo.run_agent(
+        &server,
+        &[
+            "review",
+            &id,
+            "--leave",
+            "b.txt",
+            "--comment",
+            "keep the old name",
+            "--send",
+        ],
+    );
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "Kept the old name.", "{out}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body = &requests[0].raw_body;
+    assert!(body.contains("keep the old name") && body.contains("file: b.txt"));
+    assert!(body.contains("Revise your change as the review comments ask."));
+    assert_eq!(user_state(&repo), before, "nothing taken, nothing changed");
+    // Nothing left with a comment: --send refuses to resume for nothing.
+    let out = agent(&repo, &["review", &id, "--take", "c.txt", "--send"]);
+    out.assert_code(1);
+    assert!(
+        out.first_stderr_line().contains("no comment to send"),
+        "{out}"
+    );
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
+#[test]
+fn review_index_stages_the_files_taken_hunks_went_into() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let out = agent(
+        &repo,
+        &[
+            "review", &id, "--take", "c.txt", "--leave", "a.txt", "--index",
+        ],
+    );
+    out.assert_code(0);
+    assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "c.txt\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "M  c.txt\n");
+    assert_only(&repo, &before, &["c.txt"], &["index"]);
+    fsck(&repo);
+}
+
+#[test]
+fn send_after_a_walk_with_no_comment_keeps_the_decisions_and_sends_nothing() {
+    let repo = TestRepo::new();
+    let id = three_files(&repo);
+    let before = user_state(&repo);
+    let Some(tmux) = Tmux::start(&repo, &["review", &id, "--send"], &[]) else {
+        return;
+    };
+    tmux.wait_for("(1/2) Take this hunk", 1);
+    tmux.send("y");
+    tmux.wait_for("(2/2) Take this hunk", 1);
+    tmux.send("q");
+    let screen = tmux.wait_for("EXIT:", 1);
+    assert!(screen.contains("EXIT:1"), "{screen}");
+    // The terminal is 120 columns wide: the error wraps.
+    let unwrapped = screen.replace('\n', "");
+    assert!(
+        unwrapped.contains("error: no comment to send")
+            && unwrapped.contains("your decisions are kept in refs/notes/agent-review"),
+        "{screen}"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        LINES.replacen("1\n", "ONE\n", 1),
+        "the hunk taken in the walk landed"
+    );
+    let recs = records(&repo, &id);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["decision"], "take");
+    assert_only(&repo, &before, &["a.txt"], &[]);
+    fsck(&repo);
+}
+
+/// A `--here` session's change is already in the user's files: review refuses (as accept does) rather than
+/// "leave" a hunk that stays in the working tree; `--list` still lists the hunks.
+#[test]
+fn review_of_a_here_session_refuses_and_changes_nothing() {
+    let repo = TestRepo::new();
+    repo.write("a.txt", LINES);
+    repo.commit_all("a");
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "1\n2\n", "new_string": "ONE\n2\n"}),
+        )]),
+        Reply::text("Shouted."),
+    ]);
+    repo.run_agent(&server, &["ask", "--here", "shout one"])
+        .assert_code(0);
+    let id = crate::common::session_id(&repo);
+    let before = user_state(&repo);
+    for args in [
+        &["review", &id, "--leave", "a.txt", "--comment", "no"][..],
+        &["review", &id, "--take", "a.txt"],
+    ] {
+        let out = agent(&repo, args);
+        out.assert_code(1);
+        assert!(
+            out.first_stderr_line()
+                .contains("worked in your working tree (--here)")
+                && out.first_stderr_line().contains("nothing was changed"),
+            "{out}"
+        );
+        assert_eq!(user_state(&repo), before);
+    }
+    let refs = repo.git(&["for-each-ref", "refs/notes/agent-review"]);
+    assert_eq!(refs, "", "no review record was written");
+    let list = agent(&repo, &["review", &id, "--list"]);
+    list.assert_code(0);
+    assert!(list.stdout().contains("\"path\":\"a.txt\""), "{list}");
+    fsck(&repo);
+}
+
+/// The hunks review cuts are the hunks `git agent diff` shows: every `@@` header of its output, copied into
+/// `--decisions`, names a hunk, and `--list` gives the same headers in the same order. The edits are the
+/// ambiguous kinds where diff algorithms can differ: functions inserted among similar ones, a block inserted
+/// between blank-line separated blocks, lines duplicated in place, a block moved, blank lines added and
+/// removed, a line changed among repeated ones.
+#[test]
+fn decisions_copied_from_git_agent_diff_name_the_hunks_review_walks() {
+    let repo = TestRepo::new();
+    let rs = |with: bool| -> String {
+        let b = if with {
+            "fn b() {\n    two();\n}\n\n"
+        } else {
+            ""
+        };
+        format!("fn a() {{\n    one();\n}}\n\n{b}fn c() {{\n    three();\n}}\n")
+    };
+    let py = |with: bool| -> String {
+        (0..10)
+            .map(|i| {
+                let extra = if with && i == 4 {
+                    "def new():\n    return 0\n\n"
+                } else {
+                    ""
+                };
+                format!("def f{i}():\n    return {i}\n\n{extra}")
+            })
+            .collect()
+    };
+    let c = |with: bool| -> String {
+        let body: String = (0..8)
+            .map(|i| {
+                let extra = if with && i == 3 {
+                    "    if (y) {\n        g();\n    }\n\n"
+                } else {
+                    ""
+                };
+                format!("    if (c{i}) {{\n        f{i}();\n    }}\n\n{extra}")
+            })
+            .collect();
+        format!("int main() {{\n{body}}}\n")
+    };
+    let filler: String = (0..10).map(|i| format!("filler {i}\n")).collect();
+    let dup_old = format!("{filler}x\ny\n{filler}");
+    let dup_new = format!("{filler}x\ny\nx\ny\n{filler}");
+    let repeated: String = (0..30).map(|i| format!("x\n{}\n", i % 3)).collect();
+    let repeated_new = repeated
+        .replacen("x\n1\n", "x\nONE\n", 4)
+        .replacen("x\n2\n", "y\n2\n", 1);
+    let moved: String = (0..20).map(|i| format!("line {i}\n")).collect();
+    let moved_new = {
+        let mut l: Vec<String> = moved.lines().map(|l| format!("{l}\n")).collect();
+        let block: Vec<String> = l.drain(2..5).collect();
+        l.splice(11..11, block);
+        l.concat()
+    };
+    let blanks_new = "a\n\nb\n\nc\n\n\nd\n";
+    let files = |new: bool| -> Vec<(&str, String)> {
+        vec![
+            ("f.rs", rs(new)),
+            ("p.py", py(new)),
+            ("q.c", c(new)),
+            (
+                "dup.txt",
+                if new {
+                    dup_new.clone()
+                } else {
+                    dup_old.clone()
+                },
+            ),
+            (
+                "r.txt",
+                if new {
+                    repeated_new.clone()
+                } else {
+                    repeated.clone()
+                },
+            ),
+            (
+                "m.txt",
+                if new {
+                    moved_new.clone()
+                } else {
+                    moved.clone()
+                },
+            ),
+            (
+                "b.txt",
+                if new {
+                    blanks_new.into()
+                } else {
+                    "a\n\n\nb\nc\n\nd\n".into()
+                },
+            ),
+        ]
+    };
+    for (path, text) in files(false) {
+        repo.write(path, &text);
+    }
+    repo.commit_all("files");
+    let id = session(&repo, "look", vec![Reply::text("nothing")]);
+    craft(&repo, &id, 1, "ambiguous edits", |dir| {
+        for (path, text) in files(true) {
+            fs::write(dir.join(path), text).unwrap();
+        }
+    });
+    let diff = agent(&repo, &["diff", &id]);
+    diff.assert_code(0);
+    let mut path = String::new();
+    let mut from_git: Vec<(String, String)> = Vec::new();
+    for line in diff.stdout().lines() {
+        if let Some(p) = line.strip_prefix("+++ b/") {
+            path = p.to_owned();
+        } else if let Some(rest) = line.strip_prefix("@@ ") {
+            let end = rest.find(" @@").expect("a hunk header") + 3;
+            from_git.push((path.clone(), format!("@@ {}", &rest[..end])));
+        }
+    }
+    assert!(from_git.len() >= 8, "{diff}");
+    let list = agent(&repo, &["review", &id, "--list"]);
+    let listed: Vec<(String, String)> = list
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            (s("path"), s("hunk"))
+        })
+        .collect();
+    assert_eq!(
+        listed, from_git,
+        "review --list against git agent diff:\n{diff}"
+    );
+    let decisions: String = from_git
+        .iter()
+        .map(|(path, hunk)| {
+            format!(
+                "{}\n",
+                json!({"path": path, "hunk": hunk, "decision": "take"})
+            )
+        })
+        .collect();
+    let file = repo.root().join("all.jsonl");
+    fs::write(&file, decisions).unwrap();
+    let out = agent(
+        &repo,
+        &["review", &id, "--decisions", file.to_str().unwrap()],
+    );
+    out.assert_code(0);
+    for (path, text) in files(true) {
+        assert_eq!(
+            fs::read_to_string(repo.path().join(path)).unwrap(),
+            text,
+            "{path}"
+        );
+    }
+    fsck(&repo);
+}
+
+/// Run in a subdirectory, paths mean what they mean to git there (`s.txt` is `sub/s.txt`, `../top.txt` is
+/// `top.txt`), and `--decisions -` reads the decisions from stdin; records name repository paths.
+#[test]
+fn decisions_from_stdin_in_a_subdirectory() {
+    let repo = TestRepo::new();
+    repo.write("sub/s.txt", "s\n");
+    repo.write("top.txt", "top\n");
+    repo.commit_all("two files");
+    let edit = |path: &str, old: &str, new: &str| {
+        call(
+            "edit_file",
+            json!({"path": path, "old_string": old, "new_string": new}),
+        )
+    };
+    let id = session(
+        &repo,
+        "shout",
+        vec![
+            Reply::tool_calls(vec![edit("sub/s.txt", "s\n", "S\n")]),
+            Reply::tool_calls(vec![edit("top.txt", "top\n", "TOP\n")]),
+            Reply::text("done"),
+        ],
+    );
+    let before = user_state(&repo);
+    let input = repo.root().join("decisions.jsonl");
+    fs::write(
+        &input,
+        format!(
+            "{}\n{}\n",
+            json!({"path": "s.txt", "index": 0, "decision": "take"}),
+            json!({"path": "../top.txt", "decision": "leave", "comment": "keep it lower"}),
+        ),
+    )
+    .unwrap();
+    let server = Server::start(vec![]);
+    let mut cmd = repo.agent(&server, &["review", &id, "--decisions", "-"]);
+    cmd.current_dir(repo.path().join("sub"))
+        .stdin(fs::File::open(&input).unwrap());
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert!(
+        out.stderr().contains("took 1, left 1 (1 with a comment)"),
+        "{out}"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("sub/s.txt")).unwrap(),
+        "S\n"
+    );
+    assert_eq!(
+        fs::read_to_string(repo.path().join("top.txt")).unwrap(),
+        "top\n"
+    );
+    let recs = records(&repo, &id);
+    let paths: Vec<(&str, &str)> = recs
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(paths, [("sub/s.txt", "take"), ("top.txt", "leave")]);
+    assert_eq!(recs[1]["comment"], "keep it lower");
+    assert_only(&repo, &before, &["sub/s.txt"], &[]);
+    fsck(&repo);
 }

@@ -8,6 +8,7 @@
 //! cargo bench --bench bench -- sessions    # BENCH_REPO=<repo> [BENCH_SESSIONS]  scripts/bench-sessions.sh
 //! cargo bench --bench bench -- search      # BENCH_TREE=<tree> [BENCH_RUNS=5]    scripts/bench-tools.sh
 //! cargo bench --bench bench -- edit        #                                     scripts/bench-tools.sh
+//! cargo bench --bench bench -- accept      # [BENCH_MIB=100] [BENCH_RUNS=3]      scripts/bench-accept.sh
 //! cargo bench --bench bench -- sse client  #                                     scripts/bench-models.sh
 //! cargo test --bench bench -- context      # token counts: a debug build will do scripts/bench-context.sh
 //! cargo bench --bench bench -- memory      # [BENCH_RUNS=11] [BENCH_WRITES=20]   scripts/bench-memory.sh
@@ -24,6 +25,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 mod context;
+mod land;
 mod memory;
 mod model;
 mod stats;
@@ -51,6 +53,11 @@ const BENCHES: &[(&str, fn(), &str)] = &[
         "edit",
         tools::edit,
         "edit_file on a 10 MB file: time and peak memory",
+    ),
+    (
+        "accept",
+        land::accept,
+        "accept of a BENCH_MIB file both sides changed against git merge-file",
     ),
     (
         "sse",

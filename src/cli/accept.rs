@@ -5,7 +5,8 @@
 //! on conflicts with `--no-conflicts` / `--commit` (nothing at all is written then), and touches the index
 //! only when asked: `--index` stages the accepted paths, `--commit` commits them with `git commit` (the
 //! user's hooks run) built in a temporary index, so a refused commit leaves the index as it was
-//! ([`crate::store::commit`]). `--series` makes one commit per agent step, with the step's reason as message.
+//! ([`crate::store::commit`]); the commit holds the change merged onto HEAD, never the user's uncommitted
+//! lines in the same files. `--series` makes one commit per agent step, with the step's reason as message.
 //!
 //! A landing keeps a record until it is done; `--continue` / `--abort` finish or undo one that was killed.
 
@@ -15,7 +16,7 @@ use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
 use crate::store::commit::Committed;
-use crate::store::land::{Action, FilePlan, Plan};
+use crate::store::land::{Action, FilePlan, Plan, Side};
 use crate::store::land_record::Outcome;
 use crate::store::{LogContents, ObjectId, Store};
 
@@ -96,6 +97,14 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
             "run `git agent accept {id}` to get conflict markers, or `git agent diff {id}` to look first"
         )));
     }
+    // The commit is the change applied to HEAD, not the working tree's files (they may hold the user's own
+    // uncommitted lines): planned now, so a change that only applies on top of those refuses before
+    // anything is written.
+    let on_head = if args.commit {
+        Some(on_head(store, &range)?)
+    } else {
+        None
+    };
     land(
         store,
         &plan,
@@ -106,9 +115,13 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         return Err(attention(&plan, &range.label));
     }
     let paths = landed_paths(&plan);
-    if args.commit {
+    if let Some(versions) = on_head {
         let message = squash_message(&id, &log, attribution);
-        return match store.commit_paths(&paths, &message) {
+        let files: Vec<(&str, Side)> = versions
+            .iter()
+            .map(|(path, side)| (path.as_str(), side.clone()))
+            .collect();
+        return match store.commit_versions(&files, &message) {
             Ok(Committed::Commit(_)) => {
                 eprintln!("committed session {id} on your current branch");
                 Ok(())
@@ -127,6 +140,34 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         eprintln!("accepted session {id} into your working tree (not committed)");
     }
     Ok(())
+}
+
+/// Each path of the session's change as the squash commit has it: merged three-way onto HEAD's version.
+/// Refused, nothing changed, when that merge needs the user: the change then overlaps uncommitted work of
+/// theirs (step 0's, or made since), which must not be committed as the agent's.
+fn on_head(store: &Store, range: &Range) -> Result<Vec<(String, Side)>, CommandError> {
+    let head = store.head_commit_if_any()?;
+    let plan = store.plan_landing_on(range.from, range.tip, &range.label, head)?;
+    let overlaps: Vec<&str> = plan.conflicts().map(|f| f.path.as_str()).collect();
+    if !overlaps.is_empty() {
+        return Err(CommandError::user(format!(
+            "session {}'s change in {} file{} only applies on top of your uncommitted changes there, which \
+             must not be committed as the agent's; nothing was changed",
+            range.id,
+            overlaps.len(),
+            plural(overlaps.len())
+        ))
+        .detail(overlaps.iter().map(|p| format!("  uncommitted  {p}")))
+        .hint(format!(
+            "commit those changes first, or `git agent accept {}` (without --commit) and commit yourself",
+            range.id
+        )));
+    }
+    Ok(plan
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.result()))
+        .collect())
 }
 
 /// What a landing that needs the user says: how many files have markers, how many were kept as theirs.
@@ -336,11 +377,14 @@ fn series(
         eprintln!("session {id} made no steps: nothing to accept");
         return Ok(());
     }
-    let touched: Vec<String> = store
-        .changes(range.from, range.tip)?
-        .into_iter()
-        .map(|c| c.path)
-        .collect();
+    // Every path some step changes, also those a later step puts back (not in from..tip): each step
+    // commits its files as the working tree has them, so none may hold uncommitted work of the user's.
+    let mut touched = std::collections::BTreeSet::new();
+    let mut parent = range.from;
+    for &step in &steps {
+        touched.extend(store.changes(parent, step)?.into_iter().map(|c| c.path));
+        parent = step;
+    }
     let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
     let dirty = store.uncommitted(&touched)?;
     if !dirty.is_empty() {

@@ -82,13 +82,35 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     if args.list {
         return list(&changes);
     }
+    // This repository's own record, as accept checks it: a pulled log could claim anything.
+    if store.is_here(&id) {
+        // The change is already in the user's files: taking would change nothing, leaving would not remove it.
+        return Err(CommandError::user(format!(
+            "session {id} worked in your working tree (--here): its changes are already there, so review \
+             can neither take nor leave them; nothing was changed"
+        ))
+        .hint(format!(
+            "`git add -p` takes hunks into your index, `git restore -p` drops them from your files; \
+             `git agent ask --resume {id} \"...\"` tells the agent what to change"
+        )));
+    }
     if changes.is_empty() {
         eprintln!("session {id} changed nothing: nothing to review");
         return Ok(());
     }
+    // With --send and no earlier comment the agent has not seen, this round's comments are all it can send.
+    let earlier = args.send.is_some()
+        && !store
+            .unresolved_review(&id, range.from, range.tip)?
+            .is_empty();
     let scripted = !args.take.is_empty() || !args.leave.is_empty() || args.decisions.is_some();
     let units = if scripted {
-        scripted_units(ctx, &args, &changes)?
+        let units = scripted_units(ctx, &args, &changes)?;
+        if args.send.is_some() && !earlier && !commented(&units) {
+            // Known before anything is done: refuse with nothing changed.
+            return Err(nothing_to_send(&id, "nothing was changed"));
+        }
+        units
     } else if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
         super::review_tty::walk(store, &changes)?
     } else {
@@ -100,7 +122,11 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     };
     if units.is_empty() {
         eprintln!("no decisions made: nothing changed");
-        return Ok(());
+        return match args.send {
+            Some(prompt) if earlier => send(ctx, &id, &prompt),
+            Some(_) => Err(nothing_to_send(&id, "nothing was changed")),
+            None => Ok(()),
+        };
     }
     let plan = taken_plan(store, &range, &changes, &units)?;
     if let Some(old) = store.interrupted_landing()? {
@@ -125,10 +151,33 @@ pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     if args.index {
         accept::stage(store, &plan, &accept::landed_paths(&plan))?;
     }
-    if let Some(prompt) = args.send {
-        return send(ctx, &id, &prompt);
+    match args.send {
+        // A walk in the terminal is only known once it is done: its decisions are kept, the send refused.
+        Some(_) if !earlier && !commented(&units) => Err(nothing_to_send(
+            &id,
+            &format!("your decisions are kept in {REVIEW_REF}"),
+        )),
+        Some(prompt) => send(ctx, &id, &prompt),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Whether a hunk was left with a comment for the agent.
+fn commented(units: &[Unit]) -> bool {
+    units
+        .iter()
+        .any(|u| u.verdict == Verdict::Leave && u.comment.is_some())
+}
+
+/// `--send` with no comment the agent has not seen: resuming would send it nothing to revise.
+fn nothing_to_send(id: &str, outcome: &str) -> CommandError {
+    CommandError::user(format!(
+        "no comment to send: session {id} has no hunk left with a comment the agent has not seen; {outcome}"
+    ))
+    .hint(format!(
+        "leave a hunk with `c` (or --leave PATH --comment TEXT) to send it; `git agent ask --resume {id} \"...\"` \
+         resumes without one"
+    ))
 }
 
 /// `--list`: every hunk as a JSON line, the numbering `--decisions` uses.

@@ -8,11 +8,18 @@
 //! exactly what is committed). Only after the commit exists are the user's index entries of those paths set to
 //! the new HEAD (`git reset -- <paths>`), which is what a commit of them does to an index anyway; other staged
 //! work stays staged. When a hook refuses, the user's index has not been touched.
+//!
+//! The working tree is not always what should be committed: a file the agent changed may also hold the
+//! user's own uncommitted lines, which `accept --commit` must not put under the agent's trailers. So the
+//! squash commit is built from given versions ([`Store::commit_versions()`]: the session's change merged
+//! three-way onto HEAD's version), and only `--series`, which refuses while touched files have uncommitted
+//! changes, commits working-tree files ([`Store::commit_paths()`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::land::Side;
 use super::{ObjectId, Store, StoreError};
 
 /// What [`Store::commit_paths()`] did.
@@ -44,15 +51,92 @@ impl Store {
         if paths.is_empty() {
             return Ok(Committed::Nothing);
         }
+        let (index, head) = self.index_at_head()?;
+        let mut add = vec!["--literal-pathspecs", "add", "-A", "-f", "--"];
+        add.extend_from_slice(paths);
+        self.git_index(&index.0, &add)?;
+        self.commit_index(&index, head, paths, message)
+    }
+
+    /// Commits the given versions of some paths (files, symbolic links, or [`Side::Missing`] for a deletion)
+    /// on top of HEAD, whatever the working tree holds: `accept --commit` commits the session's change
+    /// applied to HEAD this way, so the user's uncommitted lines in the same files stay uncommitted. As
+    /// [`Store::commit_paths()`] otherwise (hooks, temporary index, the user's index as it was on refusal).
+    pub fn commit_versions(
+        &self,
+        files: &[(&str, Side)],
+        message: &str,
+    ) -> Result<Committed, StoreError> {
+        if files.is_empty() {
+            return Ok(Committed::Nothing);
+        }
+        let (index, head) = self.index_at_head()?;
+        let mut info = Vec::new();
+        for (path, side) in files {
+            let (mode, id) = match side {
+                Side::File { data, executable } => {
+                    let mode = if *executable { "100755" } else { "100644" };
+                    (mode, self.repo.write_blob(data)?.detach())
+                }
+                Side::Symlink { target } => ("120000", self.repo.write_blob(target)?.detach()),
+                Side::Missing => ("0", ObjectId::null(self.repo.object_hash())),
+                // The planner's results for a commit are files, links and deletions; anything else is refused.
+                Side::Submodule | Side::Other => {
+                    return Err(StoreError::Refused(format!(
+                        "{path}: only files and symbolic links are committed"
+                    )))
+                }
+            };
+            info.extend_from_slice(format!("{mode} {id}\t{path}").as_bytes());
+            info.push(0);
+        }
+        self.update_index_info(&index.0, &info)?;
+        let paths: Vec<&str> = files.iter().map(|(path, _)| *path).collect();
+        self.commit_index(&index, head, &paths, message)
+    }
+
+    /// A temporary index holding HEAD's tree (empty on an unborn branch), and HEAD.
+    fn index_at_head(&self) -> Result<(TempIndex, Option<ObjectId>), StoreError> {
         let index = self.temp_index()?;
         let head = self.head_commit_if_any()?;
         match head {
             Some(head) => self.git_index(&index.0, &["read-tree", &head.to_string()])?,
             None => self.git_index(&index.0, &["read-tree", "--empty"])?,
         };
-        let mut add = vec!["--literal-pathspecs", "add", "-A", "-f", "--"];
-        add.extend_from_slice(paths);
-        self.git_index(&index.0, &add)?;
+        Ok((index, head))
+    }
+
+    /// `git update-index -z --index-info` on the temporary `index`, `info` on its stdin.
+    fn update_index_info(&self, index: &Path, info: &[u8]) -> Result<(), StoreError> {
+        use std::io::Write;
+        let mut child = super::git::command(self.workdir())
+            .args(["update-index", "-z", "--index-info"])
+            .env("GIT_INDEX_FILE", index)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(StoreError::GitMissing)?;
+        let written = child.stdin.take().map(|mut stdin| stdin.write_all(info));
+        let out = child.wait_with_output().map_err(StoreError::GitMissing)?;
+        if !out.status.success() || !matches!(written, Some(Ok(()))) {
+            return Err(StoreError::GitCommand {
+                args: "update-index -z --index-info".into(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Commits the temporary `index` on HEAD (nothing when it has HEAD's tree), then sets the user's index
+    /// entries of `paths` to the new commit.
+    fn commit_index(
+        &self,
+        index: &TempIndex,
+        head: Option<ObjectId>,
+        paths: &[&str],
+        message: &str,
+    ) -> Result<Committed, StoreError> {
         let mut diff = vec!["diff", "--cached", "--quiet"];
         let head_hex = head.map(|h| h.to_string());
         if let Some(head) = &head_hex {

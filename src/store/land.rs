@@ -241,6 +241,30 @@ impl Store {
         Ok(self.plan(from, to, files))
     }
 
+    /// Plans landing the change `from..to` on commit `on` instead of the working tree: ours is each path as
+    /// `on` has it (missing everywhere for `None`, an unborn branch). `accept --commit` builds its commit
+    /// from this plan's results, so the commit holds the change applied to HEAD and none of the user's
+    /// uncommitted work. Nothing is read from or written to the working tree.
+    pub fn plan_landing_on(
+        &self,
+        from: ObjectId,
+        to: ObjectId,
+        label: &str,
+        on: Option<ObjectId>,
+    ) -> Result<Plan, StoreError> {
+        let mut files = Vec::new();
+        for change in self.changes(from, to)? {
+            let theirs = self.side_at(to, &change.path)?;
+            let ours = match on {
+                Some(commit) => self.side_at(commit, &change.path)?,
+                None => Side::Missing,
+            };
+            let file = self.plan_path(from, to, change.path, Some((ours, None)), theirs, label)?;
+            files.push(file);
+        }
+        Ok(self.plan(from, to, files))
+    }
+
     /// Plans landing chosen versions of some paths: `theirs` gives each path's version to land (for `review`,
     /// the base with only the taken hunks applied); `from` is the base, `to` the commit they come from
     /// (submodule paths are looked up in both).

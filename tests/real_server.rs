@@ -4,10 +4,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{run, Server, TestRepo};
+use crate::common::{run_within, Server, TestRepo};
 
 /// Kills the server when the test ends, however it ends.
 struct Guard(Child);
@@ -53,8 +54,9 @@ fn a_real_llama_cpp_server_end_to_end() {
     .expect("write config");
     // The scripted server is only there because `agent()` wants one; nothing talks to it.
     let unused = Server::start(Vec::new());
-    let out = run(repo
-        .agent(
+    // A hang guard, not a speed check: a 135M model generating on two busy cores took over a minute here.
+    let out = run_within(
+        repo.agent(
             &unused,
             &[
                 "ask",
@@ -66,7 +68,9 @@ fn a_real_llama_cpp_server_end_to_end() {
         )
         .env("GIT_AGENT_MODEL", "llamacpp/smollm2")
         .env("LLAMACPP_BASE_URL", &url)
-        .env("GIT_AGENT_CONFIG", repo.root().join("config.toml")));
+        .env("GIT_AGENT_CONFIG", repo.root().join("config.toml")),
+        Duration::from_secs(600),
+    );
     drop(guard);
     let events: Vec<Value> = out
         .stdout()

@@ -214,6 +214,11 @@ impl std::fmt::Display for Output {
 
 /// Runs `cmd` with piped output; panics (after killing it) if it runs longer than [`TIMEOUT`].
 pub fn run(cmd: &mut Command) -> Output {
+    run_within(cmd, TIMEOUT)
+}
+
+/// [`run`] with its own hang guard, for a command that waits on a real model generating on the CPU.
+pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -228,7 +233,7 @@ pub fn run(cmd: &mut Command) -> Output {
     };
     let stdout = drain(Box::new(child.stdout.take().expect("stdout is piped")));
     let stderr = drain(Box::new(child.stderr.take().expect("stderr is piped")));
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + limit;
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait for the child") {
             break status;
@@ -236,7 +241,7 @@ pub fn run(cmd: &mut Command) -> Output {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{cmd:?} did not finish within {TIMEOUT:?}");
+            panic!("{cmd:?} did not finish within {limit:?}");
         }
         thread::sleep(Duration::from_millis(20));
     };

@@ -664,3 +664,45 @@ fn the_pre_commit_frameworks_own_hook_is_chained() {
         framework_hook
     );
 }
+
+/// A mode set in the environment wins over the installed script's default (it used to be overwritten by the
+/// script), and in fix mode an agent that cannot start still leaves the ways past the hook in its error.
+#[test]
+fn the_environments_mode_wins_and_a_fix_that_cannot_start_says_how_to_go_on() {
+    let repo = project();
+    let server = Server::start(vec![]);
+    agent(&repo, &server, &["hook", "install"]).assert_code(0);
+    repo.write("calc.sh", BAD_CALC);
+    repo.git(&["add", "calc.sh"]);
+    let mut cmd = repo.via(&server, "git", &["commit", "-q", "-m", "broken"]);
+    cmd.env("GIT_AGENT_HOOK_MODE", "check");
+    let out = run(&mut cmd);
+    out.assert_code(1);
+    assert!(
+        out.stderr()
+            .contains("hint: let the agent fix it: git agent fix --staged"),
+        "check mode: {out}"
+    );
+    assert!(server.requests().is_empty(), "no agent ran: {out}");
+    assert_eq!(agent_branches(&repo), Vec::<String>::new());
+    // Fix mode with a model whose key is missing: the error, then the hints.
+    let mut cmd = repo.via(&server, "git", &["commit", "-q", "-m", "broken"]);
+    cmd.env("GIT_AGENT_MODEL", "anthropic/claude-sonnet-4-5")
+        .env_remove("ANTHROPIC_API_KEY");
+    let out = run(&mut cmd);
+    out.assert_code(1);
+    let stderr = out.stderr();
+    assert!(stderr.contains("error: "), "{out}");
+    assert!(
+        stderr.contains("hint: only check, never fix: git agent hook install --mode check"),
+        "{out}"
+    );
+    assert!(
+        stderr.contains("hint: skip the hook once: GIT_AGENT_SKIP=1, or --no-verify"),
+        "{out}"
+    );
+    assert_eq!(
+        repo.git(&["log", "--format=%s", "-1"]),
+        "calc with a test\n"
+    );
+}

@@ -36,7 +36,7 @@ const PRE_PUSH: &str = include_str!("../../hooks/pre-push");
 /// The line that marks a hook as git-agent's.
 const MARKER: &str = "# git-agent-hook: ";
 /// The line of the scripts that `install --mode` sets.
-const MODE_LINE: &str = "GIT_AGENT_HOOK_MODE=";
+const MODE_LINE: &str = "GIT_AGENT_INSTALLED_MODE=";
 /// What a chained hook is renamed to: `<name>` + this.
 const CHAINED: &str = ".git-agent-chained";
 /// The budget of a fix started by a hook, unless `[hooks]` says otherwise.
@@ -727,7 +727,14 @@ impl Hook {
         flags.max_time = Some(max_time);
         // A hook never asks: risky commands the rules do not allow are refused.
         flags.yes = true;
-        let end = fix::repair(ctx, judged, &self.check, 3, &flags, control).await?;
+        let end = fix::repair(ctx, judged, &self.check, 3, &flags, control)
+            .await
+            .map_err(|err| {
+                // The agent could not start (no model configured, say): the ways past the hook still hold.
+                err.hint(format!("let the agent fix it once that is fixed: {retry}"))
+                    .hint("only check, never fix: git agent hook install --mode check")
+                    .hint("skip the hook once: GIT_AGENT_SKIP=1, or --no-verify")
+            })?;
         fix::report(ctx, &self.check, &end, &accept(&end.id), true)?;
         if end.exit_code == crate::agent::EXIT_INTERRUPTED {
             return Err(CommandError::shown(ErrorKind::Interrupted));

@@ -23,10 +23,6 @@ pub const NOTES_REF: &str = "refs/notes/agent";
 
 /// How often a note write starts over after losing a compare-and-swap before giving up.
 const ATTEMPTS: u32 = 200;
-/// How many more times a writer waits for a lock another writer holds (gix's `core.filesRefLockTimeout`
-/// each time) before it reports the lock: enough for eight sessions writing notes at once on a busy machine,
-/// little enough that a stale lock is reported within a second.
-const LOCK_ROUNDS: u32 = 5;
 
 impl Store {
     /// Adds `text` as the note of `commit` (appended after a blank line if it has one already).
@@ -226,7 +222,7 @@ impl Store {
         mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
     ) -> Result<bool, StoreError> {
         let mut last_err = None;
-        let (mut lock_rounds, mut lock_waited) = (0, Duration::ZERO);
+        let mut held = HeldLock::default();
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
                 // Spread the retries of writers that collided so they do not collide again in lockstep.
@@ -255,24 +251,48 @@ impl Store {
                     crash_point();
                     return Ok(true);
                 }
-                // gix waited for the lock already (core.filesRefLockTimeout): another 200 rounds of that took
-                // 31 s to give up on a stale lock (issue 17, defect 13). A live writer holds it for
-                // milliseconds, so a few rounds ride that out; the error says the whole time waited.
-                Err(StoreError::Locked { name, lock, waited }) => {
-                    lock_waited += waited;
-                    if lock_rounds == LOCK_ROUNDS {
-                        return Err(StoreError::Locked {
-                            name,
-                            lock,
-                            waited: lock_waited,
-                        });
+                // gix waited for the lock already (core.filesRefLockTimeout). Other writers hold it for
+                // milliseconds at a time, each its own lock file: with 250 sessions at once it is often taken
+                // longer than that wait, and that is retried. The same lock file still there after
+                // STALE_AFTER is a stale one, reported then (200 rounds took 31 s: issue 17, defect 13).
+                Err(StoreError::Locked { name, lock, .. }) => {
+                    if let Some(waited) = held.stale(&lock) {
+                        return Err(StoreError::Locked { name, lock, waited });
                     }
-                    lock_rounds += 1;
                 }
                 Err(err) => last_err = Some(err),
             }
         }
         Err(last_err.unwrap_or(StoreError::NotesBusy))
+    }
+}
+
+/// A ref lock file that stays in place (same inode, same mtime) this long is taken for stale: a writer holds
+/// its lock only while it writes one ref.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+
+/// The lock file a compare-and-swap loop last found in its way, and since when.
+#[derive(Default)]
+struct HeldLock {
+    seen: Option<((u64, Option<std::time::SystemTime>), std::time::Instant)>,
+}
+
+impl HeldLock {
+    /// Notes that `lock` was in the way; `Some(how long)` once the same file has been there [`STALE_AFTER`].
+    fn stale(&mut self, lock: &std::path::Path) -> Option<Duration> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(lock).ok()?;
+        let identity = (meta.ino(), meta.modified().ok());
+        match self.seen {
+            Some((seen, since)) if seen == identity => {
+                let waited = since.elapsed();
+                (waited >= STALE_AFTER).then_some(waited)
+            }
+            _ => {
+                self.seen = Some((identity, std::time::Instant::now()));
+                None
+            }
+        }
     }
 }
 

@@ -331,6 +331,7 @@ fn here_under_the_sandbox_creates_top_level_files_while_git_stays_read_only() {
     for namespaces in [available, false] {
         let repo = repo_with_work_in_progress();
         let before = head_index_branches(&repo);
+        let state = user_state(&repo);
         let config_before = fs::read(repo.path().join(".git/config")).unwrap();
         // A script hides its commands from the guard: only the sandbox stands in the way.
         let script = "echo top > top.txt && echo made-top\necho gone > gone.txt && rm gone.txt && echo removed-top\n\
@@ -396,6 +397,8 @@ fn here_under_the_sandbox_creates_top_level_files_while_git_stays_read_only() {
             );
         }
         assert_eq!(head_index_branches(&repo), before, "{result}");
+        // Nothing else of the user's changed: only the script the agent wrote and the file it made.
+        crate::common::landing::assert_only(&repo, &state, &["src/w.sh", "top.txt"], &[]);
         fsck(&repo);
     }
 }

@@ -164,6 +164,7 @@ fn the_checkout_made_in_process_is_one_plain_git_accepts() {
 fn two_hundred_fifty_sessions_at_once_never_share_an_id() {
     const N: usize = 250;
     let repo = TestRepo::new();
+    let before = user_state(&repo);
     let server = Server::start((0..N).map(|_| Reply::text("done")).collect());
     let children: Vec<_> = (0..N)
         .map(|i| {
@@ -201,6 +202,7 @@ fn two_hundred_fifty_sessions_at_once_never_share_an_id() {
         assert!(id.len() == 6, "{id}");
         assert!(checkout_of(&repo, id).join("file.txt").exists(), "{id}");
     }
+    assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
 
@@ -550,6 +552,7 @@ fn a_stale_branch_lock_leaves_the_checkout_equal_to_its_branch() {
 fn a_stale_notes_lock_is_reported_with_its_path() {
     let repo = TestRepo::new();
     let id = one_step_session(&repo);
+    let before = user_state(&repo);
     let lock = repo.path().join(".git/refs/notes/agent.lock");
     fs::write(&lock, "").unwrap();
     let server = Server::start(vec![
@@ -590,6 +593,7 @@ fn a_stale_notes_lock_is_reported_with_its_path() {
         "{out}"
     );
     fs::remove_file(&lock).unwrap();
+    assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
 

@@ -444,6 +444,7 @@ fn the_model_calls_tools_of_configured_servers() {
     };
     let repo = TestRepo::new();
     repo.write("new.txt", "untracked\n");
+    let before = common::user_state(&repo);
     let echo = call(
         "mcp__everything__echo",
         json!({"message": "the token is mcp-canary-7a8b9c0d1e"}),
@@ -528,6 +529,8 @@ fn the_model_calls_tools_of_configured_servers() {
     assert!(show.stdout().contains("mcp__everything__echo"), "{show}");
     assert!(show.stdout().contains("[REDACTED"), "{show}");
     assert!(!all_objects(&repo).contains("mcp-canary-7a8b9c0d1e"));
+    assert_eq!(common::user_state(&repo), before);
+    common::fsck(&repo);
 }
 
 #[test]

@@ -185,6 +185,7 @@ fn commands_do_not_inherit_git_redirects() {
         repo.git(&["show", &format!("agent/{id}:added.txt")]),
         "new\n"
     );
+    fsck(&repo);
 }
 
 #[test]
@@ -606,5 +607,13 @@ fn an_agent_started_from_a_pre_commit_hook_leaves_the_commit_alone() {
         repo.git(&["show", &format!("agent/{id}:agent.txt")]),
         "agent\n"
     );
+    // Everything of the user's is as the same commit made without any hook leaves it (fixed dates and
+    // identities: the twin's commit has the same id).
+    let twin = TestRepo::new();
+    twin.write("staged.txt", "to commit\n");
+    twin.write("unstaged.txt", "not staged\n");
+    twin.git(&["add", "staged.txt"]);
+    twin.git(&["commit", "-q", "-m", "user commit"]);
+    assert_eq!(user_state(&repo), user_state(&twin));
     fsck(&repo);
 }

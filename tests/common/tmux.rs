@@ -163,10 +163,34 @@ impl Tmux {
             == "1"
     }
 
-    /// The exit status of the pane's command, once it exited.
+    /// The exit status of the pane's command, once it exited; 128 + the signal if a signal ended it.
+    ///
+    /// tmux 3.3a now and then marks the pane dead (its terminal closed) and never reaps the process, which
+    /// stays a zombie without a status in tmux; the kernel still has its status then, in the zombie's
+    /// `/proc/<pid>/stat`.
     pub fn exit_status(&self) -> Option<i32> {
-        let out = self.run(&["display-message", "-p", "-t", "t", "#{pane_dead_status}"]);
-        out.trim().parse().ok()
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let out = self.run(&[
+                "display-message",
+                "-p",
+                "-t",
+                "t",
+                "#{pane_dead_status}:#{pane_dead_signal}:#{pane_pid}",
+            ]);
+            let mut fields = out.trim().split(':');
+            let (status, signal, pid) = (fields.next(), fields.next(), fields.next());
+            if let Some(code) = status.and_then(|c| c.parse::<i32>().ok()) {
+                return Some(code);
+            }
+            if let Some(signal) = signal.and_then(|s| s.parse::<i32>().ok()) {
+                return Some(128 + signal);
+            }
+            if Instant::now() > deadline {
+                return pid.and_then(zombie_status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn run(&self, args: &[&str]) -> String {
@@ -232,6 +256,22 @@ fn script_for(cmd: &Command) -> String {
     }
     line.push('\n');
     line
+}
+
+/// The exit status of zombie `pid` from `/proc/<pid>/stat` (field 52, as waitpid reports it).
+fn zombie_status(pid: &str) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name in parentheses start at field 3.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    let raw: i32 = fields.get(52 - 3)?.parse().ok()?;
+    Some(if raw & 0x7f == 0 {
+        (raw >> 8) & 0xff
+    } else {
+        128 + (raw & 0x7f)
+    })
 }
 
 fn quote(s: &str) -> String {

@@ -499,6 +499,66 @@ impl Approver for Never {
     }
 }
 
+/// JSON-RPC 2.0's error codes, and ACP's own; MCP and ACP both speak JSON-RPC.
+pub mod rpc_code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// ACP: the session (or another resource) does not exist.
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+}
+
+/// A JSON-RPC error object: ours (ACP answers) or a peer's (an MCP server's, an editor's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The `error` member of a response.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut error = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        error
+    }
+
+    /// Reads an `error` member; what is missing reads as code 0 and "(no message)".
+    pub fn from_json(value: &serde_json::Value) -> RpcError {
+        RpcError {
+            code: value
+                .get("code")
+                .and_then(serde_json::Value::as_i64)
+                .unwrap_or(0),
+            message: value
+                .get("message")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("(no message)")
+                .to_owned(),
+            data: value.get("data").cloned(),
+        }
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (JSON-RPC error {})", self.message, self.code)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,22 +8,8 @@
 
 use serde_json::{json, Value};
 
-/// The method was not found (our answer to server requests we do not serve).
-pub const METHOD_NOT_FOUND: i64 = -32601;
-
-/// An error object of a response.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl std::fmt::Display for RpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (JSON-RPC error {})", self.message, self.code)
-    }
-}
+pub use crate::protocol::rpc_code::METHOD_NOT_FOUND;
+pub use crate::protocol::RpcError;
 
 /// One message from the server, sorted.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,29 +105,17 @@ fn sort(mut value: Value) -> Result<Incoming, String> {
         if let Some(error) = object.get("error") {
             return Err(format!(
                 "the server reported an error: {}",
-                rpc_error(error)
+                RpcError::from_json(error)
             ));
         }
         return Err(format!("a message without method or id: {}", short(&value)));
     };
     let result = match (object.remove("result"), object.remove("error")) {
-        (_, Some(error)) => Err(rpc_error(&error)),
+        (_, Some(error)) => Err(RpcError::from_json(&error)),
         (Some(result), None) => Ok(result),
         (None, None) => return Err(format!("a response without result or error (id {id})")),
     };
     Ok(Incoming::Response { id, result })
-}
-
-fn rpc_error(error: &Value) -> RpcError {
-    RpcError {
-        code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
-        message: error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("(no message)")
-            .to_string(),
-        data: error.get("data").cloned(),
-    }
 }
 
 fn short(value: &Value) -> String {

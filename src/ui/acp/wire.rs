@@ -14,60 +14,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-/// JSON-RPC's and ACP's error codes.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// ACP: the session (or another resource) does not exist.
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
-}
-
-/// An error answer, ours or the client's.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(data) = &self.data {
-            error["data"] = data.clone();
-        }
-        error
-    }
-
-    fn from_json(value: &Value) -> RpcError {
-        RpcError {
-            code: value.get("code").and_then(Value::as_i64).unwrap_or(0),
-            message: value
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            data: value.get("data").cloned(),
-        }
-    }
-}
-
-impl std::fmt::Display for RpcError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
+pub use crate::protocol::rpc_code as code;
+pub use crate::protocol::RpcError;
 
 /// What one line from the client is.
 #[derive(Debug, PartialEq)]

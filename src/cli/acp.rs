@@ -20,8 +20,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CommandError, Context};
-use crate::safety::rules::Rules;
-use crate::safety::sandbox::{Mode, SandboxConfig};
+use crate::safety::sandbox::SandboxConfig;
 
 /// Serve the Agent Client Protocol (v1) on stdin and stdout, for editors
 ///
@@ -47,21 +46,8 @@ pub struct AcpArgs {
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
 
-    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)'
-    #[arg(long, value_name = "RULE")]
-    allow: Vec<String>,
-
-    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)'; deny wins over allow
-    #[arg(long, value_name = "RULE")]
-    deny: Vec<String>,
-
-    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
-    sandbox: String,
-
-    /// Turn network access off for shell commands (needs the sandbox)
-    #[arg(long)]
-    no_network: bool,
+    #[command(flatten)]
+    safety: super::ask::SafetyFlags,
 
     /// Do not offer session/resume: clients then reattach with session/load, which replays the conversation
     #[arg(long)]
@@ -85,25 +71,16 @@ struct Defaults {
 /// Runs the server until the client closes stdin. Bad options fail before the protocol starts, as any
 /// command's do.
 pub fn run(_ctx: &mut Context, args: AcpArgs) -> Result<(), CommandError> {
-    Rules::from_lists(&args.allow, &args.deny)?;
-    let mode: Mode = args.sandbox.parse().map_err(CommandError::user)?;
-    if args.no_network && mode == Mode::Off {
-        return Err(CommandError::user(
-            "--no-network needs the sandbox: drop --sandbox off",
-        ));
-    }
+    // Checked now, so bad rules fail before the protocol starts; each session builds its own.
+    args.safety.options()?;
     let defaults = Defaults {
         model: args.model,
         max_steps: args.max_steps,
         max_tokens: args.max_tokens,
         run_timeout: Duration::from_secs(args.run_timeout),
-        allow: args.allow,
-        deny: args.deny,
-        sandbox: SandboxConfig {
-            mode,
-            network: !args.no_network,
-            writable: Vec::new(),
-        },
+        sandbox: args.safety.sandbox()?,
+        allow: args.safety.allow,
+        deny: args.safety.deny,
         resume: !args.no_resume,
     };
     let runtime = super::runtime()

@@ -66,21 +66,8 @@ pub(super) struct SessionFlags {
     #[arg(long)]
     pub(super) here: bool,
 
-    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
-    #[arg(long, value_name = "RULE")]
-    allow: Vec<String>,
-
-    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)', 'Edit(**/migrations/**)', 'run'; deny wins over allow
-    #[arg(long, value_name = "RULE")]
-    deny: Vec<String>,
-
-    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
-    sandbox: String,
-
-    /// Turn network access off for shell commands (needs the sandbox)
-    #[arg(long)]
-    no_network: bool,
+    #[command(flatten)]
+    pub(super) safety: SafetyFlags,
 
     /// Never prompt: risky commands that would need approval are refused (as in non-interactive runs)
     #[arg(long, short = 'y')]
@@ -134,7 +121,7 @@ impl SessionFlags {
             retry: settings.retry_policy(),
             resume,
             here: self.here,
-            safety: safety_options(self)?,
+            safety: self.safety.options()?,
             title: None,
             memory: settings.memory().filter(|_| !self.no_memory),
         })
@@ -175,24 +162,50 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     }
 }
 
-/// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module), the
-/// sandbox mode and the approval mode.
-fn safety_options(args: &SessionFlags) -> Result<agent::SafetyOptions, CommandError> {
-    let rules = Rules::from_lists(&args.allow, &args.deny)?;
-    let mode: Mode = args.sandbox.parse().map_err(CommandError::user)?;
-    if args.no_network && mode == Mode::Off {
-        return Err(CommandError::user(
-            "--no-network needs the sandbox: drop --sandbox off",
-        ));
-    }
-    Ok(agent::SafetyOptions {
-        rules,
-        sandbox: SandboxConfig {
+/// The safety flags `ask`, `chat`, `fix` and `acp` share.
+#[derive(Debug, Clone, Args)]
+pub(super) struct SafetyFlags {
+    /// Allow tool calls matching RULE without asking, e.g. 'Run(cargo test*)', 'Run(git push:*)', 'Read(.env)'
+    #[arg(long, value_name = "RULE")]
+    pub(super) allow: Vec<String>,
+
+    /// Refuse tool calls matching RULE, e.g. 'Run(curl:*)', 'Edit(**/migrations/**)', 'run'; deny wins over allow
+    #[arg(long, value_name = "RULE")]
+    pub(super) deny: Vec<String>,
+
+    /// Confine shell commands: workspace (writes only in the checkout, temp and caches), read-only, or off
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "workspace", "read-only", "off"])]
+    sandbox: String,
+
+    /// Turn network access off for shell commands (needs the sandbox)
+    #[arg(long)]
+    no_network: bool,
+}
+
+impl SafetyFlags {
+    /// The sandbox the flags ask for; `--no-network` without a sandbox is an error.
+    pub(super) fn sandbox(&self) -> Result<SandboxConfig, CommandError> {
+        let mode: Mode = self.sandbox.parse().map_err(CommandError::user)?;
+        if self.no_network && mode == Mode::Off {
+            return Err(CommandError::user(
+                "--no-network needs the sandbox: drop --sandbox off",
+            ));
+        }
+        Ok(SandboxConfig {
             mode,
-            network: !args.no_network,
+            network: !self.no_network,
             writable: Vec::new(),
-        },
-    })
+        })
+    }
+
+    /// Rules from the flags (the config's `[permissions]` and `[sandbox]` are added by the config module)
+    /// and the sandbox mode.
+    pub(super) fn options(&self) -> Result<agent::SafetyOptions, CommandError> {
+        Ok(agent::SafetyOptions {
+            rules: Rules::from_lists(&self.allow, &self.deny)?,
+            sandbox: self.sandbox()?,
+        })
+    }
 }
 
 /// `90`, `90s`, `20m` or `2h` as a duration.

@@ -33,4 +33,4 @@ pub mod store;
 pub mod tools;
 pub(crate) mod ui;
 
-pub use cli::run;
+pub use cli::{run, version_only};

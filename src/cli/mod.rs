@@ -82,6 +82,22 @@ impl Command {
     }
 }
 
+/// Answers a lone `--version` (or `-V`) without building clap's command tree: the tree of every subcommand and
+/// flag is most of what a start-up touches, and `--version` is what scripts and package managers probe with.
+/// The text is clap's own (`git-agent <version>`), so both paths print the same line.
+pub fn version_only() -> bool {
+    let mut args = std::env::args_os().skip(1);
+    let asked =
+        matches!(args.next(), Some(a) if a == "--version" || a == "-V") && args.next().is_none();
+    if asked {
+        use std::io::Write;
+        // One write of a constant line: no formatting, no buffered stdout to set up.
+        let line = concat!("git-agent ", env!("CARGO_PKG_VERSION"), "\n");
+        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    }
+    asked
+}
+
 /// Parses the command line, runs the subcommand and returns the process exit code.
 pub fn run() -> i32 {
     crate::agent::footprint::mark("start");

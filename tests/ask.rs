@@ -190,6 +190,31 @@ fn run_that_creates_a_file_makes_a_step_commit() {
 }
 
 #[test]
+fn step_commits_carry_the_local_utc_offset_as_git_finds_it() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": "echo hi > new.txt"}))]),
+        Reply::text("Created new.txt."),
+    ]);
+    // POSIX TZ: "IST-5:30" is five and a half hours east of UTC; git prints it +0530.
+    // The test environment pins both dates; here the clock is what is asked.
+    let out = run(repo
+        .agent(&server, &["ask", "create new.txt"])
+        .env("TZ", "IST-5:30")
+        .env_remove("GIT_AUTHOR_DATE")
+        .env_remove("GIT_COMMITTER_DATE"));
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let dates = repo.git(&["log", "-1", "--format=%ai|%ci", &format!("agent/{id}")]);
+    for date in dates.trim().split('|') {
+        assert!(
+            date.ends_with(" +0530"),
+            "author and committer dates: {dates:?}"
+        );
+    }
+}
+
+#[test]
 fn uncommitted_and_untracked_changes_are_captured_as_step_zero() {
     let repo = TestRepo::new();
     repo.write("README.md", "# demo, staged\n");

@@ -294,10 +294,40 @@ fn name_status(repo: &TestRepo, commit: &str) -> String {
     repo.git(&["diff-tree", "--no-commit-id", "--name-status", "-r", commit])
 }
 
+/// A small checkout is scanned after each command, never watched: closing an inotify instance that holds
+/// watches costs the kernel's grace period (~15 ms), more than scanning a few files a command.
+#[test]
+fn a_small_checkout_is_scanned_not_watched() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": "echo a > a.txt"}))]),
+        Reply::text("done"),
+    ]);
+    let out = run(repo
+        .agent(&server, &["ask", "make a"])
+        .env("GIT_AGENT_DEBUG", "1"));
+    out.assert_code(0);
+    let id = session_id(&repo);
+    assert_eq!(
+        name_status(&repo, &agent_commits(&repo, &id)[0]),
+        "A\ta.txt\n"
+    );
+    let stderr = out.stderr();
+    assert!(
+        stderr.contains("not watching the checkout: ") && stderr.contains(" tracked files"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("from inotify events"), "{stderr}");
+}
+
 #[test]
 fn run_changes_become_steps_without_ignored_files() {
     let repo = TestRepo::new();
     repo.write(".gitignore", "*.log\n");
+    // Enough tracked files for the checkout to be watched (a smaller one is scanned: cheaper than inotify).
+    for n in 0..2_000 {
+        repo.write(&format!("bulk/f{n:04}.txt"), "x\n");
+    }
     repo.commit_all("ignore logs");
     // Excludes live in the common git dir; the agent's checkout is a linked worktree and must honour them.
     repo.write(".git/info/exclude", "secret.txt\n");

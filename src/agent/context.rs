@@ -33,6 +33,9 @@ const SUMMARISE_SHARE: f64 = 0.5;
 const COMPACT_COOLDOWN: u32 = 3;
 /// The window assumed for a model the table does not know and no setting names.
 pub const DEFAULT_WINDOW: u64 = 32_768;
+/// The smallest window an endpoint's report is waited for: a conversation below this window's threshold
+/// fits whatever the probe answers, so its requests go out without waiting for the answer (taken when in).
+pub const SMALLEST_WINDOW: u64 = 4_096;
 /// The first line of a compaction summary or drop note in the conversation.
 pub const SUMMARY_MARK: &str = "[Context summary]";
 /// The first line of a pruned tool result.
@@ -489,6 +492,13 @@ impl ContextState {
     /// Estimated prompt tokens of a request carrying `messages`.
     pub fn tokens(&self, messages: &[Message]) -> u64 {
         self.accounting.tokens(messages)
+    }
+
+    /// Whether the window an endpoint reports could change what the next request needs: the conversation is
+    /// past the threshold of the [`SMALLEST_WINDOW`].
+    pub fn window_matters(&self, messages: &[Message]) -> bool {
+        let floor = (SMALLEST_WINDOW as f64 * self.settings.threshold) as u64;
+        self.accounting.tokens(messages) > floor
     }
 
     /// Called before every request: prunes, and says whether the older messages must be compacted (the next

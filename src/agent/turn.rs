@@ -158,9 +158,11 @@ impl<'t> Turn<'t> {
             for text in self.control.take_steering() {
                 self.add_user(&text)?;
             }
-            // The window the endpoint reports, asked beside the first request: waited for before any other.
+            // The window the endpoint reports, asked once the first reply is in: waited for only when it could
+            // matter (issue 16: a fake server's delayed ACK made every session's second request wait 40 ms).
             let fresh = self.tally.requests == 0 && self.s.conv.messages.len() <= 2;
-            self.s.settle_window(!fresh).await;
+            let matters = self.s.context.window_matters(&self.s.conv.messages);
+            self.s.settle_window(!fresh && matters).await;
             if !trimmed {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;

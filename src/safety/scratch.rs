@@ -25,13 +25,15 @@ pub struct ScratchDir {
     path: PathBuf,
     /// The directory itself, opened and `flock`ed: the mark of a live session.
     _lock: File,
+    /// The sweep of killed sessions' leftovers, on a thread of its own: it lists the whole temp dir (thousands
+    /// of entries on a busy machine), which no request or command needs to wait for.
+    sweeping: Option<std::thread::JoinHandle<usize>>,
 }
 
 impl ScratchDir {
-    /// Removes the leftovers of killed sessions in `parent` (the system temp dir in use), then makes a fresh
-    /// directory for session `id` there.
+    /// Makes a fresh directory for session `id` in `parent` (the system temp dir in use), and starts removing
+    /// the leftovers of killed sessions there (finished by [`ScratchDir::remove()`] at the latest).
     pub fn create(parent: &Path, id: &str) -> io::Result<ScratchDir> {
-        sweep(parent);
         let template = parent.join(format!("{PREFIX}{id}-XXXXXX"));
         let template = CString::new(template.as_os_str().as_bytes())
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -47,7 +49,16 @@ impl ScratchDir {
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(ScratchDir { path, _lock: lock })
+        let owned = parent.to_path_buf();
+        let sweeping = std::thread::Builder::new()
+            .name("git-agent-sweep".into())
+            .spawn(move || sweep(&owned))
+            .ok();
+        Ok(ScratchDir {
+            path,
+            _lock: lock,
+            sweeping,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -58,6 +69,15 @@ impl ScratchDir {
     /// removed, never followed.
     pub fn remove(self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+impl Drop for ScratchDir {
+    /// The sweep ends with the session, so nothing of it outlives the session's directory.
+    fn drop(&mut self) {
+        if let Some(sweeping) = self.sweeping.take() {
+            let _ = sweeping.join();
+        }
     }
 }
 

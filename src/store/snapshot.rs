@@ -511,28 +511,65 @@ pub(super) fn with_trailers(message: &str, id: &str, step: u32) -> String {
 }
 
 /// Author or committer: name and email from the environment and config as git resolves them, else git-agent's
-/// own; the date from `GIT_<ROLE>_DATE` if set, else now. (gix caches the date when the repository is opened,
-/// which would stamp every step of a long session with the same time.)
+/// own; the date from `GIT_<ROLE>_DATE` if set, else now. (gix's own `committer()` would stamp every step of
+/// a long session with the time the repository was opened, and asks jiff for the local zone, see
+/// [`now_local()`].)
 fn signature(repo: &gix::Repository, committer: bool) -> Result<gix::actor::Signature, StoreError> {
-    let configured = if committer {
-        repo.committer()
-    } else {
-        repo.author()
+    let role = if committer { "COMMITTER" } else { "AUTHOR" };
+    let section = if committer { "committer" } else { "author" };
+    let config = repo.config_snapshot();
+    // git's order: GIT_<ROLE>_NAME, <role>.name, user.name; for the email also $EMAIL last.
+    let pick = |var: &str, keys: &[&str]| -> Option<gix::bstr::BString> {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(|v| gix::bstr::BString::from(v.as_encoded_bytes()))
+            .or_else(|| {
+                keys.iter()
+                    .find_map(|key| config.string(*key).filter(|v| !v.is_empty()))
+            })
     };
-    let (name, email) = match configured {
-        Some(Ok(sig)) => (sig.name.to_owned(), sig.email.to_owned()),
+    let name = pick(
+        &format!("GIT_{role}_NAME"),
+        &[&format!("{section}.name"), "user.name"],
+    );
+    let email = pick(
+        &format!("GIT_{role}_EMAIL"),
+        &[&format!("{section}.email"), "user.email"],
+    )
+    .or_else(|| {
+        std::env::var_os("EMAIL")
+            .filter(|v| !v.is_empty())
+            .map(|v| v.as_encoded_bytes().into())
+    });
+    let (name, email) = match (name, email) {
+        (Some(name), Some(email)) => (name, email),
         _ => ("git-agent".into(), "git-agent@localhost".into()),
     };
-    let var = if committer {
-        "GIT_COMMITTER_DATE"
-    } else {
-        "GIT_AUTHOR_DATE"
-    };
-    let time = match std::env::var(var) {
+    let time = match std::env::var(format!("GIT_{role}_DATE")) {
         Ok(date) if !date.is_empty() => gix::date::parse(&date, None).map_err(StoreError::Git)?,
-        _ => gix::date::Time::now_local_or_utc(),
+        _ => now_local(),
     };
     Ok(gix::actor::Signature { name, email, time })
+}
+
+/// Now, with the local UTC offset as git itself finds it: the C library's `localtime_r` (which honours `TZ`
+/// and reads `/etc/localtime` once). gix's `now_local` asks jiff, whose first lookup of the system zone
+/// walks all of `/usr/share/zoneinfo` (600 files, a few milliseconds of every session's start).
+fn now_local() -> gix::date::Time {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let t = seconds as libc::time_t;
+    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are valid for the call.
+    let offset = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            0
+        } else {
+            tm.tm_gmtoff as i32
+        }
+    };
+    gix::date::Time::new(seconds, offset)
 }
 
 pub(super) fn write_commit(

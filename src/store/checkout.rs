@@ -240,10 +240,12 @@ impl Store {
         // A pooled checkout comes with its index set aside ([`Store::set_index_aside()`]).
         let aside = match shared {
             Some(_) => None,
+            // Written by us and only compared with (never trusted as the checkout's index): its checksum is
+            // not worth hashing the whole file again, as git does not on a read either.
             None => gix::index::File::at(
                 &aside_path,
                 checkout.object_hash(),
-                false,
+                true,
                 Default::default(),
             )
             .ok(),
@@ -264,37 +266,11 @@ impl Store {
         }
         let mut dirty: Vec<&BStr> = dirty.iter().map(|p| p.as_bstr()).collect();
         dirty.sort();
-        let mut to_write = 0;
-        {
-            let old_state = old;
-            // Paths the old index had and the new one lacks: their files go.
-            if let Some(old) = old_state {
-                for entry in old.entries() {
-                    let path = entry.path(old);
-                    if new.entry_by_path(path).is_none() {
-                        remove_path(root, path)?;
-                    }
-                }
-            }
-            let (entries, paths) = new.entries_mut_and_pathbacking();
-            for entry in entries.iter_mut() {
-                let path = entry.path_in(paths);
-                let same = old_state
-                    .and_then(|old| old.entry_by_path(path))
-                    .filter(|o| {
-                        o.id == entry.id
-                            && o.mode == entry.mode
-                            && dirty.binary_search(&path).is_err()
-                            && o.stat != Stat::default()
-                    });
-                match same {
-                    Some(o) => {
-                        entry.stat = o.stat;
-                        entry.flags.insert(Flags::SKIP_WORKTREE);
-                    }
-                    None => to_write += 1,
-                }
-            }
+        let (to_write, gone) = keep_unchanged(old, &mut new, &dirty);
+        // Paths the old index had and the new one lacks: their files go (before the new files are written: a
+        // file may become a directory).
+        for path in &gone {
+            remove_path(root, path.as_bstr())?;
         }
         progress.set_total(to_write);
         if to_write > 0 {
@@ -373,6 +349,60 @@ fn checkout_entries(
         });
     }
     Ok(())
+}
+
+/// Marks the entries of `new` whose file the checkout already holds as the old index `old` recorded it (same
+/// path, id and mode, stat data known, not in the sorted `dirty`): they keep that stat data and are skipped by
+/// the checkout. Returns how many entries are left to write and the paths only `old` has. Both indexes are
+/// sorted by path, so one merged pass does it (binary searches of a 100,000-entry index were a third of a
+/// pooled session's start).
+fn keep_unchanged(
+    old: Option<&gix::index::State>,
+    new: &mut gix::index::State,
+    dirty: &[&BStr],
+) -> (usize, Vec<BString>) {
+    let mut to_write = 0;
+    let mut gone = Vec::new();
+    let mut olds = old
+        .map(|o| o.entries())
+        .unwrap_or_default()
+        .iter()
+        .peekable();
+    let old_path = |e: &gix::index::Entry| old.map_or(BStr::new(""), |o| e.path(o));
+    let (entries, paths) = new.entries_mut_and_pathbacking();
+    for entry in entries.iter_mut() {
+        let path = entry.path_in(paths);
+        while let Some(o) = olds.next_if(|o| old_path(o) < path) {
+            if gone.last().map(|g: &BString| g.as_bstr()) != Some(old_path(o)) {
+                gone.push(old_path(o).to_owned());
+            }
+        }
+        let mut same = None;
+        while let Some(o) = olds.next_if(|o| old_path(o) == path) {
+            if o.stage() == gix::index::entry::Stage::Unconflicted {
+                same = Some(o);
+            }
+        }
+        let same = same.filter(|o| {
+            o.id == entry.id
+                && o.mode == entry.mode
+                && dirty.binary_search(&path).is_err()
+                && o.stat != Stat::default()
+        });
+        match same {
+            Some(o) => {
+                entry.stat = o.stat;
+                entry.flags.insert(Flags::SKIP_WORKTREE);
+            }
+            None => to_write += 1,
+        }
+    }
+    for o in olds {
+        if gone.last().map(|g: &BString| g.as_bstr()) != Some(old_path(o)) {
+            gone.push(old_path(o).to_owned());
+        }
+    }
+    (to_write, gone)
 }
 
 /// Points the checkout's HEAD at `commit`, detached, as `git checkout --detach` would (with a reflog entry).

@@ -17,8 +17,11 @@ use super::StoreError;
 /// deleted or with a new mode (work tree differs from index), and untracked files that are not ignored, each
 /// untracked file listed on its own. Submodules are left as HEAD records them.
 pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
+    let index = repo.index_or_empty()?;
+    let staged_nothing = index_is_head(repo, &index);
     let status = repo
         .status(gix::progress::Discard)?
+        .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
         .untracked_files(gix::status::UntrackedFiles::Files)
         .index_worktree_rewrites(None)
         .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled)
@@ -27,19 +30,43 @@ pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, Store
             check_dirty: false,
         });
     let mut paths = Vec::new();
-    for item in status.into_iter(None)? {
-        let item = item?;
-        let keep = match &item {
-            gix::status::Item::TreeIndex(_) => true,
-            gix::status::Item::IndexWorktree(item) => worktree_change(item),
-        };
-        if keep {
-            paths.push(item.location().to_owned());
+    if staged_nothing {
+        for item in status.into_index_worktree_iter(None)? {
+            let item = item?;
+            if worktree_change(&item) {
+                paths.push(item.rela_path().to_owned());
+            }
+        }
+    } else {
+        for item in status.into_iter(None)? {
+            let item = item?;
+            let keep = match &item {
+                gix::status::Item::TreeIndex(_) => true,
+                gix::status::Item::IndexWorktree(item) => worktree_change(item),
+            };
+            if keep {
+                paths.push(item.location().to_owned());
+            }
         }
     }
     paths.sort();
     paths.dedup();
     Ok(paths)
+}
+
+/// Whether the index records exactly HEAD's tree, known without reading a tree: its cache tree (the `TREE`
+/// extension git keeps, and invalidates up to the root on any change) is valid at the root, covers every entry
+/// and names HEAD's tree. Then nothing is staged and the HEAD-to-index half of a status (1,000 trees read on a
+/// 100,000-file repository) is skipped, as git's own diff-index does.
+fn index_is_head(repo: &gix::Repository, index: &gix::index::File) -> bool {
+    let Some(root) = index.tree() else {
+        return false;
+    };
+    let covers_all = root
+        .num_entries
+        .is_some_and(|n| n as usize == index.entries().len());
+    let head_tree = repo.head_tree_id_or_empty().map(|id| id.detach());
+    covers_all && root.name.is_empty() && head_tree.is_ok_and(|tree| tree == root.id)
 }
 
 /// True when `repo`'s work tree holds exactly its index: no tracked file modified, deleted or with a new

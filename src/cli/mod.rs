@@ -16,6 +16,7 @@ mod hook;
 mod log;
 mod mcp;
 mod memory;
+mod parse;
 mod pr;
 mod pull;
 mod push;
@@ -101,7 +102,7 @@ pub fn version_only() -> bool {
 /// Parses the command line, runs the subcommand and returns the process exit code.
 pub fn run() -> i32 {
     crate::agent::footprint::mark("start");
-    let cli = match Cli::try_parse() {
+    let cli = match parse::parse() {
         Ok(cli) => cli,
         Err(err) => {
             // clap prints its own usage message (with the usage line and colours); --help and --version

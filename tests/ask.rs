@@ -214,6 +214,35 @@ fn step_commits_carry_the_local_utc_offset_as_git_finds_it() {
     }
 }
 
+/// Step 0 skips the HEAD-to-index comparison only when the index's cache tree names HEAD's tree: after
+/// `reset --soft` the cache tree is still valid but names the newer tree, and what that leaves staged is
+/// captured; in a clean index an unstaged edit is still found.
+#[test]
+fn step_zero_trusts_the_cache_tree_only_when_it_names_head() {
+    let repo = TestRepo::new();
+    repo.write("extra.txt", "added in the second commit\n");
+    repo.commit_all("second");
+    repo.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    let server = Server::start(vec![Reply::text("ok")]);
+    repo.run_agent(&server, &["ask", "look"]).assert_code(0);
+    let id = session_id(&repo);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:extra.txt")]),
+        "added in the second commit\n",
+        "the staged file is in step 0"
+    );
+
+    let clean = TestRepo::new();
+    clean.write("README.md", "# edited, not staged\n");
+    let server = Server::start(vec![Reply::text("ok")]);
+    clean.run_agent(&server, &["ask", "look"]).assert_code(0);
+    let id = session_id(&clean);
+    assert_eq!(
+        clean.git(&["show", &format!("agent/{id}:README.md")]),
+        "# edited, not staged\n"
+    );
+}
+
 #[test]
 fn uncommitted_and_untracked_changes_are_captured_as_step_zero() {
     let repo = TestRepo::new();

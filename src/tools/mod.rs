@@ -380,12 +380,27 @@ pub(crate) mod testutil {
     use std::sync::Arc;
     use std::time::Duration;
 
+    /// This test process's parent of the tools' temp directories, removed when the process exits (the
+    /// tests' directories were left behind, some 150 a run).
+    fn parent() -> &'static std::path::Path {
+        static PARENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        extern "C" fn remove() {
+            if let Some(dir) = PARENT.get() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+        PARENT.get_or_init(|| {
+            // SAFETY: registers a plain function with no arguments, run once at exit.
+            unsafe { libc::atexit(remove) };
+            std::env::temp_dir().join(format!("git-agent-tools-{}", std::process::id()))
+        })
+    }
+
     /// A fresh, canonical temp directory with an empty `.git` directory, and a context rooted there.
     pub fn temp_ctx(tag: &str) -> ToolContext {
         static N: AtomicUsize = AtomicUsize::new(0);
         let n = N.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("git-agent-tools-{tag}-{}-{n}", std::process::id()));
+        let dir = parent().join(format!("{tag}-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let root: PathBuf = std::fs::canonicalize(dir).unwrap();

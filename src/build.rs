@@ -3,8 +3,8 @@
 //! A position-independent executable carries a relocation for every pointer in its read-only data (20,000 of
 //! them here: vtables, string tables, panic locations), which the dynamic loader applies at every start,
 //! reading 480 KB of relocations and copying 370 KB of pages that then stay private to the process. Linked at
-//! a fixed address there are none: `--version` starts in about 70% of the time and memory (issue 16), and
-//! each of a fleet's sessions keeps those pages shared. What is given up is the random placement of the
+//! a fixed address there are none: `--version` starts in three quarters of the time and four fifths of the
+//! memory (issue 16), and each of a fleet's sessions keeps those pages shared. What is given up is the random placement of the
 //! executable's own image (libraries, heap, stack and `mmap` stay randomised; the GOT stays read-only, full
 //! RELRO). `GIT_AGENT_PIE=1 cargo build` keeps the default for packagers whose policy requires PIE.
 

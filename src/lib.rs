@@ -33,4 +33,4 @@ pub mod store;
 pub mod tools;
 pub(crate) mod ui;
 
-pub use cli::{run, version_only};
+pub use cli::{answer_version, run};

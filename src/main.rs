@@ -1,7 +1,5 @@
 fn main() {
-    if git_agent::version_only() {
-        return;
-    }
+    git_agent::answer_version();
     tune_allocator();
     // Before anything else: secret variables leave the environment (see safety::secrets).
     git_agent::safety::secrets::scrub_environment();

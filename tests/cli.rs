@@ -67,6 +67,23 @@ fn version_and_usage_errors() {
         concat!("git-agent ", env!("CARGO_PKG_VERSION"))
     );
 
+    // -V says the same; a version that cannot be written is an error.
+    let short = Command::new(agent_bin())
+        .arg("-V")
+        .output()
+        .expect("run -V");
+    assert_eq!(short.stdout, out.stdout);
+    let full = Command::new(agent_bin())
+        .arg("--version")
+        .stdout(std::fs::File::create("/dev/full").expect("open /dev/full"))
+        .output()
+        .expect("run --version > /dev/full");
+    assert_eq!(full.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&full.stderr),
+        "git-agent: error: cannot write the version to standard output\n"
+    );
+
     let out = Command::new(agent_bin())
         .args(["ask", "--no-such-flag", "x"])
         .output()

@@ -83,20 +83,29 @@ impl Command {
     }
 }
 
-/// Answers a lone `--version` (or `-V`) without building clap's command tree: the tree of every subcommand and
-/// flag is most of what a start-up touches, and `--version` is what scripts and package managers probe with.
-/// The text is clap's own (`git-agent <version>`), so both paths print the same line.
-pub fn version_only() -> bool {
+/// Answers a lone `--version` (or `-V`) and exits, before clap builds its command tree and before anything
+/// else is set up: that tree is most of what a start-up touches, and `--version` is what scripts and package
+/// managers probe with. The text is clap's own (`git-agent <version>`), so both paths print the same line.
+/// Returns when something else was asked.
+pub fn answer_version() {
     let mut args = std::env::args_os().skip(1);
     let asked =
         matches!(args.next(), Some(a) if a == "--version" || a == "-V") && args.next().is_none();
-    if asked {
-        use std::io::Write;
-        // One write of a constant line: no formatting, no buffered stdout to set up.
-        let line = concat!("git-agent ", env!("CARGO_PKG_VERSION"), "\n");
-        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    if !asked {
+        return;
     }
-    asked
+    // One write of a constant line and out: no formatting, no buffered stdout to set up or flush at exit.
+    let line = concat!("git-agent ", env!("CARGO_PKG_VERSION"), "\n");
+    let failed = "git-agent: error: cannot write the version to standard output\n";
+    // SAFETY: write(2) from valid buffers of those lengths; _exit(2) ends the process, with nothing of ours
+    // left to flush or drop (the line went out unbuffered).
+    unsafe {
+        if libc::write(1, line.as_ptr().cast(), line.len()) == line.len() as isize {
+            libc::_exit(0);
+        }
+        libc::write(2, failed.as_ptr().cast(), failed.len());
+        libc::_exit(1);
+    }
 }
 
 /// Parses the command line, runs the subcommand and returns the process exit code.

@@ -32,7 +32,7 @@ pub struct ScratchDir {
 
 impl ScratchDir {
     /// Makes a fresh directory for session `id` in `parent` (the system temp dir in use), and starts removing
-    /// the leftovers of killed sessions there (finished by [`ScratchDir::remove()`] at the latest).
+    /// the leftovers of killed sessions there, on a thread joined when this value is dropped.
     pub fn create(parent: &Path, id: &str) -> io::Result<ScratchDir> {
         let template = parent.join(format!("{PREFIX}{id}-XXXXXX"));
         let template = CString::new(template.as_os_str().as_bytes())

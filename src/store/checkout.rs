@@ -373,9 +373,7 @@ fn keep_unchanged(
     for entry in entries.iter_mut() {
         let path = entry.path_in(paths);
         while let Some(o) = olds.next_if(|o| old_path(o) < path) {
-            if gone.last().map(|g: &BString| g.as_bstr()) != Some(old_path(o)) {
-                gone.push(old_path(o).to_owned());
-            }
+            push_once(&mut gone, old_path(o));
         }
         let mut same = None;
         while let Some(o) = olds.next_if(|o| old_path(o) == path) {
@@ -398,11 +396,16 @@ fn keep_unchanged(
         }
     }
     for o in olds {
-        if gone.last().map(|g: &BString| g.as_bstr()) != Some(old_path(o)) {
-            gone.push(old_path(o).to_owned());
-        }
+        push_once(&mut gone, old_path(o));
     }
     (to_write, gone)
+}
+
+/// Appends `path` unless it is the last one there (an index lists a conflicted path once per stage).
+fn push_once(paths: &mut Vec<BString>, path: &BStr) {
+    if paths.last().map(|p| p.as_bstr()) != Some(path) {
+        paths.push(path.to_owned());
+    }
 }
 
 /// Points the checkout's HEAD at `commit`, detached, as `git checkout --detach` would (with a reflog entry).

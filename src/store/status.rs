@@ -19,16 +19,9 @@ use super::StoreError;
 pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
     let index = repo.index_or_empty()?;
     let staged_nothing = index_is_head(repo, &index);
-    let status = repo
-        .status(gix::progress::Discard)?
+    let status = platform(repo, gix::status::UntrackedFiles::Files)?
         .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
-        .untracked_files(gix::status::UntrackedFiles::Files)
-        .index_worktree_rewrites(None)
-        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled)
-        .index_worktree_submodules(gix::status::Submodule::Given {
-            ignore: gix::submodule::config::Ignore::All,
-            check_dirty: false,
-        });
+        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled);
     let mut paths = Vec::new();
     if staged_nothing {
         for item in status.into_index_worktree_iter(None)? {
@@ -54,6 +47,22 @@ pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, Store
     Ok(paths)
 }
 
+/// The status every caller here starts from: untracked files as `untracked` says, no rename tracking,
+/// submodules taken as HEAD records them (never opened).
+fn platform(
+    repo: &gix::Repository,
+    untracked: gix::status::UntrackedFiles,
+) -> Result<gix::status::Platform<'_, gix::progress::Discard>, StoreError> {
+    Ok(repo
+        .status(gix::progress::Discard)?
+        .untracked_files(untracked)
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::Given {
+            ignore: gix::submodule::config::Ignore::All,
+            check_dirty: false,
+        }))
+}
+
 /// Whether the index records exactly HEAD's tree, known without reading a tree: its cache tree (the `TREE`
 /// extension git keeps, and invalidates up to the root on any change) is valid at the root, covers every entry
 /// and names HEAD's tree. Then nothing is staged and the HEAD-to-index half of a status (1,000 trees read on a
@@ -73,14 +82,7 @@ fn index_is_head(repo: &gix::Repository, index: &gix::index::File) -> bool {
 /// mode, and no untracked file that is not ignored (ignored files, such as build output, do not count).
 /// Stops at the first difference.
 pub(super) fn worktree_matches_index(repo: &gix::Repository) -> Result<bool, StoreError> {
-    let status = repo
-        .status(gix::progress::Discard)?
-        .untracked_files(gix::status::UntrackedFiles::Collapsed)
-        .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::Given {
-            ignore: gix::submodule::config::Ignore::All,
-            check_dirty: false,
-        });
+    let status = platform(repo, gix::status::UntrackedFiles::Collapsed)?;
     for item in status.into_index_worktree_iter(None)? {
         if worktree_change(&item?) {
             return Ok(false);
@@ -98,14 +100,7 @@ pub(super) struct Beyond {
 
 pub(super) fn checkout_changes(repo: &gix::Repository) -> Result<Beyond, StoreError> {
     use gix::dir::walk::EmissionMode;
-    let status = repo
-        .status(gix::progress::Discard)?
-        .untracked_files(gix::status::UntrackedFiles::Collapsed)
-        .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::Given {
-            ignore: gix::submodule::config::Ignore::All,
-            check_dirty: false,
-        })
+    let status = platform(repo, gix::status::UntrackedFiles::Collapsed)?
         .dirwalk_options(|o| o.emit_ignored(Some(EmissionMode::CollapseDirectory)));
     let mut out = Beyond {
         changed: Vec::new(),

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Write src/hot-text.order: the functions a git-agent session calls, in the order they are first called, which
+src/build.rs hands to the linker so that they are laid out together at the start of the code (issue 16: a small
+session's peak memory is mostly code pages, mapped 64 KB around every page it touches).
+
+Run it after changing what a session does, or the toolchain (a new rustc renames most functions):
+    scripts/gen-text-order.py            # builds, traces, writes src/hot-text.order, prints what changed
+    scripts/gen-text-order.py --check    # only reports how many listed functions the current build still has
+
+How: `cargo rustc --release` with the linker's map (`-Map`), then each scenario below runs that binary with a
+breakpoint on every function (benchlib/hottext.py; threads and forked children included), against the scripted
+fake server in a fresh repository (SCENARIOS: `--version`; `ask` with the shell task of scripts/bench-task.py;
+`ask` with the named tools; `log`, `diff` and `undo` on that session; the shell task on a repository with a
+commit, alone and four at once, as in scripts/bench-fleet.py). The file keeps the first-hit order across them.
+Needs python3, git, cargo.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "benchlib"))
+import common  # noqa: E402
+import hottext  # noqa: E402
+
+ORDER = os.path.join(ROOT, "src", "hot-text.order")
+TOOLS = [
+    {"tool": "list_files", "args": {}, "shell": "ls"},
+    {"tool": "read_file", "args": {"path": "greet.py"}, "shell": "cat greet.py"},
+    {"tool": "search", "args": {"pattern": "hello"}, "shell": "grep -rn hello ."},
+    {"tool": "edit_file", "args": {"path": "greet.py", "old_string": "hello world", "new_string": "hello agent"},
+     "shell": "sed -i 's/hello world/hello agent/' greet.py"},
+    {"tool": "write_file", "args": {"path": "notes.txt", "content": "greeting changed\n"},
+     "shell": "echo 'greeting changed' > notes.txt"},
+    {"tool": "run", "args": {"command": "sh test_greet.sh"}, "shell": "sh test_greet.sh"},
+]
+
+
+def build(work):
+    mapfile = os.path.join(work, "git-agent.map")
+    subprocess.run(["cargo", "rustc", "--quiet", "--release", "--bin", "git-agent", "--",
+                    "-C", "link-arg=-Wl,-Map=" + mapfile], cwd=ROOT, check=True)
+    return os.path.join(ROOT, "target", "release", "git-agent"), mapfile
+
+
+def trace_parallel(n, argv, env, cwd, funcs, d):
+    """n copies of argv at once, each traced by a forked worker of this script; their hits, merged in turn."""
+    pids = []
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                got = hottext.trace(argv, env, cwd, funcs, stdout=os.path.join(d, "stdout.%d" % i),
+                                    stderr=os.path.join(d, "stderr.%d" % i))
+                with open(os.path.join(d, "hits.%d" % i), "w") as f:
+                    json.dump(got, f)
+                code = 0
+            except BaseException:  # noqa: BLE001 - report and leave the worker
+                traceback.print_exc()
+            os._exit(code)
+        pids.append(pid)
+    runs = []
+    for i, pid in enumerate(pids):
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            sys.exit("gen-text-order: tracing run %d of %s failed; see %s" % (i, argv[1], d))
+        with open(os.path.join(d, "hits.%d" % i)) as f:
+            runs.append(json.load(f))
+    return [h for hits in runs for h in hits]
+
+
+# (label, what, fixture committed?, sessions at once): "version", "shell" (bench-task.py's shell task),
+# "tools" (TOOLS by name) or a subcommand run in the previous ask's repository.
+SCENARIOS = [
+    ("--version", "version", False, 1),
+    ("ask, shell task", "shell", False, 1),
+    ("ask, named tools", "tools", False, 1),
+    ("log", ["log"], False, 1),
+    ("diff", ["diff"], False, 1),
+    ("undo", ["undo"], False, 1),
+    ("ask on a commit", "shell", True, 1),
+    ("4 asks at once", "shell", True, 4),
+]
+
+
+def trace_all(binary, funcs, work):
+    agent = common.Agent("ga=ga:" + binary)
+    hits, seen = [], set()
+    repo = env = None
+    for n, (label, what, commit, sessions) in enumerate(SCENARIOS):
+        d = os.path.join(work, "s%d" % n)
+        os.makedirs(d)
+        srv = None
+        if what == "version":
+            argv, cwd, env = [agent.path, "--version"], d, agent.env(9)
+        elif what in ("shell", "tools"):
+            repo = os.path.join(d, "repo")
+            common.make_fixture(repo, commit=commit)
+            srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=TOOLS if what == "tools" else None)
+            spec = agent.task_spec(repo, srv.port, common.PROMPT, d)
+            argv, cwd, env = spec["argv"], repo, spec["env"]
+        else:
+            argv, cwd = [agent.path, *what], repo
+        try:
+            got = trace_parallel(sessions, argv, env, cwd, funcs, d)
+        finally:
+            if srv:
+                srv.stop()
+        if srv and not common.task_succeeded(repo):
+            sys.exit("gen-text-order: the %s did not succeed; see %s" % (label, d))
+        new = [h for h in got if h not in seen]
+        seen.update(new)
+        hits += new
+        print("%-18s %5d functions called, %4d new" % (label, len(set(got)), len(new)), file=sys.stderr)
+    return hits
+
+
+def listed():
+    try:
+        with open(ORDER) as f:
+            return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except FileNotFoundError:
+        return []
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="report how stale src/hot-text.order is; write nothing")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="gen-text-order.")
+    try:
+        binary, mapfile = build(work)
+        funcs = hottext.parse_map(mapfile)
+        names = {n for _, _, n in funcs}
+        old = listed()
+        have = sum(1 for n in old if n in names)
+        print("src/hot-text.order: %d names, %d of them in this build" % (len(old), have), file=sys.stderr)
+        if args.check:
+            return
+        hits = trace_all(binary, funcs, work)
+        size = {n: s for _, s, n in funcs}
+        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+        with open(ORDER, "w") as f:
+            f.write("# The functions a git-agent session calls, first called first: the linker lays them out\n"
+                    "# together (src/build.rs). Written by scripts/gen-text-order.py with %s; do not edit.\n"
+                    % rustc)
+            f.writelines(h + "\n" for h in hits)
+        print("wrote %s: %d functions, %d KB of the %d KB of code (dropped %d, added %d)"
+              % (os.path.relpath(ORDER, ROOT), len(hits), sum(size[h] for h in hits) // 1024,
+                 sum(size.values()) // 1024, len(set(old) - set(hits)), len(set(hits) - set(old))),
+              file=sys.stderr)
+        print(json.dumps({"functions": len(hits), "hot_bytes": sum(size[h] for h in hits)}))
+    finally:
+        common.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,10 @@ Per run: a fresh fixture repo (greet.py staged; test_greet.sh is plain sh), a fr
   own_cpu  the agent process alone (/proc/<pid>/stat at exit, 10 ms ticks)
   own_hwm  the agent's own peak RSS (VmHWM at its exit), children excluded
   maxrss   GNU time -v "Maximum resident set size": the largest single process of the tree
+and for `--version` also
+  spawned  the median wall of 50 runs started back to back with posix_spawn and reaped with waitpid, no GNU time
+           and no tracer: the runs above carry ~4 ms of their own (a fork of this script, GNU time's exec, the
+           tracer's stops), about as long as the --version itself, which pulls every ratio towards 1
 Ratios are LABEL / REF per round, then the median over rounds (and the same for every other pair of non-REF agents,
 e.g. new/old).
 """
@@ -19,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib"))
 import common  # noqa: E402
@@ -26,6 +31,8 @@ import ptmeasure  # noqa: E402
 
 FIELDS = [("wall_s", "wall s"), ("tree_cpu_s", "cpu s"),
           ("own_hwm_kb", "own peak KB"), ("time_maxrss_kb", "maxrss KB")]
+VERSION_FIELDS = FIELDS + [("spawned_wall_s", "spawned s")]
+SPAWNS = 50
 
 
 def one_task(agent, work, tag):
@@ -55,16 +62,36 @@ def one_version(agent, work, tag, key):
         r = ptmeasure.run([agent.version_spec(d, key)])[0]
     r["other_cores"] = load.other_cores(r["tree_cpu_s"])
     r["version"] = open(os.path.join(d, "vstdout")).read().strip()
+    r["spawned_wall_s"] = spawned_wall(agent.version_spec(d, key))
     return r
 
 
-def summarize(title, rows, agents, ref, out):
+def spawned_wall(spec, n=SPAWNS):
+    """Median wall of n runs of spec's argv, each posix_spawn'ed (vfork: no copy of this script) and reaped."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+               (os.POSIX_SPAWN_DUP2, devnull, 2)]
+    walls = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            pid = os.posix_spawn(spec["argv"][0], spec["argv"], spec["env"], file_actions=actions)
+            _, status = os.waitpid(pid, 0)
+            walls.append(time.perf_counter() - t0)
+            if status != 0:
+                sys.exit("%s exited with status %d" % (" ".join(spec["argv"]), status))
+    finally:
+        os.close(devnull)
+    return common.median(walls)
+
+
+def summarize(title, rows, agents, ref, out, fields=FIELDS):
     print("\n== %s (median of %d runs; ratios = median of per-round LABEL/%s) ==" % (
         title, len(rows), ref), file=out)
-    head = "%-10s" % "agent" + "".join("%14s" % h for _, h in FIELDS) + "%12s" % "bg cores"
+    head = "%-10s" % "agent" + "".join("%14s" % h for _, h in fields) + "%12s" % "bg cores"
     print(head, file=out)
     for a in agents:
-        vals = [common.median([r[a.label][k] for r in rows]) for k, _ in FIELDS]
+        vals = [common.median([r[a.label][k] for r in rows]) for k, _ in fields]
         bg = common.median([r[a.label]["other_cores"] for r in rows])
         print("%-10s" % a.label + "".join("%14s" % common.fmt(v) for v in vals) + "%12s" % common.fmt(bg),
               file=out)
@@ -73,7 +100,7 @@ def summarize(title, rows, agents, ref, out):
     pairs += [(x, y) for i, x in enumerate(others) for y in others[i + 1:]]  # e.g. new/old
     for num, den in pairs:
         ratios = []
-        for k, _ in FIELDS:
+        for k, _ in fields:
             pr = [r[num][k] / r[den][k] for r in rows if r[num][k] and r[den][k]]
             ratios.append(common.median(pr))
         print("%-10s" % ("%s/%s" % (num, den))[:10] +
@@ -140,8 +167,9 @@ def main():
     if versions:
         print("versions: " + "; ".join("%s: %s" % (k, v["version"]) for k, v in versions[0].items()))
         summarize("--version, a dummy API key in the environment", versions, agents, ref,
-                  sys.stdout)
-        summarize("--version, no key in the environment", versions_nokey, agents, ref, sys.stdout)
+                  sys.stdout, VERSION_FIELDS)
+        summarize("--version, no key in the environment", versions_nokey, agents, ref, sys.stdout,
+                  VERSION_FIELDS)
     print("\nbinary size ratios: " + ", ".join(
         "%s/%s %.2fx" % (ag.label, ref, os.path.getsize(ag.path) / os.path.getsize(
             [x for x in agents if x.label == ref][0].path)) for ag in agents if ag.label != ref))

@@ -17,6 +17,12 @@
 //! that a build does not have (another toolchain, a renamed function) is skipped, so a stale file costs memory,
 //! never correctness. Only release builds with rustc's own LLD (the default linker for x86-64 Linux since
 //! Rust 1.90) are ordered; `GIT_AGENT_TEXT_ORDER=0` turns it off.
+//!
+//! **The unwinder linked in.** std asks for `libgcc_s.so` for its ten `_Unwind_*` functions (backtraces; a
+//! release build aborts on panic), and loading a shared library costs every start about 0.1 ms, a tenth of
+//! `--version`. For release builds with rustc's LLD (as above), `-lgcc_s` is pointed at a linker script in
+//! `OUT_DIR` that names the compiler's static unwinder, `libgcc_eh.a` (what `gcc -static-libgcc` links), found
+//! with `cc -print-file-name`; without one, nothing changes. `GIT_AGENT_STATIC_UNWIND=0` turns it off.
 
 use std::env;
 use std::process::Command;
@@ -24,12 +30,17 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=GIT_AGENT_PIE");
     println!("cargo:rerun-if-env-changed=GIT_AGENT_TEXT_ORDER");
+    println!("cargo:rerun-if-env-changed=GIT_AGENT_STATIC_UNWIND");
     println!("cargo:rerun-if-changed=src/hot-text.order");
     let linux = env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
     if linux && !switched_on("GIT_AGENT_PIE", false) {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
-    if switched_on("GIT_AGENT_TEXT_ORDER", true) && links_with_rust_lld() {
+    let lld = links_with_rust_lld();
+    if lld && switched_on("GIT_AGENT_STATIC_UNWIND", true) {
+        link_unwinder_statically();
+    }
+    if switched_on("GIT_AGENT_TEXT_ORDER", true) && lld {
         let manifest = env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
         let order = std::path::Path::new(&manifest).join("src/hot-text.order");
         if order.is_file() {
@@ -40,6 +51,35 @@ fn main() {
             println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
         }
     }
+}
+
+/// Puts `OUT_DIR/static-unwind/libgcc_s.so`, a linker script naming `libgcc_eh.a`, first in the binary's
+/// library path, so that std's `-lgcc_s` links the unwinder in instead of loading it at every start.
+fn link_unwinder_statically() {
+    let Some(archive) = compiler_file("libgcc_eh.a") else {
+        return;
+    };
+    let Some(out) = env::var_os("OUT_DIR") else {
+        return;
+    };
+    let dir = std::path::Path::new(&out).join("static-unwind");
+    let script = format!("INPUT({})\n", archive.display());
+    if std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::write(dir.join("libgcc_s.so"), script).is_ok()
+    {
+        println!("cargo:rustc-link-arg-bins=-L{}", dir.display());
+    }
+}
+
+/// The absolute path of a file of the C compiler's runtime (`cc -print-file-name=NAME`), if it has one.
+fn compiler_file(name: &str) -> Option<std::path::PathBuf> {
+    let cc = env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let out = Command::new(cc)
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .ok()?;
+    let path = std::path::PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && path.is_absolute() && path.is_file()).then_some(path)
 }
 
 /// An opt-in/opt-out variable: unset gives `default`; empty or "0" is off, anything else on.

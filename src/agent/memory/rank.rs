@@ -105,7 +105,48 @@ pub fn line_tokens(entry: &Summary) -> u64 {
 /// 1 for an entry updated now, halving every [`HALF_LIFE_DAYS`] towards 0.5.
 fn recency(updated: i64, now: i64) -> f64 {
     let days = (now - updated).max(0) as f64 / 86_400.0;
-    0.5 + 0.5 * 0.5f64.powf(days / HALF_LIFE_DAYS)
+    0.5 + 0.5 * exp2(-days / HALF_LIFE_DAYS)
+}
+
+// The two transcendental functions ranking needs, written out: `f64::ln` and `f64::powf` are calls into the
+// C maths library, and these were the binary's only ones, so without them `libm.so` is not loaded at all
+// (every start, `--version` included, maps one shared library less; issue 16). Ranking needs a dozen digits.
+
+/// `ln x` for a positive, finite, normal `x`: with `x = m * 2^e`, `m` in [1, 2), `ln x = e ln 2 + ln m`, and
+/// `ln m = 2 atanh z = 2 (z + z^3/3 + z^5/5 + ...)` for `z = (m - 1) / (m + 1)` in [0, 1/3): 14 terms reach
+/// 1e-14.
+fn ln(x: f64) -> f64 {
+    debug_assert!(x.is_normal() && x > 0.0, "ln of {x}");
+    let bits = x.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mantissa = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
+    let z = (mantissa - 1.0) / (mantissa + 1.0);
+    let (mut power, mut sum) = (z, 0.0);
+    for k in 0..14 {
+        sum += power / f64::from(2 * k + 1);
+        power *= z * z;
+    }
+    exponent as f64 * std::f64::consts::LN_2 + 2.0 * sum
+}
+
+/// `2^y` for `y <= 0` (0 below 2^-1022): `2^y = 2^k * e^(f ln 2)` with `k` the integer below `y`, `f` in
+/// [0, 1), and the exponential's series (18 terms: `f ln 2 < 0.7`).
+fn exp2(y: f64) -> f64 {
+    debug_assert!(y <= 0.0, "exp2 of {y}");
+    if y.is_nan() || y < -1022.0 {
+        return 0.0;
+    }
+    let mut k = y as i64; // towards zero: one less for a negative fraction
+    if k as f64 > y {
+        k -= 1;
+    }
+    let x = (y - k as f64) * std::f64::consts::LN_2;
+    let (mut term, mut sum) = (1.0, 1.0);
+    for n in 1..18 {
+        term *= x / f64::from(n);
+        sum += term;
+    }
+    sum * f64::from_bits(((k + 1023) as u64) << 52)
 }
 
 /// An entry sharing terms with the query: its length in terms and `(term, frequency)` of the shared ones.
@@ -169,7 +210,7 @@ impl Query {
                     .iter()
                     .map(|&(term, f)| {
                         let df = f64::from(df[term]);
-                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                        let idf = ln(1.0 + (n - df + 0.5) / (df + 0.5));
                         let f = f64::from(f);
                         let norm = 1.0 - B + B * f64::from(len) / avg.max(1.0);
                         idf * f * (K1 + 1.0) / (f + K1 * norm)
@@ -252,6 +293,48 @@ fn stem(word: &mut String) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ln_and_exp2_agree_with_the_maths_library() {
+        let mut x = 1.0f64;
+        while x < 1e12 {
+            let (ours, libm) = (super::ln(x), x.ln());
+            assert!(
+                (ours - libm).abs() <= 1e-12 * libm.abs().max(1.0),
+                "ln {x}: {ours} vs {libm}"
+            );
+            x = x * 1.37 + 0.11;
+        }
+        for x in [
+            1e-300,
+            0.001,
+            0.5,
+            0.999_999,
+            1.5,
+            1.999_999_9,
+            2.0,
+            3.0,
+            f64::MAX,
+        ] {
+            let (ours, libm) = (super::ln(x), x.ln());
+            assert!(
+                (ours - libm).abs() <= 1e-12 * libm.abs().max(1.0),
+                "ln {x}: {ours} vs {libm}"
+            );
+        }
+        let mut y = 0.0f64;
+        while y > -1100.0 {
+            let (ours, libm) = (super::exp2(y), y.exp2());
+            let tolerance = if y < -1022.0 { 1e-307 } else { 1e-13 * libm };
+            assert!(
+                (ours - libm).abs() <= tolerance,
+                "exp2 {y}: {ours} vs {libm}"
+            );
+            y -= 0.173;
+        }
+        assert_eq!(super::exp2(-1.0), 0.5);
+        assert_eq!(super::exp2(-3.0), 0.125);
+    }
+
     use super::*;
     use crate::store::memory::Kind;
 

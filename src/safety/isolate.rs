@@ -59,9 +59,11 @@ impl Isolation {
     }
 }
 
-/// Whether commands can get a private `/proc` here: tried once per process with a real command (`true`)
-/// started the way [`Plan::install()`] starts every command. As root without a user namespace first, then
-/// with one.
+/// Whether commands can get a private `/proc` here: tried once per process by starting a command the way
+/// [`Plan::install()`] starts every command (S, G, the namespaces, the private `/proc`), whose process B then
+/// exits 0 where it would exec: exec'ing a real program (`true`) would cost the session a PATH search and a
+/// program's start for nothing the namespaces depend on. As root without a user namespace first, then with
+/// one.
 pub fn probe() -> &'static Isolation {
     static PROBED: OnceLock<Isolation> = OnceLock::new();
     PROBED.get_or_init(|| {
@@ -88,12 +90,17 @@ pub fn probe() -> &'static Isolation {
 
 fn try_namespace(user: bool) -> Result<(), String> {
     let plan = Plan::new(Some(Namespace::new(user, &[])));
-    let mut cmd = Command::new("true");
+    // Never exec'd: B leaves in the pre_exec below (an absolute path, so not even looked up).
+    let mut cmd = Command::new("/bin/sh");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
     plan.install(&mut cmd);
+    // SAFETY: runs in B after the plan's own pre_exec; _exit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| libc::_exit(0));
+    }
     let status = cmd
         .status()
         .map_err(|e| format!("the kernel refused a PID namespace with a private /proc ({e})"))?;

@@ -17,20 +17,16 @@ import os
 import re
 import signal
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-libc.ptrace.restype = ctypes.c_long
+from ptmeasure import (EVENT_EXEC, O_EXITKILL, O_TRACEEXEC, O_TRACEFORK, PTRACE_CONT, PTRACE_SETOPTIONS,
+                       PTRACE_TRACEME, WALL, libc)
 
-PTRACE_TRACEME = 0
-PTRACE_CONT = 7
 PTRACE_DETACH = 17
 PTRACE_GETREGS = 12
 PTRACE_SETREGS = 13
-PTRACE_SETOPTIONS = 0x4200
-OPTIONS = 0x02 | 0x04 | 0x08 | 0x10 | 0x100000  # TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC | EXITKILL
-EVENT_EXEC = 4
+O_TRACEVFORK = 0x04
+O_TRACECLONE = 0x08
+OPTIONS = O_TRACEFORK | O_TRACEVFORK | O_TRACECLONE | O_TRACEEXEC | O_EXITKILL
 RIP = 16  # index of rip in struct user_regs_struct (x86-64)
-WALL = getattr(os, "WALL", 0x40000000)
 
 
 class Regs(ctypes.Structure):

@@ -185,7 +185,7 @@ impl Scan {
     pub fn rescan(&self) -> Result<Scan, StoreError> {
         match self.restat() {
             Some(scan) => Ok(scan),
-            None => Scan::of_dir(&self.root),
+            None => Scan::walk(&self.root, None, self.files.len() <= CHUNK),
         }
     }
 
@@ -223,12 +223,17 @@ impl Scan {
 
     /// Stat every file below `root` that git would consider (not ignored, `.git` skipped), in parallel.
     pub fn of_dir(root: &Path) -> Result<Scan, StoreError> {
-        Scan::walk(root, None)
+        Scan::walk(root, None, false)
     }
 
     /// [`Scan::of_dir()`], calling `on_dir` with each directory it will enter (root excluded) before reading
-    /// it, so a watch added there cannot miss a change the walk does not see.
-    pub(super) fn walk(root: &Path, on_dir: Option<&DirHook<'_>>) -> Result<Scan, StoreError> {
+    /// it, so a watch added there cannot miss a change the walk does not see. `small` (the last scan found
+    /// one chunk's worth of files) walks on the calling thread instead of starting walker threads.
+    pub(super) fn walk(
+        root: &Path,
+        on_dir: Option<&DirHook<'_>>,
+        small: bool,
+    ) -> Result<Scan, StoreError> {
         let started_ns = now_ns();
         let mut walk = WalkBuilder::new(root);
         walk.hidden(false)
@@ -247,7 +252,14 @@ impl Scan {
             sink: Arc::clone(&sink),
             on_dir,
         };
-        walk.build_parallel().visit(&mut builder);
+        if small {
+            let mut visitor = builder.build();
+            for entry in walk.build() {
+                visitor.visit(entry);
+            }
+        } else {
+            walk.threads(cores()).build_parallel().visit(&mut builder);
+        }
         let batches = std::mem::take(&mut *sink.lock().map_err(|_| poisoned(root))?);
         let mut files = Vec::with_capacity(batches.iter().map(|b| b.files.len()).sum());
         let mut dirs = Vec::new();
@@ -277,12 +289,15 @@ fn is_ignore_file(path: &Path) -> bool {
 }
 
 /// `lstat` of every path, spread over the available cores in chunks; `None` in a slot whose path is gone,
-/// `None` overall if a thread died.
+/// `None` overall if a thread died. One chunk's worth is done on the calling thread: a small checkout is
+/// rescanned after every command, and a thread (and asking the cgroup files how many cores there are) would
+/// cost more than its few `lstat`s.
 fn stat_all(items: &[(PathBuf, Stat)]) -> Option<Vec<Option<Stat>>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(2, usize::from)
-        .min(items.len().div_ceil(CHUNK))
-        .max(1);
+    let lstat = |path: &PathBuf| std::fs::symlink_metadata(path).ok().map(|md| Stat::of(&md));
+    if items.len() <= CHUNK {
+        return Some(items.iter().map(|(path, _)| lstat(path)).collect());
+    }
+    let threads = cores().min(items.len().div_ceil(CHUNK)).max(1);
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let mut out: Vec<Option<Stat>> = vec![None; items.len()];
@@ -298,13 +313,19 @@ fn stat_all(items: &[(PathBuf, Stat)]) -> Option<Vec<Option<Stat>>> {
                     return;
                 };
                 for (k, (path, _)) in items[i * CHUNK..].iter().take(slot.len()).enumerate() {
-                    slot[k] = std::fs::symlink_metadata(path).ok().map(|md| Stat::of(&md));
+                    slot[k] = lstat(path);
                 }
             });
         }
     });
     drop(slots);
     (!failed.load(std::sync::atomic::Ordering::Relaxed)).then_some(out)
+}
+
+/// The cores to spread a scan over, asked once per process (each ask reads the cgroup's CPU quota files).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
 }
 
 fn poisoned(root: &Path) -> StoreError {
@@ -465,5 +486,28 @@ mod tests {
             recent.restat().is_none(),
             "a just-modified directory is not trusted"
         );
+    }
+
+    #[test]
+    fn a_checkout_of_several_chunks_is_restatted_in_parallel_and_in_order() {
+        let root = tree("chunks");
+        let many = root.join("many");
+        std::fs::create_dir(&many).unwrap();
+        let count = 3 * CHUNK + 7;
+        for i in 0..count {
+            std::fs::write(many.join(format!("f{i:05}")), "x").unwrap();
+        }
+        age(&many);
+        age(&root);
+        let before = Scan::of_dir(&root).unwrap();
+        assert_eq!(before.len(), count + 3);
+        let changed = many.join(format!("f{:05}", 2 * CHUNK + 1));
+        std::fs::write(&changed, "changed").unwrap();
+        let after = before.restat().expect("no directory changed");
+        assert_eq!(
+            Scan::diff(&before, &after),
+            [changed.strip_prefix(&root).unwrap().to_path_buf()]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

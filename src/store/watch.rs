@@ -112,7 +112,8 @@ impl Watcher {
                 }
             }
         };
-        let scan = Scan::walk(root, Some(&hook)).map_err(|e| Fallback::Lost(e.to_string()))?;
+        let scan =
+            Scan::walk(root, Some(&hook), false).map_err(|e| Fallback::Lost(e.to_string()))?;
         let (added, failed) = added
             .into_inner()
             .map_err(|_| Fallback::Lost("a scan thread panicked".into()))?;

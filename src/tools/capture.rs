@@ -38,6 +38,18 @@ impl Capture {
         self.tail.extend(keep);
     }
 
+    /// True when pushing `more` bytes would leave some of the output out.
+    pub fn would_cut(&self, more: usize) -> bool {
+        self.total + more as u64 > (self.head_max + self.tail_max) as u64
+    }
+
+    /// Every byte pushed so far, while nothing is cut (else the kept head and tail, joined).
+    pub fn kept(&self) -> Vec<u8> {
+        let mut all = self.head.clone();
+        all.extend(self.tail.iter());
+        all
+    }
+
     /// True when some of the output is not in [`Capture::render`].
     pub fn is_cut(&self) -> bool {
         (self.head.len() + self.tail.len()) as u64 != self.total
@@ -46,12 +58,10 @@ impl Capture {
     /// The kept text, with a line saying how much was cut between head and tail.
     pub fn render(&self) -> String {
         let kept = (self.head.len() + self.tail.len()) as u64;
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
         if kept == self.total {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&tail);
-            return String::from_utf8_lossy(&all).into_owned();
+            return String::from_utf8_lossy(&self.kept()).into_owned();
         }
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
         format!(
             "{}\n[... {} cut: {} bytes in total ...]\n{}",
             String::from_utf8_lossy(&self.head),

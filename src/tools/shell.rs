@@ -131,15 +131,8 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
     let capture = capture
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let saved = match log {
-        Some(path) if capture.is_cut() => Some(path),
-        Some(path) => {
-            // Nothing was cut: the model saw it all, and the file would only take space.
-            let _ = fs::remove_file(path);
-            None
-        }
-        None => None,
-    };
+    // The drain writes the file only once something is cut (the model saw all of a shorter output).
+    let saved = log.filter(|path| capture.is_cut() && path.is_file());
     let mut out = report(capture.render(), &outcome, started.elapsed(), complete);
     if ctx.sandbox.is_active() && crate::safety::sandbox::looks_denied(&out.content) {
         out.content.push_str(&ctx.sandbox.describe());
@@ -156,12 +149,59 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
     Ok(out)
 }
 
-/// `<output dir>/<n>.log` for this call's full output, with its directory made; `None` when the session keeps
-/// no output or the directory cannot be made (the capped output still reaches the model).
+/// `<output dir>/<n>.log` for this call's full output; `None` when the session keeps no output.
 fn full_output_path(ctx: &ToolContext) -> Option<PathBuf> {
     let dir = ctx.session.output_dir.as_ref()?;
-    fs::create_dir_all(dir).ok()?;
     Some(dir.join(format!("{}.log", ctx.session.next_run())))
+}
+
+/// The file a command's whole output goes to, made (with its directory) only when the [`Capture`] is about to
+/// cut the output: most commands print less than it keeps, and then no file is created and removed again.
+/// If it cannot be made or written, the capped output still reaches the model.
+struct FullLog {
+    path: PathBuf,
+    file: Option<File>,
+    failed: bool,
+}
+
+impl FullLog {
+    fn new(path: PathBuf) -> FullLog {
+        FullLog {
+            path,
+            file: None,
+            failed: false,
+        }
+    }
+
+    /// Takes `data`, about to be pushed into `capture`.
+    fn write(&mut self, capture: &Capture, data: &[u8]) {
+        if self.failed || (self.file.is_none() && !capture.would_cut(data.len())) {
+            return;
+        }
+        if self.file.is_none() {
+            // The first cut: until now `capture` holds every byte.
+            let opened = self
+                .path
+                .parent()
+                .map_or(Ok(()), fs::create_dir_all)
+                .and_then(|()| {
+                    let mut file = File::create(&self.path)?;
+                    file.write_all(&capture.kept())?;
+                    Ok(file)
+                });
+            self.file = opened.ok();
+        }
+        // A full disk must not stop the drain (the command would block on a full pipe); the file is then
+        // incomplete, the capped output is not.
+        let written = self
+            .file
+            .as_mut()
+            .is_some_and(|f| f.write_all(data).is_ok());
+        if !written {
+            self.file = None;
+            self.failed = true;
+        }
+    }
 }
 
 /// Starts `cmd` (from [`process::bash()`]) with stdout and stderr on one pipe (so they interleave as written),
@@ -173,7 +213,7 @@ fn spawn(
 ) -> io::Result<(Child, Arc<Mutex<Capture>>, mpsc::Receiver<()>)> {
     let (reader, writer) = io::pipe()?;
     cmd.stdout(writer.try_clone()?).stderr(writer);
-    let log = log.map(File::create).transpose()?;
+    let log = log.cloned().map(FullLog::new);
     let child = cmd.spawn()?;
     // `cmd` holds our copies of the write end; until they close, the reader would never see end-of-file.
     drop(cmd);
@@ -188,24 +228,19 @@ fn spawn(
     Ok((child, capture, drained))
 }
 
-fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<File>) {
+fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<FullLog>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {
-                // A full disk must not stop the drain (the command would block on a full pipe); the log is
-                // then incomplete, the capped output is not.
-                if log
-                    .as_mut()
-                    .is_some_and(|f| f.write_all(&buf[..n]).is_err())
-                {
-                    log = None;
-                }
-                capture
+                let mut capture = capture
                     .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .push(&buf[..n])
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                if let Some(log) = log.as_mut() {
+                    log.write(&capture, &buf[..n]);
+                }
+                capture.push(&buf[..n])
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
@@ -433,6 +468,39 @@ mod tests {
             &out.content[16000..16500]
         );
         assert!(out.content.starts_with("y\ny\n"));
+    }
+
+    #[test]
+    fn the_full_output_file_is_made_only_when_the_output_is_cut() {
+        let ctx = temp_ctx("run-lazy-log");
+        let saved = ctx.root.join(".git/agent/output/test");
+        let whole = HEAD_BYTES + TAIL_BYTES;
+        let out = run_cmd(
+            &ctx,
+            json!({"command": format!("head -c {whole} /dev/zero | tr '\\0' a")}),
+        );
+        assert_eq!(out.summary, "exit 0");
+        assert!(
+            !out.content.contains("cut:"),
+            "nothing cut at exactly {whole} bytes"
+        );
+        assert!(
+            !saved.exists(),
+            "no file, not even its directory, for output shown whole"
+        );
+        let out = run_cmd(
+            &ctx,
+            json!({"command": format!("head -c {} /dev/zero | tr '\\0' a; printf END", whole + 1)}),
+        );
+        assert!(out.content.contains("cut:"), "{}", out.content.len());
+        let logs: Vec<_> = fs::read_dir(&saved)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(logs.len(), 1, "{logs:?}");
+        let text = fs::read(&logs[0]).unwrap();
+        assert_eq!(text.len(), whole + 1 + 3);
+        assert!(text.starts_with(b"aaaa") && text.ends_with(b"aEND"));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Build script: how the `git-agent` binary is linked on Linux (issue 16). Two things, each with an opt-out:
+//! Build script: how the `git-agent` binary is linked on Linux (issue 16). Three things, each with an opt-out:
 //!
 //! **Position-dependent.** A position-independent executable carries a relocation for every pointer in its
 //! read-only data (20,000 of them here: vtables, string tables, panic locations), which the dynamic loader
@@ -25,6 +25,7 @@
 //! with `cc -print-file-name`; without one, nothing changes. `GIT_AGENT_STATIC_UNWIND=0` turns it off.
 
 use std::env;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
@@ -42,7 +43,7 @@ fn main() {
     }
     if switched_on("GIT_AGENT_TEXT_ORDER", true) && lld {
         let manifest = env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
-        let order = std::path::Path::new(&manifest).join("src/hot-text.order");
+        let order = Path::new(&manifest).join("src/hot-text.order");
         if order.is_file() {
             println!(
                 "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
@@ -62,7 +63,7 @@ fn link_unwinder_statically() {
     let Some(out) = env::var_os("OUT_DIR") else {
         return;
     };
-    let dir = std::path::Path::new(&out).join("static-unwind");
+    let dir = Path::new(&out).join("static-unwind");
     let script = format!("INPUT({})\n", archive.display());
     if std::fs::create_dir_all(&dir).is_ok()
         && std::fs::write(dir.join("libgcc_s.so"), script).is_ok()
@@ -72,13 +73,13 @@ fn link_unwinder_statically() {
 }
 
 /// The absolute path of a file of the C compiler's runtime (`cc -print-file-name=NAME`), if it has one.
-fn compiler_file(name: &str) -> Option<std::path::PathBuf> {
+fn compiler_file(name: &str) -> Option<PathBuf> {
     let cc = env::var_os("CC").unwrap_or_else(|| "cc".into());
     let out = Command::new(cc)
         .arg(format!("-print-file-name={name}"))
         .output()
         .ok()?;
-    let path = std::path::PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
     (out.status.success() && path.is_absolute() && path.is_file()).then_some(path)
 }
 

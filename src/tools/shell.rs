@@ -175,21 +175,12 @@ impl FullLog {
 
     /// Takes `data`, about to be pushed into `capture`.
     fn write(&mut self, capture: &Capture, data: &[u8]) {
-        if self.failed || (self.file.is_none() && !capture.would_cut(data.len())) {
-            return;
-        }
         if self.file.is_none() {
+            if self.failed || !capture.would_cut(data.len()) {
+                return;
+            }
             // The first cut: until now `capture` holds every byte.
-            let opened = self
-                .path
-                .parent()
-                .map_or(Ok(()), fs::create_dir_all)
-                .and_then(|()| {
-                    let mut file = File::create(&self.path)?;
-                    file.write_all(&capture.kept())?;
-                    Ok(file)
-                });
-            self.file = opened.ok();
+            self.file = self.create(capture).ok();
         }
         // A full disk must not stop the drain (the command would block on a full pipe); the file is then
         // incomplete, the capped output is not.
@@ -202,10 +193,20 @@ impl FullLog {
             self.failed = true;
         }
     }
+
+    /// The file (and its directory), holding what `capture` has so far.
+    fn create(&self, capture: &Capture) -> io::Result<File> {
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let mut file = File::create(&self.path)?;
+        file.write_all(&capture.kept())?;
+        Ok(file)
+    }
 }
 
 /// Starts `cmd` (from [`process::bash()`]) with stdout and stderr on one pipe (so they interleave as written),
-/// and a thread draining that pipe into a [`Capture`] (and the whole of it into `log`); the channel says when
+/// and a thread draining that pipe into a [`Capture`] (and, once it cuts, all of it into `log`); the channel says when
 /// the pipe closed.
 fn spawn(
     mut cmd: Command,

@@ -293,11 +293,14 @@ fn stem(word: &mut String) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::store::memory::Kind;
+
     #[test]
     fn ln_and_exp2_agree_with_the_maths_library() {
         let mut x = 1.0f64;
         while x < 1e12 {
-            let (ours, libm) = (super::ln(x), x.ln());
+            let (ours, libm) = (ln(x), x.ln());
             assert!(
                 (ours - libm).abs() <= 1e-12 * libm.abs().max(1.0),
                 "ln {x}: {ours} vs {libm}"
@@ -315,7 +318,7 @@ mod tests {
             3.0,
             f64::MAX,
         ] {
-            let (ours, libm) = (super::ln(x), x.ln());
+            let (ours, libm) = (ln(x), x.ln());
             assert!(
                 (ours - libm).abs() <= 1e-12 * libm.abs().max(1.0),
                 "ln {x}: {ours} vs {libm}"
@@ -323,7 +326,7 @@ mod tests {
         }
         let mut y = 0.0f64;
         while y > -1100.0 {
-            let (ours, libm) = (super::exp2(y), y.exp2());
+            let (ours, libm) = (exp2(y), y.exp2());
             let tolerance = if y < -1022.0 { 1e-307 } else { 1e-13 * libm };
             assert!(
                 (ours - libm).abs() <= tolerance,
@@ -331,12 +334,9 @@ mod tests {
             );
             y -= 0.173;
         }
-        assert_eq!(super::exp2(-1.0), 0.5);
-        assert_eq!(super::exp2(-3.0), 0.125);
+        assert_eq!(exp2(-1.0), 0.5);
+        assert_eq!(exp2(-3.0), 0.125);
     }
-
-    use super::*;
-    use crate::store::memory::Kind;
 
     fn summary(id: &str, text: &str, tags: &[&str], confidence: f64) -> Summary {
         Summary {

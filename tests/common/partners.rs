@@ -45,7 +45,7 @@ pub fn required(var: &str, installs: &str) -> PathBuf {
     match std::env::var_os(var) {
         Some(path) if !path.is_empty() => PathBuf::from(path),
         _ => panic!(
-            "{var} is not set: this test needs {installs}; run it through .ci/run, which installs them and sets \
+            "{var} is not set: this test needs {installs}; run it through .ci/run, which installs that and sets \
              {var} (or set it to your own install)"
         ),
     }

@@ -71,7 +71,7 @@ if switched_on GIT_AGENT_TEXT_ORDER on; then
   # The same flags for the traced build and the ordered one, so that only the file's content differs; an
   # empty file orders nothing. The map names each function's section, which the tracer needs.
   : >"$order"
-  flags+=(-C "link-arg=-Wl,--symbol-ordering-file=$order" -C link-arg=-Wl,--no-warn-symbol-ordering)
+  flags+=(-C "link-arg=-Wl,--symbol-ordering-file=$order" -C "link-arg=-Wl,--no-warn-symbol-ordering")
   flags+=(-C "link-arg=-Wl,-Map=$work/git-agent.map")
 fi
 

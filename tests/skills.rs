@@ -8,21 +8,23 @@ use std::process::Command;
 
 use serde_json::json;
 
+use crate::common::partners;
 use crate::common::{call, fsck, run, Output, Reply, Server, TestRepo};
 
 /// The reference validator's `agentskills`, which `.ci/run` installs and names in
-/// `GIT_AGENT_SKILLS_VALIDATOR`; `None` (and a loud line) when it is not there.
+/// `GIT_AGENT_SKILLS_VALIDATOR`, for the second half of the tests that use it (the first half is about
+/// git-agent alone): `None` when it is not set, and under CI a failure instead.
 fn validator() -> Option<PathBuf> {
-    match std::env::var_os("GIT_AGENT_SKILLS_VALIDATOR") {
-        Some(path) if Path::new(&path).exists() => Some(PathBuf::from(path)),
-        _ => {
-            eprintln!(
-                "SKIPPED the reference-validator half of this test: GIT_AGENT_SKILLS_VALIDATOR is not set \
-                 (.ci/run installs skills-ref 0.1.1 and sets it)"
-            );
-            None
-        }
-    }
+    let path = partners::optional(
+        "GIT_AGENT_SKILLS_VALIDATOR",
+        "skills-ref 0.1.1 (agentskills)",
+    )?;
+    assert!(
+        path.exists(),
+        "{} is missing: rerun .ci/run",
+        path.display()
+    );
+    Some(path)
 }
 
 /// `agentskills ARGS`, its exit code and stdout + stderr.

@@ -82,6 +82,17 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         }
     }
     if let Some(theirs) = store.ref_target(&memory)? {
+        // Every entry and index line checked first; what fails is left out, the rest merged.
+        let (theirs, left_out) = store.checked_memory(theirs)?;
+        for item in &left_out {
+            eprintln!(
+                "warning: memory of {} (in {memory}): {} left out: {}; inspect it with `git show {memory}:{}`",
+                args.remote,
+                shown(&item.path),
+                shown(&item.why),
+                shown(&item.path)
+            );
+        }
         let merged = store.merge_memory(theirs, &args.remote)?;
         if merged.commit.is_some() {
             let mut line = format!(

@@ -58,3 +58,5 @@ mod hooks;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.
+mod hostile;

@@ -22,6 +22,18 @@ use super::{Store, StoreError};
 /// Blobs above this are streamed by git's fetch and index-pack instead of read whole.
 const BIG_FILE_THRESHOLD: &str = "1m";
 
+/// The sending side of a fetch from a local repository, streaming large blobs too. git clears `-c`
+/// settings for the other end of a local transport, so without this its pack-objects reads a 150 MB blob
+/// whole, and as our child it counts against our memory. Only for local remotes: a server may allow no
+/// other command than a plain `git-upload-pack`.
+const STREAMING_UPLOAD_PACK: &str = "--upload-pack=git -c core.bigFileThreshold=1m upload-pack";
+
+/// True for a remote that is a path or a `file://` URL (its upload-pack runs here, as our child).
+fn is_local(url: &std::ffi::OsStr) -> bool {
+    let text = url.to_string_lossy();
+    text.starts_with("file://") || (Path::new(url).is_absolute() && Path::new(url).exists())
+}
+
 /// A remote ref a pull refused, in words, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusedRef {
@@ -73,9 +85,11 @@ impl Store {
                 "transfer.fsckObjects=false",
             ])
             .args(["-c", &format!("core.bigFileThreshold={BIG_FILE_THRESHOLD}")])
-            .args(["fetch", "--no-tags", "--no-write-fetch-head", "--quiet"])
-            .arg(&url)
-            .args(refspecs);
+            .args(["fetch", "--no-tags", "--no-write-fetch-head", "--quiet"]);
+        if is_local(&url) {
+            fetch.arg(STREAMING_UPLOAD_PACK);
+        }
+        fetch.arg(&url).args(refspecs);
         let status = fetch
             .stdin(Stdio::null())
             .status()
@@ -172,6 +186,7 @@ impl Store {
             ])
             .args(["-c", &format!("core.bigFileThreshold={BIG_FILE_THRESHOLD}")])
             .args(["fetch", "--no-tags", "--no-write-fetch-head", "--quiet"])
+            .arg(STREAMING_UPLOAD_PACK)
             .arg(scratch)
             .arg(format!("+{name}:{name}"))
             .stdin(Stdio::null())

@@ -620,3 +620,64 @@ fn a_mode_only_change_lands_with_accept_and_review() {
     );
     fsck(&repo);
 }
+
+/// `skill add` and `skill import` never store what a symbolic link points at (it would be published by
+/// `push`): a linked SKILL.md refuses the skill, other linked files and linked folders are left out and said so.
+#[test]
+fn skill_add_and_import_never_follow_a_link() {
+    use std::os::unix::fs::symlink;
+    let repo = TestRepo::new();
+    let idle = Server::start(vec![]);
+    let secret = repo.root().join("secret.md");
+    std::fs::write(&secret, skill_md("linked") + "SECRET-CONTENT\n").unwrap();
+
+    let linked = repo.root().join("skills/linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    symlink(&secret, linked.join("SKILL.md")).unwrap();
+    let add = repo.run_agent(&idle, &["skill", "add", linked.to_str().unwrap()]);
+    assert_ne!(add.code(), 0, "{}", add.stderr);
+    assert!(
+        add.stderr.contains("SKILL.md is a symbolic link"),
+        "{}",
+        add.stderr
+    );
+    assert!(repo.git(&["for-each-ref", "refs/agent/skills"]).is_empty());
+
+    let good = repo.root().join("skills/good");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::write(good.join("SKILL.md"), skill_md("good")).unwrap();
+    symlink(&secret, good.join("notes.md")).unwrap();
+    let elsewhere = repo.root().join("elsewhere/other");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("SKILL.md"), skill_md("other")).unwrap();
+    symlink(&elsewhere, repo.root().join("skills/other")).unwrap();
+    let import = repo.run_agent(
+        &idle,
+        &[
+            "skill",
+            "import",
+            repo.root().join("skills").to_str().unwrap(),
+        ],
+    );
+    import.assert_code(0);
+    assert!(
+        import
+            .stderr
+            .contains("left out notes.md (a symbolic link)"),
+        "{}",
+        import.stderr
+    );
+    assert!(
+        import.stderr.contains("skills/other (a symbolic link)"),
+        "{}",
+        import.stderr
+    );
+    let stored = repo.git(&["ls-tree", "-r", "--name-only", "refs/agent/skills"]);
+    assert_eq!(stored.trim(), "good/SKILL.md", "{stored}");
+    let grep = Command::new("git")
+        .args(["grep", "-q", "SECRET-CONTENT", "refs/agent/skills"])
+        .current_dir(repo.path())
+        .status()
+        .unwrap();
+    assert!(!grep.success());
+}

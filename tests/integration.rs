@@ -60,3 +60,5 @@ mod trust;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.
+mod hostile;

@@ -16,7 +16,7 @@ use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
 use crate::store::commit::Committed;
-use crate::store::land::{Action, FilePlan, Plan, Side};
+use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::Outcome;
 use crate::store::{LogContents, ObjectId, Store};
 
@@ -87,7 +87,10 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
     let conflicts = plan.conflicts().count();
     if conflicts > 0 && (args.no_conflicts || args.commit) {
         for file in plan.conflicts() {
-            eprintln!("  conflict  {}", file.path);
+            match file.action {
+                Action::Skip(Skip::Refused(_)) => eprintln!("{}", line(file, &range.label)),
+                _ => eprintln!("  conflict  {}", file.path),
+            }
         }
         return Err(CommandError::user(format!(
             "{conflicts} file{} changed by you and by session {id} conflict; nothing was changed",
@@ -111,10 +114,20 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         &format!("accept of session {id}"),
         &range.label,
     )?;
+    let paths = landed_paths(&plan);
     if conflicts > 0 {
+        if args.index {
+            // The clean files are staged all the same; the ones that need the user are named.
+            stage(store, &plan, &paths)?;
+            eprintln!(
+                "staged the {} file{} that landed cleanly; not staged: {}",
+                paths.len(),
+                plural(paths.len()),
+                not_staged(&plan)
+            );
+        }
         return Err(attention(&plan, &range.label));
     }
-    let paths = landed_paths(&plan);
     if let Some(versions) = on_head {
         let message = squash_message(&id, &log, attribution);
         let files: Vec<(&str, Side)> = versions
@@ -170,6 +183,18 @@ fn on_head(store: &Store, range: &Range) -> Result<Vec<(String, Side)>, CommandE
         .collect())
 }
 
+/// The paths a landing left for the user, for `--index`'s report (refused ones shown neutralised).
+fn not_staged(plan: &Plan) -> String {
+    let names: Vec<String> = plan
+        .conflicts()
+        .map(|f| match &f.action {
+            Action::Skip(Skip::Refused(refusal)) => crate::safety::tree_path::shown(&refusal.path),
+            _ => f.path.clone(),
+        })
+        .collect();
+    names.join(", ")
+}
+
 /// What a landing that needs the user says: how many files have markers, how many were kept as theirs.
 pub(super) fn attention(plan: &Plan, label: &str) -> CommandError {
     let marked = plan
@@ -177,8 +202,20 @@ pub(super) fn attention(plan: &Plan, label: &str) -> CommandError {
         .iter()
         .filter(|f| matches!(f.action, Action::Conflict(_)))
         .count();
-    let kept = plan.conflicts().count() - marked;
+    let refused = plan
+        .files
+        .iter()
+        .filter(|f| matches!(f.action, Action::Skip(Skip::Refused(_))))
+        .count();
+    let kept = plan.conflicts().count() - marked - refused;
     let mut parts = Vec::new();
+    if refused > 0 {
+        parts.push(format!(
+            "{refused} path{} of the change refused and not landed (listed above: a name git would refuse \
+             to check out)",
+            plural(refused)
+        ));
+    }
     if marked > 0 {
         parts.push(format!(
             "{marked} conflict{} with your changes: resolve the markers (<<<<<<< yours / >>>>>>> {label})",
@@ -304,6 +341,9 @@ pub(super) fn line(file: &FilePlan, label: &str) -> String {
         Action::Delete => "deleted",
         Action::Merged(_) => "merged",
         Action::Conflict(_) => "CONFLICT",
+        Action::Skip(Skip::Refused(refusal)) => {
+            return format!("  refused   {refusal}: not landed, nothing written there")
+        }
         Action::Skip(why) => {
             return format!("  kept      {path} (yours; {why}; theirs: git show {label}:{path})")
         }

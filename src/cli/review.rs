@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::accept::{self, Range};
 use super::{CommandError, Context, ErrorKind};
+use crate::safety::tree_path::{check_str, shown, EntryKind};
 use crate::store::hunks::{FileChange, Hunk};
 use crate::store::land::Side;
 use crate::store::review::{Decision, Record, Verdict, REVIEW_REF};
@@ -184,6 +185,13 @@ fn nothing_to_send(id: &str, outcome: &str) -> CommandError {
 fn list(changes: &[FileChange]) -> Result<(), CommandError> {
     let mut out = String::new();
     for change in changes {
+        // A path the policy refuses is listed as refused, shown neutralised, never as an ordinary file.
+        if let Err(refusal) = check_str(&change.path, EntryKind::File) {
+            let line = serde_json::json!({"path": shown(&refusal.path), "refused": refusal.rule.describe()});
+            out.push_str(&line.to_string());
+            out.push('\n');
+            continue;
+        }
         let mut lines: Vec<serde_json::Value> = change
             .hunks
             .iter()

@@ -248,8 +248,19 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let text = std::fs::read(dir.join(SKILL_FILE))
-        .map_err(|_| format!("{} has no {SKILL_FILE}", dir.display()))?;
+    let text = match read_nofollow(&dir.join(SKILL_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!(
+                "its {SKILL_FILE} is a symbolic link; a stored skill holds regular files only (copy the \
+                 file in its place to store it)"
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(format!("{SKILL_FILE}: {e}"))
+        }
+        Err(_) => return Err(format!("{} has no {SKILL_FILE}", dir.display())),
+    };
     let text = String::from_utf8(text).map_err(|_| format!("{SKILL_FILE} is not UTF-8 text"))?;
     let doc = sources::checked(&text, &name).map_err(|rule| format!("{SKILL_FILE}: {rule}"))?;
     doc.check_strict()
@@ -282,7 +293,15 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
                 skipped.push(format!("{rel} ({why})"));
             } else {
                 use std::os::unix::fs::PermissionsExt;
-                let bytes = std::fs::read(entry.path()).map_err(|e| format!("{rel}: {e}"))?;
+                let bytes = match read_nofollow(&entry.path()) {
+                    Ok(bytes) => bytes,
+                    // Swapped for a link since it was listed: left out, and said so.
+                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                        skipped.push(format!("{rel} (a symbolic link)"));
+                        continue;
+                    }
+                    Err(e) => return Err(format!("{rel}: {e}")),
+                };
                 files.push(SkillFile {
                     path: rel,
                     bytes,
@@ -300,6 +319,37 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
         ));
     }
     Ok((name, files, skipped))
+}
+
+/// The bytes of a regular file, never through a symbolic link (`O_NOFOLLOW`: a link fails with `ELOOP`,
+/// even one swapped in after the folder was listed), at most [`MAX_BYTES`] (checked before reading).
+/// Content read here is stored and then published by `push` (issue 22, finding 5).
+fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes; a stored skill may have at most {MAX_BYTES}",
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn add(store: &Store, dir: &Path) -> Result<(), CommandError> {
@@ -353,10 +403,18 @@ fn import(store: &Store, dir: Option<PathBuf>) -> Result<(), CommandError> {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| {
-                p.is_dir()
-                    && !p
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .filter(|p| match std::fs::symlink_metadata(p) {
+                // A linked folder would store whatever it points at (a cloned repository's link to the
+                // user's files): left out, and said so.
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    eprintln!("warning: left out {} (a symbolic link)", p.display());
+                    false
+                }
+                Ok(meta) => meta.is_dir(),
+                Err(_) => false,
             })
             .collect();
         folders.sort();

@@ -38,6 +38,7 @@ pub mod memory;
 mod notes;
 mod place;
 mod pool;
+pub mod quarantine;
 pub(crate) mod review;
 #[cfg(target_os = "linux")]
 mod rules;

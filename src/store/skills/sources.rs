@@ -120,6 +120,16 @@ impl Catalog {
         }
         let stats = match store.read_skills() {
             Ok(tree) => {
+                for (name, rule) in tree.skipped {
+                    problems.push(Problem {
+                        file: format!(
+                            "{}:{}",
+                            super::SKILLS_REF,
+                            crate::safety::tree_path::shown(&name)
+                        ),
+                        rule,
+                    });
+                }
                 for stored in tree.skills {
                     let file = format!("{}:{}/{SKILL_FILE}", super::SKILLS_REF, stored.name);
                     let Some(text) = stored.text else {

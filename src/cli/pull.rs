@@ -11,6 +11,7 @@
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
+use crate::safety::text::Untrusted;
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::{remote_notes_ref, remote_review_ref, sessions_fetch_refspecs};
 use crate::store::skills::remote_skills_ref;
@@ -88,7 +89,7 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
                 line.push_str(&format!(
                     ", {} edited on both sides ({}): keep one version with `git agent memory edit <id>`",
                     merged.review.len(),
-                    merged.review.join(", ")
+                    Untrusted::name(&merged.review.join(", "))
                 ));
             }
             eprintln!("{line}");
@@ -97,9 +98,12 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     if let Some(theirs) = store.ref_target(&skills)? {
         let report = store.merge_skills(theirs, &args.remote)?;
         if !report.taken.is_empty() {
-            eprintln!("skills from {}: {}", args.remote, report.taken.join(", "));
+            let taken = report.taken.join(", ");
+            eprintln!("skills from {}: {}", args.remote, Untrusted::name(&taken));
         }
         for name in &report.conflicts {
+            // A pulled tree's name: shown neutralised (issue 22, finding 8).
+            let name = Untrusted::name(name);
             eprintln!(
                 "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
                  (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",

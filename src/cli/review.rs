@@ -449,8 +449,9 @@ fn send(ctx: &mut Context, id: &str, prompt: &str) -> Result<(), CommandError> {
         prompt
     };
     let command = <super::ask::AskArgs as Args>::augment_args(clap::Command::new("ask"));
+    // After `--`, a prompt that starts with `-` is the prompt, not options to parse again.
     let matches = command
-        .try_get_matches_from(["ask", "--resume", id, prompt])
+        .try_get_matches_from(["ask", "--resume", id, "--", prompt])
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;
     let args = super::ask::AskArgs::from_arg_matches(&matches)
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;

@@ -58,3 +58,6 @@ mod hooks;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
+// redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
+mod untrusted_text;

@@ -66,10 +66,7 @@ fn skill_warnings_and_distill_show_no_raw_escape() {
     let repo = TestRepo::new();
     // A cloned repository's skill folder whose name carries the sequences, and whose SKILL.md names
     // another skill: `skill list` warns about it, naming the folder.
-    let folder = repo
-        .path()
-        .join(".agents/skills")
-        .join(hostile("bad"));
+    let folder = repo.path().join(".agents/skills").join(hostile("bad"));
     fs::create_dir_all(&folder).unwrap();
     fs::write(
         folder.join("SKILL.md"),
@@ -79,6 +76,9 @@ fn skill_warnings_and_distill_show_no_raw_escape() {
     let list = agent(&repo, &["skill", "list"]);
     assert!(list.stderr().contains("warning: skill"), "{list}");
     assert_neutral(&list, "skill list");
+    let json = agent(&repo, &["skill", "list", "--json"]);
+    assert!(json.stdout().contains("\"problem\""), "{json}");
+    assert_neutral(&json, "skill list --json");
     let import = agent(&repo, &["skill", "import"]);
     assert!(import.stderr().contains("warning: skill"), "{import}");
     assert_neutral(&import, "skill import");
@@ -134,7 +134,12 @@ fn memory_list_and_show_neutralise_a_pulled_id() {
             continue;
         }
         let changed = text.replace(&id, evil_json);
-        let new = git_with(&repo, &[], &["hash-object", "-w", "--stdin"], Some(&changed));
+        let new = git_with(
+            &repo,
+            &[],
+            &["hash-object", "-w", "--stdin"],
+            Some(&changed),
+        );
         git_with(
             &repo,
             &env,
@@ -164,6 +169,12 @@ fn memory_list_and_show_neutralise_a_pulled_id() {
     assert_neutral(&list, "memory list");
     let show = agent(&repo, &["memory", "show", &id]);
     assert_neutral(&show, "memory show");
+    for args in [&["memory", "list", "--json"][..], &["memory", "show", "--json", &id]] {
+        let out = agent(&repo, args);
+        out.assert_code(0);
+        assert!(out.stdout().contains(&id), "{out}");
+        assert_neutral(&out, &args.join(" "));
+    }
 }
 
 /// The hostile reason of a step, as a model could write it: escapes, the subject repeated as the first
@@ -203,7 +214,10 @@ fn accept_series_messages_carry_only_git_agents_trailers_and_no_escape() {
     assert_neutral(&out, "accept --series");
 
     let message = repo.git(&["log", "-1", "--format=%B", "HEAD"]);
-    assert!(!message.contains('\u{1b}') && !message.contains(BIDI), "{message:?}");
+    assert!(
+        !message.contains('\u{1b}') && !message.contains(BIDI),
+        "{message:?}"
+    );
     let mut lines = message.lines();
     let subject = lines.next().unwrap();
     assert_eq!(subject, "Rename the greeting");
@@ -264,7 +278,10 @@ fn secrets_are_redacted_in_the_session_log_as_decoded_text() {
     for file in files.lines() {
         all.push_str(&repo.git(&["cat-file", "blob", &format!("{log_ref}:{file}")]));
     }
-    assert!(all.contains("aws_secret_access_key"), "the log holds the text:\n{all}");
+    assert!(
+        all.contains("aws_secret_access_key"),
+        "the log holds the text:\n{all}"
+    );
     assert!(!all.contains(AWS), "the AWS key reached git:\n{all}");
     assert!(!all.contains(GH), "the GitHub token reached git:\n{all}");
     assert!(all.contains("[REDACTED:aws-secret-key]"), "{all}");
@@ -293,7 +310,10 @@ fn hook_install_and_uninstall_keep_the_users_edits() {
         .contains("my own line"));
 
     // Edited again: uninstall keeps nothing new while the earlier copy is there, and changes nothing.
-    let again = format!("{}echo second edit\n", fs::read_to_string(hook(&repo)).unwrap());
+    let again = format!(
+        "{}echo second edit\n",
+        fs::read_to_string(hook(&repo)).unwrap()
+    );
     fs::write(hook(&repo), &again).unwrap();
     let out = agent(&repo, &["hook", "uninstall"]);
     out.assert_code(1);
@@ -376,15 +396,25 @@ fn pr_through_glab_and_tea_survives_a_200_kb_body() {
     let body_file = repo.path().join(format!(".git/agent/pr/{id}.md"));
 
     // glab with --description-file: the body goes through the file.
-    let (bin, log) = forge_double(repo.root(), "glab", "  --description-file string  Read the description from a file");
+    let (bin, log) = forge_double(
+        repo.root(),
+        "glab",
+        "  --description-file string  Read the description from a file",
+    );
     let server = Server::start(vec![]);
     let mut cmd = repo.agent(&server, &["pr", &id]);
-    cmd.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()));
+    cmd.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
     let out = run(&mut cmd);
     out.assert_code(0);
     let args = fs::read_to_string(&log).unwrap();
     let args: Vec<&str> = args.lines().collect();
-    let at = args.iter().position(|a| *a == "--description-file").unwrap();
+    let at = args
+        .iter()
+        .position(|a| *a == "--description-file")
+        .unwrap();
     assert_eq!(args[at + 1], body_file.to_str().unwrap(), "{args:?}");
     assert!(!args.iter().any(|a| a.starts_with("long:")), "{args:?}");
     assert!(fs::metadata(&body_file).unwrap().len() > 200 * 1024);
@@ -393,7 +423,10 @@ fn pr_through_glab_and_tea_survives_a_200_kb_body() {
     let (bin, log) = forge_double(repo.root(), "tea", "  --description value");
     let server = Server::start(vec![]);
     let mut cmd = repo.agent(&server, &["pr", &id, "--branch", "feature/long"]);
-    cmd.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()));
+    cmd.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
     let out = run(&mut cmd);
     out.assert_code(0);
     let args = fs::read_to_string(&log).unwrap();
@@ -401,6 +434,29 @@ fn pr_through_glab_and_tea_survives_a_200_kb_body() {
     let at = args.iter().position(|a| *a == "--description").unwrap();
     let len: usize = args[at + 1].strip_prefix("long:").unwrap().parse().unwrap();
     assert!(len < 128 * 1024 && len > 90 * 1024, "{len}");
+}
+
+#[test]
+fn review_list_escapes_a_hostile_path_in_its_json() {
+    let repo = TestRepo::new();
+    let evil = format!("evil{BIDI}{CLEAR}\u{9b}2J.txt");
+    let id = session(
+        &repo,
+        "Add a file",
+        vec![
+            Reply::text_and_tool_calls(
+                "Writing it.",
+                vec![call("write_file", json!({"path": evil, "content": "x\n"}))],
+            ),
+            Reply::text("Done."),
+        ],
+    );
+    let out = agent(&repo, &["review", &id, "--list"]);
+    out.assert_code(0);
+    assert_neutral(&out, "review --list");
+    assert!(!out.stdout().contains('\u{9b}'), "{out}");
+    let line: serde_json::Value = serde_json::from_str(out.stdout().lines().next().unwrap()).unwrap();
+    assert_eq!(line["path"], evil.as_str(), "the JSON still decodes to the path");
 }
 
 #[test]
@@ -477,8 +533,11 @@ fn pr_body_of_a_resumed_session_lists_every_prompt() {
         ),
         Reply::text("Added b.txt too."),
     ]);
-    repo.run_agent(&server, &["ask", "--resume", &id, "Second prompt: add b.txt"])
-        .assert_code(0);
+    repo.run_agent(
+        &server,
+        &["ask", "--resume", &id, "Second prompt: add b.txt"],
+    )
+    .assert_code(0);
     let out = agent(&repo, &["pr", "--stdout", &id]);
     out.assert_code(0);
     let text = out.stdout();

@@ -196,7 +196,8 @@ fn list(changes: &[FileChange]) -> Result<(), CommandError> {
             lines.push(serde_json::json!({"path": change.path, "whole": why}));
         }
         for line in lines {
-            out.push_str(&line.to_string());
+            // Paths and hunks are the model's: no raw bidi or C1 control on the terminal.
+            out.push_str(&crate::safety::text::json_for_terminal(line.to_string()));
             out.push('\n');
         }
     }

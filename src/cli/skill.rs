@@ -13,7 +13,7 @@ use crate::agent::distill;
 use crate::config;
 use crate::model::Client;
 use crate::protocol::Status;
-use crate::safety::text::Untrusted;
+use crate::safety::text::{self, Untrusted};
 use crate::store::skills::format::SKILL_FILE;
 use crate::store::skills::sources::{self, Catalog, Skill, Source};
 use crate::store::skills::{SkillFile, MAX_BYTES, MAX_FILES, SKILLS_REF};
@@ -129,13 +129,16 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
                 "failures": skill.stats.failures,
                 "shadowed": hidden,
             });
-            let _ = writeln!(out, "{value}");
+            let _ = writeln!(out, "{}", text::json_for_terminal(value.to_string()));
         }
         for problem in &catalog.problems {
             let _ = writeln!(
                 out,
                 "{}",
-                json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                text::json_for_terminal(
+                    json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                        .to_string()
+                )
             );
         }
         return Ok(());

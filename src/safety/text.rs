@@ -68,6 +68,24 @@ pub fn neutralize(text: &str) -> Cow<'_, str> {
     Cow::Owned(Untrusted::text(text).to_string())
 }
 
+/// Serialised JSON made safe to print: serde_json writes C1 controls (U+0080-U+009F, of which U+009B is a
+/// CSI to some terminals) and the bidirectional controls raw; each becomes its `\uXXXX` escape, which
+/// decodes to the same string. Outside strings JSON is ASCII, so only string contents change.
+pub fn json_for_terminal(json: String) -> String {
+    if !json.chars().any(|c| is_unsafe(c) && !c.is_ascii()) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_unsafe(c) && !c.is_ascii() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Control characters other than newline and tab, and the bidirectional controls: embeddings and
 /// overrides (U+202A-U+202E), isolates (U+2066-U+2069), the marks (U+200E, U+200F, U+061C).
 fn is_unsafe(c: char) -> bool {
@@ -162,6 +180,17 @@ mod tests {
         assert_eq!(Untrusted::text("naïve — ok").to_string(), "naïve — ok");
         assert!(matches!(neutralize("plain"), Cow::Borrowed(_)));
         assert_eq!(neutralize("x\u{202e}y\r"), "x\u{fffd}y\u{fffd}");
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_loses_raw_controls() {
+        let value = serde_json::json!({"path": "a\u{202e}b\u{9b}2J\u{1b}c"});
+        let line = json_for_terminal(value.to_string());
+        assert_eq!(line, r#"{"path":"a\u202eb\u009b2J\u001bc"}"#);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&line).unwrap(),
+            value
+        );
     }
 
     #[test]

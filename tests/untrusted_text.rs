@@ -169,7 +169,10 @@ fn memory_list_and_show_neutralise_a_pulled_id() {
     assert_neutral(&list, "memory list");
     let show = agent(&repo, &["memory", "show", &id]);
     assert_neutral(&show, "memory show");
-    for args in [&["memory", "list", "--json"][..], &["memory", "show", "--json", &id]] {
+    for args in [
+        &["memory", "list", "--json"][..],
+        &["memory", "show", "--json", &id],
+    ] {
         let out = agent(&repo, args);
         out.assert_code(0);
         assert!(out.stdout().contains(&id), "{out}");
@@ -455,8 +458,13 @@ fn review_list_escapes_a_hostile_path_in_its_json() {
     out.assert_code(0);
     assert_neutral(&out, "review --list");
     assert!(!out.stdout().contains('\u{9b}'), "{out}");
-    let line: serde_json::Value = serde_json::from_str(out.stdout().lines().next().unwrap()).unwrap();
-    assert_eq!(line["path"], evil.as_str(), "the JSON still decodes to the path");
+    let line: serde_json::Value =
+        serde_json::from_str(out.stdout().lines().next().unwrap()).unwrap();
+    assert_eq!(
+        line["path"],
+        evil.as_str(),
+        "the JSON still decodes to the path"
+    );
 }
 
 #[test]

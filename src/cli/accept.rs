@@ -15,7 +15,7 @@ use clap::Args;
 use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
-use crate::safety::text::{self, Untrusted};
+use crate::protocol::{self, Untrusted};
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side};
 use crate::store::land_record::Outcome;
@@ -491,7 +491,7 @@ fn short(c: ObjectId) -> String {
 
 /// The commit message of one step: the model's stated reason (from the step's note) as subject and body,
 /// the step's action, then the trailers. The reason is model text: it goes through
-/// [`text::commit_subject()`] and [`text::commit_prose()`], so git-agent's trailers are the only ones.
+/// [`protocol::commit_subject()`] and [`protocol::commit_prose()`], so git-agent's trailers are the only ones.
 fn step_message(
     store: &Store,
     log: &LogContents,
@@ -505,9 +505,9 @@ fn step_message(
     let why = why.filter(|w| !w.starts_with("(the model gave no reason"));
     let (subject, body) = match &why {
         Some(why) => subject_and_body(why),
-        None => (text::commit_subject(&label), String::new()),
+        None => (protocol::commit_subject(&label), String::new()),
     };
-    let label = text::commit_subject(&label);
+    let label = protocol::commit_subject(&label);
     let mut message = subject;
     if !body.is_empty() {
         message.push_str("\n\n");
@@ -529,13 +529,13 @@ fn step_message(
 /// A subject (the first line, cut to 72 characters) and a body from model text: the body repeats the first
 /// line only when the subject had to cut it, and every line is made plain prose.
 fn subject_and_body(reason: &str) -> (String, String) {
-    let first = text::commit_subject(reason);
+    let first = protocol::commit_subject(reason);
     let subject = cut(&first, 72);
     let rest = reason.trim().split_once('\n').map_or("", |(_, rest)| rest);
     let body = if subject == first {
-        text::commit_prose(rest)
+        protocol::commit_prose(rest)
     } else {
-        text::commit_prose(reason)
+        protocol::commit_prose(reason)
     };
     // Models often restate their first line: a body that opens with the subject again drops that line.
     let body = match body.split_once('\n') {
@@ -616,9 +616,9 @@ fn squash_message(id: &str, log: &LogContents, attribution: Attribution) -> Stri
             _ => None,
         })
         .unwrap_or_default();
-    let body = text::commit_prose(answer.split("\n\n").next().unwrap_or_default());
+    let body = protocol::commit_prose(answer.split("\n\n").next().unwrap_or_default());
     let body = body.trim();
-    let mut message = text::commit_subject(subject);
+    let mut message = protocol::commit_subject(subject);
     if !body.is_empty() {
         message.push_str("\n\n");
         message.push_str(body);

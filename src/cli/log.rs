@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{CommandError, Context};
-use crate::safety::text::Untrusted;
+use crate::protocol::Untrusted;
 
 /// List sessions, newest first: id, date, status, steps, first line of the prompt
 #[derive(Debug, Args)]

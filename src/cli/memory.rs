@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 
 use super::{CommandError, Context};
 use crate::agent::memory::policy::{self, Proposal, Written};
-use crate::safety::text::Untrusted;
+use crate::protocol::Untrusted;
 use crate::store::memory::{
     round_confidence, Entry, EntryStatus, Kind, MemoryEdit, Resolved, Source, Summary, MEMORY_REF,
 };
@@ -148,7 +148,7 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     for entry in &entries {
         let line = if json {
-            crate::safety::text::json_for_terminal(serde_json::to_string(entry).unwrap_or_default())
+            crate::protocol::json_for_terminal(serde_json::to_string(entry).unwrap_or_default())
         } else {
             let status = match entry.status {
                 EntryStatus::Active => String::new(),
@@ -182,9 +182,7 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
 fn show(store: &Store, prefix: &str, json: bool) -> Result<(), CommandError> {
     let entry = find(store, prefix)?;
     let text = if json {
-        crate::safety::text::json_for_terminal(
-            serde_json::to_string_pretty(&entry).unwrap_or_default(),
-        )
+        crate::protocol::json_for_terminal(serde_json::to_string_pretty(&entry).unwrap_or_default())
     } else {
         describe(&entry)
     };

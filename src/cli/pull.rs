@@ -11,7 +11,7 @@
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
-use crate::safety::text::Untrusted;
+use crate::protocol::Untrusted;
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::{remote_notes_ref, remote_review_ref, sessions_fetch_refspecs};
 use crate::store::skills::remote_skills_ref;

@@ -197,7 +197,7 @@ fn list(changes: &[FileChange]) -> Result<(), CommandError> {
         }
         for line in lines {
             // Paths and hunks are the model's: no raw bidi or C1 control on the terminal.
-            out.push_str(&crate::safety::text::json_for_terminal(line.to_string()));
+            out.push_str(&crate::protocol::json_for_terminal(line.to_string()));
             out.push('\n');
         }
     }

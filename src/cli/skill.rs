@@ -12,8 +12,7 @@ use super::{CommandError, Context};
 use crate::agent::distill;
 use crate::config;
 use crate::model::Client;
-use crate::protocol::Status;
-use crate::safety::text::{self, Untrusted};
+use crate::protocol::{self, Status, Untrusted};
 use crate::store::skills::format::SKILL_FILE;
 use crate::store::skills::sources::{self, Catalog, Skill, Source};
 use crate::store::skills::{SkillFile, MAX_BYTES, MAX_FILES, SKILLS_REF};
@@ -129,13 +128,13 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
                 "failures": skill.stats.failures,
                 "shadowed": hidden,
             });
-            let _ = writeln!(out, "{}", text::json_for_terminal(value.to_string()));
+            let _ = writeln!(out, "{}", protocol::json_for_terminal(value.to_string()));
         }
         for problem in &catalog.problems {
             let _ = writeln!(
                 out,
                 "{}",
-                text::json_for_terminal(
+                protocol::json_for_terminal(
                     json!({"type": "problem", "file": problem.file, "rule": problem.rule})
                         .to_string()
                 )

@@ -1,8 +1,7 @@
 //! Safety checks that sit in front of every tool call: path confinement ([`path`] checks what the model
 //! named, [`beneath`] opens it without following anything swapped in since), permission rules, the shell
 //! guard, the sandbox of `run` commands, secret names and the scrubbing of child environments ([`secrets`]),
-//! secret redaction ([`redact`]), which files stay out of commits ([`withhold`]) and how text from outside
-//! is shown and committed ([`text`]).
+//! secret redaction ([`redact`]) and which files stay out of commits ([`withhold`]).
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
 //! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
@@ -20,7 +19,6 @@ pub mod sandbox;
 pub(crate) mod scratch;
 pub mod secrets;
 pub(crate) mod shell;
-pub(crate) mod text;
 pub(crate) mod withhold;
 
 use std::path::{Path, PathBuf};

@@ -75,10 +75,10 @@ fn parse_answer(line: &str) -> Approval {
 }
 
 /// Text from the model, a tool or a remote as it may be shown: the one neutraliser,
-/// [`crate::safety::text::Untrusted`], whose `Display` replaces control characters (escape sequences
+/// [`crate::protocol::Untrusted`], whose `Display` replaces control characters (escape sequences
 /// included) and bidirectional controls with U+FFFD; newlines and tabs stay.
 pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
-    crate::safety::text::neutralize(text)
+    crate::protocol::neutralize(text)
 }
 
 #[cfg(test)]

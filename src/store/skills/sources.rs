@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{self, SkillDoc, SKILL_FILE};
 use super::{Stats, MAX_FILES};
-use crate::safety::text::Untrusted;
+use crate::protocol::Untrusted;
 use crate::store::{Store, StoreError};
 
 /// The skill folders of a repository, relative to its top, in the order they are searched.

@@ -62,3 +62,6 @@ mod skills;
 mod explore;
 // A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.
 mod hostile;
+// Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
+// redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
+mod untrusted_text;

@@ -15,6 +15,7 @@ use clap::Args;
 use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
+use crate::protocol::{self, Untrusted};
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::Outcome;
@@ -485,7 +486,11 @@ fn series(
         match store.commit_paths(&paths, &message) {
             Ok(Committed::Commit(c)) => {
                 let subject = message.lines().next().unwrap_or_default();
-                eprintln!("step {step}: committed {} {subject}", short(c));
+                eprintln!(
+                    "step {step}: committed {} {}",
+                    short(c),
+                    Untrusted::name(subject)
+                );
                 made.push(c);
             }
             Ok(Committed::Nothing) => eprintln!("step {step}: already on your branch"),
@@ -525,7 +530,8 @@ fn short(c: ObjectId) -> String {
 }
 
 /// The commit message of one step: the model's stated reason (from the step's note) as subject and body,
-/// the step's action, then the trailers.
+/// the step's action, then the trailers. The reason is model text: it goes through
+/// [`protocol::commit_subject()`] and [`protocol::commit_prose()`], so git-agent's trailers are the only ones.
 fn step_message(
     store: &Store,
     log: &LogContents,
@@ -538,18 +544,10 @@ fn step_message(
     let label = label.unwrap_or_else(|| format!("step {step}"));
     let why = why.filter(|w| !w.starts_with("(the model gave no reason"));
     let (subject, body) = match &why {
-        Some(why) => {
-            let first = why.lines().next().unwrap_or_default().trim();
-            let subject = cut(first, 72);
-            let body = if subject == why.trim() {
-                String::new()
-            } else {
-                why.trim().to_owned()
-            };
-            (subject, body)
-        }
-        None => (label.clone(), String::new()),
+        Some(why) => subject_and_body(why),
+        None => (protocol::commit_subject(&label), String::new()),
     };
+    let label = protocol::commit_subject(&label);
     let mut message = subject;
     if !body.is_empty() {
         message.push_str("\n\n");
@@ -566,6 +564,28 @@ fn step_message(
         attribution,
     ));
     Ok(message)
+}
+
+/// A subject (the first line, cut to 72 characters) and a body from model text: the body repeats the first
+/// line only when the subject had to cut it, and every line is made plain prose.
+fn subject_and_body(reason: &str) -> (String, String) {
+    let first = protocol::commit_subject(reason);
+    let subject = cut(&first, 72);
+    let rest = reason.trim().split_once('\n').map_or("", |(_, rest)| rest);
+    let body = if subject == first {
+        protocol::commit_prose(rest)
+    } else {
+        protocol::commit_prose(reason)
+    };
+    // Models often restate their first line: a body that opens with the subject again drops that line.
+    let body = match body.split_once('\n') {
+        Some((opening, rest)) if opening.trim() == subject => {
+            rest.trim_start_matches('\n').to_owned()
+        }
+        None if body.trim() == subject => String::new(),
+        _ => body,
+    };
+    (subject, body)
 }
 
 /// The label (`edit src/a.rs`) and the reason of a step's note (`step N: <label>` / `call: ...` / `why: ...`,
@@ -636,8 +656,9 @@ fn squash_message(id: &str, log: &LogContents, attribution: Attribution) -> Stri
             _ => None,
         })
         .unwrap_or_default();
-    let body = answer.split("\n\n").next().unwrap_or_default().trim();
-    let mut message = subject.to_owned();
+    let body = protocol::commit_prose(answer.split("\n\n").next().unwrap_or_default());
+    let body = body.trim();
+    let mut message = protocol::commit_subject(subject);
     if !body.is_empty() {
         message.push_str("\n\n");
         message.push_str(body);

@@ -11,6 +11,7 @@
 use clap::Args;
 
 use super::{CommandError, Context};
+use crate::protocol::Untrusted;
 use crate::safety::tree_path::shown;
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::{remote_notes_ref, remote_review_ref, sessions_fetch_refspecs};
@@ -103,7 +104,7 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
                 line.push_str(&format!(
                     ", {} edited on both sides ({}): keep one version with `git agent memory edit <id>`",
                     merged.review.len(),
-                    merged.review.join(", ")
+                    Untrusted::name(&merged.review.join(", "))
                 ));
             }
             eprintln!("{line}");
@@ -123,6 +124,8 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         }
         report_taken_skills(store, &args.remote, &before, &report.taken);
         for name in &report.conflicts {
+            // A pulled tree's name: shown neutralised (issue 22, finding 8).
+            let name = Untrusted::name(name);
             eprintln!(
                 "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
                  (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",

@@ -204,7 +204,8 @@ fn list(changes: &[FileChange]) -> Result<(), CommandError> {
             lines.push(serde_json::json!({"path": change.path, "whole": why}));
         }
         for line in lines {
-            out.push_str(&line.to_string());
+            // Paths and hunks are the model's: no raw bidi or C1 control on the terminal.
+            out.push_str(&crate::protocol::json_for_terminal(line.to_string()));
             out.push('\n');
         }
     }
@@ -457,8 +458,9 @@ fn send(ctx: &mut Context, id: &str, prompt: &str) -> Result<(), CommandError> {
         prompt
     };
     let command = <super::ask::AskArgs as Args>::augment_args(clap::Command::new("ask"));
+    // After `--`, a prompt that starts with `-` is the prompt, not options to parse again.
     let matches = command
-        .try_get_matches_from(["ask", "--resume", id, prompt])
+        .try_get_matches_from(["ask", "--resume", id, "--", prompt])
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;
     let args = super::ask::AskArgs::from_arg_matches(&matches)
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;

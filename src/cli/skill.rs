@@ -12,7 +12,7 @@ use super::{CommandError, Context};
 use crate::agent::distill;
 use crate::config;
 use crate::model::Client;
-use crate::protocol::Status;
+use crate::protocol::{self, Status, Untrusted};
 use crate::store::skills::format::SKILL_FILE;
 use crate::store::skills::sources::{self, Catalog, Skill, Source};
 use crate::store::skills::{SkillFile, MAX_BYTES, MAX_FILES, SKILLS_REF};
@@ -128,13 +128,16 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
                 "failures": skill.stats.failures,
                 "shadowed": hidden,
             });
-            let _ = writeln!(out, "{value}");
+            let _ = writeln!(out, "{}", protocol::json_for_terminal(value.to_string()));
         }
         for problem in &catalog.problems {
             let _ = writeln!(
                 out,
                 "{}",
-                json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                protocol::json_for_terminal(
+                    json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                        .to_string()
+                )
             );
         }
         return Ok(());
@@ -356,7 +359,7 @@ fn add(store: &Store, dir: &Path) -> Result<(), CommandError> {
     let (name, files, skipped) = read_dir_skill(dir)
         .map_err(|e| CommandError::user(format!("cannot add {}: {e}", dir.display())))?;
     for file in &skipped {
-        eprintln!("warning: left out {file}");
+        eprintln!("warning: left out {}", Untrusted::name(file));
     }
     let existed = store.read_skills()?.skills.iter().any(|s| s.name == name);
     let (verb, done) = if existed {
@@ -422,18 +425,27 @@ fn import(store: &Store, dir: Option<PathBuf>) -> Result<(), CommandError> {
             match read_dir_skill(&folder) {
                 Ok((name, _, _)) if found.iter().any(|(n, _)| *n == name) => {
                     eprintln!(
-                        "warning: skipped {}: a skill '{name}' was found earlier",
-                        folder.display()
+                        "warning: skipped {}: a skill '{}' was found earlier",
+                        Untrusted::name(&folder.display().to_string()),
+                        Untrusted::name(&name)
                     );
                 }
                 Ok((name, files, left_out)) => {
                     for file in left_out {
-                        eprintln!("warning: {name}: left out {file}");
+                        eprintln!(
+                            "warning: {}: left out {}",
+                            Untrusted::name(&name),
+                            Untrusted::name(&file)
+                        );
                     }
                     found.push((name, files));
                 }
                 Err(rule) => {
-                    eprintln!("warning: skill {} skipped: {rule}", folder.display());
+                    eprintln!(
+                        "warning: skill {} skipped: {}",
+                        Untrusted::name(&folder.display().to_string()),
+                        Untrusted::name(&rule)
+                    );
                     skipped += 1;
                 }
             }
@@ -625,15 +637,17 @@ fn distill_session(
     // Relative to where the user stands, so the hint can be pasted.
     let shown = pathdiff(&folder, ctx.cwd());
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", folder.display());
+    let _ = writeln!(out, "{}", Untrusted::name(&folder.display().to_string()));
     let used = &distilled.usage;
     eprintln!(
-        "proposed skill {} ({} tokens in, {} out): {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {shown}",
-        doc.name,
+        "proposed skill {} ({} tokens in, {} out): {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {}",
+        Untrusted::name(&doc.name),
         used.input_tokens,
         used.output_tokens,
-        first_line(&doc.description, 100),
-        shown
+        // The model wrote it (issue 22, finding 8).
+        Untrusted::name(&first_line(&doc.description, 100)),
+        Untrusted::name(&shown),
+        Untrusted::name(&shown)
     );
     Ok(())
 }

@@ -40,7 +40,7 @@ use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use super::{crash_point, sanitize, sanitize_record, ObjectId, Store, StoreError};
 
 pub use index::Summary;
 pub use merge::Merged;
@@ -195,8 +195,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The entry with every text field redacted: the one way text enters the memory ref.
+    /// The entry with every text field redacted: the one way text enters the memory ref. Every string,
+    /// decoded ([`super::sanitize_record()`]); the named fields alone when the entry does not round-trip
+    /// through JSON (a NaN confidence).
     fn sanitized(&self) -> Entry {
+        if let Ok(entry) = sanitize_record(self) {
+            return entry;
+        }
         let mut entry = self.clone();
         entry.text = sanitize(&entry.text);
         entry.reason = sanitize(&entry.reason);

@@ -455,3 +455,45 @@ fn file_and_server_text_is_shown_with_its_controls_visible() {
         out.stdout()
     );
 }
+
+#[test]
+fn a_here_session_never_runs_a_project_server_file_it_may_have_changed() {
+    let repo = TestRepo::new();
+    let script = server_script(repo.root());
+    let marker = repo.root().join("edited-server-ran");
+    repo.write("tools/srv.sh", &format!("exec python3 {script}\n"));
+    let file = json!({"mcpServers": {"proj": {"command": "sh", "args": ["tools/srv.sh"]}}});
+    repo.write(".mcp.json", &file.to_string());
+    repo.commit_all("a project MCP server");
+    let server = Server::start(vec![]);
+    run(&mut repo.agent(&server, &["mcp", "trust"])).assert_code(0);
+    // --here: the model writes into the user's own tree, the very file the server runs.
+    let hostile = format!("touch {}\nexec python3 {script}\n", marker.display());
+    let edit = call(
+        "write_file",
+        json!({"path": "tools/srv.sh", "content": hostile}),
+    );
+    let server = Server::start(vec![Reply::tool_calls(vec![edit]), Reply::text("done")]);
+    run(&mut repo.agent(&server, &["ask", "--here", "--yes", "improve the server"])).assert_code(0);
+    let id = common::session_id(&repo);
+    let echo = call("mcp__proj__echo", json!({}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![echo.clone()]),
+        Reply::text("ok"),
+    ]);
+    let out = run(&mut repo.agent(
+        &server,
+        &["ask", "--here", "--yes", "--resume", &id, "again"],
+    ));
+    out.assert_code(0);
+    assert!(
+        !marker.exists(),
+        "the model's script ran outside the sandbox\n{out}"
+    );
+    assert!(
+        out.stderr().contains(
+            "not started: it runs tools/srv.sh, which differs from the session's base commit"
+        ),
+        "{out}"
+    );
+}

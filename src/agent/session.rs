@@ -1192,7 +1192,10 @@ fn start_mcp(
     let mut broken = Vec::new();
     for entry in config.to_start() {
         match &entry.spec {
-            Ok(spec) => specs.push(spec.clone()),
+            Ok(spec) => match changed_here(store, session, entry, spec) {
+                Some(problem) => broken.push((entry.name.clone(), problem)),
+                None => specs.push(spec.clone()),
+            },
             Err(problem) => {
                 broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
             }
@@ -1208,6 +1211,43 @@ fn start_mcp(
         show_mcp(sink, &servers.status(), notice.as_deref());
     }
     servers
+}
+
+/// Why a project server may not start in a `--here` session: it runs a file of the work tree that differs
+/// from the session's base commit. A `--here` session writes into the user's own tree, so the file the user
+/// trusted may be one the model rewrote, and the server would run it outside the sandbox (issue 23,
+/// finding 1); other sessions write into their checkout and the server runs the user's file.
+fn changed_here(
+    store: &Store,
+    session: &Session,
+    entry: &crate::config::mcp::Entry,
+    spec: &ServerSpec,
+) -> Option<String> {
+    if !session.checkout.is_here()
+        || !matches!(entry.origin, crate::config::mcp::Origin::Project { .. })
+    {
+        return None;
+    }
+    let workdir = std::fs::canonicalize(store.workdir()).unwrap_or_else(|_| store.workdir().into());
+    let files = crate::config::mcp::files_run(spec, store.workdir())
+        .into_iter()
+        .chain(crate::config::mcp::files_run(spec, &workdir));
+    for rel in files {
+        let on_disk = std::fs::read(workdir.join(&rel)).ok();
+        let committed = store
+            .blob_at(session.base, &rel.to_string_lossy())
+            .ok()
+            .flatten()
+            .map(|(bytes, _)| bytes);
+        if on_disk.is_none() || on_disk != committed {
+            return Some(format!(
+                "not started: it runs {}, which differs from the session's base commit, and a --here session may \
+                 have written it; commit the file (or work without --here) to use this server",
+                rel.display()
+            ));
+        }
+    }
+    None
 }
 
 fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {

@@ -476,6 +476,20 @@ fn anchored_in(mut spec: ServerSpec, workdir: &Path) -> ServerSpec {
     spec
 }
 
+/// The files of the work tree `workdir` that a project server's (anchored) command line names: what it will
+/// run, and what a `--here` session, which writes into that same tree, must not have changed.
+pub fn files_run(spec: &ServerSpec, workdir: &Path) -> Vec<PathBuf> {
+    let TransportSpec::Stdio { command, args, .. } = &spec.transport else {
+        return Vec::new();
+    };
+    std::iter::once(command)
+        .chain(args)
+        .map(Path::new)
+        .filter(|p| p.is_absolute() && p.starts_with(workdir) && p.is_file())
+        .filter_map(|p| p.strip_prefix(workdir).ok().map(Path::to_path_buf))
+        .collect()
+}
+
 /// A user table as a spec; `${VAR}` in env and header values expanded, the bearer token looked up.
 fn user_spec(table: &McpTable, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec, String> {
     let transport = match (&table.command, &table.url) {

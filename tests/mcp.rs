@@ -732,11 +732,9 @@ fn the_checkout_is_the_root_the_server_sees() {
 /// Issue 23, finding 7: the first request of a session waits (boundedly) for the configured servers, so the
 /// model can plan with their tools from the start.
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn the_first_request_offers_the_tools_of_both_configured_servers() {
-    let Some(partners) = partners("the_first_request_offers_the_tools_of_both_configured_servers")
-    else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let server = Server::start(vec![Reply::text("I know my tools.")]);
     let path = repo.root().join("config.toml");

@@ -428,7 +428,7 @@ fn file_and_server_text_is_shown_with_its_controls_visible() {
     }
     let out = run(&mut repo.agent(&server, &["mcp", "trust"]));
     assert!(
-        out.stdout().contains("\\r\\u{1b}[K"),
+        out.stdout().contains("\\r\\x1b[Kharmless"),
         "the trust prompt shows the escape\n{out}"
     );
     assert!(out.stdout().contains("s\\u{202e}rv"), "{out}");

@@ -184,34 +184,15 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
 /// File- and server-supplied text as it may reach the terminal: escape sequences, other control characters
 /// and bidi overrides replaced (issue 23, finding 6: a `.mcp.json` argument or a tool description could
 /// retitle, clear or rewrite the very screen that asks for trust).
-// TODO(untrusted-text): the `text` work adds a type for this; switch to it once it is on main.
 fn shown(text: &str) -> String {
     crate::ui::neutralize(text).into_owned()
 }
 
-/// A command line with every control character and invisible formatting character written out (`\r`,
-/// `\u{1b}`, `\u{202e}`), so what the user reads before trusting is exactly what will run: a `\r\e[K` in an
-/// argument must not hide `curl ... | sh` behind a harmless command.
+/// A command line or a name with every control character and invisible formatting character written out
+/// (`\r`, `\x1b`, `\u{202e}`), so what the user reads before trusting is exactly what will run: a
+/// `\r\e[K` in an argument must not hide `curl ... | sh` behind a harmless command.
 fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\r' => out.push_str("\\r"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() || is_invisible(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Formatting characters that change how text reads without showing: bidi controls, zero-width ones, line
-/// and paragraph separators, the byte-order mark.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    crate::safety::quote::visible(text)
 }
 
 fn prefix_hint(line: &str) -> String {

@@ -41,6 +41,8 @@ mod here;
 mod memory;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// MCP servers written to misbehave: secrets on stderr, crashes, lies, huge results, escapes.
+mod mcp_hostile;
 // `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
 mod acp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.

@@ -185,7 +185,7 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
 /// and bidi overrides replaced (issue 23, finding 6: a `.mcp.json` argument or a tool description could
 /// retitle, clear or rewrite the very screen that asks for trust).
 fn shown(text: &str) -> String {
-    crate::ui::neutralize(text).into_owned()
+    crate::protocol::Untrusted::text(text).to_string()
 }
 
 /// A command line or a name with every control character and invisible formatting character written out

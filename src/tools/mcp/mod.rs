@@ -180,12 +180,10 @@ impl Tail {
             Some((end, _)) => format!("{}…", &line[..end]),
             None => line.to_string(),
         };
-        // Server output may carry escape sequences; the terminal shows it, so they are replaced.
-        let unsafe_char = |c: char| {
-            (c.is_control() && c != '\t')
-                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        };
-        self.lines.push_back(line.replace(unsafe_char, "\u{FFFD}"));
+        // Server output may carry escape sequences; the terminal shows it, so it goes through the one
+        // neutraliser (as one line: a tab or newline cannot forge the next line either).
+        self.lines
+            .push_back(crate::protocol::Untrusted::name(&line).to_string());
     }
 
     /// The last `n` lines, oldest first.

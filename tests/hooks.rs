@@ -34,7 +34,14 @@ fn project() -> TestRepo {
     repo.write("test.sh", TEST_SH);
     repo.write(".git-agent.toml", "check = \"sh test.sh\"\n");
     repo.commit_all("calc with a test");
+    trust(&repo);
     repo
+}
+
+/// `git agent trust`: the user consents to the repository's check as it now is.
+fn trust(repo: &TestRepo) {
+    repo.run_agent(&Server::start(vec![]), &["trust"])
+        .assert_code(0);
 }
 
 /// The scripted model that repairs `calc.sh`.
@@ -212,6 +219,7 @@ fn an_existing_hook_is_chained_runs_first_and_uninstall_restores_it() {
         ),
     );
     repo.commit_all("the check logs itself");
+    trust(&repo);
     fs::remove_file(&order).ok();
     let out = agent(&repo, &server, &["hook", "install"]);
     out.assert_code(0);
@@ -653,6 +661,7 @@ fn the_pre_commit_frameworks_own_hook_is_chained() {
         ),
     );
     repo.commit_all("pre-commit config");
+    trust(&repo);
     pre_commit_cmd(&repo, &server, &program, &["install"]).assert_code(0);
     let framework_hook = fs::read(repo.path().join(".git/hooks/pre-commit")).unwrap();
     let out = agent(&repo, &server, &["hook", "install"]);

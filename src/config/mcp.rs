@@ -2,9 +2,9 @@
 //! keys) and a project's `.mcp.json` (Claude Code's format), turned into [`ServerSpec`]s.
 //!
 //! A project file comes with whatever the user cloned, and a stdio server is a command: so a `.mcp.json`
-//! starts nothing until the user trusted it (`git agent mcp trust`). Trust is kept in the repository's own
-//! `.git/agent/mcp-trust`, keyed by a hash of the file's content, so a file that changed (a pull, a branch
-//! switch) needs trusting again. A repository's `.git-agent.toml` may not define servers at all, for the same
+//! starts nothing until the user trusted it (`git agent trust`, or `git agent mcp trust`). Trust is kept in
+//! the user's own state ([`super::trust`]), keyed by a hash of the file's content, so a file that changed (a
+//! pull, a branch switch) needs trusting again. A repository's `.git-agent.toml` may not define servers at all, for the same
 //! reason.
 //!
 //! Values may hold keys (env values, headers, a bearer token from `bearer_token_env_var`): they are
@@ -25,8 +25,6 @@ use super::ConfigError;
 
 /// The project file, at the top of the work tree.
 pub const PROJECT_FILE: &str = ".mcp.json";
-/// The trust records, in the repository's git directory (never committed, never shared).
-const TRUST_FILE: &str = "agent/mcp-trust";
 
 const SERVER_KEYS: &str = "command, args, env, cwd, url, http_headers, bearer_token_env_var, \
                            startup_timeout_sec, tool_timeout_sec, enabled, enabled_tools, disabled_tools";
@@ -122,6 +120,16 @@ impl ServerSpec {
             enabled_tools: None,
             disabled_tools: Vec::new(),
         }
+    }
+
+    /// The values of its env variables and headers: whatever their names, a server may print them, so what
+    /// it prints is redacted of them (issue 23, finding 4).
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        let pairs = match &self.transport {
+            TransportSpec::Stdio { env, .. } => env,
+            TransportSpec::Http { headers, .. } => headers,
+        };
+        pairs.iter().map(|(_, value)| value.as_str())
     }
 
     /// Whether the filters let the model see `tool`.
@@ -429,13 +437,55 @@ pub fn load(
                     name,
                     origin: Origin::Project { path: path.clone() },
                     enabled: true,
-                    spec,
+                    spec: spec.map(|spec| anchored_in(spec, workdir)),
                 });
             }
         }
     }
     config.project = Some(project);
     config
+}
+
+/// A project server whose command and script arguments name files of the repository, pointed at the user's
+/// own work tree: the server runs in the session's checkout, where the model writes, and `sh tools/srv.sh`
+/// started there would run whatever the model wrote into it, outside the sandbox, on the next `--resume`
+/// (issue 23, finding 1). The user trusted `.mcp.json` as it reads in their work tree, so the files it names
+/// are taken from there. A relative command with a `/` is always anchored; an argument is when it names a
+/// file of the work tree (`--repository .` names a folder and stays relative to the checkout).
+fn anchored_in(mut spec: ServerSpec, workdir: &Path) -> ServerSpec {
+    let TransportSpec::Stdio {
+        command, args, cwd, ..
+    } = &mut spec.transport
+    else {
+        return spec;
+    };
+    let base = cwd
+        .as_ref()
+        .map_or_else(|| workdir.to_path_buf(), |c| workdir.join(c));
+    if command.contains('/') && Path::new(command.as_str()).is_relative() {
+        *command = base.join(command.as_str()).display().to_string();
+    }
+    for arg in args.iter_mut() {
+        let relative = !arg.starts_with('-') && Path::new(arg.as_str()).is_relative();
+        if relative && base.join(arg.as_str()).is_file() {
+            *arg = base.join(arg.as_str()).display().to_string();
+        }
+    }
+    spec
+}
+
+/// The files of the work tree `workdir` that a project server's (anchored) command line names: what it will
+/// run, and what a `--here` session, which writes into that same tree, must not have changed.
+pub fn files_run(spec: &ServerSpec, workdir: &Path) -> Vec<PathBuf> {
+    let TransportSpec::Stdio { command, args, .. } = &spec.transport else {
+        return Vec::new();
+    };
+    std::iter::once(command)
+        .chain(args)
+        .map(Path::new)
+        .filter(|p| p.is_absolute() && p.starts_with(workdir) && p.is_file())
+        .filter_map(|p| p.strip_prefix(workdir).ok().map(Path::to_path_buf))
+        .collect()
 }
 
 /// A user table as a spec; `${VAR}` in env and header values expanded, the bearer token looked up.
@@ -677,51 +727,17 @@ pub fn parse_acp(servers: &Json) -> Result<Vec<ProjectServer>, String> {
 }
 
 /// A hash of the file's content, as git would name it as a blob.
-fn content_hash(bytes: &[u8]) -> String {
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
-}
-
-fn trust_path(git_dir: &Path) -> PathBuf {
-    git_dir.join(TRUST_FILE)
-}
-
-/// Whether this content of `.mcp.json` was trusted in this repository.
+/// Whether this content of `.mcp.json` was trusted in this repository (see [`super::trust`]).
 pub fn is_trusted(git_dir: &Path, bytes: &[u8]) -> bool {
-    let hash = content_hash(bytes);
-    !hash.is_empty()
-        && std::fs::read_to_string(trust_path(git_dir))
-            .map(|text| {
-                text.lines()
-                    .any(|line| line.split_whitespace().next() == Some(&hash))
-            })
-            .unwrap_or(false)
+    super::trust::Ledger::for_repo(git_dir).standing(&super::trust::Item::mcp_servers(bytes))
+        == super::trust::Standing::Trusted
 }
 
 /// Records that the user trusts this content; returns its hash.
-pub fn trust(git_dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
-    let hash = content_hash(bytes);
-    if hash.is_empty() {
-        return Err(std::io::Error::other("cannot hash the file"));
-    }
-    if is_trusted(git_dir, bytes) {
-        return Ok(hash);
-    }
-    let path = trust_path(git_dir);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    text.push_str(&format!("{hash} {secs} {PROJECT_FILE}\n"));
-    // Written whole then renamed, so a crash never leaves half a record.
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)?;
-    Ok(hash)
+pub fn trust(git_dir: &Path, bytes: &[u8]) -> Result<String, super::trust::TrustError> {
+    let item = super::trust::Item::mcp_servers(bytes);
+    super::trust::Ledger::for_repo(git_dir).trust(std::slice::from_ref(&item))?;
+    Ok(item.hash())
 }
 
 #[cfg(test)]

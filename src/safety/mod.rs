@@ -13,12 +13,14 @@ pub(crate) mod guard;
 pub mod isolate;
 pub(crate) mod mcp;
 pub(crate) mod path;
+pub mod quote;
 pub(crate) mod redact;
 pub mod rules;
 pub mod sandbox;
 pub(crate) mod scratch;
 pub mod secrets;
 pub(crate) mod shell;
+pub mod tree_path;
 pub(crate) mod withhold;
 
 use std::path::{Path, PathBuf};

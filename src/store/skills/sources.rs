@@ -3,8 +3,11 @@
 //! `.codex/skills/` at the top of the repository, and `~/.agents/skills/`.
 //!
 //! When two sources have a skill of the same name, the first in this order wins and the others are listed as
-//! shadowed: the repository's folders (what the project ships, as the user edits it), then the ref (what was
-//! added or pulled), then the user's home. An invalid skill is left out with a [`Problem`] that names the
+//! shadowed: the repository's folders (what the project ships, as the user edits it), then the user's home,
+//! then the ref (what was added or pulled: a pulled skill must not silently replace the user's own). To
+//! prefer a stored skill, remove or rename the folder that shadows it.
+//!
+//! An invalid skill is left out with a [`Problem`] that names the
 //! file and the rule broken, so a skill that "is not found" always says why. Fields beyond the format's six
 //! are tolerated in place (other agents write them); `add`, `import` and `export` refuse them.
 
@@ -14,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{self, SkillDoc, SKILL_FILE};
 use super::{Stats, MAX_FILES};
+use crate::protocol::Untrusted;
 use crate::store::{Store, StoreError};
 
 /// The skill folders of a repository, relative to its top, in the order they are searched.
@@ -81,7 +85,22 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "skill {} skipped: {}", self.file, self.rule)
+        // Both can hold a pulled tree's names: shown through the neutraliser (issue 22, finding 8).
+        write!(
+            f,
+            "skill {} skipped: {}",
+            Untrusted::name(&self.file),
+            Untrusted::name(&self.rule)
+        )
+    }
+}
+
+/// Where a source stands when two have a skill of the same name: lower wins.
+fn precedence(source: &Source) -> u8 {
+    match source.kind() {
+        "repo" => 0,
+        "home" => 1,
+        _ => 2,
     }
 }
 
@@ -108,6 +127,16 @@ impl Catalog {
         }
         let stats = match store.read_skills() {
             Ok(tree) => {
+                for (name, rule) in tree.skipped {
+                    problems.push(Problem {
+                        file: format!(
+                            "{}:{}",
+                            super::SKILLS_REF,
+                            crate::safety::tree_path::shown(&name)
+                        ),
+                        rule,
+                    });
+                }
                 for stored in tree.skills {
                     let file = format!("{}:{}/{SKILL_FILE}", super::SKILLS_REF, stored.name);
                     let Some(text) = stored.text else {
@@ -151,6 +180,10 @@ impl Catalog {
             problems,
             ..Catalog::default()
         };
+        // The user's own skills (the repository's folders, then their home) win over stored ones, which may
+        // have been pulled from someone else (issue 22, finding 11); the sort is stable, so each source keeps
+        // its order.
+        found.sort_by_key(|skill| precedence(&skill.source));
         for mut skill in found {
             skill.stats = stats.get(skill.name()).cloned().unwrap_or_default();
             if catalog.find(skill.name()).is_some() {

@@ -300,8 +300,15 @@ impl Shared<'_> {
                 tools: if last { &[] } else { &self.schemas },
                 max_tokens: None,
             };
+            // The turn's deadline stops a child's request in flight too (issue 23, finding 11).
+            let sent = tokio::select! {
+                sent = stream::quietly(self.client, self.retry, &request, self.control) => sent,
+                () = self.budget.expired() => {
+                    break "the session's budget ran out (--max-time)".to_owned();
+                }
+            };
             let response =
-                match stream::quietly(self.client, self.retry, &request, self.control).await {
+                match sent {
                     None => break "the turn was interrupted".to_owned(),
                     Some(Err(err)) => break format!("its model request failed: {err}"),
                     Some(Ok(response)) => response,

@@ -616,3 +616,43 @@ fn a_terminal_chat_ends_on_sigterm_as_terminated_with_143() {
     let id = session_id(&repo);
     assert_eq!(unfolded(&repo, &id), "", "the journal was folded");
 }
+
+/// Issue 23, finding 13: streamed text whose chunks end in the last column loses nothing (the terminal's
+/// pending wrap does not survive the cursor save/restore around each chunk; `r022` showed as `r02`). One
+/// character per chunk puts a chunk's end at the margin on every row, whatever the row starts with.
+#[test]
+fn every_streamed_character_reaches_the_screen_where_lines_wrap() {
+    if !tmux::available() {
+        return;
+    }
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let line: String = (0..300).map(|i| format!("r{i:03}")).collect();
+    let mut chunks: Vec<serde_json::Value> = line
+        .chars()
+        .map(|c| openai_chunk(json!({"content": c.to_string()}), None))
+        .collect();
+    // And chunks of exactly a row's width.
+    let rows: String = (300..600).map(|i| format!("r{i:03}")).collect();
+    let wide: Vec<char> = rows.chars().collect();
+    chunks.push(openai_chunk(json!({"content": "\n"}), None));
+    for piece in wide.chunks(usize::from(COLS)) {
+        let piece: String = piece.iter().collect();
+        chunks.push(openai_chunk(json!({"content": piece}), None));
+    }
+    chunks.push(openai_chunk(json!({"content": "\nEND-OF-ANSWER"}), None));
+    chunks.push(openai_chunk(json!({}), Some("stop")));
+    let server = Server::start(vec![Reply::sse_raw(openai_events(&chunks))]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("stream a long line");
+    tmux.wait_for("the whole answer", |s| s.contains("END-OF-ANSWER"));
+    at_prompt(&tmux, "the prompt");
+    let joined: String = tmux.history().lines().collect();
+    for (what, text) in [("one character a chunk", &line), ("a row a chunk", &rows)] {
+        assert!(
+            joined.contains(text.as_str()),
+            "{what}: characters went missing:\n{}",
+            tmux.history()
+        );
+    }
+}

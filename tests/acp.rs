@@ -1513,7 +1513,11 @@ fn raw_load_takes_exact_ids_and_reattaches_and_server_names_are_inert() {
     let message = prefix["error"]["message"].as_str().unwrap_or_default();
     assert!(!message.contains("in use"), "{prefix}");
     let full = load(&mut acp, &sid);
-    assert_eq!(full["result"], json!({}), "the open session is reattached: {full}");
+    assert_eq!(
+        full["result"],
+        json!({}),
+        "the open session is reattached: {full}"
+    );
     acp.finish(&repo);
     let stderr = std::fs::read_to_string(&log).expect("read the stderr log");
     assert!(stderr.contains("pwned"), "the name is shown: {stderr}");

@@ -496,7 +496,11 @@ fn review_gets_the_terminal_and_its_comments_reach_the_next_turn() {
 
 /// The session's meta.json as the log ref has it now, if there is one.
 fn meta_of(repo: &TestRepo) -> Option<serde_json::Value> {
-    let refs = repo.git(&["for-each-ref", "--format=%(refname)", "refs/agent/sessions/"]);
+    let refs = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/agent/sessions/",
+    ]);
     let name = refs.lines().next()?.to_owned();
     serde_json::from_str(&repo.git(&["show", &format!("{name}:meta.json")])).ok()
 }

@@ -369,7 +369,10 @@ fn an_explorers_results_are_redacted_like_the_parents() {
     repo.commit_all("config");
     let parent_search = call("search", json!({"pattern": "token is"}));
     let server = Server::start(vec![
-        Reply::tool_calls(vec![parent_search.clone(), explore("MARK-R: find the token")]),
+        Reply::tool_calls(vec![
+            parent_search.clone(),
+            explore("MARK-R: find the token"),
+        ]),
         Reply::text("done"),
     ]);
     let child_search = call("search", json!({"pattern": "token is"}));
@@ -389,7 +392,10 @@ fn an_explorers_results_are_redacted_like_the_parents() {
     assert!(parents.contains("notes.txt"), "{parents}");
     assert!(!parents.contains("zq8Pv3-secret-value-77"), "{parents}");
     assert!(!childs.contains("zq8Pv3-secret-value-77"), "{childs}");
-    assert_eq!(childs, parents, "the child's result is redacted like the parent's");
+    assert_eq!(
+        childs, parents,
+        "the child's result is redacted like the parent's"
+    );
     assert!(!out.stdout.contains("zq8Pv3-secret-value-77"), "{out}");
 }
 
@@ -417,9 +423,12 @@ fn explore_max_steps_holds_when_the_model_calls_tools_on_the_last_request() {
     let parent = conversation(&server, "explore");
     let result = parent.last().unwrap().tool_result(&parent_call.id);
     assert!(
-        result.contains("stopped before it answered")
-            && result.contains("explore_max_steps is 3"),
+        result.contains("stopped before it answered") && result.contains("explore_max_steps is 3"),
         "{result}"
     );
-    assert_eq!(server.requests().len(), 5, "1 + 3 child requests + 1: {out}");
+    assert_eq!(
+        server.requests().len(),
+        5,
+        "1 + 3 child requests + 1: {out}"
+    );
 }

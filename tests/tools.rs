@@ -685,7 +685,10 @@ fn search_and_list_skip_the_files_read_file_refuses() {
         assert!(listed.contains("notes.txt"), "here={here}: {listed}");
         for secret in ["site.pem", "id_ed25519", ".env", "server.key"] {
             assert!(!found.contains(secret), "here={here}: {secret} in {found}");
-            assert!(!listed.contains(secret), "here={here}: {secret} in {listed}");
+            assert!(
+                !listed.contains(secret),
+                "here={here}: {secret} in {listed}"
+            );
         }
         let pasted = last.tool_result(&pasted.id);
         assert!(pasted.contains("pasted.txt"), "here={here}: {pasted}");

@@ -307,12 +307,11 @@ impl Shared<'_> {
                     break "the session's budget ran out (--max-time)".to_owned();
                 }
             };
-            let response =
-                match sent {
-                    None => break "the turn was interrupted".to_owned(),
-                    Some(Err(err)) => break format!("its model request failed: {err}"),
-                    Some(Ok(response)) => response,
-                };
+            let response = match sent {
+                None => break "the turn was interrupted".to_owned(),
+                Some(Err(err)) => break format!("its model request failed: {err}"),
+                Some(Ok(response)) => response,
+            };
             let tokens = response
                 .usage
                 .map_or(0, |u| u.input_tokens + u.output_tokens);

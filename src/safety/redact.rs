@@ -319,7 +319,12 @@ fn key_body(bytes: &[u8], i: usize) -> Option<usize> {
     }
     let rest = &bytes[i..];
     let body = rest.iter().take_while(|b| is_b64(**b)).count();
-    let padded = body + rest[body..].iter().take_while(|b| **b == b'=').take(2).count();
+    let padded = body
+        + rest[body..]
+            .iter()
+            .take_while(|b| **b == b'=')
+            .take(2)
+            .count();
     let der = [&b"MII"[..], b"MIG", b"MHc", b"b3BlbnNzaC1rZXktdjE"];
     if body >= 40 && der.iter().any(|p| rest.starts_with(p)) {
         return Some(padded);

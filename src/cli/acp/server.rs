@@ -125,7 +125,10 @@ pub(super) const MAX_MESSAGE: usize = 8 * 1024 * 1024;
 enum Line {
     Message(String),
     /// A line over [`MAX_MESSAGE`], dropped: its size and the request id read from its start, if any.
-    TooLong { bytes: usize, id: Value },
+    TooLong {
+        bytes: usize,
+        id: Value,
+    },
 }
 
 /// The client's lines, one message each; blank lines are skipped. Ends at end of file. A line over

@@ -167,7 +167,9 @@ impl<'t> Turn<'t> {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;
             }
-            // MCP servers that joined since the last request bring their tools now.
+            // MCP servers that joined since the last request bring their tools now; before the first request
+            // they get their startup time.
+            self.s.await_mcp(&mut *self.sink).await?;
             self.s.refresh_mcp(&mut *self.sink);
             let response = match self.request().await {
                 // The conversation outgrew the model: make room and try again, once.

@@ -139,6 +139,57 @@ impl Redactor {
     }
 }
 
+impl Redactor {
+    /// Redacts every string in `value`, object keys included, as decoded text: a JSON escape (`\n` before a
+    /// key's name) cannot hide a secret from a pattern then (issue 22, finding 10). A string that is itself a
+    /// JSON object or array (a tool call's arguments) is decoded and walked too, and re-encoded only when
+    /// something in it was redacted. True when anything changed.
+    pub fn redact_value(&self, value: &mut serde_json::Value) -> bool {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => self.redact_string(text),
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, item| self.redact_value(item) | changed),
+            Value::Object(map) => {
+                let mut changed = false;
+                for item in map.values_mut() {
+                    changed |= self.redact_value(item);
+                }
+                if map.keys().any(|k| matches!(self.redact(k), Cow::Owned(_))) {
+                    let old = std::mem::take(map);
+                    for (key, item) in old {
+                        map.insert(self.redact(&key).into_owned(), item);
+                    }
+                    changed = true;
+                }
+                changed
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+
+    fn redact_string(&self, text: &mut String) -> bool {
+        let opens = text.trim_start().starts_with(['{', '[']);
+        if opens {
+            if let Ok(mut inner) = serde_json::from_str::<serde_json::Value>(text) {
+                if self.redact_value(&mut inner) {
+                    *text = inner.to_string();
+                    return true;
+                }
+                return false;
+            }
+        }
+        match self.redact(text) {
+            Cow::Owned(clean) => {
+                *text = clean;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        }
+    }
+}
+
 /// `text` with each finding replaced by `[REDACTED:<kind>]`.
 fn replace(text: &str, found: Vec<Finding>) -> Cow<'_, str> {
     if found.is_empty() {
@@ -177,6 +228,12 @@ pub fn register(value: &str, kind: &str) {
 /// Redacts with the process-wide redactor: the one choke point for text going into refs.
 pub fn redact(text: &str) -> String {
     with_global(|r| r.redact(text).into_owned())
+}
+
+/// Redacts every string of a record with the process-wide redactor, decoded (see
+/// [`Redactor::redact_value()`]): the one choke point for records going into refs. True when anything changed.
+pub fn redact_value(value: &mut serde_json::Value) -> bool {
+    with_global(|r| r.redact_value(value))
 }
 
 /// The known secret values in `text` replaced, with the process-wide redactor: what a tool result gets
@@ -621,5 +678,29 @@ mod tests {
         ] {
             assert_eq!(r.redact(text), text, "{text}");
         }
+    }
+
+    #[test]
+    fn records_are_redacted_as_decoded_strings() {
+        let r = Redactor::default();
+        let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        let mut record = serde_json::json!({
+            "type": "tool_result",
+            "content": format!("[default]\naws_secret_access_key = {key}\nregion = x"),
+            "calls": [{"arguments": format!("{{\"content\":\"a\\naws_secret_access_key={key}\"}}")}],
+            format!("ghp_abcdefghijklmnopqrstuvwxyz0123456789"): 1,
+        });
+        assert!(r.redact_value(&mut record));
+        let line = record.to_string();
+        assert!(!line.contains(key), "{line}");
+        assert!(!line.contains("ghp_"), "{line}");
+        assert!(line.contains("[REDACTED:aws-secret-key]"), "{line}");
+        let arguments = record["calls"][0]["arguments"].as_str().unwrap();
+        let decoded: serde_json::Value = serde_json::from_str(arguments).unwrap();
+        assert_eq!(
+            decoded["content"],
+            "a\naws_secret_access_key=[REDACTED:aws-secret-key]"
+        );
+        assert!(!r.redact_value(&mut serde_json::json!({"plain": ["text", 1, null]})));
     }
 }

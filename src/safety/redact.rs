@@ -307,6 +307,9 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
             return Some(("private-key", i + end));
         }
     }
+    if let Some(end) = key_body(text.as_bytes(), i) {
+        return Some(("private-key", i + end));
+    }
     if rest.starts_with(b"sk-ant-") {
         let end = run(7, is_token_char);
         return (end >= 7 + 10).then_some(("anthropic-key", i + end));
@@ -359,6 +362,35 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         return jwt(rest).map(|end| ("jwt", i + end));
     }
     None
+}
+
+/// The body of a key without its `-----BEGIN`/`-----END` lines, as a `search` hit or a cut-off paste shows
+/// it (issue 23, finding 3): a base64 run that starts like DER (`MII`, `MIG`, `MHc`: an ASN.1 sequence, as
+/// every PKCS#1/PKCS#8 key starts) or like an OpenSSH key (`b3BlbnNzaC1rZXktdjE`, "openssh-key-v1"), at
+/// least 40 characters long; or one whole PEM (64) or OpenSSH (70) line of base64 that mixes upper case,
+/// lower case and digits (hex digests have no upper case, words no digits). The length of the run.
+fn key_body(bytes: &[u8], i: usize) -> Option<usize> {
+    let is_b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'+' || b == b'/';
+    if i > 0 && (bytes[i - 1] == b'+' || bytes[i - 1] == b'/' || bytes[i - 1] == b'=') {
+        return None;
+    }
+    let rest = &bytes[i..];
+    let body = rest.iter().take_while(|b| is_b64(**b)).count();
+    let padded = body
+        + rest[body..]
+            .iter()
+            .take_while(|b| **b == b'=')
+            .take(2)
+            .count();
+    let der = [&b"MII"[..], b"MIG", b"MHc", b"b3BlbnNzaC1rZXktdjE"];
+    if body >= 40 && der.iter().any(|p| rest.starts_with(p)) {
+        return Some(padded);
+    }
+    let run = &rest[..body];
+    let mixed = run.iter().any(u8::is_ascii_uppercase)
+        && run.iter().any(u8::is_ascii_lowercase)
+        && run.iter().any(u8::is_ascii_digit);
+    (matches!(body, 64 | 70) && padded == body && mixed).then_some(body)
 }
 
 /// AWS secret access keys, which have no prefix of their own: 40 base64 characters right after a name
@@ -644,6 +676,32 @@ mod tests {
         known.add_known("pa\"ss\\word-123", "DB_PASSWORD");
         let line = serde_json::json!({"output": "pw is pa\"ss\\word-123"}).to_string();
         assert!(!known.redact(&line).contains("word-123"), "{line}");
+    }
+
+    /// Issue 23, finding 3: a key's body without its BEGIN/END lines (a `search` hit, a cut-off paste).
+    #[test]
+    fn key_bodies_without_their_armour_are_redacted() {
+        let r = Redactor::default();
+        let pem_first = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKB";
+        let pem_middle = "wUb2K3ZpQ8v5Yt0Rb9XzPq4LmA7sNdE1fGhIjKlMnOpQrStUvWxYz0123456789a";
+        let ssh_first = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW";
+        for (text, secret) in [
+            (format!("server.key:2:{pem_first}\n"), pem_first),
+            (format!("a.txt:7:{pem_middle}\n"), pem_middle),
+            (format!("{ssh_first}\n"), ssh_first),
+        ] {
+            let out = r.redact(&text);
+            assert!(!out.contains(secret), "{out}");
+            assert!(out.contains("[REDACTED:private-key]"), "{out}");
+        }
+        // Hex digests, words and integrity hashes of other lengths stay.
+        for text in [
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
+            "ThisIsAnOrdinaryIdentifierWithoutDigitsThatIsRatherLongForCodeOk",
+        ] {
+            assert_eq!(r.redact(text), text);
+        }
     }
 
     #[test]

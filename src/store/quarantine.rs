@@ -129,11 +129,24 @@ impl Store {
             .join(format!("pull-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
         let scratch = Scratch(dir);
-        let args = ["init", "--bare", "--quiet"].map(OsString::from);
-        let mut init: Vec<OsString> = args.to_vec();
+        let format = format!("--object-format={}", self.repo.object_hash());
+        let mut init: Vec<OsString> = ["init", "--bare", "--quiet", format.as_str()]
+            .map(OsString::from)
+            .to_vec();
         init.push(scratch.0.as_os_str().to_owned());
         let init: Vec<&std::ffi::OsStr> = init.iter().map(|a| a.as_os_str()).collect();
         self.git(self.workdir(), &init)?;
+        // The repository's own settings (credential helpers, ssh command, proxies, `insteadOf`) apply to
+        // the scratch fetch too: included first, so the scratch repository's own core settings win.
+        let config = scratch.0.join("config");
+        let own = std::fs::read(&config).map_err(StoreError::io("read", &config))?;
+        let user_config = self.common_dir().join("config");
+        let user_config = user_config.canonicalize().unwrap_or(user_config);
+        let mut text = b"[include]\n\tpath = ".to_vec();
+        text.extend_from_slice(user_config.as_os_str().as_encoded_bytes());
+        text.push(b'\n');
+        text.extend_from_slice(&own);
+        std::fs::write(&config, text).map_err(StoreError::io("write", &config))?;
         let objects = self.common_dir().join("objects");
         let objects = objects.canonicalize().unwrap_or(objects);
         let alternates = scratch.0.join("objects").join("info").join("alternates");

@@ -263,15 +263,9 @@ fn is_ntfs_dot_generic(part: &[u8], name: &[u8], shortname_prefix: &[u8]) -> boo
 
 /// A path for a message: control characters, bidi controls and other invisible code points escaped.
 pub fn shown(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for c in path.chars() {
-        if c.is_control() || hfs_ignorable(c) || matches!(c as u32, 0x2066..=0x2069 | 0x061c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    // The one rendering for exact text a person must judge: every control, bidi and zero-width
+    // character (the HFS+ ignorables among them) shown as an escape.
+    super::quote::visible(path)
 }
 
 #[cfg(test)]
@@ -417,7 +411,7 @@ mod tests {
             !text.contains('\u{1b}') && !text.contains('\u{7}'),
             "{text}"
         );
-        assert!(text.contains("\\u{1b}]52;c;x\\u{7}/.git/hooks"), "{text}");
+        assert!(text.contains("\\x1b]52;c;x\\x07/.git/hooks"), "{text}");
         assert!(text.contains(".git"), "{text}");
         let hfs = check_str(".g\u{200c}it/x", EntryKind::File)
             .unwrap_err()

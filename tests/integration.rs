@@ -58,3 +58,5 @@ mod hooks;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// Cost: tokens times prices in --json, log, show and the session log; --max-cost; stats over pulled sessions.
+mod cost;

@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::{CommandError, Context};
 
-/// List sessions, newest first: id, date, status, steps, first line of the prompt
+/// List sessions, newest first: id, date, status, steps, cost, first line of the prompt
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Show at most N sessions
@@ -34,11 +34,12 @@ pub fn run(ctx: &Context, args: LogArgs) -> Result<(), CommandError> {
             prompt.to_owned()
         };
         let line = format!(
-            "{}  {}  {status:<11} {:>3} step{}  {prompt}",
+            "{}  {}  {status:<11} {:>3} step{}  {:>8}  {prompt}",
             meta.id,
             super::when(meta.created),
             meta.steps,
             if meta.steps == 1 { " " } else { "s" },
+            crate::protocol::format_usd(meta.cost_usd),
         );
         if writeln!(out, "{}", line.trim_end()).is_err() {
             break; // a closed pipe (`| head`) is not an error

@@ -24,6 +24,7 @@ mod review;
 mod review_tty;
 mod show;
 mod skill;
+mod stats;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -69,6 +70,7 @@ enum Command {
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
+    Stats(stats::StatsArgs),
 }
 
 impl Command {
@@ -149,6 +151,7 @@ pub fn run() -> i32 {
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),
+        Command::Stats(args) => stats::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -15,6 +15,7 @@ pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;
 pub(crate) mod skills;
+pub mod trust;
 
 use std::collections::HashMap;
 use std::fmt;

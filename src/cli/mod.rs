@@ -25,6 +25,7 @@ mod review_tty;
 mod show;
 mod skill;
 mod stats;
+mod trust;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -71,6 +72,7 @@ enum Command {
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
     Stats(stats::StatsArgs),
+    Trust(trust::TrustArgs),
 }
 
 impl Command {
@@ -152,6 +154,7 @@ pub fn run() -> i32 {
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
+        Command::Trust(args) => trust::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -62,3 +62,5 @@ mod skills;
 mod explore;
 // Cost: tokens times prices in --json, log, show and the session log; --max-cost; stats over pulled sessions.
 mod cost;
+// web_fetch against pages served on 127.0.0.1: Markdown, private addresses and redirects, big pages, --no-network.
+mod web;

@@ -833,8 +833,14 @@ impl Toolbox {
             .join("agent")
             .join("output")
             .join(&session.id);
+        let mut registry = Registry::builtin();
+        // Refused at call time without the network (rather than hidden), so the model learns why.
+        registry.add(Arc::new(crate::tools::web_fetch::WebFetch {
+            rules: policy.rules.clone(),
+            network: sandbox_config.network,
+        }));
         Toolbox {
-            registry: Registry::builtin(),
+            registry,
             policy,
             sandbox: Arc::new(sandbox),
             sandbox_config,

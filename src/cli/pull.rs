@@ -146,14 +146,13 @@ fn stored_skill_names(store: &crate::store::Store) -> std::collections::BTreeSet
 
 /// Says which skills a pull brought: new ones, changed ones (a remote may rewrite a skill the user relied
 /// on), and those that the user's own skill of the same name shadows, so sessions keep using theirs (issue
-/// 22, finding 11). Names come from the remote's tree, so they are shown with control characters visible.
+/// 22, finding 11). Names come from the remote's tree, so they are shown neutralised.
 fn report_taken_skills(
     store: &crate::store::Store,
     remote: &str,
     before: &std::collections::BTreeSet<String>,
     taken: &[String],
 ) {
-    use crate::safety::quote::visible;
     if taken.is_empty() {
         return;
     }
@@ -162,11 +161,11 @@ fn report_taken_skills(
     let list = |names: &[&String]| {
         names
             .iter()
-            .map(|n| visible(n))
+            .map(|n| Untrusted::name(n).to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let remote = visible(remote);
+    let remote = Untrusted::name(remote);
     if !new.is_empty() {
         eprintln!("skills from {remote}: new {}", list(&new));
     }
@@ -185,8 +184,8 @@ fn report_taken_skills(
             eprintln!(
                 "skill {} from {remote} is not used: your own {} of the same name comes first \
                  (remove or rename it to use the pulled one)",
-                visible(name),
-                visible(&own.source.shown(name))
+                Untrusted::name(name),
+                Untrusted::name(&own.source.shown(name))
             );
         }
     }

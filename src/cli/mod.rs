@@ -24,6 +24,7 @@ mod review;
 mod review_tty;
 mod show;
 mod skill;
+mod stats;
 mod trust;
 mod undo;
 
@@ -70,6 +71,7 @@ enum Command {
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
+    Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
 }
 
@@ -151,6 +153,7 @@ pub fn run() -> i32 {
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),
+        Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
     };
     match result {

@@ -66,7 +66,7 @@ pub use notes::NOTES_REF;
 pub use pool::{GcReport, DEFAULT_POOL};
 pub use scan::Scan;
 pub use scratch::Scratch;
-pub use session_log::{LogContents, Meta, SessionLog};
+pub use session_log::{is_zero, LogContents, Meta, SessionLog};
 pub use share::RefLeak;
 pub use snapshot::{Capture, StepCommit};
 

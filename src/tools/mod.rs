@@ -16,6 +16,7 @@ pub(crate) mod shell;
 pub(crate) mod skill;
 pub(crate) mod state;
 pub(crate) mod walk;
+pub(crate) mod web_fetch;
 pub(crate) mod write;
 
 pub use state::SessionState;

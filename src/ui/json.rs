@@ -63,20 +63,29 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         } => {
             json!({"type": "step", "commit": commit, "step": step, "files": files})
         }
-        Event::RequestUsage { request, usage: u } => json!({
+        // Costs in USD; null when the model has no price (never a made-up number).
+        Event::RequestUsage {
+            request,
+            usage: u,
+            cost,
+            session_cost,
+        } => json!({
             "type": "usage",
             "scope": "request",
             "request": request,
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "cached_tokens": u.cached_tokens,
+            "cost_usd": cost,
+            "session_cost_usd": session_cost,
         }),
-        Event::Usage(u) => json!({
+        Event::Usage(u, cost) => json!({
             "type": "usage",
             "scope": "session",
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "cached_tokens": u.cached_tokens,
+            "cost_usd": cost,
         }),
         Event::Done {
             status,

@@ -222,6 +222,7 @@ impl Ui {
         t.status.context_window = session.context_window();
         t.status.input_tokens = usage.input_tokens;
         t.status.output_tokens = usage.output_tokens;
+        t.status.cost = session.cost();
         t.status.steps = session.steps();
         t.status.busy = false;
         t.show_status();

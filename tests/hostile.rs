@@ -503,6 +503,22 @@ fn landing_refuses_hostile_tree_paths_by_name_and_lands_the_rest() {
     assert_eq!(refused, 6, "{}", list.stdout);
     assert!(!list.stdout.contains('\u{200c}'), "{}", list.stdout);
 
+    // Taking the hostile path in review lands the file taken with it, and refuses the path by name.
+    let review = repo.run_agent(
+        &idle,
+        &["review", &id, "--take", ".git/hooks/pre-commit", "ok.txt"],
+    );
+    assert!(
+        review.stderr.contains("refused   .git/hooks/pre-commit"),
+        "{}",
+        review.stderr
+    );
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+
     let accept = repo.run_agent(&idle, &["accept", &id]);
     assert_ne!(accept.code(), 0, "{}", accept.stderr);
     for shown in [

@@ -427,9 +427,18 @@ impl Client {
     async fn fail(&self, error: McpError) -> Failure {
         let exited = match &self.inner.transport {
             Transport::Stdio(stdio) => {
-                // Give a crashing server a moment to finish writing its stderr and exit.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                stdio.exit_status()
+                // Give a crashing server a moment to finish writing its stderr and exit: polled for up to
+                // a second, since on a loaded machine a server that has closed its pipes may take longer
+                // than 100 ms to be reaped (the failure then read "closed the connection: Broken pipe").
+                let mut exited = None;
+                for _ in 0..50 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    exited = stdio.exit_status();
+                    if exited.is_some() {
+                        break;
+                    }
+                }
+                exited
             }
             Transport::Http(_) => None,
         };

@@ -559,7 +559,13 @@ impl Servers {
                 let tool = McpTool {
                     name: name.clone(),
                     server: spec.name.clone(),
-                    description: format!("[MCP server {}] {about}", spec.name),
+                    // The server's words are data, not instructions (issue 22, finding 7): one escaped
+                    // line that cannot start a line of its own or close the quote around it.
+                    description: format!(
+                        "[MCP server {}; its description, quoted as data:] \"{}\"",
+                        crate::safety::quote::quote_as_data(&spec.name),
+                        crate::safety::quote::quote_as_data(&about)
+                    ),
                     def,
                     client: client.clone(),
                     timeout: spec.tool_timeout,

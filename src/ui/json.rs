@@ -16,9 +16,12 @@ impl Sink for JsonSink {
         let Some(value) = value(event) else {
             return;
         };
+        // Model and tool text may hold C1 and bidi controls, which serde_json writes raw; escaped, the line still
+        // decodes to the same text but cannot drive the terminal of whoever watches the stream.
+        let line = crate::protocol::json_for_terminal(value.to_string());
         let mut out = self.out.lock();
         // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
-        let _ = writeln!(out, "{value}");
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 }

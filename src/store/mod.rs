@@ -645,10 +645,7 @@ pub fn crash_point() {
     });
     if let Some(at) = at {
         if COUNT.fetch_add(1, Ordering::SeqCst) + 1 == *at {
-            // SAFETY: sending a signal to our own pid.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            crate::sys::process::kill_self();
         }
     }
 }

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Write src/hot-text.order: the functions a git-agent session calls, in the order they are first called, which
-src/build.rs hands to the linker so that they are laid out together at the start of the code (issue 16: a small
-session's peak memory is mostly code pages, mapped 64 KB around every page it touches).
+"""Write a symbol-order file: the functions a git-agent session calls, in the order they are first called, which
+scripts/dist.sh hands to the linker so that they are laid out together at the start of the code (issue 16: a
+small session's peak memory is mostly code pages, mapped 64 KB around every page it touches). Most names carry a
+hash of the exact rustc that built them, so the file is made for the build it is used with, never committed.
 
-Run it after changing what a session does, or the toolchain (a new rustc renames most functions):
-    scripts/gen-text-order.py            # builds, traces, writes src/hot-text.order, prints what changed
-    scripts/gen-text-order.py --check    # only reports how many listed functions the current build still has
+    scripts/dist.sh                      # the usual way: builds, runs this on that build, links again with it
+    scripts/gen-text-order.py --binary B --map M --out F   # traces binary B (M: its linker map), writes F
+    scripts/gen-text-order.py            # builds with `cargo rustc --release` and a map, writes the default F
+    scripts/gen-text-order.py --check    # only reports how many names of F the build still has
 
-How: `cargo rustc --release` with the linker's map (`-Map`), then each scenario below runs that binary with a
+How: a binary with the linker's map (`-Map`), then each scenario below runs that binary with a
 breakpoint on every function (benchlib/hottext.py; threads and forked children included), against the scripted
 fake server in a fresh repository (SCENARIOS: `--version`; `ask` with the shell task of scripts/bench-task.py;
 `ask` with the named tools; `log`, `diff` and `undo` on that session; the shell task on a repository with a
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "benchlib"))
 import common  # noqa: E402
 import hottext  # noqa: E402
 
-ORDER = os.path.join(ROOT, "src", "hot-text.order")
+ORDER = os.path.join(ROOT, "target", "dist-link", "hot-text.order")
 TOOLS = [
     {"tool": "list_files", "args": {}, "shell": "ls"},
     {"tool": "read_file", "args": {"path": "greet.py"}, "shell": "cat greet.py"},
@@ -121,9 +123,9 @@ def trace_all(binary, funcs, work):
     return hits
 
 
-def listed():
+def listed(order):
     try:
-        with open(ORDER) as f:
+        with open(order) as f:
             return [line.strip() for line in f if line.strip() and not line.startswith("#")]
     except FileNotFoundError:
         return []
@@ -131,28 +133,35 @@ def listed():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="report how stale src/hot-text.order is; write nothing")
+    ap.add_argument("--check", action="store_true", help="report how stale the order file is; write nothing")
+    ap.add_argument("--binary", help="trace this release binary instead of building one (needs --map)")
+    ap.add_argument("--map", help="the linker map (lld -Map) of --binary")
+    ap.add_argument("--out", default=ORDER, help="the order file to write (default: %(default)s)")
     args = ap.parse_args()
+    if bool(args.binary) != bool(args.map):
+        ap.error("--binary and --map go together")
+    order = os.path.abspath(args.out)
     work = tempfile.mkdtemp(prefix="gen-text-order.")
     try:
-        binary, mapfile = build(work)
+        binary, mapfile = (args.binary, args.map) if args.binary else build(work)
         funcs = hottext.parse_map(mapfile)
         names = {n for _, _, n in funcs}
-        old = listed()
+        old = listed(order)
         have = sum(1 for n in old if n in names)
-        print("src/hot-text.order: %d names, %d of them in this build" % (len(old), have), file=sys.stderr)
+        print("%s: %d names, %d of them in this build" % (order, len(old), have), file=sys.stderr)
         if args.check:
             return
         hits = trace_all(binary, funcs, work)
         size = {n: s for _, s, n in funcs}
         rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
-        with open(ORDER, "w") as f:
+        os.makedirs(os.path.dirname(order), exist_ok=True)
+        with open(order, "w") as f:
             f.write("# The functions a git-agent session calls, first called first: the linker lays them out\n"
-                    "# together (src/build.rs). Written by scripts/gen-text-order.py with %s; do not edit.\n"
+                    "# together (scripts/dist.sh). Written by scripts/gen-text-order.py with %s; do not edit.\n"
                     % rustc)
             f.writelines(h + "\n" for h in hits)
         print("wrote %s: %d functions, %d KB of the %d KB of code (dropped %d, added %d)"
-              % (os.path.relpath(ORDER, ROOT), len(hits), sum(size[h] for h in hits) // 1024,
+              % (order, len(hits), sum(size[h] for h in hits) // 1024,
                  sum(size.values()) // 1024, len(set(old) - set(hits)), len(set(hits) - set(old))),
               file=sys.stderr)
         print(json.dumps({"functions": len(hits), "hot_bytes": sum(size[h] for h in hits)}))

@@ -14,6 +14,7 @@ pub(crate) mod file;
 pub(crate) mod mcp;
 pub mod memory;
 pub(crate) mod skills;
+pub mod trust;
 
 use std::collections::HashMap;
 use std::fmt;

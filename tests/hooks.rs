@@ -15,6 +15,7 @@ use std::process::Command;
 
 use serde_json::json;
 
+use crate::common::partners::Partners;
 use crate::common::{
     agent_branches, call, fsck, run, session_id, user_state, Output, Reply, Server, TestRepo,
 };
@@ -33,7 +34,14 @@ fn project() -> TestRepo {
     repo.write("test.sh", TEST_SH);
     repo.write(".git-agent.toml", "check = \"sh test.sh\"\n");
     repo.commit_all("calc with a test");
+    trust(&repo);
     repo
+}
+
+/// `git agent trust`: the user consents to the repository's check as it now is.
+fn trust(repo: &TestRepo) {
+    repo.run_agent(&Server::start(vec![]), &["trust"])
+        .assert_code(0);
 }
 
 /// The scripted model that repairs `calc.sh`.
@@ -211,6 +219,7 @@ fn an_existing_hook_is_chained_runs_first_and_uninstall_restores_it() {
         ),
     );
     repo.commit_all("the check logs itself");
+    trust(&repo);
     fs::remove_file(&order).ok();
     let out = agent(&repo, &server, &["hook", "install"]);
     out.assert_code(0);
@@ -452,7 +461,7 @@ fn hooks_never_recurse_skip_on_request_and_the_model_cannot_skip_them() {
 }
 
 /// Files as husky 9.1.7 writes them (`husky` in a repository): `core.hooksPath=.husky/_`, one stub per hook
-/// that sources `h`, which runs `.husky/<name>`. Used when the real husky is not installed.
+/// that sources `h`, which runs `.husky/<name>`: the husky of the test that runs without the partners.
 fn husky_by_hand(repo: &TestRepo) {
     let dir = repo.path().join(".husky/_");
     fs::create_dir_all(&dir).unwrap();
@@ -470,31 +479,43 @@ fn husky_by_hand(repo: &TestRepo) {
     repo.git(&["config", "core.hooksPath", ".husky/_"]);
 }
 
-/// Where `.ci/run` installed the hook managers and the pre-commit framework (`GIT_AGENT_HOOK_PARTNERS`).
-fn partners() -> Option<PathBuf> {
-    std::env::var_os("GIT_AGENT_HOOK_PARTNERS").map(PathBuf::from)
+/// A hook partner `.ci/run` installed under `GIT_AGENT_HOOK_PARTNERS` (`npm/...` or `venv/...`); a test that
+/// needs one is ignored by a plain `cargo test` and fails without it.
+fn partner(rel: &str) -> PathBuf {
+    Partners::require(
+        "GIT_AGENT_HOOK_PARTNERS",
+        "husky, lefthook and the pre-commit framework",
+    )
+    .path(rel)
+}
+
+/// Runs an installed hook manager's `args` in the repository, as its user would.
+fn run_partner(repo: &TestRepo, rel: &str, args: &[&str]) {
+    let out = run(Command::new(partner(rel))
+        .args(args)
+        .current_dir(repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1"));
+    out.assert_code(0);
 }
 
 #[test]
 fn a_husky_directory_needs_force_and_husky_still_runs_its_script() {
+    a_husky_directory_needs_force(husky_by_hand);
+}
+
+#[test]
+#[ignore = "needs husky: run by .ci/run"]
+fn the_real_huskys_directory_needs_force_and_husky_still_runs_its_script() {
+    a_husky_directory_needs_force(|repo| run_partner(repo, "npm/node_modules/.bin/husky", &[]));
+}
+
+/// `install` refuses a directory husky owns without `--force`, and with it husky's script still runs,
+/// chained; `husky` sets the repository up (the real one, or its files written by hand).
+fn a_husky_directory_needs_force(husky: impl FnOnce(&TestRepo)) {
     let repo = project();
     let server = Server::start(vec![]);
-    match partners() {
-        Some(dir) => {
-            let out = run(Command::new(dir.join("npm/node_modules/.bin/husky"))
-                .current_dir(repo.path())
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1"));
-            out.assert_code(0);
-        }
-        None => {
-            eprintln!(
-                "SKIPPED the real husky (GIT_AGENT_HOOK_PARTNERS unset: .ci/run installs it); \
-                 using husky's files as 9.1.7 writes them"
-            );
-            husky_by_hand(&repo);
-        }
-    }
+    husky(&repo);
     let order = repo.root().join("order.log");
     repo.write(
         ".husky/pre-commit",
@@ -531,31 +552,34 @@ fn a_husky_directory_needs_force_and_husky_still_runs_its_script() {
 
 #[test]
 fn a_lefthook_hook_needs_force() {
+    a_lefthook_hook_needs_force_with(|repo| {
+        write_hook(
+            &repo.path().join(".git/hooks/pre-commit"),
+            "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n",
+            0o755,
+        );
+    });
+}
+
+#[test]
+#[ignore = "needs lefthook: run by .ci/run"]
+fn the_real_lefthooks_hook_needs_force() {
+    a_lefthook_hook_needs_force_with(|repo| {
+        run_partner(repo, "npm/node_modules/.bin/lefthook", &["install"]);
+    });
+}
+
+/// `install` refuses a hook lefthook wrote without `--force`, and `uninstall` gives it back byte for byte;
+/// `lefthook` installs its hook (the real one, or a hook like it written by hand).
+fn a_lefthook_hook_needs_force_with(lefthook: impl FnOnce(&TestRepo)) {
     let repo = project();
     let server = Server::start(vec![]);
     let hook = repo.path().join(".git/hooks/pre-commit");
-    match partners() {
-        Some(dir) => {
-            repo.write(
-                "lefthook.yml",
-                "pre-commit:\n  commands:\n    hello:\n      run: echo hi\n",
-            );
-            let out = run(Command::new(dir.join("npm/node_modules/.bin/lefthook"))
-                .arg("install")
-                .current_dir(repo.path())
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1"));
-            out.assert_code(0);
-        }
-        None => {
-            eprintln!("SKIPPED the real lefthook (GIT_AGENT_HOOK_PARTNERS unset); using a lefthook-like hook");
-            write_hook(
-                &hook,
-                "#!/bin/sh\ncall_lefthook run \"pre-commit\" \"$@\"\n",
-                0o755,
-            );
-        }
-    }
+    repo.write(
+        "lefthook.yml",
+        "pre-commit:\n  commands:\n    hello:\n      run: echo hi\n",
+    );
+    lefthook(&repo);
     let theirs = fs::read(&hook).unwrap();
     let out = agent(&repo, &server, &["hook", "install"]);
     out.assert_code(1);
@@ -570,10 +594,9 @@ fn a_lefthook_hook_needs_force() {
     assert_eq!(fs::read(&hook).unwrap(), theirs);
 }
 
-/// The pre-commit framework, from `.ci/run`'s venv; `None` (the test skips, loudly) without it.
-fn pre_commit() -> Option<PathBuf> {
-    let path = partners()?.join("venv/bin/pre-commit");
-    path.exists().then_some(path)
+/// The pre-commit framework, from `.ci/run`'s venv.
+fn pre_commit() -> PathBuf {
+    partner("venv/bin/pre-commit")
 }
 
 fn pre_commit_cmd(repo: &TestRepo, server: &Server, program: &Path, args: &[&str]) -> Output {
@@ -583,11 +606,9 @@ fn pre_commit_cmd(repo: &TestRepo, server: &Server, program: &Path, args: &[&str
 }
 
 #[test]
+#[ignore = "needs the pre-commit framework: run by .ci/run"]
 fn the_pre_commit_framework_runs_the_hook_from_this_repository() {
-    let Some(program) = pre_commit() else {
-        eprintln!("SKIPPED: the pre-commit framework is not installed (GIT_AGENT_HOOK_PARTNERS unset: .ci/run installs pre-commit 4.7.0)");
-        return;
-    };
+    let program = pre_commit();
     let repo = project();
     let server = Server::start(vec![]);
     let this = env!("CARGO_MANIFEST_DIR");
@@ -619,11 +640,9 @@ fn the_pre_commit_framework_runs_the_hook_from_this_repository() {
 }
 
 #[test]
+#[ignore = "needs the pre-commit framework: run by .ci/run"]
 fn the_pre_commit_frameworks_own_hook_is_chained() {
-    let Some(program) = pre_commit() else {
-        eprintln!("SKIPPED: the pre-commit framework is not installed (GIT_AGENT_HOOK_PARTNERS unset: .ci/run installs pre-commit 4.7.0)");
-        return;
-    };
+    let program = pre_commit();
     let repo = project();
     let server = Server::start(vec![]);
     let order = repo.root().join("order.log");
@@ -642,6 +661,7 @@ fn the_pre_commit_frameworks_own_hook_is_chained() {
         ),
     );
     repo.commit_all("pre-commit config");
+    trust(&repo);
     pre_commit_cmd(&repo, &server, &program, &["install"]).assert_code(0);
     let framework_hook = fs::read(repo.path().join(".git/hooks/pre-commit")).unwrap();
     let out = agent(&repo, &server, &["hook", "install"]);

@@ -18,9 +18,9 @@ const PARTNERS_VAR: &str = "GIT_AGENT_MCP_PARTNERS";
 
 use crate::common::partners::Partners;
 
-/// The MCP partners, or `None` after a loud notice.
-fn partners(test: &str) -> Option<Partners> {
-    Partners::find(PARTNERS_VAR, test, "the MCP servers")
+/// The MCP partners; a test that needs them is ignored by a plain `cargo test` and fails without them.
+fn partners() -> Partners {
+    Partners::require(PARTNERS_VAR, "the MCP servers and the conformance suite")
 }
 
 impl Partners {
@@ -56,10 +56,9 @@ fn toml_string(text: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn check_lists_the_tools_of_a_stdio_server() {
-    let Some(partners) = partners("check_lists_the_tools_of_a_stdio_server") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let config = format!(
         "[mcp_servers.everything]\ncommand = {}\nargs = [\"stdio\"]\ndisabled_tools = [\"get-env\"]\n",
@@ -201,10 +200,9 @@ impl Drop for HttpServer {
 use std::os::unix::process::CommandExt;
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn streamable_http_on_loopback() {
-    let Some(partners) = partners("streamable_http_on_loopback") else {
-        return;
-    };
+    let partners = partners();
     let server = HttpServer::start(&partners);
     let repo = TestRepo::new();
     let config = format!(
@@ -259,10 +257,9 @@ fn streamable_http_on_loopback() {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn project_servers_start_only_after_trust() {
-    let Some(partners) = partners("project_servers_start_only_after_trust") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let file = serde_json::json!({"mcpServers": {"git": {
         "type": "stdio",
@@ -314,10 +311,9 @@ fn project_servers_start_only_after_trust() {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn probe_calls_tools_of_a_command() {
-    let Some(partners) = partners("probe_calls_tools_of_a_command") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     repo.write("new.txt", "untracked\n");
     let out = run(&mut agent(
@@ -404,17 +400,15 @@ fn conformance(partners: &Partners, scenario: &str) {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn conformance_initialize() {
-    if let Some(partners) = partners("conformance_initialize") {
-        conformance(&partners, "initialize");
-    }
+    conformance(&partners(), "initialize");
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn conformance_tools_call() {
-    if let Some(partners) = partners("conformance_tools_call") {
-        conformance(&partners, "tools_call");
-    }
+    conformance(&partners(), "tools_call");
 }
 
 /// The config file of the session tests: server-everything and mcp-server-git over stdio, and `extra`.
@@ -438,10 +432,9 @@ fn all_objects(repo: &TestRepo) -> String {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn the_model_calls_tools_of_configured_servers() {
-    let Some(partners) = partners("the_model_calls_tools_of_configured_servers") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     repo.write("new.txt", "untracked\n");
     let before = common::user_state(&repo);
@@ -534,10 +527,9 @@ fn the_model_calls_tools_of_configured_servers() {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn trusted_project_servers_over_http_and_stdio() {
-    let Some(partners) = partners("trusted_project_servers_over_http_and_stdio") else {
-        return;
-    };
+    let partners = partners();
     let http = HttpServer::start(&partners);
     let repo = TestRepo::new();
     let file = json!({"mcpServers": {
@@ -669,10 +661,9 @@ fn a_server_that_fails_to_start_is_reported_and_the_session_goes_on() {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn tools_not_marked_read_only_need_approval() {
-    let Some(partners) = partners("tools_not_marked_read_only_need_approval") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let path = repo.root().join("config.toml");
     std::fs::write(&path, session_config(&partners, "")).expect("write the config");
@@ -716,10 +707,9 @@ fn tools_not_marked_read_only_need_approval() {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn the_checkout_is_the_root_the_server_sees() {
-    let Some(partners) = partners("the_checkout_is_the_root_the_server_sees") else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let out = run(&mut agent(
         &repo,
@@ -765,12 +755,9 @@ fn processes_with(marker: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs the MCP partners: run by .ci/run"]
 fn a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session() {
-    let Some(partners) =
-        partners("a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_session")
-    else {
-        return;
-    };
+    let partners = partners();
     let repo = TestRepo::new();
     let marker = format!("GIT_AGENT_TEST_MCP_MARKER=mcp-{}", std::process::id());
     let (name, value) = marker.split_once('=').expect("name=value");

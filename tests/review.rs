@@ -245,10 +245,7 @@ struct Tmux {
 
 impl Tmux {
     fn start(repo: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!(
-                "SKIPPED the terminal review test: tmux is not installed (.ci/run installs it)"
-            );
+        if !crate::common::tmux::available() {
             return None;
         }
         let server = Server::start(vec![]);

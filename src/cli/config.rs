@@ -119,8 +119,16 @@ fn set(ctx: &Context, key: &str, value: &str, scope: &ScopeArgs) -> Result<(), C
     let text = read(&path)?;
     let updated = edit::set(&text, key, value)?;
     // The new file must pass the same checks as on load, or nothing is written.
-    file::parse(&path, &updated, scope)?;
-    write_atomically(&path, &updated)
+    let parsed = file::parse(&path, &updated, scope)?;
+    write_atomically(&path, &updated)?;
+    // The user typed this check themselves: it is theirs, so it needs no separate `git agent trust`.
+    if let (Scope::Repo, "check", Some(command)) = (scope, key, parsed.check.as_deref()) {
+        let ledger = crate::config::trust::Ledger::for_repo(ctx.store()?.common_dir());
+        ledger
+            .trust(&[crate::config::trust::Item::check(command)])
+            .map_err(|e| CommandError::internal(e.to_string()))?;
+    }
+    Ok(())
 }
 
 fn write_atomically(path: &Path, text: &str) -> Result<(), CommandError> {

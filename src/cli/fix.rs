@@ -25,7 +25,8 @@ use crate::ui;
 
 /// Run the project's check; if it fails, let the agent fix it on a branch
 ///
-/// The check is --check, else `check` in .git-agent.toml. It runs on the working tree (default), the staged
+/// The check is --check, else `check` in .git-agent.toml (which runs only once trusted: see `git agent
+/// trust`), else `check` in your own config file. It runs on the working tree (default), the staged
 /// tree (--staged: unstaged edits play no part) or a commit (--commit). A passing check exits 0 and creates
 /// nothing. A failing one starts a session whose prompt holds the goal and the check's output; after each
 /// of the model's attempts the check runs again in the session's checkout, up to --max-attempts. Exit 0 when
@@ -157,10 +158,25 @@ pub(super) fn resolve_check(ctx: &Context, flag: Option<&str>) -> Result<Check, 
                 "or set it for the repository: git agent config set --repo check \"cargo test\"",
             )),
         };
+    if flag.is_none() {
+        require_trusted_check(ctx, &settings)?;
+    }
     Ok(Check {
         command,
         timeout: settings.check_timeout().unwrap_or(check::DEFAULT_TIMEOUT),
     })
+}
+
+/// When the check in force is the repository's (its `.git-agent.toml` wins over the user's file), the user
+/// must have trusted it: a cloned repository's check is someone else's command (issue 22, finding 6).
+pub(super) fn require_trusted_check(
+    ctx: &Context,
+    settings: &crate::config::Settings,
+) -> Result<(), CommandError> {
+    match settings.repo.check.as_deref() {
+        Some(command) => super::trust::require(ctx, &crate::config::trust::Item::check(command)),
+        None => Ok(()),
+    }
 }
 
 /// Runs the check once on the tree `target` names (see the module docs), shown as attempt 0.

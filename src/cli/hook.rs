@@ -490,6 +490,8 @@ fn run_hook(
         );
         return Ok(());
     };
+    // A repository's check runs only once trusted, in a hook as anywhere (issue 22, finding 6).
+    super::fix::require_trusted_check(ctx, &settings)?;
     let check = Check {
         command,
         timeout: settings

@@ -368,12 +368,8 @@ fn trust(ctx: &Context) -> Result<(), CommandError> {
     })?;
     let servers = mcp_config::parse_project(&bytes, &|name| ctx.env(name))
         .map_err(|e| CommandError::config(format!("{}: {e}; nothing trusted", path.display())))?;
-    let hash = mcp_config::trust(git_dir, &bytes).map_err(|e| {
-        CommandError::internal(format!(
-            "cannot record the trust in {}: {e}",
-            git_dir.display()
-        ))
-    })?;
+    let hash =
+        mcp_config::trust(git_dir, &bytes).map_err(|e| CommandError::internal(e.to_string()))?;
     // What was trusted is shown, so a user who ran this without reading the file still sees the commands.
     println!(
         "trusted {} ({}): sessions here will start:",

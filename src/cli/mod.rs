@@ -24,6 +24,7 @@ mod review;
 mod review_tty;
 mod show;
 mod skill;
+mod trust;
 mod undo;
 
 use clap::{Parser, Subcommand};
@@ -69,6 +70,7 @@ enum Command {
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
+    Trust(trust::TrustArgs),
 }
 
 impl Command {
@@ -142,6 +144,7 @@ pub fn run() -> i32 {
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),
+        Command::Trust(args) => trust::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -95,10 +95,9 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         }
     }
     if let Some(theirs) = store.ref_target(&skills)? {
+        let before = stored_skill_names(store);
         let report = store.merge_skills(theirs, &args.remote)?;
-        if !report.taken.is_empty() {
-            eprintln!("skills from {}: {}", args.remote, report.taken.join(", "));
-        }
+        report_taken_skills(store, &args.remote, &before, &report.taken);
         for name in &report.conflicts {
             eprintln!(
                 "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
@@ -112,5 +111,61 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     } else {
         // The warning above and git's own messages said what went wrong.
         Err(CommandError::shown(ErrorKind::Internal))
+    }
+}
+
+/// The names of the skills stored in `refs/agent/skills` now.
+fn stored_skill_names(store: &crate::store::Store) -> std::collections::BTreeSet<String> {
+    store
+        .read_skills()
+        .map(|tree| tree.skills.into_iter().map(|s| s.name).collect())
+        .unwrap_or_default()
+}
+
+/// Says which skills a pull brought: new ones, changed ones (a remote may rewrite a skill the user relied
+/// on), and those that the user's own skill of the same name shadows, so sessions keep using theirs (issue
+/// 22, finding 11). Names come from the remote's tree, so they are shown with control characters visible.
+fn report_taken_skills(
+    store: &crate::store::Store,
+    remote: &str,
+    before: &std::collections::BTreeSet<String>,
+    taken: &[String],
+) {
+    use crate::safety::quote::visible;
+    if taken.is_empty() {
+        return;
+    }
+    let (changed, new): (Vec<&String>, Vec<&String>) =
+        taken.iter().partition(|name| before.contains(*name));
+    let list = |names: &[&String]| {
+        names
+            .iter()
+            .map(|n| visible(n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let remote = visible(remote);
+    if !new.is_empty() {
+        eprintln!("skills from {remote}: new {}", list(&new));
+    }
+    if !changed.is_empty() {
+        eprintln!(
+            "skills from {remote}: changed {} (see `git agent skill show NAME`)",
+            list(&changed)
+        );
+    }
+    let catalog = crate::store::skills::sources::Catalog::load(store, dirs::home_dir().as_deref());
+    for name in taken {
+        let own = catalog
+            .find(name)
+            .filter(|skill| skill.source != crate::store::skills::sources::Source::Ref);
+        if let Some(own) = own {
+            eprintln!(
+                "skill {} from {remote} is not used: your own {} of the same name comes first \
+                 (remove or rename it to use the pulled one)",
+                visible(name),
+                visible(&own.source.shown(name))
+            );
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! keys) and a project's `.mcp.json` (Claude Code's format), turned into [`ServerSpec`]s.
 //!
 //! A project file comes with whatever the user cloned, and a stdio server is a command: so a `.mcp.json`
-//! starts nothing until the user trusted it (`git agent mcp trust`). Trust is kept in the repository's own
-//! `.git/agent/mcp-trust`, keyed by a hash of the file's content, so a file that changed (a pull, a branch
-//! switch) needs trusting again. A repository's `.git-agent.toml` may not define servers at all, for the same
+//! starts nothing until the user trusted it (`git agent trust`, or `git agent mcp trust`). Trust is kept in
+//! the user's own state ([`super::trust`]), keyed by a hash of the file's content, so a file that changed (a
+//! pull, a branch switch) needs trusting again. A repository's `.git-agent.toml` may not define servers at all, for the same
 //! reason.
 //!
 //! Values may hold keys (env values, headers, a bearer token from `bearer_token_env_var`): they are
@@ -25,8 +25,6 @@ use super::ConfigError;
 
 /// The project file, at the top of the work tree.
 pub const PROJECT_FILE: &str = ".mcp.json";
-/// The trust records, in the repository's git directory (never committed, never shared).
-const TRUST_FILE: &str = "agent/mcp-trust";
 
 const SERVER_KEYS: &str = "command, args, env, cwd, url, http_headers, bearer_token_env_var, \
                            startup_timeout_sec, tool_timeout_sec, enabled, enabled_tools, disabled_tools";
@@ -677,51 +675,17 @@ pub fn parse_acp(servers: &Json) -> Result<Vec<ProjectServer>, String> {
 }
 
 /// A hash of the file's content, as git would name it as a blob.
-fn content_hash(bytes: &[u8]) -> String {
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
-}
-
-fn trust_path(git_dir: &Path) -> PathBuf {
-    git_dir.join(TRUST_FILE)
-}
-
-/// Whether this content of `.mcp.json` was trusted in this repository.
+/// Whether this content of `.mcp.json` was trusted in this repository (see [`super::trust`]).
 pub fn is_trusted(git_dir: &Path, bytes: &[u8]) -> bool {
-    let hash = content_hash(bytes);
-    !hash.is_empty()
-        && std::fs::read_to_string(trust_path(git_dir))
-            .map(|text| {
-                text.lines()
-                    .any(|line| line.split_whitespace().next() == Some(&hash))
-            })
-            .unwrap_or(false)
+    super::trust::Ledger::for_repo(git_dir).standing(&super::trust::Item::mcp_servers(bytes))
+        == super::trust::Standing::Trusted
 }
 
 /// Records that the user trusts this content; returns its hash.
-pub fn trust(git_dir: &Path, bytes: &[u8]) -> std::io::Result<String> {
-    let hash = content_hash(bytes);
-    if hash.is_empty() {
-        return Err(std::io::Error::other("cannot hash the file"));
-    }
-    if is_trusted(git_dir, bytes) {
-        return Ok(hash);
-    }
-    let path = trust_path(git_dir);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    text.push_str(&format!("{hash} {secs} {PROJECT_FILE}\n"));
-    // Written whole then renamed, so a crash never leaves half a record.
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)?;
-    Ok(hash)
+pub fn trust(git_dir: &Path, bytes: &[u8]) -> Result<String, super::trust::TrustError> {
+    let item = super::trust::Item::mcp_servers(bytes);
+    super::trust::Ledger::for_repo(git_dir).trust(std::slice::from_ref(&item))?;
+    Ok(item.hash())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub(crate) mod guard;
 pub mod isolate;
 pub(crate) mod mcp;
 pub(crate) mod path;
+pub mod quote;
 pub(crate) mod redact;
 pub mod rules;
 pub mod sandbox;

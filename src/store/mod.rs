@@ -39,7 +39,7 @@ mod notes;
 mod place;
 mod pool;
 pub(crate) mod review;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod rules;
 mod scan;
 mod scratch;
@@ -51,7 +51,7 @@ pub mod stage;
 mod status;
 #[cfg(test)]
 mod tests;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod watch;
 
 use std::path::{Path, PathBuf};

@@ -51,8 +51,20 @@ pub fn stop_job() {
 }
 
 /// A close-on-exec pipe: (read end, write end).
+#[cfg(not(any(target_vendor = "apple", target_os = "aix", target_os = "haiku")))]
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// A close-on-exec pipe: (read end, write end). No `pipe2` here, so the flag is set just after: the key
+/// reader makes its pipe when chat starts, before any command runs, so no child can inherit it in between.
+#[cfg(any(target_vendor = "apple", target_os = "aix", target_os = "haiku"))]
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = rustix::pipe::pipe()?;
+    for fd in [&read, &write] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+    }
+    Ok((read, write))
 }
 
 /// Writes one byte to `fd` (a wake pipe), best effort.

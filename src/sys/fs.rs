@@ -128,10 +128,10 @@ pub fn stat_at(dir: impl AsFd, name: &CStr) -> io::Result<Option<EntryStat>> {
                 FileType::RegularFile => Kind::File,
                 _ => Kind::Other,
             };
-            Ok(Some(EntryStat {
-                kind,
-                mode: st.st_mode as u32 & 0o7777,
-            }))
+            // `st_mode` is a u32 on Linux and a u16 on macOS: the cast is needed there only.
+            #[allow(clippy::unnecessary_cast)]
+            let mode = st.st_mode as u32 & 0o7777;
+            Ok(Some(EntryStat { kind, mode }))
         }
         Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(e.into()),

@@ -708,13 +708,18 @@ struct Raw {
 
 impl Raw {
     fn start(repo: &TestRepo, server: &Server, flags: &[&str]) -> Raw {
+        Raw::start_with_stderr(repo, server, flags, Stdio::inherit())
+    }
+
+    /// [`Raw::start`] with the agent's stderr going to `stderr`.
+    fn start_with_stderr(repo: &TestRepo, server: &Server, flags: &[&str], stderr: Stdio) -> Raw {
         let mut args = vec!["acp"];
         args.extend_from_slice(flags);
         let mut child = repo
             .agent(server, &args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start git agent acp");
         let stdout = child.stdout.take().expect("piped");
@@ -1465,5 +1470,94 @@ fn raw_a_prompt_waiting_to_steer_a_cancelled_turn_is_cancelled_too() {
         "it never joined"
     );
     assert_eq!(server.requests().len(), 1, "no turn ran for it");
+    acp.finish(&repo);
+}
+
+/// Issue 23, finding 16: `session/load` takes exact ids only (an empty id or a prefix is refused with a
+/// JSON-RPC error, never opens whichever session it matches), the full id of a session open in this process
+/// reattaches it, and editor-supplied MCP server names reach stderr with their control characters made inert.
+#[test]
+fn raw_load_takes_exact_ids_and_reattaches_and_server_names_are_inert() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("hello")]);
+    let log = repo.root().join("acp-stderr.log");
+    let stderr = std::fs::File::create(&log).expect("create the stderr log");
+    let mut acp = Raw::start_with_stderr(&repo, &server, &[], Stdio::from(stderr));
+    acp.initialize();
+    let evil = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}name";
+    let answer = acp.call(
+        "session/new",
+        json!({"cwd": repo.path(), "mcpServers": [
+            {"name": evil, "command": "/nonexistent/mcp-server", "args": [], "env": []}
+        ]}),
+    );
+    let sid = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string();
+    let prompt = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    acp.answer(prompt);
+    let load = |acp: &mut Raw, id: &str| {
+        acp.call(
+            "session/load",
+            json!({"sessionId": id, "cwd": repo.path(), "mcpServers": []}),
+        )
+    };
+    let empty = load(&mut acp, "");
+    assert_eq!(empty["error"]["code"], -32602, "{empty}");
+    let prefix = load(&mut acp, &sid[..4]);
+    assert_eq!(prefix["error"]["code"], -32002, "{prefix}");
+    let message = prefix["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("in use"), "{prefix}");
+    let full = load(&mut acp, &sid);
+    assert_eq!(
+        full["result"],
+        json!({}),
+        "the open session is reattached: {full}"
+    );
+    acp.finish(&repo);
+    let stderr = std::fs::read_to_string(&log).expect("read the stderr log");
+    assert!(stderr.contains("pwned"), "the name is shown: {stderr}");
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!stderr.contains(raw), "{raw:?} reached stderr: {stderr:?}");
+    }
+}
+
+/// Issue 23, finding 17: one ACP message over the limit is refused with a JSON-RPC error under its id, read
+/// through without being held (a 50 MB line once peaked at 623 MB), and the connection goes on.
+#[test]
+fn raw_a_huge_message_is_refused_and_costs_no_memory() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let filler = "x".repeat(50 * 1024 * 1024);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{{"sessionId":"s","prompt":[{{"type":"text","text":"{filler}"}}]}}}}"#
+    );
+    acp.send_line(&line);
+    // The schema check reads the client's log: the same request, without its 50 MB.
+    let placeholder = line.replace(&filler, "(50 MB of text)");
+    if let Some(sent) = acp.sent.last_mut() {
+        *sent = placeholder;
+    }
+    let refused = acp.answer(9).pop().expect("the answer");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 8 MiB"), "{message}");
+    let listed = acp.call("session/list", json!({"cwd": repo.path()}));
+    assert_eq!(listed["result"]["sessions"], json!([]), "{listed}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", acp.child.id()))
+        .expect("read the agent's /proc status");
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    eprintln!("peak RSS after a 50 MB message: {peak_kb} kB");
+    assert!(peak_kb < 80 * 1024, "peak RSS {peak_kb} kB");
     acp.finish(&repo);
 }

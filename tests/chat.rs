@@ -493,3 +493,170 @@ fn review_gets_the_terminal_and_its_comments_reach_the_next_turn() {
     // Left, not taken: the user's tree has no notes.txt.
     assert!(!repo.path().join("notes.txt").exists());
 }
+
+/// The session's meta.json as the log ref has it now, if there is one.
+fn meta_of(repo: &TestRepo) -> Option<serde_json::Value> {
+    let refs = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/agent/sessions/",
+    ]);
+    let name = refs.lines().next()?.to_owned();
+    serde_json::from_str(&repo.git(&["show", &format!("{name}:meta.json")])).ok()
+}
+
+/// What is left in the session's journal (folded into the log ref when the session ends properly).
+fn unfolded(repo: &TestRepo, id: &str) -> String {
+    let journal = repo
+        .path()
+        .join(".git/agent/journal")
+        .join(format!("{id}.jsonl"));
+    fs::read_to_string(journal).unwrap_or_default()
+}
+
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(Instant::now() < deadline, "waited 30 s for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 23, finding 14: a piped line that is not UTF-8 is taken with its bad bytes replaced and named on
+/// stderr, and the lines after it still run (it once ended the chat silently with exit 0).
+#[test]
+fn piped_lines_that_are_not_utf8_are_decoded_lossily_and_the_rest_runs() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text("one done"),
+        Reply::text("two done"),
+        Reply::text("three done"),
+    ]);
+    let file = repo.root().join("stdin.bin");
+    fs::write(&file, b"one\nbad \xff\xfe bytes\r\nthree\n").expect("write stdin");
+    let mut cmd = repo.agent(&server, &["chat"]);
+    cmd.stdin(fs::File::open(&file).expect("open stdin"));
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert_eq!(out.stdout(), "one done\ntwo done\nthree done\n", "{out}");
+    assert!(
+        out.stderr().contains("line 2 of stdin is not UTF-8"),
+        "{out}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        requests[2].user_texts(),
+        ["one", "bad \u{fffd}\u{fffd} bytes", "three"]
+    );
+}
+
+/// Issue 23, finding 15: piped chat takes SIGTERM and SIGHUP as `ask` does: mid-turn the turn ends as
+/// terminated, the journal is folded and the exit code is 128 + the signal; at the prompt it closes the
+/// session the same way (it once died with the log saying `crashed` and the journal unfolded).
+#[test]
+fn piped_chat_ends_on_sigterm_and_sighup_with_the_journal_folded() {
+    for (signal, code, mid_turn) in [(libc::SIGTERM, 143, true), (libc::SIGHUP, 129, false)] {
+        let repo = TestRepo::new();
+        let gate = Gate::new();
+        let first = if mid_turn {
+            Reply::text("late").held(&gate)
+        } else {
+            Reply::text("first done")
+        };
+        let server = Server::start(vec![first]);
+        let mut child = repo
+            .agent(&server, &["chat"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the chat");
+        let mut stdin = child.stdin.take().expect("piped");
+        std::io::Write::write_all(&mut stdin, b"take your time\n").expect("write a prompt");
+        if mid_turn {
+            wait_until("the request", || server.requests().len() == 1);
+        } else {
+            wait_until("the turn's end in the log", || {
+                meta_of(&repo).is_some_and(|m| m["status"] == "done")
+            });
+        }
+        // SAFETY: signalling the child we started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().expect("wait for the chat");
+        gate.open();
+        drop(stdin);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        let meta = meta_of(&repo).expect("the session's log");
+        let status = if mid_turn { "terminated" } else { "done" };
+        assert_eq!(meta["status"], status, "{meta}");
+        let id = session_id(&repo);
+        assert_eq!(unfolded(&repo, &id), "", "the journal was folded");
+    }
+}
+
+/// Issue 23, finding 15: the terminal chat takes SIGTERM mid-turn as `ask` does: the turn ends as
+/// terminated (not `interrupted`) and the chat exits 143 (not 0).
+#[test]
+fn a_terminal_chat_ends_on_sigterm_as_terminated_with_143() {
+    if !tmux::available() {
+        return;
+    }
+    let repo = TestRepo::new();
+    let gate = Gate::new();
+    let server = Server::start(vec![Reply::text("late").held(&gate)]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("take your time");
+    wait_until("the request", || server.requests().len() == 1);
+    let pid = tmux.pid().expect("the chat's pid");
+    // SAFETY: signalling the process the test started in its pane.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_until("the chat to exit", || tmux.exited());
+    gate.open();
+    assert_eq!(tmux.exit_status(), Some(143), "{}", tmux.screen());
+    let meta = meta_of(&repo).expect("the session's log");
+    assert_eq!(meta["status"], "terminated", "{meta}");
+    let id = session_id(&repo);
+    assert_eq!(unfolded(&repo, &id), "", "the journal was folded");
+}
+
+/// Issue 23, finding 13: streamed text whose chunks end in the last column loses nothing (the terminal's
+/// pending wrap does not survive the cursor save/restore around each chunk; `r022` showed as `r02`). One
+/// character per chunk puts a chunk's end at the margin on every row, whatever the row starts with.
+#[test]
+fn every_streamed_character_reaches_the_screen_where_lines_wrap() {
+    if !tmux::available() {
+        return;
+    }
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let line: String = (0..300).map(|i| format!("r{i:03}")).collect();
+    let mut chunks: Vec<serde_json::Value> = line
+        .chars()
+        .map(|c| openai_chunk(json!({"content": c.to_string()}), None))
+        .collect();
+    // And chunks of exactly a row's width.
+    let rows: String = (300..600).map(|i| format!("r{i:03}")).collect();
+    let wide: Vec<char> = rows.chars().collect();
+    chunks.push(openai_chunk(json!({"content": "\n"}), None));
+    for piece in wide.chunks(usize::from(COLS)) {
+        let piece: String = piece.iter().collect();
+        chunks.push(openai_chunk(json!({"content": piece}), None));
+    }
+    chunks.push(openai_chunk(json!({"content": "\nEND-OF-ANSWER"}), None));
+    chunks.push(openai_chunk(json!({}), Some("stop")));
+    let server = Server::start(vec![Reply::sse_raw(openai_events(&chunks))]);
+    let tmux = chat(&repo, &server, &[]);
+    tmux.type_line("stream a long line");
+    tmux.wait_for("the whole answer", |s| s.contains("END-OF-ANSWER"));
+    at_prompt(&tmux, "the prompt");
+    let joined: String = tmux.history().lines().collect();
+    for (what, text) in [("one character a chunk", &line), ("a row a chunk", &rows)] {
+        assert!(
+            joined.contains(text.as_str()),
+            "{what}: characters went missing:\n{}",
+            tmux.history()
+        );
+    }
+}

@@ -662,3 +662,52 @@ fn token_and_time_budgets_stop_with_exit_3() {
     assert!(out.stderr().contains("--max-time 1"), "{out}");
     assert_eq!(server.requests().len(), 1);
 }
+
+/// Issue 23, finding 11: `--max-time` cancels the request or stream in flight, an explorer's included, and
+/// the session ends with exit 3 by about the budget, not when the model is done.
+#[test]
+fn max_time_cancels_a_running_request_a_stream_and_an_explorer() {
+    use crate::common::{run_within, Gate};
+    use std::time::{Duration, Instant};
+    let explore = call("explore", json!({"task": "MARK-X: look slowly"}));
+    let cases = [
+        ("a 20 s request", "request"),
+        ("a 25 s stream", "stream"),
+        ("an explorer's request", "explore"),
+    ];
+    for (what, case) in cases {
+        let repo = TestRepo::new();
+        let gate = Gate::new();
+        let server = match case {
+            // The server holds the reply before its headers.
+            "request" => Server::start(vec![Reply::text("late").held(&gate)]),
+            // Two chunks of the answer, then 25 s of nothing.
+            "stream" => Server::start(vec![Reply::text("a partial answer that goes on")
+                .stalled_after(2, Duration::from_secs(25))]),
+            _ => {
+                let server = Server::start(vec![
+                    Reply::tool_calls(vec![explore.clone()]),
+                    Reply::text("never sent"),
+                ]);
+                server.script_for("MARK-X", vec![Reply::text("late").held(&gate)]);
+                server
+            }
+        };
+        let start = Instant::now();
+        let out = run_within(
+            &mut repo.agent(&server, &["ask", "--max-time", "5s", "take your time"]),
+            Duration::from_secs(40),
+        );
+        let elapsed = start.elapsed();
+        gate.open();
+        assert_eq!(out.code(), 3, "{what}: {out}");
+        assert!(out.stderr().contains("--max-time 5"), "{what}: {out}");
+        assert!(
+            elapsed < Duration::from_secs(12),
+            "{what}: took {elapsed:?}\n{out}"
+        );
+        if case == "stream" {
+            assert_eq!(server.wait_for_hangups(1), 1, "the stream was dropped");
+        }
+    }
+}

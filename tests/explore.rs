@@ -358,3 +358,77 @@ fn the_parents_max_tokens_stops_a_child() {
     );
     assert!(out.stderr.contains("--max-tokens 30"), "{out}");
 }
+
+/// Issue 23, finding 2: an explorer's tool results pass the same redactor, with the same known secrets (the
+/// values of the repository's `.env`), as the parent's: the identical `search` comes back alike from both.
+#[test]
+fn an_explorers_results_are_redacted_like_the_parents() {
+    let repo = TestRepo::new();
+    repo.write(".env", "API_TOKEN=zq8Pv3-secret-value-77\n");
+    repo.write("notes.txt", "the token is zq8Pv3-secret-value-77 here\n");
+    repo.commit_all("config");
+    let parent_search = call("search", json!({"pattern": "token is"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![
+            parent_search.clone(),
+            explore("MARK-R: find the token"),
+        ]),
+        Reply::text("done"),
+    ]);
+    let child_search = call("search", json!({"pattern": "token is"}));
+    server.script_for(
+        "MARK-R",
+        vec![
+            Reply::tool_calls(vec![child_search.clone()]),
+            Reply::text("it is in notes.txt:1"),
+        ],
+    );
+    let out = repo.run_agent(&server, &["ask", "--json", "PARENT-Q: where is it?"]);
+    out.assert_code(0);
+    let parent = conversation(&server, "PARENT-Q");
+    let parents = parent.last().unwrap().tool_result(&parent_search.id);
+    let child = conversation(&server, "MARK-R");
+    let childs = child[1].tool_result(&child_search.id);
+    assert!(parents.contains("notes.txt"), "{parents}");
+    assert!(!parents.contains("zq8Pv3-secret-value-77"), "{parents}");
+    assert!(!childs.contains("zq8Pv3-secret-value-77"), "{childs}");
+    assert_eq!(
+        childs, parents,
+        "the child's result is redacted like the parent's"
+    );
+    assert!(!out.stdout.contains("zq8Pv3-secret-value-77"), "{out}");
+}
+
+/// Issue 23, finding 12: a child whose model calls tools on its last, tool-less request stops there:
+/// `explore_max_steps` requests in all, those calls never run, and the parent's call gets a result.
+#[test]
+fn explore_max_steps_holds_when_the_model_calls_tools_on_the_last_request() {
+    let repo = TestRepo::new();
+    repo.write(".git-agent.toml", "explore_max_steps = 3\n");
+    repo.commit_all("config");
+    let parent_call = explore("MARK-M: look forever");
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![parent_call.clone()]),
+        Reply::text("done"),
+    ]);
+    let replies = (0..20)
+        .map(|_| Reply::tool_calls(vec![call("list_files", json!({}))]))
+        .collect();
+    server.script_for("MARK-M", replies);
+    let out = repo.run_agent(&server, &["ask", "explore"]);
+    out.assert_code(0);
+    let child = conversation(&server, "MARK-M");
+    assert_eq!(child.len(), 3, "explore_max_steps requests and no more");
+    assert!(!child[2].has_tools());
+    let parent = conversation(&server, "explore");
+    let result = parent.last().unwrap().tool_result(&parent_call.id);
+    assert!(
+        result.contains("stopped before it answered") && result.contains("explore_max_steps is 3"),
+        "{result}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        5,
+        "1 + 3 child requests + 1: {out}"
+    );
+}

@@ -41,6 +41,8 @@ mod here;
 mod memory;
 // The MCP client against real servers (server-everything, mcp-server-git) and the conformance suite.
 mod mcp;
+// MCP servers written to misbehave: secrets on stderr, crashes, lies, huge results, escapes.
+mod mcp_hostile;
 // `git agent acp` against acpx and the Python ACP client, checked against ACP's JSON Schema; a raw client too.
 mod acp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
@@ -60,3 +62,8 @@ mod trust;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.
+mod hostile;
+// Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
+// redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
+mod untrusted_text;

@@ -647,3 +647,62 @@ fn an_agent_started_from_a_pre_commit_hook_leaves_the_commit_alone() {
     assert_eq!(user_state(&repo), user_state(&twin));
     fsck(&repo);
 }
+
+/// Issue 23, finding 3: `search` and `list_files` show nothing of the files `read_file` refuses by name
+/// (keys, `.env`, SSH keys), in the session's checkout and under `--here` (where an untracked `server.key`
+/// also stays out of step 0); a key body found in another file is redacted in the session log without its
+/// BEGIN/END lines.
+#[test]
+fn search_and_list_skip_the_files_read_file_refuses() {
+    const BODY: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKB";
+    for here in [false, true] {
+        let repo = TestRepo::new();
+        repo.write("certs/site.pem", &format!("MARKER-LINE {BODY}\n"));
+        repo.write("id_ed25519", "MARKER-LINE ssh key\n");
+        repo.write(".env", "MARKER-LINE=1\n");
+        repo.write("notes.txt", "MARKER-LINE visible\n");
+        repo.write("pasted.txt", &format!("{BODY}\n"));
+        repo.commit_all("fixtures");
+        repo.write("server.key", "MARKER-LINE untracked key\n");
+        let search = call("search", json!({"pattern": "MARKER-LINE", "hidden": true}));
+        let list = call("list_files", json!({"hidden": true}));
+        let pasted = call("search", json!({"pattern": "MIIE"}));
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![search.clone(), list.clone(), pasted.clone()]),
+            Reply::text("done"),
+        ]);
+        let mut args = vec!["ask"];
+        if here {
+            args.push("--here");
+        }
+        args.push("look for the marker");
+        let out = repo.run_agent(&server, &args);
+        out.assert_code(0);
+        let last = server.requests().pop().expect("the follow-up request");
+        let found = last.tool_result(&search.id);
+        assert!(found.contains("notes.txt"), "here={here}: {found}");
+        let listed = last.tool_result(&list.id);
+        assert!(listed.contains("notes.txt"), "here={here}: {listed}");
+        for secret in ["site.pem", "id_ed25519", ".env", "server.key"] {
+            assert!(!found.contains(secret), "here={here}: {secret} in {found}");
+            assert!(
+                !listed.contains(secret),
+                "here={here}: {secret} in {listed}"
+            );
+        }
+        let pasted = last.tool_result(&pasted.id);
+        assert!(pasted.contains("pasted.txt"), "here={here}: {pasted}");
+        // The session log (which `push` shares) holds the result with the key body redacted.
+        let id = session_id(&repo);
+        let log = repo.git(&[
+            "show",
+            &format!("refs/agent/sessions/{id}:events/0000000000.jsonl"),
+        ]);
+        assert!(log.contains("pasted.txt"), "here={here}: {log}");
+        assert!(!log.contains(BODY), "here={here}: {log}");
+        if here {
+            let tree = repo.git(&["ls-tree", "-r", "--name-only", &format!("agent/{id}")]);
+            assert!(!tree.contains("server.key"), "step 0 took the key: {tree}");
+        }
+    }
+}

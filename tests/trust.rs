@@ -7,6 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::common::server::Server;
+use crate::common::tmux::{self, Tmux};
 use crate::common::{run, Output, TestRepo};
 
 /// The upstream repository, whose `.git-agent.toml` check appends a line to `marker`.
@@ -186,5 +187,54 @@ fn trust_shows_control_characters_and_covers_the_mcp_file() {
     .assert_code(0);
     agent_in(&origin, origin.path(), &["fix"]).assert_code(0);
     assert_eq!(fs::read_to_string(&marker).unwrap_or_default(), "set\n");
+    let _ = fs::remove_file(&marker);
+}
+
+#[test]
+fn on_a_terminal_an_untrusted_check_is_shown_with_escapes_visible_and_asked_y_n() {
+    if !tmux::available() {
+        return;
+    }
+    let marker = std::env::temp_dir().join(format!("git-agent-trust-tty-{}", std::process::id()));
+    let _ = fs::remove_file(&marker);
+    let origin = TestRepo::new();
+    // The escape sequence would clear the screen if printed raw.
+    origin.write(
+        ".git-agent.toml",
+        &format!("check = \"echo ran \\u001b[2J >> {}\"\n", marker.display()),
+    );
+    origin.commit_all("a check");
+    let clone = clone(&origin);
+    let server = Server::start(vec![]);
+    let fix = || {
+        let mut cmd = origin.agent(&server, &["fix"]);
+        cmd.current_dir(&clone);
+        cmd
+    };
+
+    let tmux = Tmux::start(&origin, &fix(), 30, 200);
+    let screen = tmux.wait_for("the question", |s| s.contains("[y/N]"));
+    assert!(
+        screen.contains(".git-agent.toml asks to run its check")
+            && screen.contains("is not trusted yet"),
+        "{screen}"
+    );
+    assert!(screen.contains("echo ran \\x1b[2J >> "), "{screen}");
+    tmux.type_line("n");
+    let screen = tmux.wait_for("the refusal", |s| s.contains("nothing was run"));
+    assert!(
+        screen.contains("hint: read what the repository asks to run"),
+        "{screen}"
+    );
+    assert_eq!(runs(&marker), 0, "{screen}");
+
+    let tmux = Tmux::start(&origin, &fix(), 30, 200);
+    tmux.wait_for("the question", |s| s.contains("[y/N]"));
+    tmux.type_line("y");
+    let screen = tmux.wait_for("the check's result", |s| s.contains("passes"));
+    assert_eq!(runs(&marker), 1, "{screen}");
+    // The yes was recorded: without a terminal it runs now.
+    agent_in(&origin, &clone, &["fix"]).assert_code(0);
+    assert_eq!(runs(&marker), 2);
     let _ = fs::remove_file(&marker);
 }

@@ -330,10 +330,7 @@ impl Turn<'_> {
         let mut output = tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
             .await
             .map_err(|e| AgentError::Join(e.to_string()))?;
-        // The user's keys never go to the provider, whatever printed them (a test dumping its environment,
-        // an MCP server echoing its token).
-        output.content = redact::redact_known(&output.content);
-        output.summary = redact::redact_known(&output.summary);
+        redact_output(&mut output);
         Ok(output)
     }
 
@@ -431,6 +428,14 @@ fn parse_args(call: &ToolCall, truncated: bool) -> Result<serde_json::Value, Str
         return Err("the arguments must be a JSON object".to_string());
     }
     Ok(args)
+}
+
+/// Redacts a tool result before it goes anywhere (the provider, the log, a front-end): the user's keys and
+/// the other known secrets never leave, whatever printed them (a test dumping its environment, an MCP server
+/// echoing its token) and at whatever depth the call ran (the parent or an explorer).
+pub(super) fn redact_output(output: &mut ToolOutput) {
+    output.content = redact::redact_known(&output.content);
+    output.summary = redact::redact_known(&output.summary);
 }
 
 #[cfg(test)]

@@ -300,12 +300,18 @@ impl Shared<'_> {
                 tools: if last { &[] } else { &self.schemas },
                 max_tokens: None,
             };
-            let response =
-                match stream::quietly(self.client, self.retry, &request, self.control).await {
-                    None => break "the turn was interrupted".to_owned(),
-                    Some(Err(err)) => break format!("its model request failed: {err}"),
-                    Some(Ok(response)) => response,
-                };
+            // The turn's deadline stops a child's request in flight too (issue 23, finding 11).
+            let sent = tokio::select! {
+                sent = stream::quietly(self.client, self.retry, &request, self.control) => sent,
+                () = self.budget.expired() => {
+                    break "the session's budget ran out (--max-time)".to_owned();
+                }
+            };
+            let response = match sent {
+                None => break "the turn was interrupted".to_owned(),
+                Some(Err(err)) => break format!("its model request failed: {err}"),
+                Some(Ok(response)) => response,
+            };
             let tokens = response
                 .usage
                 .map_or(0, |u| u.input_tokens + u.output_tokens);
@@ -326,6 +332,14 @@ impl Shared<'_> {
                     },
                 );
             }
+            // A model may call tools even when none were offered: on the last request those calls are not
+            // run and the child ends there, or it would go on past `explore_max_steps` on the parent's
+            // budget (issue 23, finding 12). Text that came with them is its summary.
+            let mut response = response;
+            let tools_past_the_end = last && !response.tool_calls.is_empty();
+            if tools_past_the_end {
+                response.tool_calls.clear();
+            }
             run.events.push(LogEvent::Assistant {
                 content: response.text.clone(),
                 tool_calls: response.tool_calls.clone(),
@@ -338,6 +352,12 @@ impl Shared<'_> {
             });
             if response.tool_calls.is_empty() {
                 let summary = response.text.trim();
+                if summary.is_empty() && tools_past_the_end {
+                    break format!(
+                        "it still called tools on its last request (explore_max_steps is {})",
+                        self.max_steps
+                    );
+                }
                 if summary.is_empty() {
                     break "it answered with nothing".to_owned();
                 }
@@ -479,6 +499,9 @@ impl Shared<'_> {
             Ok(output) => output,
             Err(err) => ToolOutput::error(format!("the tool failed: {err}")),
         };
+        // The same redactor as the parent's results, with the same known secrets (the keys, the `.env`
+        // values): a child's result goes to the provider just the same (issue 23, finding 2).
+        super::call::redact_output(&mut output);
         if output.content.len() > MAX_RESULT {
             let mut end = MAX_RESULT;
             while !output.content.is_char_boundary(end) {

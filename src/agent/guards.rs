@@ -247,17 +247,8 @@ impl Budget {
                 format!("stopped after {n} model requests (--max-steps {n})"),
             ));
         }
-        if let (Some(deadline), Some(limit)) = (self.deadline, self.max_time) {
-            if Instant::now() >= deadline {
-                return Some((
-                    Status::MaxTime,
-                    format!(
-                        "stopped after {} s (--max-time {})",
-                        limit.as_secs(),
-                        limit.as_secs()
-                    ),
-                ));
-            }
+        if let Some(stop) = self.out_of_time() {
+            return Some(stop);
         }
         if let Some(limit) = self.max_tokens {
             if tokens >= limit {
@@ -268,6 +259,30 @@ impl Budget {
             }
         }
         None
+    }
+
+    /// Why the session must stop when `--max-time` has run out.
+    pub fn out_of_time(&self) -> Option<(Status, String)> {
+        let (deadline, limit) = (self.deadline?, self.max_time?);
+        (Instant::now() >= deadline).then(|| {
+            (
+                Status::MaxTime,
+                format!(
+                    "stopped after {} s (--max-time {})",
+                    limit.as_secs(),
+                    limit.as_secs()
+                ),
+            )
+        })
+    }
+
+    /// Resolves once `--max-time` has run out (never without one): raced against a model request or stream,
+    /// so a budget is kept while a request runs, not only between requests (issue 23, finding 11).
+    pub async fn expired(&self) {
+        match self.deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+            None => std::future::pending().await,
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use crate::store::{
     ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartFrom, StartOptions, Started,
     Store, StoreError, DEFAULT_MAX_CAPTURE_SIZE,
 };
-use crate::tools::mcp::servers::{Servers, Status as McpStatus};
+use crate::tools::mcp::servers::{Servers, Status as McpStatus, STARTUP_WAIT};
 use crate::tools::mcp::ServerSpec;
 use crate::tools::{Registry, SessionState};
 
@@ -175,6 +175,9 @@ pub(super) struct Toolbox {
     pub memory: super::memory::SessionMemory,
     /// Servers an editor added before the checkout existed; they start with the configured ones.
     pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
+    /// Whether `mcp_later` has servers to start: then the first request waits for the checkout, so they
+    /// can start and be waited for (see [`AgentSession::await_mcp`]).
+    pub mcp_configured: bool,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -292,7 +295,8 @@ impl AgentSession {
             if let Ok(settings) = &settings {
                 let user = &settings.user;
                 let repo = Some((store.workdir(), store.common_dir()));
-                crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
+                let config = crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
+                tools.mcp_configured = config.to_start().next().is_some();
             }
             tools.mcp_later = Some(settings);
         } else {
@@ -501,6 +505,19 @@ impl AgentSession {
         self.tools.mcp.shutdown().await;
     }
 
+    /// Before the session's first request: the MCP servers get their bounded startup time, so the request
+    /// offers their tools (issue 23, finding 7). A new session's servers start in its checkout, so when
+    /// there are any, the checkout is waited for first; the servers' own start still overlaps the rest of
+    /// step 0 and whatever else the session does before its first request.
+    pub(super) async fn await_mcp(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
+        let later = self.tools.mcp_later.is_some();
+        if later && (self.tools.mcp_configured || !self.tools.mcp_added.is_empty()) {
+            self.ready(sink).await?;
+        }
+        self.tools.mcp.wait_for_start().await;
+        Ok(())
+    }
+
     /// Before a request: the tools of servers that joined (or changed) since are offered from now on, and a
     /// change in their status worth telling (a failure, all settled) is shown.
     pub(super) fn refresh_mcp(&mut self, sink: &mut dyn Sink) {
@@ -511,6 +528,9 @@ impl AgentSession {
         if schemas != self.conv.schemas {
             self.context.accounting.set_schemas(&schemas);
             self.conv.schemas = schemas;
+        }
+        for warning in self.tools.mcp.take_warnings() {
+            sink.emit(&Event::Warning(&warning));
         }
         let status = self.tools.mcp.status();
         if status.is_news(self.tools.mcp_shown.as_ref()) {
@@ -831,6 +851,7 @@ impl Toolbox {
             mcp_later: None,
             memory: super::memory::SessionMemory::off(),
             mcp_added: Vec::new(),
+            mcp_configured: false,
         }
     }
 }
@@ -1171,13 +1192,17 @@ fn start_mcp(
     let mut broken = Vec::new();
     for entry in config.to_start() {
         match &entry.spec {
-            Ok(spec) => specs.push(spec.clone()),
+            Ok(spec) => match changed_here(store, session, entry, spec) {
+                Some(problem) => broken.push((entry.name.clone(), problem)),
+                None => specs.push(spec.clone()),
+            },
             Err(problem) => {
                 broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
             }
         }
     }
     let servers = Servers::start(specs, session.root().to_path_buf(), &reserved);
+    servers.set_startup_wait(user.mcp_startup_wait.unwrap_or(STARTUP_WAIT));
     for (name, problem) in broken {
         servers.failed(&name, problem);
     }
@@ -1186,6 +1211,43 @@ fn start_mcp(
         show_mcp(sink, &servers.status(), notice.as_deref());
     }
     servers
+}
+
+/// Why a project server may not start in a `--here` session: it runs a file of the work tree that differs
+/// from the session's base commit. A `--here` session writes into the user's own tree, so the file the user
+/// trusted may be one the model rewrote, and the server would run it outside the sandbox (issue 23,
+/// finding 1); other sessions write into their checkout and the server runs the user's file.
+fn changed_here(
+    store: &Store,
+    session: &Session,
+    entry: &crate::config::mcp::Entry,
+    spec: &ServerSpec,
+) -> Option<String> {
+    if !session.checkout.is_here()
+        || !matches!(entry.origin, crate::config::mcp::Origin::Project { .. })
+    {
+        return None;
+    }
+    let workdir = std::fs::canonicalize(store.workdir()).unwrap_or_else(|_| store.workdir().into());
+    let files = crate::config::mcp::files_run(spec, store.workdir())
+        .into_iter()
+        .chain(crate::config::mcp::files_run(spec, &workdir));
+    for rel in files {
+        let on_disk = std::fs::read(workdir.join(&rel)).ok();
+        let committed = store
+            .blob_at(session.base, &rel.to_string_lossy())
+            .ok()
+            .flatten()
+            .map(|(bytes, _)| bytes);
+        if on_disk.is_none() || on_disk != committed {
+            return Some(format!(
+                "not started: it runs {}, which differs from the session's base commit, and a --here session may \
+                 have written it; commit the file (or work without --here) to use this server",
+                rel.display()
+            ));
+        }
+    }
+    None
 }
 
 fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {

@@ -66,7 +66,8 @@ pub(super) fn commit(
 /// A step's commit message: the call's label, then the files withheld from the commit and why (the store
 /// redacts the whole message before writing it).
 fn message(label: &str, withheld: &[Withheld]) -> String {
-    let mut message = label.to_owned();
+    // The label names what the model asked for (a path of its choosing): one line of plain prose.
+    let mut message = crate::protocol::commit_subject(label);
     if !withheld.is_empty() {
         message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
         for w in withheld {

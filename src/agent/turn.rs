@@ -167,9 +167,21 @@ impl<'t> Turn<'t> {
                 // Not on the retry after an overflow: room was just made for it.
                 self.compact(false, None).await?;
             }
-            // MCP servers that joined since the last request bring their tools now.
+            // MCP servers that joined since the last request bring their tools now; before the first request
+            // they get their startup time.
+            self.s.await_mcp(&mut *self.sink).await?;
             self.s.refresh_mcp(&mut *self.sink);
-            let response = match self.request().await {
+            let budget = self.tally.budget;
+            let sent = tokio::select! {
+                sent = self.request() => sent,
+                () = budget.expired() => {
+                    if let Some((status, reason)) = budget.out_of_time() {
+                        return Ok(Outcome::Stopped { status, reason });
+                    }
+                    continue;
+                }
+            };
+            let response = match sent {
                 // The conversation outgrew the model: make room and try again, once.
                 Err(err) if err.is_context_overflow() && !trimmed => {
                     trimmed = true;

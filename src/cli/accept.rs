@@ -15,8 +15,9 @@ use clap::Args;
 use super::{CommandError, Context};
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
+use crate::protocol::{self, Untrusted};
 use crate::store::commit::Committed;
-use crate::store::land::{Action, FilePlan, Plan, Side};
+use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::Outcome;
 use crate::store::{LogContents, ObjectId, Store};
 
@@ -87,7 +88,10 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
     let conflicts = plan.conflicts().count();
     if conflicts > 0 && (args.no_conflicts || args.commit) {
         for file in plan.conflicts() {
-            eprintln!("  conflict  {}", file.path);
+            match file.action {
+                Action::Skip(Skip::Refused(_)) => eprintln!("{}", line(file, &range.label)),
+                _ => eprintln!("  conflict  {}", file.path),
+            }
         }
         return Err(CommandError::user(format!(
             "{conflicts} file{} changed by you and by session {id} conflict; nothing was changed",
@@ -111,10 +115,20 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         &format!("accept of session {id}"),
         &range.label,
     )?;
+    let paths = landed_paths(&plan);
     if conflicts > 0 {
+        if args.index {
+            // The clean files are staged all the same; the ones that need the user are named.
+            stage(store, &plan, &paths)?;
+            eprintln!(
+                "staged the {} file{} that landed cleanly; not staged: {}",
+                paths.len(),
+                plural(paths.len()),
+                not_staged(&plan)
+            );
+        }
         return Err(attention(&plan, &range.label));
     }
-    let paths = landed_paths(&plan);
     if let Some(versions) = on_head {
         let message = squash_message(&id, &log, attribution);
         let files: Vec<(&str, Side)> = versions
@@ -170,6 +184,18 @@ fn on_head(store: &Store, range: &Range) -> Result<Vec<(String, Side)>, CommandE
         .collect())
 }
 
+/// The paths a landing left for the user, for `--index`'s report (refused ones shown neutralised).
+fn not_staged(plan: &Plan) -> String {
+    let names: Vec<String> = plan
+        .conflicts()
+        .map(|f| match &f.action {
+            Action::Skip(Skip::Refused(refusal)) => crate::safety::tree_path::shown(&refusal.path),
+            _ => f.path.clone(),
+        })
+        .collect();
+    names.join(", ")
+}
+
 /// What a landing that needs the user says: how many files have markers, how many were kept as theirs.
 pub(super) fn attention(plan: &Plan, label: &str) -> CommandError {
     let marked = plan
@@ -177,8 +203,20 @@ pub(super) fn attention(plan: &Plan, label: &str) -> CommandError {
         .iter()
         .filter(|f| matches!(f.action, Action::Conflict(_)))
         .count();
-    let kept = plan.conflicts().count() - marked;
+    let refused = plan
+        .files
+        .iter()
+        .filter(|f| matches!(f.action, Action::Skip(Skip::Refused(_))))
+        .count();
+    let kept = plan.conflicts().count() - marked - refused;
     let mut parts = Vec::new();
+    if refused > 0 {
+        parts.push(format!(
+            "{refused} path{} of the change refused and not landed (listed above: a name git would refuse \
+             to check out)",
+            plural(refused)
+        ));
+    }
     if marked > 0 {
         parts.push(format!(
             "{marked} conflict{} with your changes: resolve the markers (<<<<<<< yours / >>>>>>> {label})",
@@ -304,6 +342,9 @@ pub(super) fn line(file: &FilePlan, label: &str) -> String {
         Action::Delete => "deleted",
         Action::Merged(_) => "merged",
         Action::Conflict(_) => "CONFLICT",
+        Action::Skip(Skip::Refused(refusal)) => {
+            return format!("  refused   {refusal}: not landed, nothing written there")
+        }
         Action::Skip(why) => {
             return format!("  kept      {path} (yours; {why}; theirs: git show {label}:{path})")
         }
@@ -445,7 +486,11 @@ fn series(
         match store.commit_paths(&paths, &message) {
             Ok(Committed::Commit(c)) => {
                 let subject = message.lines().next().unwrap_or_default();
-                eprintln!("step {step}: committed {} {subject}", short(c));
+                eprintln!(
+                    "step {step}: committed {} {}",
+                    short(c),
+                    Untrusted::name(subject)
+                );
                 made.push(c);
             }
             Ok(Committed::Nothing) => eprintln!("step {step}: already on your branch"),
@@ -485,7 +530,8 @@ fn short(c: ObjectId) -> String {
 }
 
 /// The commit message of one step: the model's stated reason (from the step's note) as subject and body,
-/// the step's action, then the trailers.
+/// the step's action, then the trailers. The reason is model text: it goes through
+/// [`protocol::commit_subject()`] and [`protocol::commit_prose()`], so git-agent's trailers are the only ones.
 fn step_message(
     store: &Store,
     log: &LogContents,
@@ -498,18 +544,10 @@ fn step_message(
     let label = label.unwrap_or_else(|| format!("step {step}"));
     let why = why.filter(|w| !w.starts_with("(the model gave no reason"));
     let (subject, body) = match &why {
-        Some(why) => {
-            let first = why.lines().next().unwrap_or_default().trim();
-            let subject = cut(first, 72);
-            let body = if subject == why.trim() {
-                String::new()
-            } else {
-                why.trim().to_owned()
-            };
-            (subject, body)
-        }
-        None => (label.clone(), String::new()),
+        Some(why) => subject_and_body(why),
+        None => (protocol::commit_subject(&label), String::new()),
     };
+    let label = protocol::commit_subject(&label);
     let mut message = subject;
     if !body.is_empty() {
         message.push_str("\n\n");
@@ -526,6 +564,28 @@ fn step_message(
         attribution,
     ));
     Ok(message)
+}
+
+/// A subject (the first line, cut to 72 characters) and a body from model text: the body repeats the first
+/// line only when the subject had to cut it, and every line is made plain prose.
+fn subject_and_body(reason: &str) -> (String, String) {
+    let first = protocol::commit_subject(reason);
+    let subject = cut(&first, 72);
+    let rest = reason.trim().split_once('\n').map_or("", |(_, rest)| rest);
+    let body = if subject == first {
+        protocol::commit_prose(rest)
+    } else {
+        protocol::commit_prose(reason)
+    };
+    // Models often restate their first line: a body that opens with the subject again drops that line.
+    let body = match body.split_once('\n') {
+        Some((opening, rest)) if opening.trim() == subject => {
+            rest.trim_start_matches('\n').to_owned()
+        }
+        None if body.trim() == subject => String::new(),
+        _ => body,
+    };
+    (subject, body)
 }
 
 /// The label (`edit src/a.rs`) and the reason of a step's note (`step N: <label>` / `call: ...` / `why: ...`,
@@ -596,8 +656,9 @@ fn squash_message(id: &str, log: &LogContents, attribution: Attribution) -> Stri
             _ => None,
         })
         .unwrap_or_default();
-    let body = answer.split("\n\n").next().unwrap_or_default().trim();
-    let mut message = subject.to_owned();
+    let body = protocol::commit_prose(answer.split("\n\n").next().unwrap_or_default());
+    let body = body.trim();
+    let mut message = protocol::commit_subject(subject);
     if !body.is_empty() {
         message.push_str("\n\n");
         message.push_str(body);

@@ -3,6 +3,7 @@
 use clap::Args;
 
 use super::{CommandError, Context, ErrorKind};
+use crate::safety::tree_path::{check_str, EntryKind, Refusal};
 
 /// Show the session's change: from step 0 (your captured changes) or the base, to the tip
 #[derive(Debug, Args)]
@@ -31,12 +32,23 @@ pub fn run(ctx: &Context, args: DiffArgs) -> Result<(), CommandError> {
         (Some(step0), false) => step0.clone(),
         _ => meta.base.clone(),
     };
+    let (shown, refused) = policy_split(store, &from, tip)?;
+    for refusal in &refused {
+        eprintln!("  refused   {refusal}: accept and review will not write it");
+    }
+    if !refused.is_empty() && shown.is_empty() {
+        return Ok(());
+    }
     let mut cmd = super::git_inherit(store.workdir());
     cmd.arg("diff");
     if args.stat {
         cmd.arg("--stat");
     }
     cmd.arg(&from).arg(tip.to_string()).arg("--");
+    if !refused.is_empty() {
+        // Only the paths the policy lets land: a refused one is listed above, never shown as a file.
+        cmd.args(shown.iter().map(|p| format!(":(literal){p}")));
+    }
     let status = cmd.status().map_err(|e| {
         CommandError::internal(format!(
             "could not run git ({e}): make sure git is installed"
@@ -48,4 +60,23 @@ pub fn run(ctx: &Context, args: DiffArgs) -> Result<(), CommandError> {
         // git has said why on the inherited stderr.
         Err(CommandError::shown(ErrorKind::Internal))
     }
+}
+
+/// The changed paths the tree path policy lets land, and the refusals of the others
+/// ([`crate::safety::tree_path`]).
+fn policy_split(
+    store: &crate::store::Store,
+    from: &str,
+    tip: crate::store::ObjectId,
+) -> Result<(Vec<String>, Vec<Refusal>), CommandError> {
+    let from = store.resolve_commit(from)?;
+    let mut shown = Vec::new();
+    let mut refused = Vec::new();
+    for change in store.changes(from, tip)? {
+        match check_str(&change.path, EntryKind::File) {
+            Ok(()) => shown.push(change.path),
+            Err(refusal) => refused.push(refusal),
+        }
+    }
+    Ok((shown, refused))
 }

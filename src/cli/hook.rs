@@ -7,6 +7,8 @@
 //! - A hook that is there already is chained, never replaced: it is renamed to `<name>.git-agent-chained`
 //!   (a rename keeps its bytes and mode) and runs first, with the same arguments and input; if it fails, the
 //!   commit or push fails as before. `uninstall` renames it back.
+//! - git-agent's own hook, edited by the user, is never lost: before `install` replaces it or `uninstall`
+//!   removes it, a copy is kept as `<name>.git-agent-edited` (refused when such a copy exists already).
 //! - A directory another hook manager owns (husky's `.husky/_`, lefthook's hooks) is theirs: installing
 //!   there needs `--force`, because they rewrite or rename what they did not write.
 //! - `run` never prompts (the agent gets the [`crate::protocol::Never`] approver: hooks run without a
@@ -39,6 +41,9 @@ const MARKER: &str = "# git-agent-hook: ";
 const MODE_LINE: &str = "GIT_AGENT_INSTALLED_MODE=";
 /// What a chained hook is renamed to: `<name>` + this.
 const CHAINED: &str = ".git-agent-chained";
+/// Where a copy of git-agent's hook with the user's edits in it is kept before install replaces it or
+/// uninstall removes it: `<name>` + this.
+const EDITED: &str = ".git-agent-edited";
 /// The budget of a fix started by a hook, unless `[hooks]` says otherwise.
 const HOOK_MAX_STEPS: u32 = 20;
 const HOOK_MAX_TIME: Duration = Duration::from_secs(5 * 60);
@@ -287,13 +292,21 @@ fn install_one(
     let script = with_mode(name.script(), mode);
     let shown = target.display();
     match read_hook(&target) {
-        Found::Ours { .. } => {
+        Found::Ours { mode: old } => {
             if std::fs::read(&target).is_ok_and(|bytes| bytes == script.as_bytes()) {
                 eprintln!("{}: already installed in {shown}", name.as_str());
                 return Ok(());
             }
+            let kept = keep_edits(dir, name, &old)?;
             write_script(&target, &script)?;
-            eprintln!("{}: updated {shown}", name.as_str());
+            match kept {
+                Some(kept) => eprintln!(
+                    "{}: updated {shown}; it had edits of yours, kept in {}",
+                    name.as_str(),
+                    kept.display()
+                ),
+                None => eprintln!("{}: updated {shown}", name.as_str()),
+            }
         }
         Found::Missing => {
             write_script(&target, &script)?;
@@ -344,6 +357,38 @@ fn with_mode(script: &str, mode: Option<&str>) -> String {
     }
 }
 
+/// Copies git-agent's hook in `dir` to `<name>.git-agent-edited` when it is not as install wrote it (for the
+/// mode it sets): its differences are the user's edits, which replacing or removing it would destroy
+/// (issue 22). Refused, with nothing changed, when such a copy exists already.
+fn keep_edits(dir: &Path, name: HookName, mode: &str) -> Result<Option<PathBuf>, CommandError> {
+    let target = dir.join(name.as_str());
+    let pristine = with_mode(name.script(), Some(mode));
+    if std::fs::read(&target).is_ok_and(|bytes| bytes == pristine.as_bytes()) {
+        return Ok(None);
+    }
+    let kept = dir.join(format!("{}{EDITED}", name.as_str()));
+    if std::fs::symlink_metadata(&kept).is_ok() {
+        return Err(CommandError::user(format!(
+            "{} has edits of yours and {} exists already: nothing was changed",
+            target.display(),
+            kept.display()
+        ))
+        .hint(format!(
+            "keep what you need from both, remove {}, then run the command again",
+            kept.display()
+        )));
+    }
+    // A copy, not a rename: the hook stays in place until the caller replaces or removes it.
+    std::fs::copy(&target, &kept).map_err(|e| {
+        CommandError::user(format!(
+            "cannot keep a copy of your edited {} as {}: {e}; nothing was changed",
+            target.display(),
+            kept.display()
+        ))
+    })?;
+    Ok(Some(kept))
+}
+
 fn chained_path(dir: &Path, name: HookName) -> PathBuf {
     dir.join(format!("{}{CHAINED}", name.as_str()))
 }
@@ -371,7 +416,15 @@ fn uninstall(store: &Store, hooks: &[HookName]) -> Result<(), CommandError> {
         let target = dir.join(name.as_str());
         let chained = chained_path(&dir, name);
         match read_hook(&target) {
-            Found::Ours { .. } => {
+            Found::Ours { mode } => {
+                if let Some(kept) = keep_edits(&dir, name, &mode)? {
+                    eprintln!(
+                        "{}: {} had edits of yours: kept in {}",
+                        name.as_str(),
+                        target.display(),
+                        kept.display()
+                    );
+                }
                 std::fs::remove_file(&target).map_err(|e| {
                     CommandError::user(format!("cannot remove {}: {e}", target.display()))
                 })?;

@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{CommandError, Context};
+use crate::protocol::Untrusted;
 
 /// List sessions, newest first: id, date, status, steps, first line of the prompt
 #[derive(Debug, Args)]
@@ -40,7 +41,8 @@ pub fn run(ctx: &Context, args: LogArgs) -> Result<(), CommandError> {
             meta.steps,
             if meta.steps == 1 { " " } else { "s" },
         );
-        if writeln!(out, "{}", line.trim_end()).is_err() {
+        // The id and prompt may come from a pulled session (issue 22, finding 8).
+        if writeln!(out, "{}", Untrusted::name(line.trim_end())).is_err() {
             break; // a closed pipe (`| head`) is not an error
         }
     }

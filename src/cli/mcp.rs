@@ -126,18 +126,28 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
                 (Ok(_), false) => "disabled",
                 (Ok(_), true) => "enabled",
             };
-            println!("{:<16} {state:<9} {}", entry.name, describe(entry));
-            println!("{:<16} {:<9} from {}", "", "", entry.origin);
+            println!(
+                "{:<16} {state:<9} {}",
+                visible(&entry.name),
+                describe(entry)
+            );
+            println!(
+                "{:<16} {:<9} from {}",
+                "",
+                "",
+                shown(&entry.origin.to_string())
+            );
             if let Err(problem) = &entry.spec {
-                println!("{:<16} {:<9} {problem}", "", "");
+                println!("{:<16} {:<9} {}", "", "", shown(problem));
             }
         }
     }
     if let Some(project) = &config.project {
         if let Some(error) = &project.error {
             eprintln!(
-                "warning: {}: {error}; its servers are not used",
-                project.path.display()
+                "warning: {}: {}; its servers are not used",
+                project.path.display(),
+                shown(error)
             );
         } else if !project.trusted {
             if as_json {
@@ -150,7 +160,8 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
             } else {
                 for name in &project.names {
                     println!(
-                        "{name:<16} {:<9} from {}",
+                        "{:<16} {:<9} from {}",
+                        visible(name),
                         "untrusted",
                         project.path.display()
                     );
@@ -158,7 +169,7 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
             }
             if let Some(notice) = config.untrusted_notice() {
                 for line in notice.lines() {
-                    eprintln!("{}", prefix_hint(line));
+                    eprintln!("{}", prefix_hint(&visible(line)));
                 }
             }
         }
@@ -168,6 +179,20 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
         eprintln!("hint: add [mcp_servers.<name>] with command or url to your config (git agent config path), or a {PROJECT_FILE} to the repository");
     }
     Ok(())
+}
+
+/// File- and server-supplied text as it may reach the terminal: escape sequences, other control characters
+/// and bidi overrides replaced (issue 23, finding 6: a `.mcp.json` argument or a tool description could
+/// retitle, clear or rewrite the very screen that asks for trust).
+fn shown(text: &str) -> String {
+    crate::protocol::Untrusted::text(text).to_string()
+}
+
+/// A command line or a name with every control character and invisible formatting character written out
+/// (`\r`, `\x1b`, `\u{202e}`), so what the user reads before trusting is exactly what will run: a
+/// `\r\e[K` in an argument must not hide `curl ... | sh` behind a harmless command.
+fn visible(text: &str) -> String {
+    crate::safety::quote::visible(text)
 }
 
 fn prefix_hint(line: &str) -> String {
@@ -197,15 +222,17 @@ fn describe_spec(spec: &ServerSpec) -> String {
                 .join(" ");
             if !env.is_empty() {
                 let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
-                line.push_str(&format!(" (env: {})", names.join(", ")));
+                line.push_str(&format!(" (env: {})", visible(&names.join(", "))));
             }
-            crate::safety::redact::redact(&line)
+            visible(&crate::safety::redact::redact(&line))
         }
         TransportSpec::Http { url, headers } => {
-            let mut line = crate::safety::redact::redact(url.split('?').next().unwrap_or(url));
+            let mut line = visible(&crate::safety::redact::redact(
+                url.split('?').next().unwrap_or(url),
+            ));
             if !headers.is_empty() {
                 let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-                line.push_str(&format!(" (headers: {})", names.join(", ")));
+                line.push_str(&format!(" (headers: {})", visible(&names.join(", "))));
             }
             line
         }
@@ -286,7 +313,7 @@ fn report(
                 let tools: Vec<Value> = started
                     .tools
                     .iter()
-                    .map(|t| json!({"name": t.name, "read_only": t.read_only, "model_name": mcp::names::tool_name(&spec.name, &t.name)}))
+                    .map(|t| json!({"name": t.name, "read_only": t.read_only, "model_name": mcp::names::tool_name(&spec.name, &t.name), "invalid": t.invalid}))
                     .collect();
                 println!(
                     "{}",
@@ -296,10 +323,10 @@ fn report(
             } else {
                 println!(
                     "{}: connected to {} {} (MCP {}), {} tool{}{}",
-                    spec.name,
-                    or_unnamed(&info.name),
-                    info.version,
-                    info.protocol_version,
+                    visible(&spec.name),
+                    visible(or_unnamed(&info.name)),
+                    visible(&info.version),
+                    visible(&info.protocol_version),
                     started.tools.len(),
                     if started.tools.len() == 1 { "" } else { "s" },
                     if started.filtered > 0 {
@@ -314,11 +341,13 @@ fn report(
                 for tool in &started.tools {
                     let first = tool.description.lines().next().unwrap_or_default();
                     let marker = if tool.read_only { " [read-only]" } else { "" };
-                    println!(
-                        "  {}{marker}  {}",
-                        tool.name,
-                        crate::tools::short(first, 80)
-                    );
+                    let about = match &tool.invalid {
+                        Some(problem) => format!(
+                            "(not offered: its inputSchema is not valid JSON Schema: {problem})"
+                        ),
+                        None => crate::tools::short(first, 80),
+                    };
+                    println!("  {}{marker}  {}", visible(&tool.name), shown(&about));
                 }
             }
             Ok(())
@@ -335,12 +364,18 @@ fn report(
                 vec!["(it wrote nothing to stderr)".to_string()]
             } else {
                 std::iter::once("its last stderr lines:".to_string())
-                    .chain(failure.stderr.iter().map(|line| format!("  {line}")))
+                    .chain(
+                        failure
+                            .stderr
+                            .iter()
+                            .map(|line| format!("  {}", shown(line))),
+                    )
                     .collect()
             };
             Err(CommandError::internal(format!(
                 "MCP server '{}' failed: {}",
-                spec.name, failure.message
+                visible(&spec.name),
+                shown(&failure.message)
             ))
             .detail(detail))
         }
@@ -378,8 +413,8 @@ fn trust(ctx: &Context) -> Result<(), CommandError> {
     );
     for (name, spec) in &servers {
         match spec {
-            Ok(spec) => println!("  {name}: {}", describe_spec(spec)),
-            Err(problem) => println!("  {name}: (unusable: {problem})"),
+            Ok(spec) => println!("  {}: {}", visible(name), describe_spec(spec)),
+            Err(problem) => println!("  {}: (unusable: {})", visible(name), shown(problem)),
         }
     }
     println!("a change to the file needs `git agent mcp trust` again");
@@ -473,13 +508,18 @@ async fn probe_calls(
                     "ok"
                 };
                 println!(
-                    "call {name} {arguments}: {state}\n{}",
-                    indent(&rendered.content)
+                    "call {} {arguments}: {state}\n{}",
+                    visible(&name),
+                    indent(&shown(&rendered.content))
                 );
             }
             Err(error) => {
                 failed = true;
-                eprintln!("error: call {name} failed: {error}");
+                eprintln!(
+                    "error: call {} failed: {}",
+                    visible(&name),
+                    shown(&error.to_string())
+                );
             }
         }
     }

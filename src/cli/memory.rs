@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 
 use super::{CommandError, Context};
 use crate::agent::memory::policy::{self, Proposal, Written};
+use crate::protocol::Untrusted;
 use crate::store::memory::{
     round_confidence, Entry, EntryStatus, Kind, MemoryEdit, Resolved, Source, Summary, MEMORY_REF,
 };
@@ -147,7 +148,7 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     for entry in &entries {
         let line = if json {
-            serde_json::to_string(entry).unwrap_or_default()
+            crate::protocol::json_for_terminal(serde_json::to_string(entry).unwrap_or_default())
         } else {
             let status = match entry.status {
                 EntryStatus::Active => String::new(),
@@ -156,7 +157,7 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
             let text = entry.text.lines().next().unwrap_or_default();
             format!(
                 "{}  {:<10}  {:.2}  {:>3} use{}  {status}{}",
-                entry.id,
+                Untrusted::name(&entry.id),
                 entry.kind.as_str(),
                 entry.confidence,
                 entry.uses,
@@ -181,7 +182,7 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
 fn show(store: &Store, prefix: &str, json: bool) -> Result<(), CommandError> {
     let entry = find(store, prefix)?;
     let text = if json {
-        serde_json::to_string_pretty(&entry).unwrap_or_default()
+        crate::protocol::json_for_terminal(serde_json::to_string_pretty(&entry).unwrap_or_default())
     } else {
         describe(&entry)
     };
@@ -193,7 +194,7 @@ fn show(store: &Store, prefix: &str, json: bool) -> Result<(), CommandError> {
 fn describe(entry: &Entry) -> String {
     let mut out = format!(
         "memory {} · {} · {} · confidence {:.2}\n",
-        entry.id,
+        Untrusted::name(&entry.id),
         entry.kind.as_str(),
         entry.status.as_str(),
         entry.confidence
@@ -223,7 +224,7 @@ fn describe(entry: &Entry) -> String {
     if !entry.versions.is_empty() {
         out.push_str(&format!(
             "\nother versions (keep one with `git agent memory edit {}`):\n",
-            entry.id
+            Untrusted::name(&entry.id)
         ));
         for (i, version) in entry.versions.iter().enumerate() {
             out.push_str(&format!(
@@ -563,8 +564,12 @@ fn accept(store: &Store, prefix: &str) -> Result<(), CommandError> {
         let entry = w.entry();
         let text = neutralize(&crate::tools::short(&entry.text, 70)).into_owned();
         match w {
-            Written::Skipped { reason, .. } => println!("skipped {}: {text} ({reason})", entry.id),
-            other => println!("{} {}: {text}", other.action(), entry.id),
+            Written::Skipped { reason, .. } => println!(
+                "skipped {}: {text} ({})",
+                Untrusted::name(&entry.id),
+                Untrusted::name(reason)
+            ),
+            other => println!("{} {}: {text}", other.action(), Untrusted::name(&entry.id)),
         }
     }
     Ok(())

@@ -233,10 +233,12 @@ fn open(
             .args(["pr", "create", "--title", title, "--body-file", &file])
             .args(["--base", base, "--head", branch]),
         "glab" => cmd
-            .args(["mr", "create", "--title", title, "--description", body])
+            .args(["mr", "create", "--title", title])
+            .args(description_args(cli, &["mr", "create"], &file, body))
             .args(["--target-branch", base, "--source-branch", branch, "--yes"]),
         _ => cmd
-            .args(["pr", "create", "--title", title, "--description", body])
+            .args(["pr", "create", "--title", title])
+            .args(description_args(cli, &["pr", "create"], &file, body))
             .args(["--base", base, "--head", branch]),
     };
     if draft {
@@ -254,6 +256,45 @@ fn open(
     }
 }
 
+/// The longest description passed as one argument: Linux refuses to start a program with an argument over
+/// 128 KiB (`MAX_ARG_STRLEN`), which made a long body fail after the push (issue 22).
+const MAX_DESCRIPTION_ARG: usize = 100 * 1024;
+
+/// How `glab`/`tea` get the body: from the file (`--description-file`) when the installed version has that
+/// flag, else as `--description`, cut to [`MAX_DESCRIPTION_ARG`] at a line with a note saying so.
+fn description_args(cli: &str, create: &[&str], file: &str, body: &str) -> Vec<String> {
+    let help = std::process::Command::new(cli)
+        .args(create)
+        .arg("--help")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let has_file_flag =
+        help.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("--description-file"));
+    if has_file_flag {
+        return vec!["--description-file".into(), file.into()];
+    }
+    vec!["--description".into(), fit_description(cli, body)]
+}
+
+/// `body`, or its head cut at a line so that it fits in one argument, with a last line that says so.
+fn fit_description(cli: &str, body: &str) -> String {
+    if body.len() <= MAX_DESCRIPTION_ARG {
+        return body.to_owned();
+    }
+    let mut end = MAX_DESCRIPTION_ARG;
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &body[..end];
+    let head = head.rfind('\n').map_or(head, |at| &head[..at]);
+    format!(
+        "{head}\n\n(cut at {} KiB of {} KiB: {cli} takes the description as one command-line argument)\n",
+        head.len() / 1024,
+        body.len() / 1024
+    )
+}
+
 fn write_body(store: &Store, id: &str, body: &str) -> Result<PathBuf, CommandError> {
     let dir = store.common_dir().join("agent").join("pr");
     std::fs::create_dir_all(&dir)
@@ -268,11 +309,7 @@ fn write_body(store: &Store, id: &str, body: &str) -> Result<PathBuf, CommandErr
 /// the files changed, the tokens. Passes secret redaction (it is published).
 fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, CommandError> {
     let meta = &log.meta;
-    let mut out = String::new();
-    out.push_str("## Prompt\n\n");
-    for line in meta.prompt.lines() {
-        out.push_str(&format!("> {line}\n"));
-    }
+    let mut out = prompts(log);
     let summary = log
         .events
         .iter()
@@ -338,6 +375,32 @@ fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, Comma
         meta.id,
     ));
     Ok(crate::store::sanitize(&out))
+}
+
+/// The session's prompts, quoted: the one prompt, or each turn's (a session resumed with `ask --resume`
+/// has several, and the last answer below replies to the last of them, not the first).
+fn prompts(log: &LogContents) -> String {
+    let mut turns: Vec<String> = log
+        .events
+        .iter()
+        .filter_map(Event::from_json)
+        .filter_map(|e| match e {
+            Event::User { content } => Some(content),
+            _ => None,
+        })
+        .collect();
+    if turns.is_empty() {
+        turns.push(log.meta.prompt.clone());
+    }
+    let quote = |text: &str| -> String { text.lines().map(|l| format!("> {l}\n")).collect() };
+    if turns.len() == 1 {
+        return format!("## Prompt\n\n{}", quote(&turns[0]));
+    }
+    let mut out = String::from("## Prompts\n");
+    for (n, turn) in turns.iter().enumerate() {
+        out.push_str(&format!("\nTurn {}:\n\n{}", n + 1, quote(turn)));
+    }
+    out
 }
 
 /// The `run` commands of the session with their results, as lines (`` `cargo test`: ok ``), at most 20.

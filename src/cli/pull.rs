@@ -10,7 +10,9 @@
 
 use clap::Args;
 
-use super::{CommandError, Context, ErrorKind};
+use super::{CommandError, Context};
+use crate::protocol::Untrusted;
+use crate::safety::tree_path::shown;
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};
 use crate::store::share::{remote_notes_ref, remote_review_ref, sessions_fetch_refspecs};
 use crate::store::skills::remote_skills_ref;
@@ -29,26 +31,29 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     let notes = remote_notes_ref(&args.remote);
     let memory = remote_memory_ref(&args.remote);
     let skills = remote_skills_ref(&args.remote);
-    let status = super::git_inherit(store.workdir())
-        .args(["fetch", &args.remote])
-        // Sessions by name: `refs/agent/*` would also take refs that are merged rather than fetched over
-        // (memory, skills). Beside ours, not over them: a session started here is never moved by a pull
-        // (see `store::share`).
-        .args(sessions_fetch_refspecs(&args.remote))
-        // The remote's notes and skills land beside ours and are merged below; forced because only we write
-        // there. Globs, so a remote without them is not an error.
-        .arg(format!("+refs/notes/agent*:{notes}*"))
-        .arg(memory_fetch_refspec(&args.remote))
-        .arg(format!("+refs/agent/skills*:{skills}*"))
-        .status()
-        .map_err(|e| {
-            CommandError::internal(format!(
-                "could not run git ({e}): make sure git is installed"
-            ))
-        })?;
-    if !status.success() {
-        // git names the rejected refs; the rest was fetched. Notes may be missing on the remote.
-        eprintln!("warning: git fetch reported problems (see above); what could be fetched was");
+    // Sessions by name: `refs/agent/*` would also take refs that are merged rather than fetched over
+    // (memory, skills). Beside ours, not over them: a session started here is never moved by a pull (see
+    // `store::share`). The remote's notes, memory and skills land beside ours and are merged below; forced
+    // because only we write there. Globs, so a remote without them is not an error.
+    let mut refspecs = sessions_fetch_refspecs(&args.remote).to_vec();
+    refspecs.push(format!("+refs/notes/agent*:{notes}*"));
+    refspecs.push(memory_fetch_refspec(&args.remote));
+    refspecs.push(format!("+refs/agent/skills*:{skills}*"));
+    // Through a scratch repository, ref by ref with git's fsck checks: a hostile ref keeps none of its
+    // objects here and blocks none of the others (issue 22, finding 3).
+    let fetched = store.fetch_quarantined(&args.remote, &refspecs)?;
+    for refused in &fetched.refused {
+        eprintln!(
+            "warning: {} of {} ({}) was not taken: {}; none of its objects were kept",
+            refused.what, args.remote, refused.remote_ref, refused.why
+        );
+    }
+    if !fetched.refused.is_empty() {
+        eprintln!(
+            "hint: inspect what {} holds without keeping it: `git ls-remote {} <ref>`, or fetch it into a \
+             scratch repository (`git init --bare /tmp/x && git -C /tmp/x fetch <url> <ref>`)",
+            args.remote, args.remote
+        );
     }
     let sessions = store.take_pulled_sessions(&args.remote)?;
     for kept in &sessions.kept {
@@ -78,6 +83,17 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         }
     }
     if let Some(theirs) = store.ref_target(&memory)? {
+        // Every entry and index line checked first; what fails is left out, the rest merged.
+        let (theirs, left_out) = store.checked_memory(theirs)?;
+        for item in &left_out {
+            eprintln!(
+                "warning: memory of {} (in {memory}): {} left out: {}; inspect it with `git show {memory}:{}`",
+                args.remote,
+                shown(&item.path),
+                shown(&item.why),
+                shown(&item.path)
+            );
+        }
         let merged = store.merge_memory(theirs, &args.remote)?;
         if merged.commit.is_some() {
             let mut line = format!(
@@ -88,7 +104,7 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
                 line.push_str(&format!(
                     ", {} edited on both sides ({}): keep one version with `git agent memory edit <id>`",
                     merged.review.len(),
-                    merged.review.join(", ")
+                    Untrusted::name(&merged.review.join(", "))
                 ));
             }
             eprintln!("{line}");
@@ -97,8 +113,19 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
     if let Some(theirs) = store.ref_target(&skills)? {
         let before = stored_skill_names(store);
         let report = store.merge_skills(theirs, &args.remote)?;
+        for (name, why) in &report.skipped {
+            eprintln!(
+                "warning: skill {} of {} (in {skills}) was not merged: {why}; inspect it with \
+                 `git ls-tree -r -l {skills} -- {}`",
+                shown(name),
+                args.remote,
+                shown(name)
+            );
+        }
         report_taken_skills(store, &args.remote, &before, &report.taken);
         for name in &report.conflicts {
+            // A pulled tree's name: shown neutralised (issue 22, finding 8).
+            let name = Untrusted::name(name);
             eprintln!(
                 "warning: skill {name} changed here and on {}: kept ours; theirs is in {skills}:{name} \
                  (`git archive {skills} {name} | tar -x -C <dir>`, then `git agent skill add <dir>/{name}`)",
@@ -106,12 +133,7 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
             );
         }
     }
-    if status.success() {
-        Ok(())
-    } else {
-        // The warning above and git's own messages said what went wrong.
-        Err(CommandError::shown(ErrorKind::Internal))
-    }
+    Ok(())
 }
 
 /// The names of the skills stored in `refs/agent/skills` now.
@@ -124,14 +146,13 @@ fn stored_skill_names(store: &crate::store::Store) -> std::collections::BTreeSet
 
 /// Says which skills a pull brought: new ones, changed ones (a remote may rewrite a skill the user relied
 /// on), and those that the user's own skill of the same name shadows, so sessions keep using theirs (issue
-/// 22, finding 11). Names come from the remote's tree, so they are shown with control characters visible.
+/// 22, finding 11). Names come from the remote's tree, so they are shown neutralised.
 fn report_taken_skills(
     store: &crate::store::Store,
     remote: &str,
     before: &std::collections::BTreeSet<String>,
     taken: &[String],
 ) {
-    use crate::safety::quote::visible;
     if taken.is_empty() {
         return;
     }
@@ -140,11 +161,11 @@ fn report_taken_skills(
     let list = |names: &[&String]| {
         names
             .iter()
-            .map(|n| visible(n))
+            .map(|n| Untrusted::name(n).to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let remote = visible(remote);
+    let remote = Untrusted::name(remote);
     if !new.is_empty() {
         eprintln!("skills from {remote}: new {}", list(&new));
     }
@@ -163,8 +184,8 @@ fn report_taken_skills(
             eprintln!(
                 "skill {} from {remote} is not used: your own {} of the same name comes first \
                  (remove or rename it to use the pulled one)",
-                visible(name),
-                visible(&own.source.shown(name))
+                Untrusted::name(name),
+                Untrusted::name(&own.source.shown(name))
             );
         }
     }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::accept::{self, Range};
 use super::{CommandError, Context, ErrorKind};
+use crate::safety::tree_path::{check_str, shown, EntryKind};
 use crate::store::hunks::{FileChange, Hunk};
 use crate::store::land::Side;
 use crate::store::review::{Decision, Record, Verdict, REVIEW_REF};
@@ -184,6 +185,13 @@ fn nothing_to_send(id: &str, outcome: &str) -> CommandError {
 fn list(changes: &[FileChange]) -> Result<(), CommandError> {
     let mut out = String::new();
     for change in changes {
+        // A path the policy refuses is listed as refused, shown neutralised, never as an ordinary file.
+        if let Err(refusal) = check_str(&change.path, EntryKind::File) {
+            let line = serde_json::json!({"path": shown(&refusal.path), "refused": refusal.rule.describe()});
+            out.push_str(&line.to_string());
+            out.push('\n');
+            continue;
+        }
         let mut lines: Vec<serde_json::Value> = change
             .hunks
             .iter()
@@ -196,7 +204,8 @@ fn list(changes: &[FileChange]) -> Result<(), CommandError> {
             lines.push(serde_json::json!({"path": change.path, "whole": why}));
         }
         for line in lines {
-            out.push_str(&line.to_string());
+            // Paths and hunks are the model's: no raw bidi or C1 control on the terminal.
+            out.push_str(&crate::protocol::json_for_terminal(line.to_string()));
             out.push('\n');
         }
     }
@@ -449,8 +458,9 @@ fn send(ctx: &mut Context, id: &str, prompt: &str) -> Result<(), CommandError> {
         prompt
     };
     let command = <super::ask::AskArgs as Args>::augment_args(clap::Command::new("ask"));
+    // After `--`, a prompt that starts with `-` is the prompt, not options to parse again.
     let matches = command
-        .try_get_matches_from(["ask", "--resume", id, prompt])
+        .try_get_matches_from(["ask", "--resume", id, "--", prompt])
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;
     let args = super::ask::AskArgs::from_arg_matches(&matches)
         .map_err(|e| CommandError::internal(format!("cannot build the resume command: {e}")))?;

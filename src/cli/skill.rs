@@ -12,7 +12,7 @@ use super::{CommandError, Context};
 use crate::agent::distill;
 use crate::config;
 use crate::model::Client;
-use crate::protocol::Status;
+use crate::protocol::{self, Status, Untrusted};
 use crate::store::skills::format::SKILL_FILE;
 use crate::store::skills::sources::{self, Catalog, Skill, Source};
 use crate::store::skills::{SkillFile, MAX_BYTES, MAX_FILES, SKILLS_REF};
@@ -128,13 +128,16 @@ fn list(store: &Store, all: bool, json: bool) -> Result<(), CommandError> {
                 "failures": skill.stats.failures,
                 "shadowed": hidden,
             });
-            let _ = writeln!(out, "{value}");
+            let _ = writeln!(out, "{}", protocol::json_for_terminal(value.to_string()));
         }
         for problem in &catalog.problems {
             let _ = writeln!(
                 out,
                 "{}",
-                json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                protocol::json_for_terminal(
+                    json!({"type": "problem", "file": problem.file, "rule": problem.rule})
+                        .to_string()
+                )
             );
         }
         return Ok(());
@@ -248,8 +251,19 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let text = std::fs::read(dir.join(SKILL_FILE))
-        .map_err(|_| format!("{} has no {SKILL_FILE}", dir.display()))?;
+    let text = match read_nofollow(&dir.join(SKILL_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!(
+                "its {SKILL_FILE} is a symbolic link; a stored skill holds regular files only (copy the \
+                 file in its place to store it)"
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(format!("{SKILL_FILE}: {e}"))
+        }
+        Err(_) => return Err(format!("{} has no {SKILL_FILE}", dir.display())),
+    };
     let text = String::from_utf8(text).map_err(|_| format!("{SKILL_FILE} is not UTF-8 text"))?;
     let doc = sources::checked(&text, &name).map_err(|rule| format!("{SKILL_FILE}: {rule}"))?;
     doc.check_strict()
@@ -282,7 +296,15 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
                 skipped.push(format!("{rel} ({why})"));
             } else {
                 use std::os::unix::fs::PermissionsExt;
-                let bytes = std::fs::read(entry.path()).map_err(|e| format!("{rel}: {e}"))?;
+                let bytes = match read_nofollow(&entry.path()) {
+                    Ok(bytes) => bytes,
+                    // Swapped for a link since it was listed: left out, and said so.
+                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                        skipped.push(format!("{rel} (a symbolic link)"));
+                        continue;
+                    }
+                    Err(e) => return Err(format!("{rel}: {e}")),
+                };
                 files.push(SkillFile {
                     path: rel,
                     bytes,
@@ -302,11 +324,42 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
     Ok((name, files, skipped))
 }
 
+/// The bytes of a regular file, never through a symbolic link (`O_NOFOLLOW`: a link fails with `ELOOP`,
+/// even one swapped in after the folder was listed), at most [`MAX_BYTES`] (checked before reading).
+/// Content read here is stored and then published by `push` (issue 22, finding 5).
+fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes; a stored skill may have at most {MAX_BYTES}",
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn add(store: &Store, dir: &Path) -> Result<(), CommandError> {
     let (name, files, skipped) = read_dir_skill(dir)
         .map_err(|e| CommandError::user(format!("cannot add {}: {e}", dir.display())))?;
     for file in &skipped {
-        eprintln!("warning: left out {file}");
+        eprintln!("warning: left out {}", Untrusted::name(file));
     }
     let existed = store.read_skills()?.skills.iter().any(|s| s.name == name);
     let (verb, done) = if existed {
@@ -353,10 +406,18 @@ fn import(store: &Store, dir: Option<PathBuf>) -> Result<(), CommandError> {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| {
-                p.is_dir()
-                    && !p
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .filter(|p| match std::fs::symlink_metadata(p) {
+                // A linked folder would store whatever it points at (a cloned repository's link to the
+                // user's files): left out, and said so.
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    eprintln!("warning: left out {} (a symbolic link)", p.display());
+                    false
+                }
+                Ok(meta) => meta.is_dir(),
+                Err(_) => false,
             })
             .collect();
         folders.sort();
@@ -364,18 +425,27 @@ fn import(store: &Store, dir: Option<PathBuf>) -> Result<(), CommandError> {
             match read_dir_skill(&folder) {
                 Ok((name, _, _)) if found.iter().any(|(n, _)| *n == name) => {
                     eprintln!(
-                        "warning: skipped {}: a skill '{name}' was found earlier",
-                        folder.display()
+                        "warning: skipped {}: a skill '{}' was found earlier",
+                        Untrusted::name(&folder.display().to_string()),
+                        Untrusted::name(&name)
                     );
                 }
                 Ok((name, files, left_out)) => {
                     for file in left_out {
-                        eprintln!("warning: {name}: left out {file}");
+                        eprintln!(
+                            "warning: {}: left out {}",
+                            Untrusted::name(&name),
+                            Untrusted::name(&file)
+                        );
                     }
                     found.push((name, files));
                 }
                 Err(rule) => {
-                    eprintln!("warning: skill {} skipped: {rule}", folder.display());
+                    eprintln!(
+                        "warning: skill {} skipped: {}",
+                        Untrusted::name(&folder.display().to_string()),
+                        Untrusted::name(&rule)
+                    );
                     skipped += 1;
                 }
             }
@@ -567,15 +637,17 @@ fn distill_session(
     // Relative to where the user stands, so the hint can be pasted.
     let shown = pathdiff(&folder, ctx.cwd());
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", folder.display());
+    let _ = writeln!(out, "{}", Untrusted::name(&folder.display().to_string()));
     let used = &distilled.usage;
     eprintln!(
-        "proposed skill {} ({} tokens in, {} out): {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {shown}",
-        doc.name,
+        "proposed skill {} ({} tokens in, {} out): {}\nreview {}/{SKILL_FILE}, then accept it:\nhint: git agent skill add {}",
+        Untrusted::name(&doc.name),
         used.input_tokens,
         used.output_tokens,
-        first_line(&doc.description, 100),
-        shown
+        // The model wrote it (issue 22, finding 8).
+        Untrusted::name(&first_line(&doc.description, 100)),
+        Untrusted::name(&shown),
+        Untrusted::name(&shown)
     );
     Ok(())
 }

@@ -39,6 +39,8 @@ pub struct FileConfig {
     pub providers: BTreeMap<String, ProviderTable>,
     /// `[mcp_servers.<name>]` tables, in file order (user file only).
     pub mcp_servers: Vec<super::mcp::McpTable>,
+    /// `mcp_startup_wait`: how long a session's first request waits for its MCP servers to connect.
+    pub mcp_startup_wait: Option<Duration>,
     /// Files larger than this many bytes stay out of step 0 (`max_capture_size`).
     pub max_capture_size: Option<u64>,
     /// How many checkouts of discarded sessions are kept for reuse (`worktree_pool`, user file only: it is
@@ -189,6 +191,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
     match path {
         ["model" | "attribution" | "check"] => Some(KeyType::String),
         ["check_timeout"] => Some(KeyType::Seconds),
+        ["mcp_startup_wait"] => Some(KeyType::Seconds),
         ["hooks", "mode"] => Some(KeyType::String),
         ["hooks", "max_steps"] => Some(KeyType::Count),
         ["hooks", "max_time"] => Some(KeyType::Seconds),
@@ -268,6 +271,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             }
             "check" => config.check = Some(ctx.string(item, key, span)?),
             "check_timeout" => config.check_timeout = Some(ctx.seconds(item, key, span)?),
+            "mcp_startup_wait" => config.mcp_startup_wait = Some(ctx.seconds(item, key, span)?),
             "hooks" => config.hooks = ctx.hooks(item, span)?,
             "providers" => {
                 let table = ctx.table(item, key, span)?;
@@ -292,7 +296,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
-                        explore_max_steps, check, check_timeout, [retry], [skills], [hooks], [memory], \
+                        explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
                         [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";

@@ -122,6 +122,16 @@ impl ServerSpec {
         }
     }
 
+    /// The values of its env variables and headers: whatever their names, a server may print them, so what
+    /// it prints is redacted of them (issue 23, finding 4).
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        let pairs = match &self.transport {
+            TransportSpec::Stdio { env, .. } => env,
+            TransportSpec::Http { headers, .. } => headers,
+        };
+        pairs.iter().map(|(_, value)| value.as_str())
+    }
+
     /// Whether the filters let the model see `tool`.
     pub fn offers(&self, tool: &str) -> bool {
         let enabled = self
@@ -427,13 +437,55 @@ pub fn load(
                     name,
                     origin: Origin::Project { path: path.clone() },
                     enabled: true,
-                    spec,
+                    spec: spec.map(|spec| anchored_in(spec, workdir)),
                 });
             }
         }
     }
     config.project = Some(project);
     config
+}
+
+/// A project server whose command and script arguments name files of the repository, pointed at the user's
+/// own work tree: the server runs in the session's checkout, where the model writes, and `sh tools/srv.sh`
+/// started there would run whatever the model wrote into it, outside the sandbox, on the next `--resume`
+/// (issue 23, finding 1). The user trusted `.mcp.json` as it reads in their work tree, so the files it names
+/// are taken from there. A relative command with a `/` is always anchored; an argument is when it names a
+/// file of the work tree (`--repository .` names a folder and stays relative to the checkout).
+fn anchored_in(mut spec: ServerSpec, workdir: &Path) -> ServerSpec {
+    let TransportSpec::Stdio {
+        command, args, cwd, ..
+    } = &mut spec.transport
+    else {
+        return spec;
+    };
+    let base = cwd
+        .as_ref()
+        .map_or_else(|| workdir.to_path_buf(), |c| workdir.join(c));
+    if command.contains('/') && Path::new(command.as_str()).is_relative() {
+        *command = base.join(command.as_str()).display().to_string();
+    }
+    for arg in args.iter_mut() {
+        let relative = !arg.starts_with('-') && Path::new(arg.as_str()).is_relative();
+        if relative && base.join(arg.as_str()).is_file() {
+            *arg = base.join(arg.as_str()).display().to_string();
+        }
+    }
+    spec
+}
+
+/// The files of the work tree `workdir` that a project server's (anchored) command line names: what it will
+/// run, and what a `--here` session, which writes into that same tree, must not have changed.
+pub fn files_run(spec: &ServerSpec, workdir: &Path) -> Vec<PathBuf> {
+    let TransportSpec::Stdio { command, args, .. } = &spec.transport else {
+        return Vec::new();
+    };
+    std::iter::once(command)
+        .chain(args)
+        .map(Path::new)
+        .filter(|p| p.is_absolute() && p.starts_with(workdir) && p.is_file())
+        .filter_map(|p| p.strip_prefix(workdir).ok().map(Path::to_path_buf))
+        .collect()
 }
 
 /// A user table as a spec; `${VAR}` in env and header values expanded, the bearer token looked up.

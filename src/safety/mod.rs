@@ -20,6 +20,7 @@ pub mod sandbox;
 pub(crate) mod scratch;
 pub mod secrets;
 pub(crate) mod shell;
+pub mod tree_path;
 pub(crate) mod withhold;
 
 use std::path::{Path, PathBuf};

@@ -139,6 +139,57 @@ impl Redactor {
     }
 }
 
+impl Redactor {
+    /// Redacts every string in `value`, object keys included, as decoded text: a JSON escape (`\n` before a
+    /// key's name) cannot hide a secret from a pattern then (issue 22, finding 10). A string that is itself a
+    /// JSON object or array (a tool call's arguments) is decoded and walked too, and re-encoded only when
+    /// something in it was redacted. True when anything changed.
+    pub fn redact_value(&self, value: &mut serde_json::Value) -> bool {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => self.redact_string(text),
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, item| self.redact_value(item) | changed),
+            Value::Object(map) => {
+                let mut changed = false;
+                for item in map.values_mut() {
+                    changed |= self.redact_value(item);
+                }
+                if map.keys().any(|k| matches!(self.redact(k), Cow::Owned(_))) {
+                    let old = std::mem::take(map);
+                    for (key, item) in old {
+                        map.insert(self.redact(&key).into_owned(), item);
+                    }
+                    changed = true;
+                }
+                changed
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+
+    fn redact_string(&self, text: &mut String) -> bool {
+        let opens = text.trim_start().starts_with(['{', '[']);
+        if opens {
+            if let Ok(mut inner) = serde_json::from_str::<serde_json::Value>(text) {
+                if self.redact_value(&mut inner) {
+                    *text = inner.to_string();
+                    return true;
+                }
+                return false;
+            }
+        }
+        match self.redact(text) {
+            Cow::Owned(clean) => {
+                *text = clean;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        }
+    }
+}
+
 /// `text` with each finding replaced by `[REDACTED:<kind>]`.
 fn replace(text: &str, found: Vec<Finding>) -> Cow<'_, str> {
     if found.is_empty() {
@@ -177,6 +228,12 @@ pub fn register(value: &str, kind: &str) {
 /// Redacts with the process-wide redactor: the one choke point for text going into refs.
 pub fn redact(text: &str) -> String {
     with_global(|r| r.redact(text).into_owned())
+}
+
+/// Redacts every string of a record with the process-wide redactor, decoded (see
+/// [`Redactor::redact_value()`]): the one choke point for records going into refs. True when anything changed.
+pub fn redact_value(value: &mut serde_json::Value) -> bool {
+    with_global(|r| r.redact_value(value))
 }
 
 /// The known secret values in `text` replaced, with the process-wide redactor: what a tool result gets
@@ -250,6 +307,9 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
             return Some(("private-key", i + end));
         }
     }
+    if let Some(end) = key_body(text.as_bytes(), i) {
+        return Some(("private-key", i + end));
+    }
     if rest.starts_with(b"sk-ant-") {
         let end = run(7, is_token_char);
         return (end >= 7 + 10).then_some(("anthropic-key", i + end));
@@ -302,6 +362,35 @@ fn format_at(text: &str, i: usize) -> Option<(&'static str, usize)> {
         return jwt(rest).map(|end| ("jwt", i + end));
     }
     None
+}
+
+/// The body of a key without its `-----BEGIN`/`-----END` lines, as a `search` hit or a cut-off paste shows
+/// it (issue 23, finding 3): a base64 run that starts like DER (`MII`, `MIG`, `MHc`: an ASN.1 sequence, as
+/// every PKCS#1/PKCS#8 key starts) or like an OpenSSH key (`b3BlbnNzaC1rZXktdjE`, "openssh-key-v1"), at
+/// least 40 characters long; or one whole PEM (64) or OpenSSH (70) line of base64 that mixes upper case,
+/// lower case and digits (hex digests have no upper case, words no digits). The length of the run.
+fn key_body(bytes: &[u8], i: usize) -> Option<usize> {
+    let is_b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'+' || b == b'/';
+    if i > 0 && (bytes[i - 1] == b'+' || bytes[i - 1] == b'/' || bytes[i - 1] == b'=') {
+        return None;
+    }
+    let rest = &bytes[i..];
+    let body = rest.iter().take_while(|b| is_b64(**b)).count();
+    let padded = body
+        + rest[body..]
+            .iter()
+            .take_while(|b| **b == b'=')
+            .take(2)
+            .count();
+    let der = [&b"MII"[..], b"MIG", b"MHc", b"b3BlbnNzaC1rZXktdjE"];
+    if body >= 40 && der.iter().any(|p| rest.starts_with(p)) {
+        return Some(padded);
+    }
+    let run = &rest[..body];
+    let mixed = run.iter().any(u8::is_ascii_uppercase)
+        && run.iter().any(u8::is_ascii_lowercase)
+        && run.iter().any(u8::is_ascii_digit);
+    (matches!(body, 64 | 70) && padded == body && mixed).then_some(body)
 }
 
 /// AWS secret access keys, which have no prefix of their own: 40 base64 characters right after a name
@@ -589,6 +678,32 @@ mod tests {
         assert!(!known.redact(&line).contains("word-123"), "{line}");
     }
 
+    /// Issue 23, finding 3: a key's body without its BEGIN/END lines (a `search` hit, a cut-off paste).
+    #[test]
+    fn key_bodies_without_their_armour_are_redacted() {
+        let r = Redactor::default();
+        let pem_first = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKB";
+        let pem_middle = "wUb2K3ZpQ8v5Yt0Rb9XzPq4LmA7sNdE1fGhIjKlMnOpQrStUvWxYz0123456789a";
+        let ssh_first = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW";
+        for (text, secret) in [
+            (format!("server.key:2:{pem_first}\n"), pem_first),
+            (format!("a.txt:7:{pem_middle}\n"), pem_middle),
+            (format!("{ssh_first}\n"), ssh_first),
+        ] {
+            let out = r.redact(&text);
+            assert!(!out.contains(secret), "{out}");
+            assert!(out.contains("[REDACTED:private-key]"), "{out}");
+        }
+        // Hex digests, words and integrity hashes of other lengths stay.
+        for text in [
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
+            "ThisIsAnOrdinaryIdentifierWithoutDigitsThatIsRatherLongForCodeOk",
+        ] {
+            assert_eq!(r.redact(text), text);
+        }
+    }
+
     #[test]
     fn ordinary_text_is_not_redacted() {
         let r = Redactor::default();
@@ -621,5 +736,29 @@ mod tests {
         ] {
             assert_eq!(r.redact(text), text, "{text}");
         }
+    }
+
+    #[test]
+    fn records_are_redacted_as_decoded_strings() {
+        let r = Redactor::default();
+        let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        let mut record = serde_json::json!({
+            "type": "tool_result",
+            "content": format!("[default]\naws_secret_access_key = {key}\nregion = x"),
+            "calls": [{"arguments": format!("{{\"content\":\"a\\naws_secret_access_key={key}\"}}")}],
+            format!("ghp_abcdefghijklmnopqrstuvwxyz0123456789"): 1,
+        });
+        assert!(r.redact_value(&mut record));
+        let line = record.to_string();
+        assert!(!line.contains(key), "{line}");
+        assert!(!line.contains("ghp_"), "{line}");
+        assert!(line.contains("[REDACTED:aws-secret-key]"), "{line}");
+        let arguments = record["calls"][0]["arguments"].as_str().unwrap();
+        let decoded: serde_json::Value = serde_json::from_str(arguments).unwrap();
+        assert_eq!(
+            decoded["content"],
+            "a\naws_secret_access_key=[REDACTED:aws-secret-key]"
+        );
+        assert!(!r.redact_value(&mut serde_json::json!({"plain": ["text", 1, null]})));
     }
 }

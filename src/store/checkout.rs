@@ -178,6 +178,9 @@ impl Store {
         tree: ObjectId,
         paths: &[BString],
     ) -> Result<(), StoreError> {
+        // Neither written nor removed: a path the tree path policy refuses (`../x`, `.git/hooks/...`) would
+        // land outside the checkout or in its repository (issue 22, finding 1).
+        refuse_tree_paths(paths.iter().map(|p| p.as_slice()))?;
         let checkout = self.open_checkout(root)?;
         let tree = checkout.find_tree(tree)?;
         let mut index = gix::index::State::new(checkout.object_hash());
@@ -562,4 +565,24 @@ impl NestedProgress for Tally {
     fn add_child_with_id(&mut self, name: impl Into<String>, _id: gix::progress::Id) -> Tally {
         self.add_child(name)
     }
+}
+
+/// Refuses (nothing written) when any of `paths` breaks the tree path policy
+/// ([`crate::safety::tree_path`]); the error names each refused path and its rule.
+pub(crate) fn refuse_tree_paths<'a>(
+    paths: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), StoreError> {
+    use crate::safety::tree_path::{check, EntryKind};
+    let refused: Vec<String> = paths
+        .into_iter()
+        .filter_map(|p| check(p, EntryKind::File).err())
+        .map(|r| r.to_string())
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Refused(format!(
+        "the session's tree names paths that are never written into a working tree: {}; nothing was written",
+        refused.join(", ")
+    )))
 }

@@ -41,8 +41,8 @@ pub enum Side {
 }
 
 impl Side {
-    /// True when both are the same content of the same kind (the executable bit is not compared: a change of
-    /// mode alone is not applied, as before this module existed).
+    /// True when both are the same content of the same kind (the executable bit is not compared: landing
+    /// decides it three-way, see `mode_to_land`).
     pub fn same_content(&self, other: &Side) -> bool {
         match (self, other) {
             (Side::Missing, Side::Missing) => true,
@@ -94,6 +94,9 @@ pub enum Skip {
     Blocked(String),
     /// The user's file still has the conflict markers of an earlier landing.
     UnresolvedMarkers,
+    /// The path breaks the tree path policy ([`crate::safety::tree_path`]): it is never written, whatever
+    /// the working tree has there (issue 22, finding 1).
+    Refused(crate::safety::tree_path::Refusal),
 }
 
 impl std::fmt::Display for Skip {
@@ -108,6 +111,7 @@ impl std::fmt::Display for Skip {
             Skip::NotAFile => "not a regular file in your working tree",
             Skip::Blocked(why) => why,
             Skip::UnresolvedMarkers => "it still has conflict markers from an earlier accept",
+            Skip::Refused(refusal) => return write!(f, "refused: {}", refusal.rule.describe()),
         })
     }
 }
@@ -334,6 +338,17 @@ impl Store {
         label: &str,
     ) -> Result<FilePlan, StoreError> {
         let base = self.side_at(from, &path)?;
+        // The policy first: a refused path is not even read from the working tree (`../x`, `.git/...`).
+        if let Some(refusal) = refused(&path, [&base, &theirs]) {
+            return Ok(FilePlan {
+                path,
+                base,
+                ours: Side::Other,
+                theirs,
+                ours_mode: None,
+                action: Action::Skip(Skip::Refused(refusal)),
+            });
+        }
         let found = match ours {
             Some((Side::File { data, executable }, mode)) => Found::File {
                 data,
@@ -415,7 +430,12 @@ impl Store {
         label: &str,
     ) -> Result<Action, StoreError> {
         if ours.same_content(theirs) {
-            return Ok(Action::AlreadyApplied);
+            // Same bytes, but the change may have flipped the executable bit the user left alone.
+            return Ok(if mode_to_land([base, ours, theirs]) {
+                Action::Write
+            } else {
+                Action::AlreadyApplied
+            });
         }
         if let Side::File { data, .. } = ours {
             if has_markers(data) && !base.same_content(ours) {
@@ -447,6 +467,7 @@ impl Store {
         {
             return Ok(Action::Skip(Skip::Symlink));
         }
+        let (base_side, ours_side, theirs_side) = (base, ours, theirs);
         let (
             Side::File { data: ours, .. },
             Side::File { data: base, .. },
@@ -461,7 +482,7 @@ impl Store {
         let (merged, conflicts) = self.merge_file(path, [ours, base, theirs], label)?;
         Ok(if conflicts {
             Action::Conflict(merged)
-        } else if merged == *ours {
+        } else if merged == *ours && !mode_to_land([base_side, ours_side, theirs_side]) {
             // The user's file already holds the change (an earlier accept merged it): nothing to write.
             Action::AlreadyApplied
         } else {
@@ -573,6 +594,31 @@ impl Store {
             }),
         }
     }
+}
+
+/// True when the change flipped the executable bit of a file (base and theirs differ) and the user's file
+/// still has the base's: landing must write the mode even where the bytes are already theirs. A mode
+/// change alone used to be reported as "unchanged" and dropped (issue 22, reliability defects).
+fn mode_to_land([base, ours, theirs]: [&Side; 3]) -> bool {
+    let exec = |side: &Side| match side {
+        Side::File { executable, .. } => Some(*executable),
+        _ => None,
+    };
+    match (exec(base), exec(ours), exec(theirs)) {
+        (Some(b), Some(o), Some(t)) => t != b && o == b,
+        _ => false,
+    }
+}
+
+/// The tree path policy's refusal of `path`, as a link when any side has a link there.
+fn refused(path: &str, sides: [&Side; 2]) -> Option<crate::safety::tree_path::Refusal> {
+    use crate::safety::tree_path::{check_str, EntryKind};
+    let kind = if sides.iter().any(|s| matches!(s, Side::Symlink { .. })) {
+        EntryKind::Symlink
+    } else {
+        EntryKind::File
+    };
+    check_str(path, kind).err()
 }
 
 /// True when `data` has the markers landing writes for a session (`<<<<<<< yours` ... `>>>>>>> agent/<id>`),

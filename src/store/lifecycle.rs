@@ -202,6 +202,8 @@ impl Store {
         }
         let old = s.tip;
         if let Checkout::Here(root) = &s.checkout {
+            let changes = self.changes(target, old)?;
+            super::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
             let edited = self.edited_since(root, target, old)?;
             if !edited.is_empty() {
                 return Err(StoreError::Refused(format!(

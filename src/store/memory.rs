@@ -26,6 +26,7 @@
 //! What the entries mean (ranking, near-duplicates, confidence) is the agent's business (`agent::memory`);
 //! this module stores, reads, and swaps. Every text field passes [`super::sanitize()`] on its way in.
 
+pub mod check;
 mod index;
 mod merge;
 
@@ -39,7 +40,7 @@ use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use super::{crash_point, sanitize, sanitize_record, ObjectId, Store, StoreError};
 
 pub use index::Summary;
 pub use merge::Merged;
@@ -194,8 +195,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The entry with every text field redacted: the one way text enters the memory ref.
+    /// The entry with every text field redacted: the one way text enters the memory ref. Every string,
+    /// decoded ([`super::sanitize_record()`]); the named fields alone when the entry does not round-trip
+    /// through JSON (a NaN confidence).
     fn sanitized(&self) -> Entry {
+        if let Ok(entry) = sanitize_record(self) {
+            return entry;
+        }
         let mut entry = self.clone();
         entry.text = sanitize(&entry.text);
         entry.reason = sanitize(&entry.reason);
@@ -531,6 +537,7 @@ impl Store {
         let Some(found) = tree.lookup_entry_by_path(entry_path(id))? else {
             return Ok(None);
         };
+        self.refuse_oversized(found.object_id(), check::MAX_ENTRY_BYTES, &entry_path(id))?;
         let blob = self.repo.find_object(found.object_id())?;
         parse_entry(&blob.data, id).map(Some)
     }
@@ -542,7 +549,8 @@ impl Store {
             return Ok(self.all_entries(tree)?.iter().map(Summary::of).collect());
         }
         let mut out = Vec::new();
-        for (_, blob) in shards {
+        for (name, blob) in shards {
+            self.refuse_oversized(blob, check::MAX_INDEX_BYTES, &format!("index/{name}"))?;
             let data = self.repo.find_object(blob)?;
             out.extend(index::parse(&data.data));
         }
@@ -553,6 +561,11 @@ impl Store {
     fn shard_summaries(&self, tree: ObjectId, shard: &str) -> Result<Vec<Summary>, StoreError> {
         let root = self.repo.find_tree(tree)?;
         if let Some(found) = root.lookup_entry_by_path(index::shard_path(shard))? {
+            self.refuse_oversized(
+                found.object_id(),
+                check::MAX_INDEX_BYTES,
+                &index::shard_path(shard),
+            )?;
             let data = self.repo.find_object(found.object_id())?;
             return Ok(index::parse(&data.data));
         }
@@ -575,6 +588,11 @@ impl Store {
         let mut out = Vec::new();
         for (name, blob) in self.blobs_in(dir.object_id())? {
             let id = name.trim_end_matches(".json");
+            self.refuse_oversized(
+                blob,
+                check::MAX_ENTRY_BYTES,
+                &format!("entries/{shard}/{name}"),
+            )?;
             let data = self.repo.find_object(blob)?;
             out.push(parse_entry(&data.data, id)?);
         }
@@ -678,6 +696,20 @@ fn parse_entry(bytes: &[u8], id: &str) -> Result<Entry, StoreError> {
 }
 
 impl Store {
+    /// Refuses a memory blob larger than `limit`, read from its header before anything else (issue 22,
+    /// finding 4: a 150 MB blob must not be read by every `ask`).
+    fn refuse_oversized(&self, blob: ObjectId, limit: u64, path: &str) -> Result<(), StoreError> {
+        let size = self.repo.find_header(blob)?.size();
+        if size > limit {
+            return Err(StoreError::Refused(format!(
+                "{MEMORY_REF}:{path} has {size} bytes, more than the {limit} a memory file may have: \
+                 remove it with `git agent memory forget --purge <id>`, or inspect it with \
+                 `git cat-file -s {MEMORY_REF}:{path}`"
+            )));
+        }
+        Ok(())
+    }
+
     /// A commit of `tree` with parents `parents` (a merge of memory histories).
     fn memory_merge_commit(
         &self,

@@ -38,6 +38,7 @@ pub mod memory;
 mod notes;
 mod place;
 mod pool;
+pub mod quarantine;
 pub(crate) mod review;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod rules;
@@ -628,6 +629,20 @@ pub struct Started {
 /// Secret redaction (known key values, common key formats) happens here, so nothing reaches those refs around it.
 pub fn sanitize(text: &str) -> String {
     crate::safety::redact::redact(text)
+}
+
+/// [`sanitize()`] for a record (a session log's meta, a memory entry, a review record): every string in it,
+/// whatever its field, redacted as decoded text before the record is serialised, never the serialised JSON,
+/// where an escape such as the `\n` before a key's name hides it from a pattern (issue 22, finding 10).
+pub fn sanitize_record<T>(record: &T) -> Result<T, serde_json::Error>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    let mut value = serde_json::to_value(record)?;
+    if !crate::safety::redact::redact_value(&mut value) {
+        return Ok(record.clone());
+    }
+    serde_json::from_value(value)
 }
 
 /// A crash-test hook: with `GIT_AGENT_CRASH_AT=N` set, the process kills itself with SIGKILL at the N-th call

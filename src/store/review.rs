@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{sanitize, ObjectId, Store, StoreError};
+use super::{sanitize, sanitize_record, ObjectId, Store, StoreError};
 
 /// The notes ref of review records.
 pub const REVIEW_REF: &str = "refs/notes/agent-review";
@@ -125,7 +125,9 @@ impl Store {
         let lines = records
             .iter()
             .map(|r| {
-                serde_json::to_string(r)
+                // Every field redacted as decoded text, not only the comment (issue 22, finding 10).
+                sanitize_record(r)
+                    .and_then(|r| serde_json::to_string(&r))
                     .map_err(|e| StoreError::Refused(format!("cannot write a review record: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;

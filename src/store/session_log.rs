@@ -24,7 +24,8 @@
 //! lock when that process dies, even by `kill -9`, so a crash never leaves a lock that blocks the next run.
 //!
 //! Lines are opaque JSON objects to this module (the agent defines the events); each gets a `seq` number.
-//! Every line passes [`super::sanitize()`] before it is written, because users push these refs.
+//! Every line and the meta are redacted as decoded strings ([`crate::safety::redact::redact_value()`],
+//! [`super::sanitize_record()`]) before they are serialised, because users push these refs.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -37,8 +38,9 @@ use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use super::{crash_point, sanitize_record, ObjectId, Store, StoreError};
 use crate::protocol::Status;
+use crate::safety::redact::redact_value;
 
 /// The summary of a session, stored as `meta.json` next to the events.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,7 +100,10 @@ impl SessionLog {
         };
         event.insert("seq".into(), self.next.into());
         event.insert("ts".into(), now().into());
-        let mut line = sanitize(&serde_json::Value::Object(event).to_string());
+        // Redacted as decoded strings, then serialised (issue 22, finding 10).
+        let mut event = serde_json::Value::Object(event);
+        redact_value(&mut event);
+        let mut line = event.to_string();
         line.push('\n');
         crash_point();
         // One write of the whole line: a crash leaves either the line or a torn tail that readers skip. Not
@@ -369,11 +374,11 @@ impl Store {
             editor.upsert(format!("events/{first:010}.jsonl"), EntryKind::Blob, blob)?;
             meta.events = first + lines.len() as u64;
         }
-        let meta_json = serde_json::to_vec_pretty(meta)
+        let clean =
+            sanitize_record(&*meta).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
+        let meta_json = serde_json::to_vec_pretty(&clean)
             .map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
-        let meta_blob = self
-            .repo
-            .write_blob(sanitize(&String::from_utf8_lossy(&meta_json)).as_bytes())?;
+        let meta_blob = self.repo.write_blob(&meta_json)?;
         editor.upsert("meta.json", EntryKind::Blob, meta_blob.detach())?;
         let tree = editor.write()?.detach();
         if previous.is_some() && tree == base_tree {
@@ -381,14 +386,14 @@ impl Store {
         }
         // The summary goes into the message too, so `log` reads one object per session instead of three.
         let compact =
-            serde_json::to_string(meta).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
+            serde_json::to_string(&clean).map_err(|_| StoreError::CorruptLog(base_tree, "meta"))?;
         let message = format!(
             "session {}: {} event{} ({})\n\n{}\n",
             meta.id,
             lines.len(),
             if lines.len() == 1 { "" } else { "s" },
             meta.status,
-            sanitize(&compact)
+            compact
         );
         let commit = write_commit(&self.repo, tree, previous, &message)?;
         crash_point();

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
 use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use crate::safety::tree_path;
 
 /// The ref holding the skills.
 pub const SKILLS_REF: &str = "refs/agent/skills";
@@ -41,6 +42,9 @@ const ATTEMPTS: u32 = 200;
 pub const MAX_FILES: usize = 500;
 /// The most bytes one stored skill may have, all files together.
 pub const MAX_BYTES: u64 = 8 << 20;
+
+/// The largest counts file read (`.stats/<name>.json`).
+const MAX_STATS_BYTES: u64 = 64 << 10;
 
 /// Where `git agent pull` fetches a remote's skills before merging them into ours.
 pub fn remote_skills_ref(remote: &str) -> String {
@@ -90,6 +94,8 @@ pub struct SkillsTree {
     pub commit: Option<ObjectId>,
     pub skills: Vec<StoredSkill>,
     pub stats: BTreeMap<String, Stats>,
+    /// Folders left out, each with why ([`Store::skill_problem()`]): never read past their headers.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// How a turn that used skills ended, for their counts.
@@ -108,6 +114,8 @@ pub struct MergeReport {
     pub taken: Vec<String>,
     /// Skills changed on both sides: ours kept.
     pub conflicts: Vec<String>,
+    /// Their skills left out, each with why ([`Store::skill_problem()`]): ours kept.
+    pub skipped: Vec<(String, String)>,
     /// The ref moved (a fast-forward or a merge commit).
     pub changed: bool,
 }
@@ -137,6 +145,10 @@ impl Store {
                 out.stats = self.read_stats(entry.oid().to_owned())?;
                 continue;
             }
+            if let Some(why) = self.skill_problem(&name, entry.oid().to_owned())? {
+                out.skipped.push((name, why));
+                continue;
+            }
             let mut files = self.tree_files(entry.oid().to_owned())?;
             let text = match files.iter().position(|(p, _, _)| p == format::SKILL_FILE) {
                 Some(at) => {
@@ -161,7 +173,22 @@ impl Store {
             return Ok(None);
         };
         let tree = self.repo.find_commit(commit)?.tree()?;
-        match tree.lookup_entry_by_path(format!("{name}/{path}"))? {
+        let full = format!("{name}/{path}");
+        if let Err(refusal) = tree_path::check_str(&full, tree_path::EntryKind::File) {
+            return Err(StoreError::Refused(format!(
+                "skill file refused: {refusal}"
+            )));
+        }
+        let Some(folder) = tree.lookup_entry_by_path(name)? else {
+            return Ok(None);
+        };
+        if let Some(why) = self.skill_problem(name, folder.object_id())? {
+            return Err(StoreError::Refused(format!(
+                "stored skill {} cannot be used: {why}",
+                tree_path::shown(name)
+            )));
+        }
+        match tree.lookup_entry_by_path(full)? {
             Some(entry) if entry.mode().is_blob() => {
                 Ok(Some(self.repo.find_object(entry.object_id())?.data.clone()))
             }
@@ -178,6 +205,14 @@ impl Store {
         let Some(dir) = tree.lookup_entry_by_path(name)? else {
             return Ok(Vec::new());
         };
+        // Checked before anything is read or written: a pulled folder with `..` or `.git` paths must not
+        // steer `skill export` outside its target (issue 22, finding 2).
+        if let Some(why) = self.skill_problem(name, dir.object_id())? {
+            return Err(StoreError::Refused(format!(
+                "stored skill {} cannot be exported: {why}",
+                tree_path::shown(name)
+            )));
+        }
         let mut out = Vec::new();
         for (path, id, executable) in self.tree_files(dir.object_id())? {
             let bytes = self.repo.find_object(id)?.data.clone();
@@ -320,9 +355,18 @@ impl Store {
     /// added or changed is taken; one changed on both sides keeps ours and is reported), counts added up, in
     /// a merge commit with both parents, so the next push is a fast-forward for the remote.
     pub fn merge_skills(&self, theirs: ObjectId, remote: &str) -> Result<MergeReport, StoreError> {
+        let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
+        let skipped = self.skill_problems(their_tree)?;
         let mut report = MergeReport::default();
         let done = self.cas_skills(Some(theirs), |store, tree, ours| {
-            report = MergeReport::default();
+            report = MergeReport {
+                skipped: skipped.clone(),
+                ..MergeReport::default()
+            };
+            if !skipped.is_empty() {
+                // Never taken whole: the folders that failed the checks stay as ours has them.
+                return store.merge_skipping(tree, ours, theirs, remote, &mut report);
+            }
             let Some(ours) = ours else {
                 // Nothing here yet: the remote's commit as it is.
                 report.taken =
@@ -358,6 +402,122 @@ impl Store {
         Ok(report)
     }
 
+    /// The merge of a skills commit some of whose folders failed the checks ([`MergeReport::skipped`]):
+    /// always a merge commit, three-way from the merge base, the failed folders left as ours has them.
+    fn merge_skipping(
+        &self,
+        tree: ObjectId,
+        ours: Option<ObjectId>,
+        theirs: ObjectId,
+        remote: &str,
+        report: &mut MergeReport,
+    ) -> Result<Change, StoreError> {
+        if let Some(ours) = ours {
+            if ours == theirs || self.is_ancestor(theirs, ours)? {
+                return Ok(None);
+            }
+        }
+        let their_tree = self.repo.find_commit(theirs)?.tree_id()?.detach();
+        let base = match ours {
+            Some(ours) => self.merge_base(ours, theirs)?,
+            None => None,
+        };
+        let base = match base {
+            Some(base) => self.repo.find_commit(base)?.tree_id()?.detach(),
+            None => ObjectId::empty_tree(self.repo.object_hash()),
+        };
+        let merged = self.merge_skill_trees(base, tree, their_tree, report)?;
+        let names: Vec<&str> = report.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        let mut message = format!("skill merge from {remote}");
+        if !report.taken.is_empty() {
+            message += &format!(": took {}", report.taken.join(", "));
+        }
+        message += &format!("; left out {} (failed the checks)", names.join(", "));
+        Ok(Some((merged, message)))
+    }
+
+    /// Every skill folder of a skills tree that fails [`Store::skill_problem()`], with why.
+    fn skill_problems(&self, tree: ObjectId) -> Result<Vec<(String, String)>, StoreError> {
+        let mut out = Vec::new();
+        for (name, (id, is_tree)) in self.top_entries(tree)? {
+            if name == STATS_DIR {
+                continue;
+            }
+            let why = if is_tree {
+                self.skill_problem(&name, id)?
+            } else {
+                Some("not a folder".to_owned())
+            };
+            if let Some(why) = why {
+                out.push((name, why));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Why the stored skill folder `name` (tree `folder`) cannot be used, or `None` when it can: its name
+    /// and every path pass the tree path policy ([`crate::safety::tree_path`]), it holds only regular
+    /// files and folders, within [`MAX_FILES`] and [`MAX_BYTES`], and a `SKILL.md` of at most
+    /// [`sources::MAX_SKILL_MD`] bytes. Sizes come from the object headers: no blob is read here, so a
+    /// pulled 150 MB file costs nothing (issue 22, finding 4).
+    pub fn skill_problem(
+        &self,
+        name: &str,
+        folder: ObjectId,
+    ) -> Result<Option<String>, StoreError> {
+        if let Err(rule) = format::check_name(name) {
+            return Ok(Some(format!("invalid name: {rule}")));
+        }
+        let (mut files, mut bytes, mut skill_md) = (0usize, 0u64, None);
+        let mut stack = vec![(String::new(), folder)];
+        while let Some((prefix, tree)) = stack.pop() {
+            for entry in self.repo.find_tree(tree)?.iter() {
+                let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+                let path = format!("{prefix}{}", entry.filename());
+                let full = format!("{name}/{path}");
+                let kind = if entry.mode().is_link() {
+                    tree_path::EntryKind::Symlink
+                } else {
+                    tree_path::EntryKind::File
+                };
+                if let Err(refusal) = tree_path::check_str(&full, kind) {
+                    return Ok(Some(format!("refused path {refusal}")));
+                }
+                if entry.mode().is_tree() {
+                    stack.push((format!("{path}/"), entry.oid().to_owned()));
+                    continue;
+                }
+                if !entry.mode().is_blob() {
+                    return Ok(Some(format!(
+                        "{} is not a regular file",
+                        tree_path::shown(&path)
+                    )));
+                }
+                let size = self.repo.find_header(entry.oid())?.size();
+                files += 1;
+                bytes += size;
+                if path == format::SKILL_FILE {
+                    skill_md = Some(size);
+                }
+            }
+            if files > MAX_FILES {
+                return Ok(Some(format!("more than {MAX_FILES} files")));
+            }
+        }
+        Ok(match skill_md {
+            None => Some(format!("the folder has no {}", format::SKILL_FILE)),
+            Some(size) if size > sources::MAX_SKILL_MD => Some(format!(
+                "its {} has {size} bytes; the largest read is {}",
+                format::SKILL_FILE,
+                sources::MAX_SKILL_MD
+            )),
+            _ if bytes > MAX_BYTES => Some(format!(
+                "{bytes} bytes; a stored skill may have at most {MAX_BYTES}"
+            )),
+            _ => None,
+        })
+    }
+
     /// The three-way merge of the skills trees: folders by their tree id, counts by adding up both sides'
     /// increments over the base.
     fn merge_skill_trees(
@@ -376,6 +536,9 @@ impl Store {
         let names: BTreeSet<&String> = b.keys().chain(o.keys()).chain(t.keys()).collect();
         for name in names.into_iter().filter(|n| *n != STATS_DIR) {
             let (bb, oo, tt) = (b.get(name), o.get(name), t.get(name));
+            if report.skipped.iter().any(|(n, _)| n == name) {
+                continue;
+            }
             if oo == tt || tt == bb {
                 continue;
             }
@@ -458,7 +621,10 @@ impl Store {
         for entry in self.repo.find_tree(tree)?.iter() {
             let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
             let file = entry.filename().to_string();
-            if let (Some(name), true) = (file.strip_suffix(".json"), entry.mode().is_blob()) {
+            // Counts are a few dozen bytes: a larger file is not read (it counts as none).
+            let small = entry.mode().is_blob()
+                && self.repo.find_header(entry.oid())?.size() <= MAX_STATS_BYTES;
+            if let (Some(name), true) = (file.strip_suffix(".json"), small) {
                 let blob = self.repo.find_object(entry.oid())?;
                 out.insert(name.to_owned(), stats_of(&blob.data));
             }

@@ -74,22 +74,11 @@ fn parse_answer(line: &str) -> Approval {
     }
 }
 
-/// Replaces control characters (ANSI escapes included, C1 controls too) and bidirectional overrides with
-/// U+FFFD, so text from the model or a tool cannot drive the terminal (retitle it, clear it, hide text) or
-/// make displayed text read differently from what it is ("Trojan Source"); newlines and tabs stay.
+/// Text from the model, a tool or a remote as it may be shown: the one neutraliser,
+/// [`crate::protocol::Untrusted`], whose `Display` replaces control characters (escape sequences
+/// included) and bidirectional controls with U+FFFD; newlines and tabs stay.
 pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    text.chars()
-        .map(|c| if is_unsafe(c) { '\u{fffd}' } else { c })
-        .collect::<String>()
-        .into()
-}
-
-fn is_unsafe(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    crate::protocol::neutralize(text)
 }
 
 #[cfg(test)]

@@ -193,6 +193,14 @@ impl Tmux {
         }
     }
 
+    /// The pid of the pane's command (the script `exec`s it, so it is the command itself).
+    pub fn pid(&self) -> Option<i32> {
+        self.run(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .ok()
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .env_clear()

@@ -103,7 +103,8 @@ pub(super) async fn serve(input: File, output: File, defaults: Defaults) {
     loop {
         tokio::select! {
             line = lines.recv() => match line {
-                Some(line) => dispatch(&state, &mut tasks, &line),
+                Some(Line::Message(line)) => dispatch(&state, &mut tasks, &line),
+                Some(Line::TooLong { bytes, id }) => state.peer.fail(&id, &too_long(bytes)),
                 None => break,
             },
             Some(done) = tasks.join_next(), if !tasks.is_empty() => reap(done),
@@ -115,22 +116,117 @@ pub(super) async fn serve(input: File, output: File, defaults: Defaults) {
     let _ = writer.join();
 }
 
-/// The client's lines, one message each; blank lines are skipped. Ends at end of file.
-fn read_lines(input: File, tx: &mpsc::UnboundedSender<String>) {
+/// The most one client message may hold. ACP has no limit of its own; a 50 MB line once took the process to
+/// 623 MB (issue 23, finding 17), while real prompts, even with embedded files, stay far below this.
+pub(super) const MAX_MESSAGE: usize = 8 * 1024 * 1024;
+
+/// One line from the client, or the news that a line was too long to keep.
+#[derive(Debug)]
+enum Line {
+    Message(String),
+    /// A line over [`MAX_MESSAGE`], dropped: its size and the request id read from its start, if any.
+    TooLong {
+        bytes: usize,
+        id: Value,
+    },
+}
+
+/// The client's lines, one message each; blank lines are skipped. Ends at end of file. A line over
+/// [`MAX_MESSAGE`] is read through and dropped without being held, so its size costs no memory.
+fn read_lines(input: File, tx: &mpsc::UnboundedSender<Line>) {
     let mut reader = std::io::BufReader::new(input);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
+        let line = match read_bounded(&mut reader, &mut line, MAX_MESSAGE) {
+            Ok(None) | Err(_) => return,
+            Ok(Some(Bounded::Whole)) => {
                 let text = String::from_utf8_lossy(&line);
-                if !text.trim().is_empty() && tx.send(text.into_owned()).is_err() {
-                    return;
+                if text.trim().is_empty() {
+                    continue;
                 }
+                Line::Message(text.into_owned())
             }
+            Ok(Some(Bounded::Dropped(bytes))) => Line::TooLong {
+                bytes,
+                id: leading_id(&line),
+            },
+        };
+        if tx.send(line).is_err() {
+            return;
         }
     }
+}
+
+/// How [`read_bounded()`] ended a line.
+enum Bounded {
+    Whole,
+    /// Longer than the limit: `buf` keeps its first `limit` bytes, the rest was skipped; its length.
+    Dropped(usize),
+}
+
+/// Reads one line into `buf`, keeping at most `limit` bytes of it; `None` at end of input.
+fn read_bounded(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Option<Bounded>> {
+    let mut total = 0usize;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(match total {
+                0 => None,
+                n if n > limit => Some(Bounded::Dropped(n)),
+                _ => Some(Bounded::Whole),
+            });
+        }
+        let (used, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = (limit + 1).saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..used.min(room)]);
+        total += used;
+        reader.consume(used);
+        if done {
+            let content = total - 1;
+            return Ok(Some(if content > limit {
+                Bounded::Dropped(content)
+            } else {
+                Bounded::Whole
+            }));
+        }
+    }
+}
+
+/// The `id` of a JSON-RPC request from the start of its text (clients write `jsonrpc`, `id` and `method`
+/// first), so an over-long request is answered under its id and its caller stops waiting. `null` if none.
+fn leading_id(start: &[u8]) -> Value {
+    let head = String::from_utf8_lossy(&start[..start.len().min(4096)]);
+    let Some(at) = head.find("\"id\"") else {
+        return Value::Null;
+    };
+    let rest = head[at + 4..].trim_start();
+    let Some(rest) = rest.strip_prefix(':') else {
+        return Value::Null;
+    };
+    let mut values = serde_json::Deserializer::from_str(rest.trim_start()).into_iter::<Value>();
+    match values.next() {
+        Some(Ok(id @ (Value::Number(_) | Value::String(_)))) => id,
+        _ => Value::Null,
+    }
+}
+
+fn too_long(bytes: usize) -> RpcError {
+    RpcError::new(
+        code::INVALID_REQUEST,
+        format!(
+            "message of {bytes} bytes refused: one message may hold at most {} MiB; send large files as \
+             resource links (paths) instead of embedding them",
+            MAX_MESSAGE / (1024 * 1024)
+        ),
+    )
 }
 
 fn reap(done: Result<(), tokio::task::JoinError>) {
@@ -372,6 +468,11 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
         Ok(p) => p,
         Err(err) => return state.peer.fail(&id, &err),
     };
+    // Exact ids only (issue 23, finding 16): an empty id or a prefix would open whichever session it
+    // happens to match, and a prefix of a session open here would not find it in the map.
+    if let Err(err) = exact_id(&p) {
+        return state.peer.fail(&id, &err);
+    }
     match here(state, &p.session_id) {
         Here::Absent => open_stored(state, id, p, replay).await,
         Here::Idle => {
@@ -400,6 +501,24 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
                 .peer
                 .fail(&id, &RpcError::new(code::INVALID_REQUEST, message));
         }
+    }
+}
+
+/// Refuses an id that is not exactly a stored session's: the command line takes unique prefixes, ACP
+/// clients have the full ids from `session/new` and `session/list`.
+fn exact_id(p: &ReattachParams) -> Result<(), RpcError> {
+    if p.session_id.trim().is_empty() {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "sessionId is empty: give a session's full id (session/list lists them)",
+        ));
+    }
+    let store = Store::open(&p.cwd).map_err(rpc_error)?;
+    let exact = store.resolve_session(Some(&p.session_id));
+    if matches!(exact, Ok(found) if found == p.session_id) {
+        Ok(())
+    } else {
+        Err(not_open_anywhere(&p.session_id))
     }
 }
 
@@ -905,5 +1024,29 @@ mod tests {
         assert_eq!(stop_reason(&Status::MaxSteps), "max_turn_requests");
         assert_eq!(stop_reason(&Status::MaxTokens), "max_tokens");
         assert_eq!(stop_reason(&Status::Interrupted), "cancelled");
+    }
+
+    #[test]
+    fn lines_over_the_limit_are_dropped_and_the_next_one_is_read() {
+        let input = b"short\n0123456789abc\n{\"id\": 7, \"x\": 1}\ntail";
+        let mut reader = std::io::BufReader::with_capacity(4, &input[..]);
+        let mut buf = Vec::new();
+        let mut next = |buf: &mut Vec<u8>| {
+            buf.clear();
+            match read_bounded(&mut reader, buf, 10).unwrap() {
+                None => "end".to_owned(),
+                Some(Bounded::Whole) => String::from_utf8_lossy(buf).into_owned(),
+                Some(Bounded::Dropped(n)) => format!("dropped {n}"),
+            }
+        };
+        assert_eq!(next(&mut buf), "short\n");
+        assert_eq!(next(&mut buf), "dropped 13");
+        assert!(buf.len() <= 11, "at most the limit is kept");
+        assert_eq!(next(&mut buf), "dropped 17");
+        assert_eq!(leading_id(&buf), json!(7));
+        assert_eq!(next(&mut buf), "tail");
+        assert_eq!(next(&mut buf), "end");
+        assert_eq!(leading_id(b"{\"method\": \"x\""), Value::Null);
+        assert_eq!(leading_id(b"{\"id\":\"a-1\",\"method\""), json!("a-1"));
     }
 }

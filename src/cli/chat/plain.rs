@@ -4,11 +4,14 @@
 //! prompts), so risky commands are refused unless a rule allows them. Ctrl-C cancels the running turn; at
 //! the next prompt it ends the chat.
 //!
+//! SIGTERM and SIGHUP end the chat as they end `ask`: a running turn is cancelled and logged as terminated,
+//! the session is closed (its journal folded), and the exit code is 128 + the signal (143, 129).
+//!
 //! The exit code is the last turn's (0, 3 unfinished, 130 interrupted), or 1 when it failed.
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::super::ask::SessionFlags;
 use super::super::{CommandError, Context, ErrorKind};
@@ -19,10 +22,11 @@ use crate::ui;
 
 pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandError> {
     let mut sink = ui::sink(flags.json);
+    let (stop, stop_watch) = stop_signals();
     let mut session = super::open(ctx, flags, flags.resume(), sink.as_mut()).await?;
     let mut lines = read_lines();
     let mut code = 0;
-    while let Some(entry) = next_entry(&mut lines).await {
+    while let Some(entry) = next_entry(&mut lines, &mut stop.clone()).await {
         if entry.trim().is_empty() {
             continue;
         }
@@ -74,10 +78,12 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             continue;
         }
         let ctrl_c = control.cancel_on_ctrl_c();
+        let stopping = cancel_on_stop(&control, stop.clone());
         let end = session
             .turn(&entry, sink.as_mut(), &mut Never, &control)
             .await;
         ctrl_c.abort();
+        stopping.abort();
         code = match end {
             Ok(end) => end.exit_code,
             Err(err) => {
@@ -85,8 +91,56 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                 1
             }
         };
+        if stopped(&stop).is_some() {
+            break;
+        }
+    }
+    stop_watch.abort();
+    if let Some(signal) = stopped(&stop) {
+        code = crate::agent::exit_terminated(signal);
     }
     finish(ctx, session, code).await
+}
+
+/// Watches SIGTERM and SIGHUP for the whole chat; the receiver holds the signal that came (0: none yet).
+/// Where a handler cannot be installed, that signal keeps its default.
+fn stop_signals() -> (watch::Receiver<i32>, tokio::task::JoinHandle<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = watch::channel(0);
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    async fn next(signal: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+        match signal {
+            Some(s) => s.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+    let task = tokio::spawn(async move {
+        let signal = tokio::select! {
+            Some(()) = next(&mut term) => libc::SIGTERM,
+            Some(()) = next(&mut hup) => libc::SIGHUP,
+        };
+        let _ = tx.send(signal);
+    });
+    (rx, task)
+}
+
+/// The signal that ended the chat, if one did.
+fn stopped(stop: &watch::Receiver<i32>) -> Option<i32> {
+    Some(*stop.borrow()).filter(|s| *s != 0)
+}
+
+/// Cancels the running turn as terminated when SIGTERM or SIGHUP comes. Abort it when the turn is over.
+fn cancel_on_stop(
+    control: &TurnControl,
+    mut stop: watch::Receiver<i32>,
+) -> tokio::task::JoinHandle<()> {
+    let control = control.clone();
+    tokio::spawn(async move {
+        if let Ok(signal) = stop.wait_for(|s| *s != 0).await.map(|s| *s) {
+            control.cancel_for_signal(signal);
+        }
+    })
 }
 
 /// Carries out a command's action; false when the chat should end. A session that cannot be opened is an
@@ -126,6 +180,12 @@ async fn finish(ctx: &Context, session: AgentSession, code: i32) -> Result<(), C
         0 => Ok(()),
         crate::agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
         crate::agent::EXIT_INTERRUPTED => Err(CommandError::shown(ErrorKind::Interrupted)),
+        code if code == crate::agent::exit_terminated(libc::SIGTERM) => {
+            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGTERM)))
+        }
+        code if code == crate::agent::exit_terminated(libc::SIGHUP) => {
+            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGHUP)))
+        }
         _ => Err(CommandError::shown(ErrorKind::Internal)),
     }
 }
@@ -149,13 +209,26 @@ fn print_reply(text: &str, json: bool) {
     let _ = out.flush();
 }
 
-/// Lines of stdin, read on a thread of their own so Ctrl-C is noticed while waiting for one.
+/// Lines of stdin, read on a thread of their own so Ctrl-C is noticed while waiting for one. A line that is
+/// not UTF-8 is taken with its bad bytes replaced (U+FFFD, as pastes are) and named on stderr: it once ended
+/// the chat silently with exit 0 (issue 23, finding 14).
 fn read_lines() -> mpsc::UnboundedReceiver<String> {
     let (tx, rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
+        let mut stdin = std::io::stdin().lock();
+        let mut bytes = Vec::new();
+        for number in 1.. {
+            bytes.clear();
+            match stdin.read_until(b'\n', &mut bytes) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = decode_line(&bytes);
+            // Lossy decoding allocates only when it replaced something.
+            if matches!(line, std::borrow::Cow::Owned(_)) {
+                eprintln!("warning: line {number} of stdin is not UTF-8: its invalid bytes were replaced with U+FFFD");
+            }
+            if tx.send(line.into_owned()).is_err() {
                 break;
             }
         }
@@ -163,14 +236,29 @@ fn read_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
+/// One line of stdin without its line ending (`\n` or `\r\n`, as `BufRead::lines` takes them), decoded
+/// lossily.
+fn decode_line(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    let line = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    String::from_utf8_lossy(line)
+}
+
 /// The next prompt: a line, joined with the following ones while it ends in `\`. `None` at the end of
 /// stdin or on Ctrl-C.
-async fn next_entry(lines: &mut mpsc::UnboundedReceiver<String>) -> Option<String> {
+async fn next_entry(
+    lines: &mut mpsc::UnboundedReceiver<String>,
+    stop: &mut watch::Receiver<i32>,
+) -> Option<String> {
     let mut entry = String::new();
     loop {
+        if stopped(stop).is_some() {
+            return None;
+        }
         let line = tokio::select! {
             line = lines.recv() => line,
             _ = tokio::signal::ctrl_c() => None,
+            _ = stop.wait_for(|s| *s != 0) => return None,
         };
         let Some(line) = line else {
             return (!entry.is_empty()).then_some(entry);

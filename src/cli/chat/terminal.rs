@@ -15,7 +15,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::super::ask::SessionFlags;
-use super::super::{CommandError, Context};
+use super::super::{CommandError, Context, ErrorKind};
 use super::commands::{self, Action as Command, Env, Reply};
 use super::history::History;
 use crate::agent::{AgentSession, Resume, TurnControl, TurnEnd};
@@ -51,7 +51,10 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             eprintln!("hint: {hint}");
         }
     }
-    Ok(())
+    match ui.signal {
+        Some(signal) => Err(CommandError::shown(ErrorKind::Terminated(signal))),
+        None => Ok(()),
+    }
 }
 
 /// Prompts and turns until the user leaves; returns the session it ends in (none when one could not be
@@ -142,6 +145,8 @@ struct Ui {
     esc: bool,
     /// The terminal is gone or the process was told to stop: leave after the turn.
     closed: bool,
+    /// SIGTERM or SIGHUP ended the chat: its exit code is 128 + this.
+    signal: Option<i32>,
     color: bool,
 }
 
@@ -172,6 +177,7 @@ impl Ui {
             armed: false,
             esc: false,
             closed: false,
+            signal: None,
             color,
         })
     }
@@ -254,8 +260,14 @@ impl Ui {
                     self.resized();
                     continue;
                 }
-                _ = self.hangup.recv() => None,
-                _ = self.terminate.recv() => None,
+                _ = self.hangup.recv() => {
+                    self.signal = Some(libc::SIGHUP);
+                    None
+                }
+                _ = self.terminate.recv() => {
+                    self.signal = Some(libc::SIGTERM);
+                    None
+                }
             };
             let Some(Input::Key(key)) = input else {
                 self.closed = true;
@@ -336,8 +348,8 @@ impl Ui {
                     _ => self.stop(control),
                 },
                 _ = self.winch.recv() => self.resized(),
-                _ = self.hangup.recv(), if !self.closed => self.stop(control),
-                _ = self.terminate.recv(), if !self.closed => self.stop(control),
+                _ = self.hangup.recv(), if !self.closed => self.stop_for(control, libc::SIGHUP),
+                _ = self.terminate.recv(), if !self.closed => self.stop_for(control, libc::SIGTERM),
             }
         };
         self.busy(false);
@@ -348,6 +360,14 @@ impl Ui {
     fn stop(&mut self, control: &TurnControl) {
         self.closed = true;
         control.cancel();
+    }
+
+    /// SIGTERM or SIGHUP: as `ask` takes them (issue 23, finding 15), the turn ends as terminated (so its log
+    /// says so) and the chat exits with 128 + the signal once the session is closed.
+    fn stop_for(&mut self, control: &TurnControl, signal: i32) {
+        self.closed = true;
+        self.signal = Some(signal);
+        control.cancel_for_signal(signal);
     }
 
     fn while_running(&mut self, key: Key, control: &TurnControl, steer: bool) {

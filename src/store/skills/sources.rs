@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{self, SkillDoc, SKILL_FILE};
 use super::{Stats, MAX_FILES};
+use crate::protocol::Untrusted;
 use crate::store::{Store, StoreError};
 
 /// The skill folders of a repository, relative to its top, in the order they are searched.
@@ -84,7 +85,13 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "skill {} skipped: {}", self.file, self.rule)
+        // Both can hold a pulled tree's names: shown through the neutraliser (issue 22, finding 8).
+        write!(
+            f,
+            "skill {} skipped: {}",
+            Untrusted::name(&self.file),
+            Untrusted::name(&self.rule)
+        )
     }
 }
 
@@ -120,6 +127,16 @@ impl Catalog {
         }
         let stats = match store.read_skills() {
             Ok(tree) => {
+                for (name, rule) in tree.skipped {
+                    problems.push(Problem {
+                        file: format!(
+                            "{}:{}",
+                            super::SKILLS_REF,
+                            crate::safety::tree_path::shown(&name)
+                        ),
+                        rule,
+                    });
+                }
                 for stored in tree.skills {
                     let file = format!("{}:{}/{SKILL_FILE}", super::SKILLS_REF, stored.name);
                     let Some(text) = stored.text else {

@@ -24,6 +24,8 @@ use super::{
     SUPPORTED_VERSIONS,
 };
 
+/// Why a connection is closed that the client itself shut down.
+pub const SHUT_DOWN: &str = "the client shut it down";
 /// At most this many pages of `tools/list` (a server that always returns a cursor would loop forever).
 const MAX_PAGES: usize = 100;
 
@@ -51,6 +53,8 @@ pub struct ToolDef {
     /// `annotations.readOnlyHint`: the tool changes nothing. A hint from the server, trusted only as far as
     /// the user trusts the server.
     pub read_only: bool,
+    /// What is wrong with its `inputSchema` (see [`super::schema`]): such a tool is not offered.
+    pub invalid: Option<String>,
 }
 
 /// A progress notification for a running call.
@@ -108,6 +112,7 @@ impl Client {
     /// `root` is the checkout: a stdio server's default working directory and the root we offer.
     pub async fn connect(spec: &ServerSpec, root: &Path) -> Result<Client, Failure> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let diagnostics: SharedTail = Arc::new(Mutex::new(Tail::with_secrets(spec.secrets())));
         let transport = match &spec.transport {
             TransportSpec::Stdio {
                 command,
@@ -125,15 +130,12 @@ impl Client {
                     env,
                     cwd: &cwd,
                 };
-                Transport::Stdio(Stdio::spawn(&launch, tx).map_err(Failure::from)?)
+                let stdio = Stdio::spawn(&launch, tx, Arc::clone(&diagnostics));
+                Transport::Stdio(stdio.map_err(Failure::from)?)
             }
             TransportSpec::Http { url, headers } => Transport::Http(
                 Http::new(url, headers, spec.startup_timeout, tx).map_err(Failure::from)?,
             ),
-        };
-        let diagnostics = match &transport {
-            Transport::Stdio(stdio) => stdio.stderr(),
-            Transport::Http(_) => Arc::new(Mutex::new(Tail::default())),
         };
         let inner = Arc::new(Inner {
             transport,
@@ -177,6 +179,14 @@ impl Client {
             .lock()
             .map(|t| t.last(lines))
             .unwrap_or_default()
+    }
+
+    /// `text` with the secrets this server was given (and every other known secret) redacted.
+    pub fn redact(&self, text: &str) -> String {
+        match self.inner.diagnostics.lock() {
+            Ok(tail) => tail.redact(text),
+            Err(_) => crate::safety::redact::redact(text),
+        }
     }
 
     /// Changes (its value counts them) each time the server says its tool list changed.
@@ -277,7 +287,7 @@ impl Client {
             Transport::Stdio(stdio) => stdio.shutdown().await,
             Transport::Http(http) => http.close().await,
         }
-        self.inner.close("the client shut it down".into());
+        self.inner.close(SHUT_DOWN.into());
     }
 
     /// [`Client::shutdown`] for code that cannot await (see [`super::stdio::Stdio::stop_blocking`]).
@@ -285,7 +295,7 @@ impl Client {
         if let Transport::Stdio(stdio) = &self.inner.transport {
             stdio.stop_blocking();
         }
-        self.inner.close("the client shut it down".into());
+        self.inner.close(SHUT_DOWN.into());
     }
 
     /// One request and its answer, initialising again once if an HTTP session expired.
@@ -417,9 +427,18 @@ impl Client {
     async fn fail(&self, error: McpError) -> Failure {
         let exited = match &self.inner.transport {
             Transport::Stdio(stdio) => {
-                // Give a crashing server a moment to finish writing its stderr and exit.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                stdio.exit_status()
+                // Give a crashing server a moment to finish writing its stderr and exit: polled for up to
+                // a second, since on a loaded machine a server that has closed its pipes may take longer
+                // than 100 ms to be reaped (the failure then read "closed the connection: Broken pipe").
+                let mut exited = None;
+                for _ in 0..50 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    exited = stdio.exit_status();
+                    if exited.is_some() {
+                        break;
+                    }
+                }
+                exited
             }
             Transport::Http(_) => None,
         };
@@ -431,7 +450,7 @@ impl Client {
             _ => error.to_string(),
         };
         Failure {
-            message,
+            message: self.redact(&message),
             stderr: self.diagnostics(Tail::LINES),
         }
     }
@@ -442,11 +461,14 @@ impl Inner {
         self.pending.lock().ok().and_then(|mut p| p.remove(&id))
     }
 
-    /// Marks the connection gone and fails every request still waiting.
+    /// Marks the connection gone and fails every request still waiting. Whoever watches the tool list is
+    /// woken too: a crashed server's tools must be withdrawn (issue 23, finding 10), and the list is the
+    /// thing they watch.
     fn close(&self, reason: String) {
         if let Ok(mut closed) = self.closed.lock() {
             closed.get_or_insert(reason.clone());
         }
+        self.tools_changed.send_modify(|n| *n += 1);
         let waiting: Vec<_> = self
             .pending
             .lock()
@@ -506,6 +528,15 @@ async fn route(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Inbound>) {
                 }
             }
             Inbound::Garbage(what) => inner.note(&format!("(not a message) {what}")),
+            Inbound::TooLarge { id } => {
+                let waiting = id.and_then(|id| inner.take_pending(id));
+                match waiting {
+                    Some(tx) => {
+                        let _ = tx.send(Err(McpError::TooLarge));
+                    }
+                    None => inner.note(&McpError::TooLarge.to_string()),
+                }
+            }
             Inbound::Closed(reason) => {
                 let reason = match &inner.transport {
                     Transport::Stdio(stdio) => {
@@ -629,12 +660,12 @@ fn tool_def(tool: &Value) -> Option<ToolDef> {
     let text = |key: &str| tool.get(key).and_then(Value::as_str).map(str::to_string);
     let mut input_schema = tool
         .get("inputSchema")
-        .filter(|s| s.is_object())
         .cloned()
         .unwrap_or_else(|| json!({ "type": "object" }));
+    let invalid = super::schema::problem(&input_schema);
     // Providers want an object schema with `properties`; some servers leave it out for tools without
     // arguments.
-    if input_schema.get("properties").is_none() {
+    if invalid.is_none() && input_schema.get("properties").is_none() {
         input_schema["properties"] = json!({});
     }
     Some(ToolDef {
@@ -649,6 +680,7 @@ fn tool_def(tool: &Value) -> Option<ToolDef> {
             .pointer("/annotations/readOnlyHint")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        invalid,
         name,
     })
 }
@@ -857,6 +889,75 @@ mod http_tests {
             lower[7].contains("mcp-session-id: s2") && lower[7].contains("tools/list"),
             "{}",
             seen[7]
+        );
+    }
+
+    /// A listener that records every request it gets until `stop` is set, answering none.
+    fn record_until(
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let url = format!("http://{}/elsewhere", listener.local_addr().expect("addr"));
+        let handle = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut socket, _)) => {
+                        let _ = socket.set_nonblocking(false);
+                        let _ = socket.set_read_timeout(Some(Duration::from_millis(500)));
+                        let mut buf = [0; 8192];
+                        let n = socket.read(&mut buf).unwrap_or(0);
+                        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            seen
+        });
+        (url, handle)
+    }
+
+    #[tokio::test]
+    async fn configured_headers_never_follow_a_redirect_to_another_origin() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (elsewhere, other) = record_until(std::sync::Arc::clone(&stop));
+        let (url, first) = serve(vec![respond(
+            "307 Temporary Redirect",
+            &[&format!("location: {elsewhere}")],
+            "",
+        )]);
+        let spec = ServerSpec::new(
+            "redirected",
+            TransportSpec::Http {
+                url,
+                headers: vec![("X-Api-Key".into(), "key-that-stays-home-123".into())],
+            },
+        );
+        let failure = Client::connect(&spec, &std::env::temp_dir())
+            .await
+            .expect_err("a redirect to another origin fails the start");
+        assert!(
+            failure.message.contains("redirects to another origin"),
+            "{failure:?}"
+        );
+        assert!(!failure.message.contains("key-that-stays-home"));
+        let seen = first.join().expect("the first server");
+        assert!(seen[0]
+            .to_lowercase()
+            .contains("x-api-key: key-that-stays-home-123"));
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let at_other = other.join().expect("the other server");
+        assert!(
+            at_other
+                .iter()
+                .all(|r| !r.to_lowercase().contains("x-api-key")),
+            "{at_other:?}"
+        );
+        assert!(
+            at_other.is_empty(),
+            "nothing reaches the other origin: {at_other:?}"
         );
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 
-use super::{jsonrpc, Inbound, InboundTx, McpError};
+use super::{jsonrpc, Inbound, InboundTx, McpError, MAX_MESSAGE_BYTES};
 use crate::sse::SseDecoder;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -135,10 +135,7 @@ impl Http {
             tokio::spawn(read_stream(response, self.inbound.clone(), id));
             return Ok(());
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|err| McpError::Closed(err.to_string()))?;
+        let body = bounded_body(response).await?;
         match jsonrpc::parse(&body) {
             Ok(messages) => {
                 for message in messages {
@@ -242,11 +239,35 @@ impl Http {
 /// trust store, which is a third of start-up for nothing.
 fn http_client(connect_timeout: Duration, plain_http: bool) -> reqwest::Result<reqwest::Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .redirect(same_origin_redirects());
     if plain_http {
         builder = builder.tls_certs_only([]);
     }
     builder.build()
+}
+
+/// Redirects within the server's origin are followed; one to another origin is refused, because every request
+/// carries the configured headers (`X-Api-Key`, ...), and reqwest drops only the ones it knows are secret
+/// (`Authorization`, cookies) when it follows a redirect (issue 23, finding 5).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    const MAX_REDIRECTS: usize = 5;
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(|u| u.origin());
+        if first.is_some_and(|origin| origin != attempt.url().origin()) {
+            let to = attempt.url().origin().ascii_serialization();
+            let message = format!(
+                "it redirects to another origin ({to}), which is not followed: the request carries the server's \
+                 configured headers; if that is the server now, configure its URL instead"
+            );
+            attempt.error(message)
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// Reads an event stream to its end, handing each event's message on. When it ends without the answer to
@@ -267,12 +288,23 @@ async fn read_stream(mut response: reqwest::Response, inbound: InboundTx, id: Op
             let _ = inbound.send(Inbound::Garbage(what));
         }
     };
+    // Bytes since the last whole event: one event may not hold more than one message may.
+    let mut pending = 0usize;
     let reason = loop {
         match response.chunk().await {
             Ok(Some(bytes)) => {
-                for event in decoder.push(&bytes) {
+                pending += bytes.len();
+                let events = decoder.push(&bytes);
+                if !events.is_empty() {
+                    pending = 0;
+                }
+                for event in events {
                     // Priming events (an id and empty data, for resumption) carry no message.
                     forward(&event.data);
+                }
+                if pending > MAX_MESSAGE_BYTES {
+                    let _ = inbound.send(Inbound::TooLarge { id });
+                    return;
                 }
             }
             Ok(None) => break "the server's event stream ended without an answer".to_string(),
@@ -285,6 +317,28 @@ async fn read_stream(mut response: reqwest::Response, inbound: InboundTx, id: Op
     if let (Some(id), false) = (id, answered) {
         let _ = inbound.send(Inbound::Lost { id, reason });
     }
+}
+
+/// A JSON answer's body, refused as it streams in once it passes [`MAX_MESSAGE_BYTES`].
+async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, McpError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_MESSAGE_BYTES as u64)
+    {
+        return Err(McpError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|err| McpError::Closed(err.to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            return Err(McpError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn content_type(headers: &HeaderMap) -> String {

@@ -49,6 +49,24 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
     message
 }
 
+/// The numeric `id` near the start of a message too big to parse (`{"jsonrpc":"2.0","id":7,"result":...`),
+/// so the request it answers can fail at once instead of at its timeout. Only the part before `result` or
+/// `error` is looked at: an `"id"` inside the result's text proves nothing.
+pub fn leading_id(head: &[u8]) -> Option<u64> {
+    let head = &head[..head.len().min(1024)];
+    let text = String::from_utf8_lossy(head);
+    let end = ["\"result\"", "\"error\""]
+        .iter()
+        .filter_map(|k| text.find(k))
+        .min()
+        .unwrap_or(text.len());
+    let before = &text[..end];
+    let at = before.find("\"id\"")? + 4;
+    let rest = before[at..].trim_start().strip_prefix(':')?.trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// Our successful answer to a server request.
 pub fn response(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
@@ -206,5 +224,15 @@ mod tests {
         let err = error_response(&id, METHOD_NOT_FOUND, "no");
         assert_eq!(err["error"]["code"], -32601);
         assert_eq!(err["id"], "req-9");
+    }
+
+    #[test]
+    fn ids_are_found_before_the_result() {
+        assert_eq!(
+            leading_id(br#"{"jsonrpc":"2.0","id": 7,"result":{"content"#),
+            Some(7)
+        );
+        assert_eq!(leading_id(br#"{"result":{"id":3}"#), None);
+        assert_eq!(leading_id(br#"{"jsonrpc":"2.0","id":"x","result""#), None);
     }
 }

@@ -14,6 +14,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod names;
 pub mod render;
+pub mod schema;
 pub mod servers;
 pub mod stdio;
 pub mod tool;
@@ -24,6 +25,11 @@ pub use client::{Client, Failure, Progress, ToolDef};
 // What to connect to is configuration (`config::mcp` parses it); this module only consumes it.
 pub use crate::config::mcp::{ServerSpec, TransportSpec};
 use jsonrpc::RpcError;
+
+/// The most one message from a server may hold, in bytes. A bigger one is skipped as it streams in, never
+/// held: a 100 MB tool result made the agent peak at 424 MB (issue 23, finding 17), and no model reads that
+/// much anyway (a result is cut to its head and tail before the model sees it).
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// The protocol version we ask for.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -58,6 +64,8 @@ pub enum McpError {
     Protocol(String),
     #[error("cancelled")]
     Cancelled,
+    #[error("the server's answer is larger than {} MB, the most one message may hold; it was skipped (ask the tool for less)", MAX_MESSAGE_BYTES >> 20)]
+    TooLarge,
 }
 
 /// A server started, its handshake done and its tools listed.
@@ -109,6 +117,10 @@ pub(crate) enum Inbound {
         id: u64,
         reason: String,
     },
+    /// A message bigger than [`MAX_MESSAGE_BYTES`] was skipped; `id` is the request it seemed to answer.
+    TooLarge {
+        id: Option<u64>,
+    },
     /// The connection is gone for good (the process closed its output).
     Closed(String),
     /// Something that is not a JSON-RPC message, kept for diagnostics.
@@ -118,9 +130,14 @@ pub(crate) enum Inbound {
 pub(crate) type InboundTx = tokio::sync::mpsc::UnboundedSender<Inbound>;
 
 /// The last lines a server wrote to stderr (or logged), for diagnostics when it fails.
+///
+/// Every line passes the redactor before it is kept: a failing server's stderr is shown on the terminal, in
+/// the `--json` `mcp` event and by `mcp check`, and servers print the env values and tokens they were given
+/// (issue 23, finding 4). The redactor is the process-wide one plus this server's own env and header values.
 #[derive(Debug, Default)]
 pub struct Tail {
     lines: std::collections::VecDeque<String>,
+    redactor: crate::safety::redact::Redactor,
 }
 
 impl Tail {
@@ -129,8 +146,30 @@ impl Tail {
     /// Characters kept of one line.
     const WIDTH: usize = 300;
 
+    /// A tail whose lines are redacted of the process-wide secrets and of `secrets` (a server's env and
+    /// header values, whatever their names).
+    pub fn with_secrets<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Tail {
+        let mut redactor = crate::safety::redact::with_global(Clone::clone);
+        for value in secrets {
+            redactor.add_known(value, "MCP server setting");
+            if let Some(token) = value.trim().strip_prefix("Bearer ") {
+                redactor.add_known(token, "MCP server setting");
+            }
+        }
+        Tail {
+            lines: Default::default(),
+            redactor,
+        }
+    }
+
+    /// `text` redacted as the lines are.
+    pub fn redact(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
+    }
+
     pub fn push(&mut self, line: &str) {
-        let line = line.trim_end();
+        let line = self.redactor.redact(line.trim_end()).into_owned();
+        let line = line.as_str();
         if line.is_empty() {
             return;
         }
@@ -141,9 +180,10 @@ impl Tail {
             Some((end, _)) => format!("{}…", &line[..end]),
             None => line.to_string(),
         };
-        // Server output may carry escape sequences; the terminal shows it, so they are replaced.
+        // Server output may carry escape sequences; the terminal shows it, so it goes through the one
+        // neutraliser (as one line: a tab or newline cannot forge the next line either).
         self.lines
-            .push_back(line.replace(|c: char| c.is_control() && c != '\t', "\u{FFFD}"));
+            .push_back(crate::protocol::Untrusted::name(&line).to_string());
     }
 
     /// The last `n` lines, oldest first.

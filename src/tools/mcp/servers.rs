@@ -29,6 +29,8 @@ pub const SEARCH_AT_VAR: &str = "GIT_AGENT_MCP_SEARCH_AT";
 pub const SEARCH_TOOL: &str = "mcp_tool_search";
 /// How many tools one search returns at most.
 const SEARCH_RESULTS: usize = 8;
+/// How long a session's first request waits for its servers to connect, unless `mcp_startup_wait` says.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 /// How often a running call looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(50);
 
@@ -203,6 +205,13 @@ struct Shared {
     names: Names,
     /// Tools a search has made visible (lazy discovery).
     activated: BTreeSet<String>,
+    /// When the servers were started, and how long after that the first request waits for them.
+    started: Option<std::time::Instant>,
+    startup_wait: Option<Duration>,
+    /// The first request has waited (it waits once).
+    waited: bool,
+    /// What the user has not been told yet (tools held back for a broken schema).
+    warnings: Vec<String>,
 }
 
 /// The session's servers. Cheap to clone.
@@ -223,6 +232,7 @@ impl Servers {
             shared.names.reserve(name);
         }
         shared.names.reserve(SEARCH_TOOL);
+        shared.started = Some(std::time::Instant::now());
         let search_at = std::env::var(SEARCH_AT_VAR)
             .ok()
             .and_then(|v| v.trim().parse().ok())
@@ -282,6 +292,39 @@ impl Servers {
         self
     }
 
+    /// Sets how long after their start [`Servers::wait_for_start`] waits ([`STARTUP_WAIT`] by default).
+    pub fn set_startup_wait(&self, wait: Duration) {
+        self.lock().startup_wait = Some(wait);
+    }
+
+    /// Waits, once, until every server has connected or failed, or the startup wait has passed since they
+    /// started: the first request of a session offers the tools of every server that made it, so the model
+    /// can plan with them (issue 23, finding 7); a slower server still joins later.
+    pub async fn wait_for_start(&self) {
+        let deadline = {
+            let mut shared = self.lock();
+            if shared.waited || shared.states.is_empty() {
+                return;
+            }
+            shared.waited = true;
+            let wait = shared.startup_wait.unwrap_or(STARTUP_WAIT);
+            let started = shared.started.unwrap_or_else(std::time::Instant::now);
+            tokio::time::Instant::from_std(started + wait)
+        };
+        let mut changed = self.changed();
+        while !self.status().settled() {
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
+    }
+
+    /// What the user should be told and was not yet (each once).
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().warnings)
+    }
+
     /// No servers at all.
     pub fn none() -> Servers {
         Servers::start(Vec::new(), PathBuf::new(), &[])
@@ -327,7 +370,14 @@ impl Servers {
     /// and the tools searches found.
     pub fn offered(&self) -> Vec<ToolSchema> {
         let shared = self.lock();
-        let all = || shared.order.iter().filter_map(|n| shared.tools.get(n));
+        // A server that died is not offered even before its task has withdrawn its tools.
+        let all = || {
+            shared
+                .order
+                .iter()
+                .filter_map(|n| shared.tools.get(n))
+                .filter(|t| t.client.closed().is_none())
+        };
         if shared.tools.len() <= self.search_at {
             return all().map(McpTool::schema).collect();
         }
@@ -439,7 +489,10 @@ impl Servers {
         let client = started.client.clone();
         self.join(&spec, &client, started.tools);
         let mut changes = client.tools_changed();
-        while changes.changed().await.is_ok() {
+        while client.closed().is_none() && changes.changed().await.is_ok() {
+            if client.closed().is_some() {
+                break;
+            }
             match client.list_tools(spec.tool_timeout).await {
                 Ok(all) => {
                     let tools = all.into_iter().filter(|t| spec.offers(&t.name)).collect();
@@ -449,7 +502,7 @@ impl Servers {
                 Err(_) => {}
             }
         }
-        if let Some(reason) = client.closed() {
+        if let Some(reason) = client.closed().filter(|r| r != super::client::SHUT_DOWN) {
             self.drop_server(&spec.name);
             let failure = Failure {
                 message: reason,
@@ -473,6 +526,16 @@ impl Servers {
                 .collect();
             let mut seen = BTreeSet::new();
             for def in tools {
+                if let Some(problem) = &def.invalid {
+                    let warning = format!(
+                        "MCP server '{}': tool '{}' is not offered: its inputSchema is not valid JSON Schema ({problem})",
+                        spec.name, def.name
+                    );
+                    if !shared.warnings.contains(&warning) {
+                        shared.warnings.push(warning);
+                    }
+                    continue;
+                }
                 // Some servers list a tool twice; the model must see each name once.
                 if !seen.insert(def.name.clone()) {
                     continue;

@@ -9,14 +9,16 @@
 
 use std::path::Path;
 use std::process::Stdio as Piped;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::MAX_MESSAGE_BYTES;
 use tokio::process::{Child, ChildStdin, Command};
 
-use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail, Tail};
+use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail};
 use crate::safety::isolate;
 use crate::sys::signal::{SIGKILL, SIGTERM};
 
@@ -29,7 +31,6 @@ pub struct Stdio {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     child: Mutex<Option<Child>>,
     pid: Option<u32>,
-    stderr: SharedTail,
 }
 
 /// What to start.
@@ -42,7 +43,12 @@ pub struct Launch<'a> {
 
 impl Stdio {
     /// Starts the server; its messages go to `inbound` from now on.
-    pub(crate) fn spawn(launch: &Launch<'_>, inbound: InboundTx) -> Result<Stdio, McpError> {
+    /// Its stderr lines go to `stderr`.
+    pub(crate) fn spawn(
+        launch: &Launch<'_>,
+        inbound: InboundTx,
+        stderr: SharedTail,
+    ) -> Result<Stdio, McpError> {
         let mut cmd = Command::new(launch.command);
         cmd.args(launch.args)
             .current_dir(launch.cwd)
@@ -68,18 +74,16 @@ impl Stdio {
             command: launch.command.to_string(),
             message: spawn_message(launch.command, &err),
         })?;
-        let stderr: SharedTail = Arc::new(Mutex::new(Tail::default()));
         if let Some(out) = child.stdout.take() {
             tokio::spawn(read_messages(out, inbound));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(read_stderr(err, Arc::clone(&stderr)));
+            tokio::spawn(read_stderr(err, stderr));
         }
         Ok(Stdio {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             pid: child.id(),
             child: Mutex::new(Some(child)),
-            stderr,
         })
     }
 
@@ -97,10 +101,6 @@ impl Stdio {
         written
             .await
             .map_err(|err| McpError::Closed(err.to_string()))
-    }
-
-    pub fn stderr(&self) -> SharedTail {
-        Arc::clone(&self.stderr)
     }
 
     /// How the process ended, if it has: `exited with status 1`.
@@ -193,15 +193,21 @@ fn kill_group(pid: u32, signal: i32) {
     crate::sys::process::signal_group(pid, signal);
 }
 
-/// Reads stdout line by line until it closes.
+/// Reads stdout line by line until it closes; a line longer than [`MAX_MESSAGE_BYTES`] is skipped.
 async fn read_messages(out: tokio::process::ChildStdout, inbound: InboundTx) {
     let mut reader = BufReader::new(out);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) => break,
-            Ok(_) => match jsonrpc::parse(&line) {
+        match read_line(&mut reader, &mut line, MAX_MESSAGE_BYTES).await {
+            Ok(Line::End) => break,
+            Ok(Line::TooLong) => {
+                let id = jsonrpc::leading_id(&line);
+                if inbound.send(Inbound::TooLarge { id }).is_err() {
+                    return;
+                }
+            }
+            Ok(Line::Whole) => match jsonrpc::parse(&line) {
                 Ok(messages) => {
                     for message in messages {
                         if inbound.send(Inbound::Message(message)).is_err() {
@@ -222,6 +228,50 @@ async fn read_messages(out: tokio::process::ChildStdout, inbound: InboundTx) {
     let _ = inbound.send(Inbound::Closed(String::new()));
 }
 
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A line (or the last, unterminated one).
+    Whole,
+    /// A line longer than the limit: its first `limit` bytes were kept, the rest read and dropped.
+    TooLong,
+    /// The stream ended.
+    End,
+}
+
+/// Reads one line into `line`, keeping at most `limit` bytes of it: what is past the limit is consumed as it
+/// arrives and dropped, so a huge line never sits in memory.
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match (too_long, line.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::End,
+                (false, false) => Line::Whole,
+            });
+        }
+        let (used, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buf.len(), false),
+        };
+        if !too_long {
+            let room = limit.saturating_sub(line.len());
+            line.extend_from_slice(&buf[..used.min(room)]);
+            too_long = used > room;
+        }
+        reader.consume(used);
+        if done {
+            return Ok(if too_long { Line::TooLong } else { Line::Whole });
+        }
+    }
+}
+
 async fn read_stderr(err: tokio::process::ChildStderr, tail: SharedTail) {
     let mut reader = BufReader::new(err);
     let mut line = Vec::new();
@@ -235,5 +285,34 @@ async fn read_stderr(err: tokio::process::ChildStderr, tail: SharedTail) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn long_lines_are_cut_while_they_stream() {
+        let text = b"short\n0123456789abcdef\nlast".to_vec();
+        let mut reader = BufReader::with_capacity(4, &text[..]);
+        let mut line = Vec::new();
+        let mut read = Vec::new();
+        loop {
+            line.clear();
+            let what = read_line(&mut reader, &mut line, 8).await.expect("reads");
+            if what == Line::End {
+                break;
+            }
+            read.push((what, String::from_utf8_lossy(&line).into_owned()));
+        }
+        assert_eq!(
+            read,
+            [
+                (Line::Whole, "short\n".to_string()),
+                (Line::TooLong, "01234567".to_string()),
+                (Line::Whole, "last".to_string()),
+            ]
+        );
     }
 }

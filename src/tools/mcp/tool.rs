@@ -1,8 +1,10 @@
 //! MCP tools as the agent's [`Tool`]s, so a call to one goes the way every call goes: the policy (as
 //! `Mcp(<server>/<tool>)`, approval unless read-only), the tool line, the session log, notes and `--json`.
 //!
-//! A tool not marked read-only may change files in the checkout (a filesystem server, a git server), and
-//! cannot say which: like `run`, its changes are found by a scan and become a step commit.
+//! Any tool may change files in the checkout (a filesystem server, a git server), and cannot say which: like
+//! `run`, its changes are found by a scan and become a step commit. That holds for tools marked read-only
+//! too: `readOnlyHint` is the server's word, not a guarantee, and a "read-only" tool's writes used to vanish
+//! from `diff` and `accept` (issue 23, finding 9). The hint decides only whether the call needs approval.
 
 use std::sync::Arc;
 
@@ -39,7 +41,7 @@ impl Tool for McpTool {
     }
 
     fn changes_by_scan(&self) -> bool {
-        !self.def.read_only
+        true
     }
 
     fn label(&self, args: &Value) -> String {

@@ -104,7 +104,9 @@ impl AcpSink {
             }
             self.update(notice);
         } else {
-            eprintln!("git-agent acp: {severity}: {text}");
+            // Notices carry editor- and server-supplied text (MCP server names, their errors): made inert
+            // before they reach a terminal (issue 23, finding 16).
+            eprintln!("git-agent acp: {severity}: {}", crate::ui::neutralize(text));
         }
     }
 

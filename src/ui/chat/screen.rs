@@ -6,6 +6,11 @@
 //! DECSC/DECRC (`ESC 7` / `ESC 8`): every write restores it, writes, saves it again and puts the cursor back
 //! in the input, all in one `write(2)`, so typing while a reply streams never garbles either.
 //!
+//! DECSC does not keep a terminal's pending-wrap state: text that ends in the last column leaves the cursor
+//! there with the next character due on the next row, and after DECRC that character overwrote the last
+//! column instead (`r022` showed as `r02`, issue 23, finding 13). So the screen keeps the output column
+//! itself ([`Column`]) and, when output ended at the margin, starts the next output with a line break.
+//!
 //! The output cursor always sits on the region's last row (it starts there, and text only appends), which
 //! is what makes the panel easy to resize: growing it scrolls the region up by as many rows first
 //! (index, `ESC D`), shrinking it scrolls the region down (SD). Lines scrolled off the region's top go to the
@@ -30,6 +35,8 @@ pub struct Screen {
     status: String,
     /// The last byte of output, to end the line at exit.
     last: u8,
+    /// Where the output cursor is in its row.
+    column: Column,
     active: bool,
 }
 
@@ -45,6 +52,7 @@ impl Screen {
             input_rows: 1,
             status: String::new(),
             last: b'\n',
+            column: Column::default(),
             active: false,
         }
     }
@@ -90,7 +98,13 @@ impl Screen {
             return;
         }
         let mut buf = b"\x1b[?25l\x1b8".to_vec();
+        if self.column.at_margin(self.cols) && starts_printing(text) {
+            // The wrap the terminal would have made, had DECRC kept it.
+            buf.extend_from_slice(b"\r\n");
+            self.column = Column::default();
+        }
         buf.extend_from_slice(text);
+        self.column.advance(text, self.cols);
         buf.extend_from_slice(b"\x1b7");
         self.cursor_to_input(&mut buf);
         buf.extend_from_slice(b"\x1b[?25h");
@@ -162,6 +176,7 @@ impl Screen {
         bytes.extend_from_slice(b"\x1b[?25h");
         self.write(&bytes);
         self.last = b'\n';
+        self.column = Column::default();
     }
 
     /// Ctrl-L: a clear screen, output starting again at the region's bottom.
@@ -180,6 +195,7 @@ impl Screen {
         bytes.extend_from_slice(b"\x1b[?25h");
         self.write(&bytes);
         self.last = b'\n';
+        self.column = Column::default();
     }
 
     /// Gives the terminal back: the panel cleared, the region and bracketed paste off, the cursor on a fresh
@@ -276,6 +292,80 @@ impl Screen {
         let _ = self.out.write_all(bytes);
         let _ = self.out.flush();
     }
+}
+
+/// The output cursor's column, counted in cells as the terminal counts them: `cols` means the row is full and
+/// the terminal's next character goes to the next row (its pending-wrap state).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Column(usize);
+
+impl Column {
+    fn at_margin(self, cols: u16) -> bool {
+        self.0 >= usize::from(cols)
+    }
+
+    /// Moves over `text` as a terminal would print it: escape sequences take no room, a line break or a
+    /// carriage return goes back to the start, a tab to the next stop (never past the margin), a character
+    /// that does not fit wraps to the next row first.
+    fn advance(&mut self, text: &[u8], cols: u16) {
+        let cols = usize::from(cols.max(1));
+        let text = String::from_utf8_lossy(text);
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\n' | '\r' => self.0 = 0,
+                '\t' => self.0 = ((self.0 / 8 + 1) * 8).min(cols - 1).max(self.0),
+                '\x1b' => skip_escape(&mut chars),
+                c => {
+                    let width = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+                    if width == 0 {
+                        continue;
+                    }
+                    if self.0 + width > cols {
+                        self.0 = 0;
+                    }
+                    self.0 += width;
+                }
+            }
+        }
+    }
+}
+
+/// Skips the rest of an escape sequence whose `ESC` was just read: CSI (`ESC [` ... a final byte), OSC
+/// (`ESC ]` ... BEL or `ESC \`), or a two-byte one.
+fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    match chars.next() {
+        Some('[') => {
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    return;
+                }
+            }
+        }
+        Some(']') => {
+            while let Some(c) = chars.next() {
+                if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                    return;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `text` prints a character before any line break or carriage return (escape sequences aside):
+/// only then does a lost pending wrap matter.
+fn starts_printing(text: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(text);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\r' => return false,
+            '\x1b' => skip_escape(&mut chars),
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// Writes output into the screen: buffered until `flush`, which [`crate::ui::HumanSink`] calls after each
@@ -385,5 +475,36 @@ mod tests {
             "mid-line output ends its line: {end:?}"
         );
         assert!(end.ends_with("\x1b[?2004l\x1b[?25h\x1b[0m"), "{end:?}");
+    }
+
+    /// Issue 23, finding 13: output that ends in the last column is followed by a line break before the
+    /// next character, since DECRC loses the terminal's pending wrap; not before a line break of its own.
+    #[test]
+    fn output_that_ends_at_the_margin_continues_on_the_next_row() {
+        let out = Captured::default();
+        let mut s = Screen::new(Box::new(out.clone()), 10, 10, false);
+        s.start();
+        out.take();
+        s.output(b"0123456789");
+        assert!(out.take().starts_with("\x1b[?25l\x1b80123456789\x1b7"));
+        s.output(b"ab");
+        assert!(out.take().starts_with("\x1b[?25l\x1b8\r\nab\x1b7"));
+        // Colour codes take no room; a row filled across two outputs, then a line break of its own.
+        s.output(b"\x1b[1mcdefg\x1b[0m");
+        out.take();
+        s.output(b"hij");
+        assert!(out.take().starts_with("\x1b[?25l\x1b8hij\x1b7"));
+        s.output(b"\x1b[0m\nnext");
+        assert!(out.take().starts_with("\x1b[?25l\x1b8\x1b[0m\nnext\x1b7"));
+        // Wide characters take two cells: five fill a row of ten; after `a`, the fifth starts the next row.
+        s.output(b"\n");
+        s.output("日本語日本".as_bytes());
+        out.take();
+        s.output(b"x");
+        assert!(out.take().starts_with("\x1b[?25l\x1b8\r\nx\x1b7"));
+        s.output("\na日本語日本".as_bytes());
+        out.take();
+        s.output(b"y");
+        assert!(out.take().starts_with("\x1b[?25l\x1b8y\x1b7"));
     }
 }

@@ -1,0 +1,699 @@
+//! A hostile collaborator (issue 22, findings 1-5): refs crafted with plain git (`mktree`, `commit-tree`,
+//! `update-ref`, `hash-object`) are pushed to a shared remote; the victim's pull keeps none of the objects
+//! git's fsck refuses, merges every valid item, and accept, review, diff, skill export, skill list, memory
+//! list and ask write nothing outside where they should, run nothing and stay small.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::common::{call, fsck, run, session_id, Output, Reply, Server, TestRepo};
+
+/// A hook body that leaves a marker: if it ever runs, the marker exists.
+const HOOK: &str = "#!/bin/sh\ntouch \"$HOME/PWNED\"\n";
+
+/// Runs git in `dir` hermetically, with `input` on stdin and extra `env`; returns stdout, panics on failure.
+fn git_in(dir: &Path, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Mallory")
+        .env("GIT_AUTHOR_EMAIL", "m@example.com")
+        .env("GIT_COMMITTER_NAME", "Mallory")
+        .env("GIT_COMMITTER_EMAIL", "m@example.com")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("git runs");
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(input) = input {
+        stdin.write_all(input).unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn blob(dir: &Path, data: &[u8]) -> String {
+    git_in(dir, &["hash-object", "-w", "--stdin"], Some(data), &[])
+}
+
+/// A tree of `entries` (mode, oid, name), built with `git mktree`, which takes names git would refuse.
+fn tree(dir: &Path, entries: &[(&str, &str, &str)]) -> String {
+    let mut input = String::new();
+    for (mode, oid, name) in entries {
+        let kind = if *mode == "040000" { "tree" } else { "blob" };
+        input.push_str(&format!("{mode} {kind} {oid}\t{name}\n"));
+    }
+    git_in(dir, &["mktree"], Some(input.as_bytes()), &[])
+}
+
+/// A tree holding `path` (slash-separated, any names) with `leaf` (a blob) at its end, executable.
+fn nested(dir: &Path, path: &str, leaf: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (last, dirs) = parts.split_last().unwrap();
+    let mut oid = tree(dir, &[("100755", leaf, last)]);
+    for name in dirs.iter().rev() {
+        oid = tree(dir, &[("040000", &oid, name)]);
+    }
+    oid
+}
+
+/// The top-level entries of `rev`'s tree, as (mode, oid, name).
+fn top(dir: &Path, rev: &str) -> Vec<(String, String, String)> {
+    git_in(dir, &["ls-tree", rev], None, &[])
+        .lines()
+        .map(|l| {
+            let (meta, name) = l.split_once('\t').unwrap();
+            let mut m = meta.split(' ');
+            let mode = m.next().unwrap().to_owned();
+            let _kind = m.next();
+            (mode, m.next().unwrap().to_owned(), name.to_owned())
+        })
+        .collect()
+}
+
+/// `rev`'s tree with `extra` top-level entries added.
+fn tree_plus(dir: &Path, rev: &str, extra: &[(&str, &str, &str)]) -> String {
+    let mut entries: Vec<(String, String, String)> = top(dir, rev);
+    entries.extend(
+        extra
+            .iter()
+            .map(|(m, o, n)| (m.to_string(), o.to_string(), n.to_string())),
+    );
+    let borrowed: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .map(|(m, o, n)| (m.as_str(), o.as_str(), n.as_str()))
+        .collect();
+    tree(dir, &borrowed)
+}
+
+fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String {
+    let mut args = vec!["commit-tree", tree, "-m", message];
+    if let Some(p) = parent {
+        args.extend(["-p", p]);
+    }
+    git_in(dir, &args, None, &[])
+}
+
+/// `git-agent args` in `dir` under `/usr/bin/time -f %M`: the output, and the peak RSS in kB of the
+/// process and every child it waited for (git, hooks).
+fn measured(repo: &TestRepo, server: &Server, dir: &Path, args: &[&str]) -> (Output, u64) {
+    let mut full = vec!["-f", "%M", "git-agent"];
+    full.extend_from_slice(args);
+    let mut cmd = repo.via(server, "/usr/bin/time", &full);
+    cmd.current_dir(dir);
+    let mut out = run(&mut cmd);
+    let last = out
+        .stderr
+        .trim_end()
+        .rsplit('\n')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let kb: u64 = last
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no RSS line: {}", out.stderr));
+    eprintln!("peak RSS of git-agent {args:?} and its children: {kb} kB");
+    let cut = out.stderr.trim_end().len() - last.len();
+    out.stderr.truncate(cut);
+    (out, kb)
+}
+
+const LIMIT_KB: u64 = 60 * 1024;
+
+fn skill_md(name: &str) -> String {
+    format!("---\nname: {name}\ndescription: A skill called {name}.\n---\nDo the {name} thing.\n")
+}
+
+/// The victim's repository, a bare remote it shares, and an attacker's clone of it.
+struct Shared {
+    victim: TestRepo,
+    bare: std::path::PathBuf,
+    attacker: std::path::PathBuf,
+}
+
+fn shared() -> Shared {
+    let victim = TestRepo::new();
+    let bare = victim.root().join("remote.git");
+    victim.git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    victim.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    victim.git(&["push", "-q", "origin", "main"]);
+    let attacker = victim.root().join("attacker");
+    victim.git(&[
+        "clone",
+        "-q",
+        bare.to_str().unwrap(),
+        attacker.to_str().unwrap(),
+    ]);
+    Shared {
+        victim,
+        bare,
+        attacker,
+    }
+}
+
+#[test]
+fn a_hostile_remote_is_quarantined_ref_by_ref_and_the_valid_items_merge() {
+    let s = shared();
+    let a = s.attacker.as_path();
+    let idle = Server::start(vec![]);
+    let in_attacker = |args: &[&str]| {
+        let mut cmd = s.victim.agent(&idle, args);
+        cmd.current_dir(a);
+        run(&mut cmd)
+    };
+
+    // Session branches whose trees plant a hook in every spelling git refuses.
+    let hook = blob(a, HOOK.as_bytes());
+    let main = git_in(a, &["rev-parse", "refs/remotes/origin/main"], None, &[]);
+    let plants = [
+        ".git/hooks/pre-commit",
+        ".GIT/hooks/pre-commit",
+        ".g\u{200c}it/hooks/pre-commit",
+        "git~1/hooks/pre-commit",
+        ".git. /hooks/pre-commit",
+        "../../.git/hooks/pre-commit",
+    ];
+    let mut hostile_trees = Vec::new();
+    for (n, path) in plants.iter().enumerate() {
+        let planted = nested(a, path, &hook);
+        let (_, sub, name) = top(a, &planted).remove(0);
+        let t = tree_plus(a, &main, &[("040000", &sub, &name)]);
+        hostile_trees.push(t.clone());
+        let c = commit(
+            a,
+            &t,
+            Some(&main),
+            &format!("step\n\nAgent-Session: evil{n}\nAgent-Step: 1\n"),
+        );
+        git_in(
+            a,
+            &["update-ref", &format!("refs/heads/agent/evil{n}"), &c],
+            None,
+            &[],
+        );
+    }
+    // A skills ref with `..` entries, beside the real skills ref.
+    let escape = nested(a, "../../.git/hooks/pre-commit", &hook);
+    let (_, sub, name) = top(a, &escape).remove(0);
+    let evil_skills = tree(a, &[("040000", &sub, &name)]);
+    let c = commit(a, &evil_skills, None, "skills");
+    git_in(a, &["update-ref", "refs/agent/skills-x", &c], None, &[]);
+
+    // The skills: one valid, one with a 150 MB SKILL.md (one repeated byte: cheap to make and to send).
+    let skills_src = s.victim.root().join("skills-src/good");
+    std::fs::create_dir_all(&skills_src).unwrap();
+    std::fs::write(skills_src.join("SKILL.md"), skill_md("good")).unwrap();
+    in_attacker(&["skill", "add", skills_src.to_str().unwrap()]).assert_code(0);
+    let big = {
+        let mut child = Command::new("git")
+            .args(["hash-object", "-w", "--stdin"])
+            .current_dir(a)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(skill_md("big").as_bytes()).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..150 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let big_dir = tree(a, &[("100644", &big, "SKILL.md")]);
+    let skills_tip = git_in(a, &["rev-parse", "refs/agent/skills"], None, &[]);
+    let t = tree_plus(a, &skills_tip, &[("040000", &big_dir, "big")]);
+    let c = commit(a, &t, Some(&skills_tip), "skill add big");
+    git_in(a, &["update-ref", "refs/agent/skills", &c], None, &[]);
+
+    // Memory: one valid entry, a malformed one beside it, and an index line that names no entry.
+    in_attacker(&["memory", "add", "The tests run with cargo test."]).assert_code(0);
+    let listing = git_in(a, &["ls-tree", "-r", "refs/agent/memory"], None, &[]);
+    let index_line = listing.lines().find(|l| l.contains("\tindex/")).unwrap();
+    let valid_index = git_in(
+        a,
+        &[
+            "cat-file",
+            "-p",
+            index_line
+                .split(' ')
+                .nth(2)
+                .unwrap()
+                .split('\t')
+                .next()
+                .unwrap(),
+        ],
+        None,
+        &[],
+    );
+    let mut ghost: serde_json::Value =
+        serde_json::from_str(valid_index.lines().next().unwrap()).unwrap();
+    ghost["id"] = json!("cdcdcdcd");
+    let ghost_blob = blob(a, format!("{ghost}\n").as_bytes());
+    let broken = blob(a, b"{\"text\": \"\\u001b]52;c;bad\\u0007 not an entry\"");
+    let index_file = s.victim.root().join("attacker-index");
+    let env = [("GIT_INDEX_FILE", index_file.to_str().unwrap())];
+    git_in(a, &["read-tree", "refs/agent/memory"], None, &env);
+    git_in(
+        a,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{broken},entries/ab/abababab.json"),
+        ],
+        None,
+        &env,
+    );
+    git_in(
+        a,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{ghost_blob},index/cd.jsonl"),
+        ],
+        None,
+        &env,
+    );
+    let t = git_in(a, &["write-tree"], None, &env);
+    let memory_tip = git_in(a, &["rev-parse", "refs/agent/memory"], None, &[]);
+    let c = commit(a, &t, Some(&memory_tip), "memory");
+    git_in(a, &["update-ref", "refs/agent/memory", &c], None, &[]);
+
+    git_in(
+        a,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/agent/*:refs/agent/*",
+            "refs/heads/agent/*:refs/heads/agent/*",
+        ],
+        None,
+        &[],
+    );
+
+    // The victim pulls.
+    let v = &s.victim;
+    let (pull, rss) = measured(v, &idle, v.path(), &["pull"]);
+    pull.assert_code(0);
+    assert!(rss < LIMIT_KB, "pull peaked at {rss} kB: {}", pull.stderr);
+    for n in 0..plants.len() {
+        assert!(
+            pull.stderr.contains(&format!(
+                "the branch of session evil{n} of origin (refs/heads/agent/evil{n}) was not taken"
+            )),
+            "evil{n}: {}",
+            pull.stderr
+        );
+        assert!(v
+            .git(&[
+                "for-each-ref",
+                &format!("refs/agent-remotes/origin/heads/evil{n}")
+            ])
+            .is_empty());
+        assert!(v
+            .git(&["for-each-ref", &format!("refs/heads/agent/evil{n}")])
+            .is_empty());
+    }
+    assert!(
+        pull.stderr
+            .contains("the ref refs/agent/skills-x of origin"),
+        "{}",
+        pull.stderr
+    );
+    assert!(
+        !pull.stderr.contains("error: object"),
+        "git's raw text: {}",
+        pull.stderr
+    );
+    // None of the refused objects was kept.
+    for t in hostile_trees.iter().chain([&evil_skills]) {
+        let present = Command::new("git")
+            .args(["cat-file", "-e", t])
+            .current_dir(v.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(!present, "tree {t} was kept");
+    }
+    // The valid skill merged, the big one skipped and named; memory: the valid entry, the bad ones named.
+    assert!(
+        pull.stderr.contains("skill big of origin"),
+        "{}",
+        pull.stderr
+    );
+    assert!(
+        pull.stderr.contains("entries/ab/abababab.json left out"),
+        "{}",
+        pull.stderr
+    );
+    assert!(
+        pull.stderr.contains("names no valid entry"),
+        "{}",
+        pull.stderr
+    );
+    assert!(
+        pull.stderr
+            .contains("git show refs/agent-remotes/origin/memory:"),
+        "{}",
+        pull.stderr
+    );
+    assert!(
+        !pull.stderr.contains('\u{1b}'),
+        "raw escape: {}",
+        pull.stderr
+    );
+    fsck(v);
+
+    let (list, rss) = measured(v, &idle, v.path(), &["skill", "list"]);
+    list.assert_code(0);
+    assert!(rss < LIMIT_KB, "skill list peaked at {rss} kB");
+    assert!(list.stdout.contains("good"), "{}", list.stdout);
+    assert!(!list.stdout.contains("big"), "{}", list.stdout);
+    let out_dir = v.root().join("exported");
+    let export = run(v
+        .agent(
+            &idle,
+            &["skill", "export", "good", out_dir.to_str().unwrap()],
+        )
+        .current_dir(v.path()));
+    export.assert_code(0);
+    assert!(out_dir.join("good/SKILL.md").is_file());
+
+    let memory = run(v.agent(&idle, &["memory", "list"]).current_dir(v.path()));
+    memory.assert_code(0);
+    assert!(memory.stdout.contains("cargo test"), "{}", memory.stdout);
+    assert!(!memory.stdout.contains("cdcdcdcd"), "{}", memory.stdout);
+
+    let answering = Server::start(vec![Reply::text("nothing to do")]);
+    let (ask, rss) = measured(v, &answering, v.path(), &["ask", "say hi"]);
+    ask.assert_code(0);
+    assert!(rss < LIMIT_KB, "ask peaked at {rss} kB");
+
+    // Nothing was planted or run: a commit of the victim runs no hook of Mallory's.
+    v.write("mine.txt", "mine\n");
+    v.commit_all("mine");
+    assert!(!v.path().join(".git/hooks/pre-commit").exists());
+    assert!(!v.root().join("home/PWNED").exists());
+    fsck(v);
+    let _ = &s.bare;
+}
+
+/// A session whose branch was crafted in the repository itself (as a plain `git fetch` could bring it,
+/// past the pull's checks): accept, review and diff refuse the hostile paths by name and land the rest.
+#[test]
+fn landing_refuses_hostile_tree_paths_by_name_and_lands_the_rest() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            "adding",
+            vec![call(
+                "write_file",
+                json!({"path": "p.txt", "content": "p\n"}),
+            )],
+        ),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "add p"]).assert_code(0);
+    let id = session_id(&repo);
+    let dir = repo.path();
+    let branch = format!("refs/heads/agent/{id}");
+    let tip = git_in(dir, &["rev-parse", &branch], None, &[]);
+    let hook = blob(dir, HOOK.as_bytes());
+    let ok = blob(dir, b"fine\n");
+    let mut extra: Vec<(String, String, String)> = Vec::new();
+    for path in [
+        ".git/hooks/pre-commit",
+        ".GIT/hooks/pre-commit",
+        ".g\u{200c}it/hooks/pre-commit",
+        "git~1/hooks/pre-commit",
+        "../escape/pre-commit",
+        "a\\..\\..\\x",
+    ] {
+        let t = nested(dir, path, &hook);
+        let (mode, oid, name) = top(dir, &t).remove(0);
+        extra.push((mode, oid, name));
+    }
+    let mut entries: Vec<(&str, &str, &str)> = extra
+        .iter()
+        .map(|(m, o, n)| (m.as_str(), o.as_str(), n.as_str()))
+        .collect();
+    entries.push(("100644", ok.as_str(), "ok.txt"));
+    let t = tree_plus(dir, &tip, &entries);
+    let c = commit(
+        dir,
+        &t,
+        Some(&tip),
+        &format!("step\n\nAgent-Session: {id}\nAgent-Step: 2\n"),
+    );
+    git_in(dir, &["update-ref", &branch, &c, &tip], None, &[]);
+
+    let idle = Server::start(vec![]);
+    let diff = repo.run_agent(&idle, &["diff", &id]);
+    diff.assert_code(0);
+    assert!(
+        diff.stdout.contains("+fine") && diff.stdout.contains("+p"),
+        "{}",
+        diff.stdout
+    );
+    assert!(
+        !diff.stdout.contains("pre-commit"),
+        "shown as a file: {}",
+        diff.stdout
+    );
+    assert!(
+        diff.stderr.contains("refused   .git/hooks/pre-commit"),
+        "{}",
+        diff.stderr
+    );
+    assert!(
+        diff.stderr
+            .contains("refused   .g\\u{200c}it/hooks/pre-commit"),
+        "{}",
+        diff.stderr
+    );
+
+    let list = repo.run_agent(&idle, &["review", &id, "--list"]);
+    list.assert_code(0);
+    let refused = list
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"refused\""))
+        .count();
+    assert_eq!(refused, 6, "{}", list.stdout);
+    assert!(!list.stdout.contains('\u{200c}'), "{}", list.stdout);
+
+    // Taking the hostile path in review lands the file taken with it, and refuses the path by name.
+    let review = repo.run_agent(
+        &idle,
+        &["review", &id, "--take", ".git/hooks/pre-commit", "ok.txt"],
+    );
+    assert!(
+        review.stderr.contains("refused   .git/hooks/pre-commit"),
+        "{}",
+        review.stderr
+    );
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+
+    let accept = repo.run_agent(&idle, &["accept", &id]);
+    assert_ne!(accept.code(), 0, "{}", accept.stderr);
+    for shown in [
+        ".git/hooks/pre-commit",
+        ".GIT/hooks/pre-commit",
+        "git~1/hooks/pre-commit",
+        "../escape/pre-commit",
+    ] {
+        assert!(
+            accept.stderr.contains(&format!("refused   {shown}")),
+            "{shown}: {}",
+            accept.stderr
+        );
+    }
+    assert!(
+        accept
+            .stderr
+            .contains("6 paths of the change refused and not landed"),
+        "{}",
+        accept.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ok.txt")).unwrap(),
+        "fine\n"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("p.txt")).unwrap(), "p\n");
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert!(!repo.root().join("escape").exists());
+    assert!(!dir.join("git~1").exists() && !dir.join(".GIT").exists());
+
+    // --index after the refusal: the clean files are staged all the same, the others named.
+    repo.git(&["checkout", "--", "."]);
+    repo.git(&["clean", "-fdq"]);
+    let index = repo.run_agent(&idle, &["accept", &id, "--index"]);
+    assert_ne!(index.code(), 0);
+    assert!(
+        index
+            .stderr
+            .contains("staged the 2 files that landed cleanly; not staged:"),
+        "{}",
+        index.stderr
+    );
+    let staged = repo.git(&["diff", "--cached", "--name-only"]);
+    assert_eq!(staged, "ok.txt\np.txt\n");
+
+    repo.git(&["commit", "-q", "-m", "mine"]);
+    assert!(!repo.root().join("home/PWNED").exists());
+}
+
+/// A change of the executable bit alone lands three-way (it used to be reported "unchanged" and dropped),
+/// with accept and with review.
+#[test]
+fn a_mode_only_change_lands_with_accept_and_review() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = TestRepo::new();
+    repo.write("run.sh", "#!/bin/sh\necho hi\n");
+    repo.commit_all("a script");
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            "touching",
+            vec![call(
+                "write_file",
+                json!({"path": "other.txt", "content": "x\n"}),
+            )],
+        ),
+        Reply::text("done"),
+    ]);
+    repo.run_agent(&server, &["ask", "make run.sh executable"])
+        .assert_code(0);
+    let id = session_id(&repo);
+    // The step that flips the mode, as the agent's `chmod +x` would commit it.
+    let dir = repo.path();
+    let branch = format!("refs/heads/agent/{id}");
+    let tip = git_in(dir, &["rev-parse", &branch], None, &[]);
+    let entries: Vec<(String, String, String)> = top(dir, &tip)
+        .into_iter()
+        .map(|(m, o, n)| {
+            if n == "run.sh" {
+                ("100755".into(), o, n)
+            } else {
+                (m, o, n)
+            }
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .map(|(m, o, n)| (m.as_str(), o.as_str(), n.as_str()))
+        .collect();
+    let t = tree(dir, &borrowed);
+    let c = commit(
+        dir,
+        &t,
+        Some(&tip),
+        &format!("chmod\n\nAgent-Session: {id}\nAgent-Step: 2\n"),
+    );
+    git_in(dir, &["update-ref", &branch, &c, &tip], None, &[]);
+
+    let idle = Server::start(vec![]);
+    let exec = |p: &str| std::fs::metadata(dir.join(p)).unwrap().permissions().mode() & 0o111 != 0;
+    let review = repo.run_agent(
+        &idle,
+        &["review", &id, "--take", "run.sh", "--leave", "other.txt"],
+    );
+    assert!(exec("run.sh"), "review: {}", review.stderr);
+    std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _ = std::fs::remove_file(dir.join("other.txt"));
+
+    let accept = repo.run_agent(&idle, &["accept", &id]);
+    accept.assert_code(0);
+    assert!(exec("run.sh"), "accept: {}", accept.stderr);
+    assert!(
+        accept.stderr.contains("updated   run.sh"),
+        "{}",
+        accept.stderr
+    );
+    fsck(&repo);
+}
+
+/// `skill add` and `skill import` never store what a symbolic link points at (it would be published by
+/// `push`): a linked SKILL.md refuses the skill, other linked files and linked folders are left out and said so.
+#[test]
+fn skill_add_and_import_never_follow_a_link() {
+    use std::os::unix::fs::symlink;
+    let repo = TestRepo::new();
+    let idle = Server::start(vec![]);
+    let secret = repo.root().join("secret.md");
+    std::fs::write(&secret, skill_md("linked") + "SECRET-CONTENT\n").unwrap();
+
+    let linked = repo.root().join("skills/linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    symlink(&secret, linked.join("SKILL.md")).unwrap();
+    let add = repo.run_agent(&idle, &["skill", "add", linked.to_str().unwrap()]);
+    assert_ne!(add.code(), 0, "{}", add.stderr);
+    assert!(
+        add.stderr.contains("SKILL.md is a symbolic link"),
+        "{}",
+        add.stderr
+    );
+    assert!(repo.git(&["for-each-ref", "refs/agent/skills"]).is_empty());
+
+    let good = repo.root().join("skills/good");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::write(good.join("SKILL.md"), skill_md("good")).unwrap();
+    symlink(&secret, good.join("notes.md")).unwrap();
+    let elsewhere = repo.root().join("elsewhere/other");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("SKILL.md"), skill_md("other")).unwrap();
+    symlink(&elsewhere, repo.root().join("skills/other")).unwrap();
+    let import = repo.run_agent(
+        &idle,
+        &[
+            "skill",
+            "import",
+            repo.root().join("skills").to_str().unwrap(),
+        ],
+    );
+    import.assert_code(0);
+    assert!(
+        import
+            .stderr
+            .contains("left out notes.md (a symbolic link)"),
+        "{}",
+        import.stderr
+    );
+    assert!(
+        import.stderr.contains("skills/other (a symbolic link)"),
+        "{}",
+        import.stderr
+    );
+    let stored = repo.git(&["ls-tree", "-r", "--name-only", "refs/agent/skills"]);
+    assert_eq!(stored.trim(), "good/SKILL.md", "{stored}");
+    let grep = Command::new("git")
+        .args(["grep", "-q", "SECRET-CONTENT", "refs/agent/skills"])
+        .current_dir(repo.path())
+        .status()
+        .unwrap();
+    assert!(!grep.success());
+}

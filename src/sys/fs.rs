@@ -13,6 +13,10 @@ use rustix::fs::{AtFlags, FileType, Mode, RawMode};
 
 pub use rustix::fs::OFlags as OpenFlags;
 
+/// `O_NOFOLLOW` and `O_NONBLOCK` as std's `OpenOptionsExt::custom_flags` takes them.
+pub const STD_O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+pub const STD_O_NONBLOCK: i32 = libc::O_NONBLOCK;
+
 /// What a name in a directory is, without following it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

@@ -590,8 +590,8 @@ impl<'t> Turn<'t> {
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             Outcome::Interrupted(partial) => match self.control.signal() {
-                Some(sig) if sig != libc::SIGINT => {
-                    let name = if sig == libc::SIGHUP {
+                Some(sig) if sig != crate::sys::signal::SIGINT => {
+                    let name = if sig == crate::sys::signal::SIGHUP {
                         "SIGHUP"
                     } else {
                         "SIGTERM"

@@ -168,12 +168,12 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         0 => Ok(()),
         agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
         agent::EXIT_INTERRUPTED => Err(CommandError::shown(ErrorKind::Interrupted)),
-        code if code == agent::exit_terminated(libc::SIGTERM) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGTERM)))
-        }
-        code if code == agent::exit_terminated(libc::SIGHUP) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGHUP)))
-        }
+        code if code == agent::exit_terminated(crate::sys::signal::SIGTERM) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGTERM)),
+        ),
+        code if code == agent::exit_terminated(crate::sys::signal::SIGHUP) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGHUP)),
+        ),
         other => Err(CommandError::internal(format!(
             "the agent ended with an unknown status ({other})"
         ))),

@@ -29,7 +29,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 
 use gix::bstr::ByteSlice;
@@ -223,9 +222,7 @@ impl Store {
         let Ok(file) = File::open(self.journal_path(id)) else {
             return false;
         };
-        // SAFETY: flock on a valid, owned descriptor.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        rc != 0
+        crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryShared).is_err()
     }
 
     /// The summary of session `id`, reading only `meta.json`.
@@ -483,9 +480,7 @@ fn open_locked(path: &PathBuf, id: &str) -> Result<File, StoreError> {
         .read(true)
         .open(path)
         .map_err(StoreError::io("open", path))?;
-    // SAFETY: flock on a valid, owned descriptor.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    if crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryExclusive).is_err() {
         return Err(StoreError::SessionBusy(id.to_owned()));
     }
     Ok(file)

@@ -30,7 +30,7 @@ use crate::tools::ToolOutput;
 use super::journal::Event as LogEvent;
 use super::turn::Turn;
 use super::AgentError;
-use policy::{Outcome, Proposal, Written};
+use policy::{Proposal, SessionEnd, Written};
 
 /// The name of the memory tool.
 pub const REMEMBER_TOOL: &str = "remember";
@@ -263,14 +263,14 @@ impl Turn<'_> {
             return;
         };
         let outcome = match status {
-            Status::Done => Some(Outcome::Completed),
-            Status::Interrupted => Some(Outcome::Interrupted),
+            Status::Done => Some(SessionEnd::Completed),
+            Status::Interrupted => Some(SessionEnd::Interrupted),
             Status::Blocked
             | Status::MaxSteps
             | Status::MaxTime
             | Status::MaxTokens
             | Status::MaxCost
-            | Status::Loop => Some(Outcome::Failed),
+            | Status::Loop => Some(SessionEnd::Failed),
             _ => None,
         };
         if let Some(outcome) = outcome {
@@ -285,7 +285,7 @@ impl Turn<'_> {
         }
     }
 
-    fn settle_confidence(&mut self, outcome: Outcome, archive_below: f64) {
+    fn settle_confidence(&mut self, outcome: SessionEnd, archive_below: f64) {
         let memory = &mut self.s.tools.memory;
         if memory.settled || memory.injected.is_empty() {
             return;

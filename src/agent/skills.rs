@@ -19,7 +19,7 @@ use crate::protocol::{Event, Sink, Status};
 use crate::safety::quote::quote_as_data;
 use crate::store::skills::format::SKILL_FILE;
 use crate::store::skills::sources::{Catalog, Skill, Source};
-use crate::store::skills::{Outcome, SKILLS_REF};
+use crate::store::skills::{SkillUse, SKILLS_REF};
 use crate::store::Store;
 use crate::tools::skill::{LoadSkill, Loaded};
 use crate::tools::Tool;
@@ -87,9 +87,9 @@ impl SessionSkills {
             return;
         }
         let outcome = match status {
-            Status::Done => Outcome::Success,
-            Status::Interrupted => Outcome::Neither,
-            _ => Outcome::Failure,
+            Status::Done => SkillUse::Success,
+            Status::Interrupted => SkillUse::Neither,
+            _ => SkillUse::Failure,
         };
         if let Err(err) = store.count_skill_uses(&names, outcome, session, status.as_str()) {
             let message = format!(

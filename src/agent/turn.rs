@@ -43,7 +43,7 @@ pub struct TurnEnd {
 }
 
 /// How the loop ended.
-pub(super) enum Outcome {
+pub(super) enum LoopEnd {
     /// Plain text without tool calls.
     Answered(String),
     /// A reply without tool calls that the provider ended for content reasons.
@@ -142,7 +142,7 @@ impl<'t> Turn<'t> {
         self.tally.cost.add(cost);
     }
 
-    pub(super) async fn run(&mut self, prompt: &str) -> Result<Outcome, AgentError> {
+    pub(super) async fn run(&mut self, prompt: &str) -> Result<LoopEnd, AgentError> {
         if self.s.resumed && self.s.turns == 1 && !self.s.conv.plan.is_empty() {
             let text = format!(
                 "Your plan so far (from plan_update):\n{}",
@@ -156,7 +156,7 @@ impl<'t> Turn<'t> {
     }
 
     /// The loop proper: one model request and its tool calls per round.
-    async fn rounds(&mut self) -> Result<Outcome, AgentError> {
+    async fn rounds(&mut self) -> Result<LoopEnd, AgentError> {
         let mut trimmed = false;
         loop {
             if let Some((status, reason)) = self
@@ -164,10 +164,10 @@ impl<'t> Turn<'t> {
                 .budget
                 .exceeded(self.tally.requests, self.tally.spent)
             {
-                return Ok(Outcome::Stopped { status, reason });
+                return Ok(LoopEnd::Stopped { status, reason });
             }
             if let Some((status, reason)) = self.tally.budget.cost_exceeded(&self.tally.cost) {
-                return Ok(Outcome::Stopped { status, reason });
+                return Ok(LoopEnd::Stopped { status, reason });
             }
             // What the user typed while the turn ran goes in before the next request.
             for text in self.control.take_steering() {
@@ -191,7 +191,7 @@ impl<'t> Turn<'t> {
                 sent = self.request() => sent,
                 () = budget.expired() => {
                     if let Some((status, reason)) = budget.out_of_time() {
-                        return Ok(Outcome::Stopped { status, reason });
+                        return Ok(LoopEnd::Stopped { status, reason });
                     }
                     continue;
                 }
@@ -204,7 +204,7 @@ impl<'t> Turn<'t> {
                     continue;
                 }
                 Err(err) => return Err(err.into()),
-                Ok(Streamed::Cancelled { partial }) => return Ok(Outcome::Interrupted(partial)),
+                Ok(Streamed::Cancelled { partial }) => return Ok(LoopEnd::Interrupted(partial)),
                 Ok(Streamed::Reply(response)) => response,
             };
             if self.tally.requests == 1 {
@@ -275,7 +275,7 @@ impl<'t> Turn<'t> {
 
     /// Takes in one reply: recorded, added to the conversation, and its tool calls run. `Some` when the turn
     /// ends with it.
-    async fn answered(&mut self, response: Response) -> Result<Option<Outcome>, AgentError> {
+    async fn answered(&mut self, response: Response) -> Result<Option<LoopEnd>, AgentError> {
         self.count_tokens(&response);
         self.record_reply(&response)?;
         let cut_off = response.finish_reason == Some(FinishReason::Length);
@@ -297,7 +297,7 @@ impl<'t> Turn<'t> {
         });
         if calls.is_empty() && refused {
             // Neither steering nor a plan reminder talks a provider out of a refusal.
-            return Ok(Some(Outcome::Refused(text)));
+            return Ok(Some(LoopEnd::Refused(text)));
         }
         if calls.is_empty() {
             if self.control.has_steering() {
@@ -306,7 +306,7 @@ impl<'t> Turn<'t> {
             }
             // Plain text ends the task, unless the plan still has open items (one reminder).
             return match self.guards.may_finish(&self.s.conv.plan) {
-                Ok(()) => Ok(Some(Outcome::Answered(text))),
+                Ok(()) => Ok(Some(LoopEnd::Answered(text))),
                 Err(reminder) => {
                     self.add_context("reminder", "", reminder)?;
                     Ok(None)
@@ -315,17 +315,17 @@ impl<'t> Turn<'t> {
         }
         let round = self.run_calls(&calls, cut_off).await?;
         if let Some(reason) = round.stop {
-            return Ok(Some(Outcome::Stopped {
+            return Ok(Some(LoopEnd::Stopped {
                 status: Status::Loop,
                 reason,
             }));
         }
         if self.control.is_cancelled() {
-            return Ok(Some(Outcome::Interrupted(text)));
+            return Ok(Some(LoopEnd::Interrupted(text)));
         }
         if let Some(finish) = round.finish {
             if !self.control.has_steering() {
-                return Ok(Some(Outcome::Finished(finish)));
+                return Ok(Some(LoopEnd::Finished(finish)));
             }
         }
         if let Some(reminder) = self.guards.stale_plan(&self.s.conv.plan) {
@@ -569,19 +569,19 @@ impl<'t> Turn<'t> {
 
     /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
     /// and `done`.
-    pub(super) fn finish(&mut self, outcome: Outcome) -> TurnEnd {
-        let refused = matches!(outcome, Outcome::Refused(_));
+    pub(super) fn finish(&mut self, outcome: LoopEnd) -> TurnEnd {
+        let refused = matches!(outcome, LoopEnd::Refused(_));
         let (status, answer, code) = match outcome {
-            Outcome::Answered(answer) | Outcome::Refused(answer) => (Status::Done, answer, 0),
-            Outcome::Finished(Finish {
+            LoopEnd::Answered(answer) | LoopEnd::Refused(answer) => (Status::Done, answer, 0),
+            LoopEnd::Finished(Finish {
                 completed: true,
                 summary,
             }) => (Status::Done, summary, 0),
-            Outcome::Finished(Finish {
+            LoopEnd::Finished(Finish {
                 completed: false,
                 summary,
             }) => (Status::Blocked, summary, EXIT_UNFINISHED),
-            Outcome::Stopped { status, reason } => {
+            LoopEnd::Stopped { status, reason } => {
                 let message = format!(
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
@@ -589,7 +589,7 @@ impl<'t> Turn<'t> {
                 self.sink.emit(&Event::Error(&message));
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
-            Outcome::Interrupted(partial) => match self.control.signal() {
+            LoopEnd::Interrupted(partial) => match self.control.signal() {
                 Some(sig) if sig != crate::sys::signal::SIGINT => {
                     let name = if sig == crate::sys::signal::SIGHUP {
                         "SIGHUP"

@@ -18,7 +18,7 @@ use crate::config::file::Attribution;
 use crate::protocol::{self, Untrusted};
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
-use crate::store::land_record::Outcome;
+use crate::store::land_record::PathRecovery;
 use crate::store::{LogContents, ObjectId, Store};
 
 /// Apply the session's change to your working tree (three-way per file; conflicts are reported)
@@ -376,15 +376,15 @@ fn resume(store: &Store, forward: bool) -> Result<(), CommandError> {
     let mut changed_since = 0;
     for (path, outcome) in &outcomes {
         let word = match (outcome, forward) {
-            (Outcome::Written, true) => "updated",
-            (Outcome::Written, false) => "restored",
-            (Outcome::AsIs, _) => "unchanged",
-            (Outcome::ChangedSince, _) => {
+            (PathRecovery::Written, true) => "updated",
+            (PathRecovery::Written, false) => "restored",
+            (PathRecovery::AsIs, _) => "unchanged",
+            (PathRecovery::ChangedSince, _) => {
                 changed_since += 1;
                 "kept"
             }
         };
-        let note = if *outcome == Outcome::ChangedSince {
+        let note = if *outcome == PathRecovery::ChangedSince {
             " (changed since the accept stopped: left as it is)"
         } else {
             ""

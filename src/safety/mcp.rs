@@ -4,7 +4,7 @@
 //! allows it). The hint is the server's claim; it is trusted as far as the user trusted the server by
 //! configuring it.
 
-use super::{Call, Decision, Outcome, Policy};
+use super::{Call, Decision, Policy, Ruling};
 
 impl Policy {
     pub(super) fn check_mcp(
@@ -28,7 +28,7 @@ impl Policy {
             return Decision::allow("default");
         }
         Decision {
-            outcome: Outcome::Ask,
+            outcome: Ruling::Ask,
             rule: "approval".into(),
             reason: format!(
                 "`{tool}` of MCP server `{server}` is not marked read-only, so it may change things; \
@@ -79,10 +79,10 @@ mod tests {
         let mut p = policy(&[], &[]);
         assert_eq!(
             p.check(&call("git", "git_status", true)).outcome,
-            Outcome::Allow
+            Ruling::Allow
         );
         let asked = p.check(&call("git", "git_commit", false));
-        assert_eq!(asked.outcome, Outcome::Ask);
+        assert_eq!(asked.outcome, Ruling::Ask);
         assert!(
             asked.reason.contains("Mcp(git/git_commit)"),
             "{}",
@@ -92,10 +92,10 @@ mod tests {
         assert!(refused.is_denied());
         let asked = p.check(&call("git", "git_commit", false));
         let always = p.settle(&subject("git", "git_commit"), asked, Answer::Always);
-        assert_eq!(always.outcome, Outcome::Approved);
+        assert_eq!(always.outcome, Ruling::Approved);
         assert_eq!(
             p.check(&call("git", "git_commit", false)).outcome,
-            Outcome::Allow
+            Ruling::Allow
         );
     }
 
@@ -106,11 +106,11 @@ mod tests {
             &["Mcp(git/git_reset)", "Mcp(web)"],
         );
         let d = p.check(&call("git", "git_commit", false));
-        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Allow, "Mcp(git/*)"));
+        assert_eq!((d.outcome, d.rule.as_str()), (Ruling::Allow, "Mcp(git/*)"));
         let d = p.check(&call("git", "git_reset", false));
         assert_eq!(
             (d.outcome, d.rule.as_str()),
-            (Outcome::Deny, "Mcp(git/git_reset)")
+            (Ruling::Deny, "Mcp(git/git_reset)")
         );
         let d = p.check(&call("docs", "search_pages", false));
         assert_eq!(d.rule, "Mcp(*/search_*)");

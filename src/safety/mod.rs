@@ -5,7 +5,7 @@
 //!
 //! [`Policy::check()`] decides every call before it runs and says which rule decided, so the session log can
 //! audit refused calls as well as permitted ones. A risky call that no rule settles comes back as
-//! [`Outcome::Ask`]: the caller puts the question to the front-end's [`crate::protocol::Approver`] and hands
+//! [`Ruling::Ask`]: the caller puts the question to the front-end's [`crate::protocol::Approver`] and hands
 //! the answer to [`Policy::settle()`]. This module decides; it never reads or writes the terminal.
 
 pub(crate) mod beneath;
@@ -30,7 +30,7 @@ use rules::Rules;
 
 /// What happened to a tool call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Ruling {
     Allow,
     Deny,
     /// Allowed once the user said yes.
@@ -39,13 +39,13 @@ pub enum Outcome {
     Ask,
 }
 
-impl Outcome {
+impl Ruling {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Allow => "allow",
-            Outcome::Deny => "deny",
-            Outcome::Approved => "approved",
-            Outcome::Ask => "ask",
+            Ruling::Allow => "allow",
+            Ruling::Deny => "deny",
+            Ruling::Approved => "approved",
+            Ruling::Ask => "ask",
         }
     }
 }
@@ -53,7 +53,7 @@ impl Outcome {
 /// The decision on one call, for the model, the terminal and the audit record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
-    pub outcome: Outcome,
+    pub outcome: Ruling,
     /// The rule that decided: a permission rule as written (`Run(cargo test*)`), `guard:<name>`,
     /// `sensitive-file`, `approval`, or `default`.
     pub rule: String,
@@ -64,7 +64,7 @@ pub struct Decision {
 impl Decision {
     fn allow(rule: impl Into<String>) -> Decision {
         Decision {
-            outcome: Outcome::Allow,
+            outcome: Ruling::Allow,
             rule: rule.into(),
             reason: String::new(),
         }
@@ -72,19 +72,19 @@ impl Decision {
 
     fn deny(rule: impl Into<String>, reason: impl Into<String>) -> Decision {
         Decision {
-            outcome: Outcome::Deny,
+            outcome: Ruling::Deny,
             rule: rule.into(),
             reason: reason.into(),
         }
     }
 
     pub fn is_denied(&self) -> bool {
-        self.outcome == Outcome::Deny
+        self.outcome == Ruling::Deny
     }
 
     /// True when the user must be asked before the call runs.
     pub fn needs_approval(&self) -> bool {
-        self.outcome == Outcome::Ask
+        self.outcome == Ruling::Ask
     }
 
     /// The tool result the model gets for a refused call: what and why, and not to work around it.
@@ -165,7 +165,7 @@ impl Policy {
         }
     }
 
-    /// Decides one tool call. [`Outcome::Ask`] means the user must be asked.
+    /// Decides one tool call. [`Ruling::Ask`] means the user must be asked.
     pub fn check(&mut self, call: &Call<'_>) -> Decision {
         if let Some(rule) = self.rules.deny_tool(call) {
             return Decision::deny(
@@ -207,17 +207,17 @@ impl Policy {
             return Decision::allow("default");
         }
         Decision {
-            outcome: Outcome::Ask,
+            outcome: Ruling::Ask,
             rule: "approval".into(),
             reason: inspection.risky.join("; "),
         }
     }
 
-    /// Turns an [`Outcome::Ask`] decision on `command` into the final one, given the user's answer.
+    /// Turns an [`Ruling::Ask`] decision on `command` into the final one, given the user's answer.
     pub fn settle(&mut self, command: &str, asked: Decision, answer: Answer) -> Decision {
         let why = asked.reason;
         let approved = |rule: &str, why: String| Decision {
-            outcome: Outcome::Approved,
+            outcome: Ruling::Approved,
             rule: rule.into(),
             reason: why,
         };
@@ -313,11 +313,11 @@ mod tests {
         assert!(d.is_denied());
         assert_eq!(d.rule, "guard:uninspectable");
         let d = run(&mut p, "cargo test; curl -o x https://e.x");
-        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "Run(curl:*)"));
+        assert_eq!((d.outcome, d.rule.as_str()), (Ruling::Deny, "Run(curl:*)"));
         let d = run(&mut p, "git push origin agent/a1");
-        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Ask, "approval"));
+        assert_eq!((d.outcome, d.rule.as_str()), (Ruling::Ask, "approval"));
         let d = p.settle("git push origin agent/a1", d, Answer::CannotAsk);
-        assert_eq!((d.outcome, d.rule.as_str()), (Outcome::Deny, "approval"));
+        assert_eq!((d.outcome, d.rule.as_str()), (Ruling::Deny, "approval"));
         assert!(d.message_for_model().contains("ask the user"));
         assert!(!p.check(&file("read_file", ".env")).is_denied());
         let d = p.check(&file("edit_file", ".env"));
@@ -340,7 +340,7 @@ mod tests {
         let ask = |p: &mut Policy| p.check(&run(push));
         let d = ask(&mut p);
         assert!(d.needs_approval());
-        assert_eq!(p.settle(push, d, Answer::Once).outcome, Outcome::Approved);
+        assert_eq!(p.settle(push, d, Answer::Once).outcome, Ruling::Approved);
         let d = ask(&mut p);
         assert!(p.settle(push, d, Answer::Declined).is_denied());
         let d = ask(&mut p);
@@ -348,7 +348,7 @@ mod tests {
         let d = ask(&mut p);
         assert_eq!(p.settle(push, d, Answer::Always).rule, "approval:always");
         // "always" holds for the rest of the session: no second question.
-        assert_eq!(ask(&mut p).outcome, Outcome::Allow);
+        assert_eq!(ask(&mut p).outcome, Ruling::Allow);
     }
 
     #[test]
@@ -357,7 +357,7 @@ mod tests {
         let d = p.check(&run("git push origin agent/a1"));
         assert_eq!(
             (d.outcome, d.rule.as_str()),
-            (Outcome::Allow, "Run(git push:*)")
+            (Ruling::Allow, "Run(git push:*)")
         );
         let mut p = policy(&[], &["run"]);
         assert_eq!(p.check(&run("ls")).rule, "run");

@@ -42,7 +42,7 @@ impl Interrupted {
 
 /// What finishing or undoing an interrupted landing did to one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum PathRecovery {
     /// Written now.
     Written,
     /// It already was as asked.
@@ -150,12 +150,15 @@ impl Store {
     pub fn finish_landing(
         &self,
         landing: Interrupted,
-    ) -> Result<Vec<(String, Outcome)>, StoreError> {
+    ) -> Result<Vec<(String, PathRecovery)>, StoreError> {
         self.resume_landing(landing, true)
     }
 
     /// Undoes an interrupted landing: every path that holds the new version gets its version from before back.
-    pub fn undo_landing(&self, landing: Interrupted) -> Result<Vec<(String, Outcome)>, StoreError> {
+    pub fn undo_landing(
+        &self,
+        landing: Interrupted,
+    ) -> Result<Vec<(String, PathRecovery)>, StoreError> {
         self.resume_landing(landing, false)
     }
 
@@ -163,7 +166,7 @@ impl Store {
         &self,
         landing: Interrupted,
         forward: bool,
-    ) -> Result<Vec<(String, Outcome)>, StoreError> {
+    ) -> Result<Vec<(String, PathRecovery)>, StoreError> {
         let root = self.workdir();
         let mut outcomes = Vec::new();
         for (n, entry) in landing.entries.iter().enumerate() {
@@ -184,12 +187,12 @@ impl Store {
                     // Directories made for a new file before the kill go as the file would have.
                     place::remove(root, &entry.path).map_err(StoreError::io("remove", full))?;
                 }
-                Outcome::AsIs
+                PathRecovery::AsIs
             } else if holds(&found, from.0, &from.1)? {
                 put(root, &entry.path, to.0, &to.1).map_err(StoreError::io("write", full))?;
-                Outcome::Written
+                PathRecovery::Written
             } else {
-                Outcome::ChangedSince
+                PathRecovery::ChangedSince
             };
             outcomes.push((entry.path.clone(), outcome));
         }

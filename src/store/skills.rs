@@ -100,7 +100,7 @@ pub struct SkillsTree {
 
 /// How a turn that used skills ended, for their counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum SkillUse {
     Success,
     Failure,
     /// Interrupted: a use, neither a success nor a failure.
@@ -292,7 +292,7 @@ impl Store {
     pub fn count_skill_uses(
         &self,
         names: &[String],
-        outcome: Outcome,
+        outcome: SkillUse,
         session: &str,
         status: &str,
     ) -> Result<BTreeMap<String, Stats>, StoreError> {
@@ -316,9 +316,9 @@ impl Store {
                 let mut new = old.clone();
                 new.uses += 1;
                 match outcome {
-                    Outcome::Success => new.successes += 1,
-                    Outcome::Failure => new.failures += 1,
-                    Outcome::Neither => {}
+                    SkillUse::Success => new.successes += 1,
+                    SkillUse::Failure => new.failures += 1,
+                    SkillUse::Neither => {}
                 }
                 new.last_used = Some(now);
                 new.last_session = session.to_owned();
@@ -330,13 +330,13 @@ impl Store {
                 )?;
                 let mut change = format!("{name} uses {} -> {}", old.uses, new.uses);
                 match outcome {
-                    Outcome::Success => {
+                    SkillUse::Success => {
                         change += &format!(", successes {} -> {}", old.successes, new.successes)
                     }
-                    Outcome::Failure => {
+                    SkillUse::Failure => {
                         change += &format!(", failures {} -> {}", old.failures, new.failures)
                     }
-                    Outcome::Neither => {}
+                    SkillUse::Neither => {}
                 }
                 changes.push(change);
                 after.insert((*name).clone(), new);
@@ -850,13 +850,13 @@ mod tests {
         );
 
         let after = store
-            .count_skill_uses(&["pdf".into()], Outcome::Success, "abc123", "done")
+            .count_skill_uses(&["pdf".into()], SkillUse::Success, "abc123", "done")
             .unwrap();
         assert_eq!((after["pdf"].uses, after["pdf"].successes), (1, 1));
         store
             .count_skill_uses(
                 &["pdf".into(), "disk-only".into()],
-                Outcome::Failure,
+                SkillUse::Failure,
                 "def456",
                 "blocked",
             )
@@ -928,7 +928,7 @@ mod tests {
                     for n in 0..10 {
                         let session = format!("s{i}{n}");
                         store
-                            .count_skill_uses(&["a".into()], Outcome::Success, &session, "done")
+                            .count_skill_uses(&["a".into()], SkillUse::Success, &session, "done")
                             .unwrap();
                     }
                 })
@@ -949,7 +949,7 @@ mod tests {
             .put_skills(&[skill("shared", "v1"), skill("both", "v1")], "base")
             .unwrap();
         store
-            .count_skill_uses(&["shared".into()], Outcome::Success, "s0", "done")
+            .count_skill_uses(&["shared".into()], SkillUse::Success, "s0", "done")
             .unwrap();
         let base = store.ref_target(SKILLS_REF).unwrap().unwrap();
         // Theirs: a new skill, a change to `both`, one more use of `shared`.
@@ -960,7 +960,7 @@ mod tests {
             )
             .unwrap();
         store
-            .count_skill_uses(&["shared".into()], Outcome::Success, "s1", "done")
+            .count_skill_uses(&["shared".into()], SkillUse::Success, "s1", "done")
             .unwrap();
         let theirs = store.ref_target(SKILLS_REF).unwrap().unwrap();
         repo.git(&["update-ref", SKILLS_REF, &base.to_string()]);
@@ -969,7 +969,7 @@ mod tests {
             .put_skills(&[skill("both", "our change")], "ours")
             .unwrap();
         store
-            .count_skill_uses(&["shared".into()], Outcome::Failure, "s2", "blocked")
+            .count_skill_uses(&["shared".into()], SkillUse::Failure, "s2", "blocked")
             .unwrap();
         let report = store.merge_skills(theirs, "origin").unwrap();
         assert_eq!(report.taken, ["theirs"]);

@@ -35,7 +35,7 @@ impl Entry {
 }
 
 /// What the index entry of a path becomes.
-enum Outcome {
+enum IndexUpdate {
     Keep,
     Set(Entry),
     Remove,
@@ -61,21 +61,21 @@ impl Store {
             let path = file.path.as_str();
             let outcome = match (self.entry_of(&file.base)?, self.entry_of(&file.theirs)?) {
                 _ if conflicted.contains(path) => {
-                    Outcome::Leave("it has unmerged entries in your index")
+                    IndexUpdate::Leave("it has unmerged entries in your index")
                 }
                 (Some(base), Some(theirs)) => {
                     self.staged_outcome(path, [index.get(path), base.as_ref(), theirs.as_ref()])?
                 }
-                _ => Outcome::Leave("a submodule or not a file in the change"),
+                _ => IndexUpdate::Leave("a submodule or not a file in the change"),
             };
             let line = match outcome {
-                Outcome::Keep => continue,
-                Outcome::Set(entry) => format!("{} {}\t{path}\0", entry.mode, entry.oid),
+                IndexUpdate::Keep => continue,
+                IndexUpdate::Set(entry) => format!("{} {}\t{path}\0", entry.mode, entry.oid),
                 // Mode 0 removes the path from the index (git-update-index(1), --index-info).
-                Outcome::Remove => {
+                IndexUpdate::Remove => {
                     format!("0 {}\t{path}\0", ObjectId::null(self.repo.object_hash()))
                 }
-                Outcome::Leave(why) => {
+                IndexUpdate::Leave(why) => {
                     left.push(Unstaged {
                         path: path.to_owned(),
                         why,
@@ -113,20 +113,20 @@ impl Store {
         &self,
         path: &str,
         [index, base, theirs]: [Option<&Entry>; 3],
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<IndexUpdate, StoreError> {
         if index == theirs {
-            return Ok(Outcome::Keep);
+            return Ok(IndexUpdate::Keep);
         }
         if index == base {
-            return Ok(theirs.map_or(Outcome::Remove, |t| Outcome::Set(t.clone())));
+            return Ok(theirs.map_or(IndexUpdate::Remove, |t| IndexUpdate::Set(t.clone())));
         }
         let (Some(index), Some(base), Some(theirs)) = (index, base, theirs) else {
-            return Ok(Outcome::Leave(
+            return Ok(IndexUpdate::Leave(
                 "you staged its addition or deletion, the change edits it",
             ));
         };
         if ![index, base, theirs].iter().all(|e| e.is_file()) {
-            return Ok(Outcome::Leave(
+            return Ok(IndexUpdate::Leave(
                 "not a regular file on every side (a link or submodule)",
             ));
         }
@@ -147,15 +147,19 @@ impl Store {
                 self.blob(&theirs.oid)?,
             );
             if [&ours, &old, &new].iter().any(|d| d.contains(&0)) {
-                return Ok(Outcome::Leave("binary, and you staged changes of your own"));
+                return Ok(IndexUpdate::Leave(
+                    "binary, and you staged changes of your own",
+                ));
             }
             let (merged, conflicts) = self.merge_file(path, [&ours, &old, &new], "change")?;
             if conflicts {
-                return Ok(Outcome::Leave("what you staged conflicts with the change"));
+                return Ok(IndexUpdate::Leave(
+                    "what you staged conflicts with the change",
+                ));
             }
             self.repo.write_blob(&merged)?.detach().to_string()
         };
-        Ok(Outcome::Set(Entry {
+        Ok(IndexUpdate::Set(Entry {
             mode: mode.clone(),
             oid,
         }))

@@ -251,7 +251,7 @@ fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<FullLo
 
 /// How the command ended.
 #[derive(Debug)]
-enum Outcome {
+enum CommandEnd {
     /// It exited (or died of a signal) by itself; `leftovers` is true if background processes had to be killed.
     Exited {
         status: ExitStatus,
@@ -261,7 +261,7 @@ enum Outcome {
     Interrupted,
 }
 
-fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result<Outcome> {
+fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result<CommandEnd> {
     let deadline = Instant::now() + timeout;
     let mut exit = process::ExitWatch::new(child.id());
     loop {
@@ -270,26 +270,26 @@ fn wait(child: &mut Child, timeout: Duration, cancel: &AtomicBool) -> io::Result
             // outlive the call. Its group id stays reserved while any member lives, so this kill cannot hit
             // an unrelated process.
             let leftovers = process::kill_group(child.id());
-            return Ok(Outcome::Exited { status, leftovers });
+            return Ok(CommandEnd::Exited { status, leftovers });
         }
         if cancel.load(Ordering::Relaxed) {
             process::kill_group(child.id());
             child.wait()?;
-            return Ok(Outcome::Interrupted);
+            return Ok(CommandEnd::Interrupted);
         }
         let now = Instant::now();
         if now >= deadline {
             process::kill_group(child.id());
             child.wait()?;
-            return Ok(Outcome::TimedOut(timeout));
+            return Ok(CommandEnd::TimedOut(timeout));
         }
         exit.wait(POLL.min(deadline - now));
     }
 }
 
-fn report(output: String, outcome: &Outcome, elapsed: Duration, complete: bool) -> ToolOutput {
+fn report(output: String, outcome: &CommandEnd, elapsed: Duration, complete: bool) -> ToolOutput {
     let (status_line, summary, ok) = match outcome {
-        Outcome::Exited { status, .. } => match Exit::of(*status) {
+        CommandEnd::Exited { status, .. } => match Exit::of(*status) {
             Exit::Code(code) => (
                 format!("exit {code} after {:.1} s", elapsed.as_secs_f64()),
                 format!("exit {code}"),
@@ -302,12 +302,12 @@ fn report(output: String, outcome: &Outcome, elapsed: Duration, complete: bool) 
                 false,
             ),
         },
-        Outcome::TimedOut(t) => (
+        CommandEnd::TimedOut(t) => (
             format!("timed out after {} s, process group killed", t.as_secs()),
             "timed out".to_string(),
             false,
         ),
-        Outcome::Interrupted => (
+        CommandEnd::Interrupted => (
             "interrupted by the user, process group killed".to_string(),
             "interrupted".to_string(),
             false,
@@ -323,7 +323,7 @@ fn report(output: String, outcome: &Outcome, elapsed: Duration, complete: bool) 
     }
     if matches!(
         outcome,
-        Outcome::Exited {
+        CommandEnd::Exited {
             leftovers: true,
             ..
         }

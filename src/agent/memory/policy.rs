@@ -228,7 +228,7 @@ pub fn remember(
 
 /// How a session that used memory ended, as far as its entries are concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum SessionEnd {
     Completed,
     /// Blocked, or stopped unfinished by a budget or a loop guard.
     Failed,
@@ -236,12 +236,12 @@ pub enum Outcome {
     Interrupted,
 }
 
-impl Outcome {
+impl SessionEnd {
     fn word(self) -> &'static str {
         match self {
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
-            Outcome::Interrupted => "interrupted",
+            SessionEnd::Completed => "completed",
+            SessionEnd::Failed => "failed",
+            SessionEnd::Interrupted => "interrupted",
         }
     }
 }
@@ -252,7 +252,7 @@ impl Outcome {
 pub fn settle(
     store: &Store,
     ids: &[String],
-    outcome: Outcome,
+    outcome: SessionEnd,
     session: &str,
     archive_below: f64,
 ) -> Result<Vec<String>, StoreError> {
@@ -267,20 +267,20 @@ pub fn settle(
             let old = entry.confidence;
             entry.uses += 1;
             let delta = match outcome {
-                Outcome::Completed => {
+                SessionEnd::Completed => {
                     entry.successes += 1;
                     SUCCESS_STEP
                 }
-                Outcome::Failed => {
+                SessionEnd::Failed => {
                     entry.failures += 1;
                     -FAILURE_STEP
                 }
-                Outcome::Interrupted => 0.0,
+                SessionEnd::Interrupted => 0.0,
             };
             entry.confidence = crate::store::memory::round_confidence(old + delta);
             let word = outcome.word();
             lines.push(match outcome {
-                Outcome::Interrupted => format!("use {id} in {session} ({word})"),
+                SessionEnd::Interrupted => format!("use {id} in {session} ({word})"),
                 _ => format!(
                     "confidence {id} {old:.2} -> {:.2} after {session} ({word})",
                     entry.confidence

@@ -24,11 +24,8 @@ use std::path::{Component, Path, PathBuf};
 use super::shell::{self, is_assignment, Command, Script, Word};
 use vars::{mode, Frame, Mode, State, Value};
 
-#[path = "guard_git.rs"]
 mod git;
-#[path = "guard_tools.rs"]
 mod tools;
-#[path = "guard_vars.rs"]
 mod vars;
 
 /// Where the command runs and what it must not touch.
@@ -1407,7 +1404,6 @@ fn is_system_path(path: &Path) -> bool {
 }
 
 #[cfg(test)]
-#[path = "guard_table.rs"]
 mod table;
 
 #[cfg(test)]

@@ -584,6 +584,12 @@ fn run_async<T>(future: impl std::future::Future<Output = T>) -> Result<T, Comma
     Ok(runtime.block_on(future))
 }
 
+/// One JSON line on stdout, with the C1 and bidi controls that serde leaves raw escaped: names, versions and
+/// errors come from servers and files.
+fn print_json(value: &Value) {
+    println!("{}", crate::protocol::json_for_terminal(value.to_string()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,10 +625,4 @@ mod tests {
         let shown = describe_spec(&spec);
         assert_eq!(shown, "https://h/mcp (headers: Authorization)");
     }
-}
-
-/// One JSON line on stdout, with the C1 and bidi controls that serde leaves raw escaped: names, versions and
-/// errors come from servers and files.
-fn print_json(value: &Value) {
-    println!("{}", crate::protocol::json_for_terminal(value.to_string()));
 }

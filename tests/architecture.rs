@@ -711,7 +711,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "ui/chat/sink.rs",
         "ui/chat/tty.rs",
     ],
-    &["ui/human.rs", "ui/json.rs", "ui/mod.rs"],
 ];
 
 #[test]
@@ -720,6 +719,15 @@ fn no_file_depends_on_itself_through_others() {
     let graph = file_graph(&src);
     let edges: usize = graph.values().map(BTreeSet::len).sum();
     let found = cycles(&graph);
+    eprintln!(
+        "{} files, {edges} edges, {} cycles between files",
+        graph.len(),
+        found.len()
+    );
+    for component in &found {
+        let names: Vec<String> = component.iter().map(|f| f.display().to_string()).collect();
+        eprintln!("  {}", names.join(", "));
+    }
     let is_known = |component: &Vec<PathBuf>| {
         KNOWN_CYCLES.iter().any(|known| {
             component

@@ -705,12 +705,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "tools/mcp/mod.rs",
         "tools/mcp/stdio.rs",
     ],
-    &[
-        "ui/chat/mod.rs",
-        "ui/chat/screen.rs",
-        "ui/chat/sink.rs",
-        "ui/chat/tty.rs",
-    ],
 ];
 
 #[test]

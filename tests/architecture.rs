@@ -685,7 +685,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "store/memory/merge.rs",
         "store/memory.rs",
     ],
-    &["store/skills/sources.rs", "store/skills.rs"],
     &[
         "tools/edit.rs",
         "tools/jobs.rs",

@@ -660,7 +660,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "safety/guard_vars.rs",
     ],
     &["safety/mod.rs", "safety/rules.rs"],
-    &["safety/redact.rs", "safety/secrets.rs"],
     &[
         "store/changes.rs",
         "store/checkout.rs",

@@ -646,14 +646,8 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "config/trust.rs",
         "config.rs",
     ],
-    &[
-        "model/anthropic.rs",
-        "model/http.rs",
-        "model/mod.rs",
-        "model/openai.rs",
-        "model/retry.rs",
-        "model/window.rs",
-    ],
+    // What is left is the Anthropic client's HTTP tests, which drive it through `model::Client`.
+    &["model/anthropic.rs", "model/mod.rs"],
     &[
         "safety/guard.rs",
         "safety/guard_tools.rs",

@@ -13,6 +13,7 @@ pub(crate) mod edit;
 pub(crate) mod file;
 pub(crate) mod mcp;
 pub mod memory;
+pub mod prices;
 pub(crate) mod skills;
 pub mod trust;
 
@@ -182,6 +183,8 @@ pub struct ModelConfig {
     /// The context settings the files state for this model: its provider's table (the repository's, then
     /// the user's) over the top level (the repository's, then the user's). The environment is applied later.
     pub context: ContextConfig,
+    /// What its tokens cost ([`Settings::price()`]); `None` when unknown.
+    pub price: Option<prices::Price>,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -400,6 +403,7 @@ impl Settings {
                 max_tokens: table.max_tokens,
             },
             context: table.context.or(self.repo.context.or(self.user.context)),
+            price: self.price(&provider, &model),
             provider,
         })
     }

@@ -30,6 +30,8 @@ pub mod protocol;
 pub mod safety;
 pub mod sse;
 pub mod store;
+/// The one door to the OS (see its docs); public for the binary's start-up.
+pub mod sys;
 pub mod tools;
 pub(crate) mod ui;
 

@@ -22,11 +22,6 @@ fn tune_allocator() {
         if tuned {
             return;
         }
-        // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, 32 * 1024);
-        }
+        git_agent::sys::alloc::tune_for_small_heap();
     }
 }

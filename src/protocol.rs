@@ -90,6 +90,51 @@ impl Usage {
     }
 }
 
+/// Money spent on model requests, in USD. Once one request's model had no price the total is unknown:
+/// a partial sum would read as the whole cost (issue 28: never a made-up number).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    pub usd: f64,
+    pub unknown: bool,
+}
+
+impl Cost {
+    /// A total of `usd`, or an unknown one.
+    pub fn of(usd: Option<f64>) -> Cost {
+        Cost {
+            usd: usd.unwrap_or(0.0),
+            unknown: usd.is_none(),
+        }
+    }
+
+    /// Adds one request's cost (`None`: its model has no price).
+    pub fn add_request(&mut self, usd: Option<f64>) {
+        match usd {
+            Some(usd) => self.usd += usd,
+            None => self.unknown = true,
+        }
+    }
+
+    pub fn add(&mut self, other: &Cost) {
+        self.usd += other.usd;
+        self.unknown |= other.unknown;
+    }
+
+    /// The total, or `None` when it is unknown.
+    pub fn known(&self) -> Option<f64> {
+        (!self.unknown).then_some(self.usd)
+    }
+}
+
+/// A cost in USD for people: cents for amounts of a dollar or more, four decimals below; `unknown` for none.
+pub fn format_usd(cost: Option<f64>) -> String {
+    match cost {
+        None => "unknown".to_owned(),
+        Some(usd) if usd >= 1.0 => format!("${usd:.2}"),
+        Some(usd) => format!("${usd:.4}"),
+    }
+}
+
 /// How a session stands, as its log records it.
 ///
 /// Serialised to the strings logs have always held (`running`, `done`, ...), so older logs still read; a
@@ -109,6 +154,8 @@ pub enum Status {
     MaxTime,
     /// `--max-tokens` was reached.
     MaxTokens,
+    /// `--max-cost` was reached.
+    MaxCost,
     /// A loop guard stopped the session.
     Loop,
     /// The user interrupted (Ctrl-C).
@@ -134,6 +181,7 @@ impl Status {
             Status::MaxSteps => "max_steps",
             Status::MaxTime => "max_time",
             Status::MaxTokens => "max_tokens",
+            Status::MaxCost => "max_cost",
             Status::Loop => "loop",
             Status::Interrupted => "interrupted",
             Status::Terminated => "terminated",
@@ -152,6 +200,7 @@ impl Status {
             "max_steps" => Status::MaxSteps,
             "max_time" => Status::MaxTime,
             "max_tokens" => Status::MaxTokens,
+            "max_cost" => Status::MaxCost,
             "loop" => Status::Loop,
             "interrupted" => Status::Interrupted,
             "terminated" => Status::Terminated,
@@ -170,6 +219,7 @@ impl Status {
                 | Status::MaxSteps
                 | Status::MaxTime
                 | Status::MaxTokens
+                | Status::MaxCost
                 | Status::Loop
                 | Status::CheckFailed
         )
@@ -289,13 +339,16 @@ pub enum Event<'a> {
         step: u32,
         files: &'a [PathBuf],
     },
-    /// The usage of one model request (`request` counts from 1), as soon as it is known.
+    /// The usage of one model request (`request` counts from 1), as soon as it is known, with what the
+    /// request cost in USD (`None`: the model has no price) and what the session has cost so far.
     RequestUsage {
         request: u32,
         usage: &'a Usage,
+        cost: Option<f64>,
+        session_cost: Option<f64>,
     },
-    /// The session's total usage, once at the end.
-    Usage(&'a Usage),
+    /// The session's total usage and cost (`None`: unknown), once at the end.
+    Usage(&'a Usage, Option<f64>),
     /// The end-of-session lines for a person: branch, steps, tokens and how to review (not in `--json`).
     Summary {
         branch: &'a str,
@@ -304,6 +357,8 @@ pub enum Event<'a> {
         base: &'a str,
         usage: &'a Usage,
         requests: u32,
+        /// What the session cost in USD; `None` when a request's model had no price.
+        cost: Option<f64>,
     },
     Done {
         status: &'a Status,
@@ -717,6 +772,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn amounts_for_people() {
+        assert_eq!(format_usd(None), "unknown");
+        assert_eq!(format_usd(Some(0.01234)), "$0.0123");
+        assert_eq!(format_usd(Some(12.345)), "$12.35");
+    }
+
+    #[test]
     fn status_keeps_the_strings_logs_hold() {
         for text in [
             "running",
@@ -725,6 +787,7 @@ mod tests {
             "max_steps",
             "max_time",
             "max_tokens",
+            "max_cost",
             "loop",
             "interrupted",
             "error",

@@ -484,6 +484,57 @@ fn max_steps_stops_unfinished_with_exit_3_and_keeps_the_work() {
 }
 
 #[test]
+fn json_output_escapes_c1_and_bidi_controls_from_model_text() {
+    let repo = TestRepo::new();
+    let answer = "red \u{9b}31m text, \u{202e}reversed\u{202c} and \u{2066}isolated\u{2069}";
+    let server = Server::start(vec![Reply::text(answer)]);
+
+    let out = repo.run_agent(&server, &["ask", "--json", "say something"]);
+
+    out.assert_code(0);
+    let raw: Vec<char> = out
+        .stdout()
+        .chars()
+        .filter(|c| {
+            ('\u{80}'..='\u{9f}').contains(c)
+                || ('\u{202a}'..='\u{202e}').contains(c)
+                || ('\u{2066}'..='\u{2069}').contains(c)
+                || matches!(c, '\u{200e}' | '\u{200f}' | '\u{61c}')
+        })
+        .collect();
+    assert!(raw.is_empty(), "raw controls {raw:?} on stdout:\n{out}");
+    assert!(
+        out.stdout().contains("\\u009b"),
+        "the CSI is escaped:\n{out}"
+    );
+    let events: Vec<Value> = out
+        .stdout()
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{out}"))
+        })
+        .collect();
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["type"] == "text")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(
+        streamed, answer,
+        "text deltas decode to the model's text:\n{out}"
+    );
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "done")
+        .unwrap_or_else(|| panic!("no done event:\n{out}"));
+    assert_eq!(
+        done["answer"], answer,
+        "the answer decodes to the model's text:\n{out}"
+    );
+    fsck(&repo);
+}
+
+#[test]
 fn json_output_is_one_event_per_line() {
     let repo = TestRepo::new();
     let write = call("write_file", json!({"path": "out.txt", "content": "x\n"}));

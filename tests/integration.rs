@@ -62,6 +62,10 @@ mod trust;
 mod skills;
 // The explore subagent: concurrent read-only children, refusals, budgets, the log.
 mod explore;
+// Cost: tokens times prices in --json, log, show and the session log; --max-cost; stats over pulled sessions.
+mod cost;
+// web_fetch against pages served on 127.0.0.1: Markdown, private addresses and redirects, big pages, --no-network.
+mod web;
 // A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.
 mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded

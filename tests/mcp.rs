@@ -843,6 +843,10 @@ fn a_slow_server_never_holds_the_first_request_and_no_server_outlives_the_sessio
 /// (here the model's key sits under a name that does not look secret, so only its value gives it away).
 /// Needs no partner: the server is a shell that never answers.
 #[test]
+#[cfg_attr(
+    git_agent_portable,
+    ignore = "needs the Linux supervisor: without it a killed agent's commands live on"
+)]
 fn kill_9_of_the_agent_takes_its_mcp_servers_with_it() {
     let repo = TestRepo::new();
     let before = common::user_state(&repo);

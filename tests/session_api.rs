@@ -116,6 +116,7 @@ fn options(server: &Server) -> SessionOptions {
         max_steps: 20,
         max_time: None,
         max_tokens: None,
+        max_cost: None,
         run_timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(30),

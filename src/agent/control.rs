@@ -91,11 +91,11 @@ impl TurnControl {
             let mut hup = signal(SignalKind::hangup()).ok();
             let sig = tokio::select! {
                 r = tokio::signal::ctrl_c() => match r {
-                    Ok(()) => libc::SIGINT,
+                    Ok(()) => crate::sys::signal::SIGINT,
                     Err(_) => return,
                 },
-                Some(()) = next(&mut term) => libc::SIGTERM,
-                Some(()) = next(&mut hup) => libc::SIGHUP,
+                Some(()) = next(&mut term) => crate::sys::signal::SIGTERM,
+                Some(()) = next(&mut hup) => crate::sys::signal::SIGHUP,
             };
             control.cancel_for_signal(sig);
         })
@@ -115,7 +115,7 @@ impl TurnControl {
         let control = self.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                control.cancel_for_signal(libc::SIGINT);
+                control.cancel_for_signal(crate::sys::signal::SIGINT);
             }
         })
     }

@@ -25,10 +25,11 @@ use std::task::Poll;
 
 use serde_json::json;
 
+use crate::config::prices::Price;
 use crate::config::{ModelConfig, Settings};
 use crate::model::retry::RetryPolicy;
 use crate::model::{Client, Request};
-use crate::protocol::{Event, Message, Sink, ToolCall, ToolKind, ToolSchema, Usage};
+use crate::protocol::{Cost, Event, Message, Sink, ToolCall, ToolKind, ToolSchema, Usage};
 use crate::safety::Policy;
 use crate::tools::{SessionState, Tool, ToolContext, ToolOutput};
 
@@ -117,6 +118,8 @@ pub fn schema() -> ToolSchema {
 struct Shared<'a> {
     client: &'a Client,
     model: &'a str,
+    /// The explore model's price (`None`: unknown).
+    price: Option<Price>,
     retry: &'a RetryPolicy,
     tools: Vec<Arc<dyn Tool>>,
     schemas: Vec<ToolSchema>,
@@ -125,6 +128,8 @@ struct Shared<'a> {
     sink: Mutex<&'a mut dyn Sink>,
     /// Requests and tokens of the turn so far, the children's included.
     used: Mutex<(u32, u64)>,
+    /// What the session has cost so far, the children's requests included.
+    session_cost: Mutex<Cost>,
     budget: Budget,
     max_steps: u32,
     control: &'a TurnControl,
@@ -137,6 +142,7 @@ struct Run {
     output: ToolOutput,
     events: Vec<LogEvent>,
     usage: Usage,
+    cost: Cost,
 }
 
 impl Turn<'_> {
@@ -172,10 +178,16 @@ impl Turn<'_> {
         }
         let (requests, spent) = self.used();
         let budget = self.budget();
+        let mut session_cost = Cost::of(self.s.work.log.meta.cost_usd);
+        session_cost.add(&self.cost());
         let s = &mut *self.s;
-        let (client, model) = match &s.explore.own {
-            Some((client, model)) => (client, model.model.as_str()),
-            None => (&s.model.client, s.model.config.model.as_str()),
+        let (client, model, price) = match &s.explore.own {
+            Some((client, model)) => (client, model.model.as_str(), model.price),
+            None => (
+                &s.model.client,
+                s.model.config.model.as_str(),
+                s.model.config.price,
+            ),
         };
         let tools: Vec<Arc<dyn Tool>> = s
             .tools
@@ -191,6 +203,7 @@ impl Turn<'_> {
         let shared = Shared {
             client,
             model,
+            price,
             retry: &s.model.retry,
             schemas: tools.iter().map(|t| t.schema()).collect(),
             tools,
@@ -205,6 +218,7 @@ impl Turn<'_> {
             policy: Mutex::new(&mut s.tools.policy),
             sink: Mutex::new(&mut *self.sink),
             used: Mutex::new((requests, spent)),
+            session_cost: Mutex::new(session_cost),
             budget,
             max_steps: s.explore.max_steps,
             control: self.control,
@@ -228,6 +242,7 @@ impl Turn<'_> {
         let (requests, spent) = shared.used.lock().map(|u| *u).unwrap_or((requests, spent));
         drop(shared);
         let mut usage = Usage::default();
+        let mut cost = Cost::default();
         let mut outputs = Vec::new();
         for ((call, task), run) in calls.iter().zip(tasks).zip(runs) {
             let output = match (task, run) {
@@ -242,6 +257,7 @@ impl Turn<'_> {
                         self.s.work.log.append(nested.to_json())?;
                     }
                     usage.add(&run.usage);
+                    cost.add(&run.cost);
                     run.output
                 }
             };
@@ -253,7 +269,7 @@ impl Turn<'_> {
             });
             outputs.push(output);
         }
-        self.charge(requests, spent, &usage);
+        self.charge(requests, spent, &usage, &cost);
         Ok(outputs)
     }
 }
@@ -267,6 +283,7 @@ impl Shared<'_> {
                 content: task.to_owned(),
             }],
             usage: Usage::default(),
+            cost: Cost::default(),
         };
         let mut messages = vec![
             Message::System {
@@ -319,16 +336,26 @@ impl Shared<'_> {
                 used.1 += tokens;
             }
             if let Some(usage) = &response.usage {
+                let cost = self.price.map(|price| price.cost(usage));
                 run.usage.add(usage);
+                run.cost.add_request(cost);
                 run.events.push(LogEvent::Usage {
                     input_tokens: usage.input_tokens,
                     output_tokens: usage.output_tokens,
+                    cached_tokens: usage.cached_tokens,
+                    cost_usd: cost,
+                });
+                let session_cost = self.session_cost.lock().ok().and_then(|mut total| {
+                    total.add_request(cost);
+                    total.known()
                 });
                 self.emit(
                     parent,
                     &Event::RequestUsage {
                         request: requests,
                         usage,
+                        cost,
+                        session_cost,
                     },
                 );
             }

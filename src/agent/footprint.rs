@@ -35,12 +35,9 @@ pub fn mark(at: &str) {
             line[name] = number.parse::<u64>().unwrap_or(0).into();
         }
     }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 only reads the allocator's counters.
-        let info = unsafe { libc::mallinfo2() };
-        line["heap_in_use_kb"] = ((info.uordblks + info.hblkhd) / 1024).into();
-        line["heap_held_kb"] = ((info.arena + info.hblkhd) / 1024).into();
+    if let Some(heap) = crate::sys::alloc::heap_info() {
+        line["heap_in_use_kb"] = (heap.in_use / 1024).into();
+        line["heap_held_kb"] = (heap.held / 1024).into();
     }
     let text = format!("{line}\n");
     if let Ok(mut file) = std::fs::OpenOptions::new()

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::plan::Plan;
-use crate::protocol::{Status, ToolCall};
+use crate::protocol::{Cost, Status, ToolCall};
 
 /// How many recent calls the repetition check looks at.
 const WINDOW: usize = 20;
@@ -235,6 +235,8 @@ pub struct Budget {
     pub max_time: Option<Duration>,
     /// Input plus output tokens over the session's requests (summaries included).
     pub max_tokens: Option<u64>,
+    /// USD over the turn's requests (`--max-cost`); the session refuses to start without a price.
+    pub max_cost: Option<f64>,
 }
 
 impl Budget {
@@ -259,6 +261,18 @@ impl Budget {
             }
         }
         None
+    }
+
+    /// Why the session must stop before the next request because of what it cost, if it must. An unknown
+    /// cost never stops it: `--max-cost` is refused up front for a model without a price.
+    pub fn cost_exceeded(&self, spent: &Cost) -> Option<(Status, String)> {
+        let (limit, usd) = (self.max_cost?, spent.known()?);
+        (usd >= limit).then(|| {
+            (
+                Status::MaxCost,
+                format!("stopped after spending ${usd:.4} (--max-cost {limit})"),
+            )
+        })
     }
 
     /// Why the session must stop when `--max-time` has run out.

@@ -41,6 +41,11 @@ pub enum Event {
     Usage {
         input_tokens: u64,
         output_tokens: u64,
+        #[serde(default, skip_serializing_if = "crate::store::is_zero")]
+        cached_tokens: u64,
+        /// What the request cost in USD; absent when its model has no price.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// The end of a turn.
     End { status: String, answer: String },

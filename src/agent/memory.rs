@@ -269,6 +269,7 @@ impl Turn<'_> {
             | Status::MaxSteps
             | Status::MaxTime
             | Status::MaxTokens
+            | Status::MaxCost
             | Status::Loop => Some(Outcome::Failed),
             _ => None,
         };

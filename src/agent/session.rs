@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::config::ModelConfig;
 use crate::model::retry::RetryPolicy;
 use crate::model::Client;
-use crate::protocol::{Approver, Event, Message, Never, Sink, Status, ToolSchema, Usage};
+use crate::protocol::{Approver, Cost, Event, Message, Never, Sink, Status, ToolSchema, Usage};
 use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
@@ -61,6 +61,8 @@ pub struct SessionOptions {
     pub max_time: Option<Duration>,
     /// Stop a turn (exit 3) once its requests used this many tokens (input plus output).
     pub max_tokens: Option<u64>,
+    /// Stop a turn (exit 3) once its requests cost this many USD; the model must have a price.
+    pub max_cost: Option<f64>,
     pub run_timeout: Duration,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
@@ -75,6 +77,14 @@ pub struct SessionOptions {
     pub title: Option<String>,
     /// Project memory's settings; `None` turns memory off for the run (`--no-memory`).
     pub memory: Option<crate::config::memory::MemorySettings>,
+}
+
+/// Adds a turn's cached tokens and cost to the session's summary (the callers add its input and output tokens).
+pub(super) fn add_spend(meta: &mut Meta, usage: &Usage, cost: &Cost) {
+    meta.cached_tokens += usage.cached_tokens;
+    let mut total = Cost::of(meta.cost_usd);
+    total.add(cost);
+    meta.cost_usd = total.known();
 }
 
 /// Which session `--resume` / `--continue` means.
@@ -205,6 +215,7 @@ pub(super) struct Limits {
     pub max_steps: u32,
     pub max_time: Option<Duration>,
     pub max_tokens: Option<u64>,
+    pub max_cost: Option<f64>,
 }
 
 /// What [`AgentSession::undo()`] did.
@@ -349,6 +360,7 @@ impl AgentSession {
                 max_steps: options.max_steps,
                 max_time: options.max_time,
                 max_tokens: options.max_tokens,
+                max_cost: options.max_cost,
             },
             line,
             skills,
@@ -414,10 +426,11 @@ impl AgentSession {
         let mut never = Never;
         let mut turn = Turn::new(self, sink, &mut never, control);
         let compacted = turn.compact(true, focus).await?;
-        let usage = turn.usage();
+        let (usage, cost) = (turn.usage(), turn.cost());
         let meta = &mut self.work.log.meta;
         meta.input_tokens += usage.input_tokens;
         meta.output_tokens += usage.output_tokens;
+        add_spend(meta, &usage, &cost);
         self.usage.add(&usage);
         self.work.log.fold(&self.work.store)?;
         Ok(compacted)
@@ -601,6 +614,12 @@ impl AgentSession {
             output_tokens: meta.output_tokens,
             cached_tokens: self.usage.cached_tokens,
         }
+    }
+
+    /// What the session's requests cost in USD (earlier runs included), as of its last turn; `None` when one
+    /// of them had no price.
+    pub fn cost(&self) -> Option<f64> {
+        self.work.log.meta.cost_usd
     }
 
     /// Project memory in this session: the entries it was given, its proposals not written yet.
@@ -834,8 +853,14 @@ impl Toolbox {
             .join("agent")
             .join("output")
             .join(&session.id);
+        let mut registry = Registry::builtin();
+        // Refused at call time without the network (rather than hidden), so the model learns why.
+        registry.add(Arc::new(crate::tools::web_fetch::WebFetch {
+            rules: policy.rules.clone(),
+            network: sandbox_config.network,
+        }));
         Toolbox {
-            registry: Registry::builtin(),
+            registry,
             policy,
             sandbox: Arc::new(sandbox),
             sandbox_config,
@@ -965,6 +990,8 @@ fn start(
         step0: session.step0.map(|c| c.to_string()),
         status: Status::Running,
         here,
+        // Nothing spent yet is a known cost; a request without a price makes it unknown.
+        cost_usd: Some(0.0),
         ..Meta::default()
     };
     // The log first: it takes the session's lock, so the checkout being made is known to belong to a live

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use crate::model::{FinishReason, ModelError, Request, Response};
-use crate::protocol::{Approver, Event, Message, Sink, Status, ToolCall, Usage};
+use crate::protocol::{Approver, Cost, Event, Message, Sink, Status, ToolCall, Usage};
 use crate::store::StoreError;
 use crate::tools::ToolOutput;
 
@@ -24,7 +24,7 @@ use super::stream::{self, Streamed};
 use super::{trim, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 
 /// How a turn ended, for the front-end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnEnd {
     /// `done`, `blocked`, `max_steps`, ..., `interrupted`.
     pub status: Status,
@@ -35,6 +35,8 @@ pub struct TurnEnd {
     pub exit_code: i32,
     /// Tokens of this turn's requests (summaries included).
     pub usage: Usage,
+    /// What this turn's requests cost.
+    pub cost: Cost,
     /// The model refused: its last reply was ended for content reasons (see
     /// [`FinishReason::is_refusal`]); the status is `done`, the answer whatever it said.
     pub refused: bool,
@@ -76,6 +78,8 @@ struct Tally {
     /// Tokens used by the turn's requests: the provider's figures, or estimates where it gave none.
     spent: u64,
     usage: Usage,
+    /// What the turn's requests cost (the subagents' included).
+    cost: Cost,
 }
 
 impl<'t> Turn<'t> {
@@ -93,10 +97,12 @@ impl<'t> Turn<'t> {
                     deadline: limits.max_time.map(|t| Instant::now() + t),
                     max_time: limits.max_time,
                     max_tokens: limits.max_tokens,
+                    max_cost: limits.max_cost,
                 },
                 requests: 0,
                 spent: 0,
                 usage: Usage::default(),
+                cost: Cost::default(),
             },
             s,
             sink,
@@ -112,6 +118,11 @@ impl<'t> Turn<'t> {
         self.tally.usage
     }
 
+    /// What this turn's requests cost so far.
+    pub(super) fn cost(&self) -> Cost {
+        self.tally.cost
+    }
+
     /// What the turn used of its budget so far: model requests, and tokens as `--max-tokens` counts them.
     pub(super) fn used(&self) -> (u32, u64) {
         (self.tally.requests, self.tally.spent)
@@ -124,10 +135,11 @@ impl<'t> Turn<'t> {
 
     /// Takes over what subagents used: the turn now stands at `requests` and `spent`, and their `usage` is
     /// the turn's too (so the session's totals count it).
-    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage) {
+    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage, cost: &Cost) {
         self.tally.requests = self.tally.requests.max(requests);
         self.tally.spent = self.tally.spent.max(spent);
         self.tally.usage.add(usage);
+        self.tally.cost.add(cost);
     }
 
     pub(super) async fn run(&mut self, prompt: &str) -> Result<Outcome, AgentError> {
@@ -152,6 +164,9 @@ impl<'t> Turn<'t> {
                 .budget
                 .exceeded(self.tally.requests, self.tally.spent)
             {
+                return Ok(Outcome::Stopped { status, reason });
+            }
+            if let Some((status, reason)) = self.tally.budget.cost_exceeded(&self.tally.cost) {
                 return Ok(Outcome::Stopped { status, reason });
             }
             // What the user typed while the turn ran goes in before the next request.
@@ -229,10 +244,16 @@ impl<'t> Turn<'t> {
         if let Streamed::Reply(response) = &sent {
             self.s.announced = true;
             if let Some(usage) = &response.usage {
+                let cost = link.config.price.map(|price| price.cost(usage));
                 self.tally.usage.add(usage);
+                self.tally.cost.add_request(cost);
+                let mut session_cost = Cost::of(self.s.work.log.meta.cost_usd);
+                session_cost.add(&self.tally.cost);
                 self.sink.emit(&Event::RequestUsage {
                     request: self.tally.requests,
                     usage,
+                    cost,
+                    session_cost: session_cost.known(),
                 });
             }
         }
@@ -426,7 +447,9 @@ impl<'t> Turn<'t> {
                 if let Some(usage) = &response.usage {
                     self.tally.usage.add(usage);
                     self.tally.spent += usage.input_tokens + usage.output_tokens;
-                    self.log_usage(usage)?;
+                    let cost = link.config.price.map(|price| price.cost(usage));
+                    self.tally.cost.add_request(cost);
+                    self.log_usage(usage, cost)?;
                 }
                 Ok(Some(response.text))
             }
@@ -472,16 +495,19 @@ impl<'t> Turn<'t> {
             .to_json(),
         )?;
         if let Some(usage) = &response.usage {
-            self.log_usage(usage)?;
+            let cost = self.s.model.config.price.map(|price| price.cost(usage));
+            self.log_usage(usage, cost)?;
         }
         Ok(())
     }
 
     /// Records one request's token usage in the session log.
-    fn log_usage(&mut self, usage: &Usage) -> Result<(), AgentError> {
+    fn log_usage(&mut self, usage: &Usage, cost: Option<f64>) -> Result<(), AgentError> {
         let event = LogEvent::Usage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
+            cached_tokens: usage.cached_tokens,
+            cost_usd: cost,
         };
         self.s.work.log.append(event.to_json())?;
         Ok(())
@@ -564,8 +590,8 @@ impl<'t> Turn<'t> {
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             Outcome::Interrupted(partial) => match self.control.signal() {
-                Some(sig) if sig != libc::SIGINT => {
-                    let name = if sig == libc::SIGHUP {
+                Some(sig) if sig != crate::sys::signal::SIGINT => {
+                    let name = if sig == crate::sys::signal::SIGHUP {
                         "SIGHUP"
                     } else {
                         "SIGTERM"
@@ -588,7 +614,8 @@ impl<'t> Turn<'t> {
             self.sink.emit(&Event::Warning(&message));
         }
         let usage = self.tally.usage;
-        self.sink.emit(&Event::Usage(&usage));
+        let cost = self.tally.cost.known();
+        self.sink.emit(&Event::Usage(&usage, cost));
         let session = &self.s.work.session;
         let base = session
             .step0
@@ -601,6 +628,7 @@ impl<'t> Turn<'t> {
             base: &base,
             usage: &usage,
             requests: self.tally.requests,
+            cost,
         });
         self.sink.emit(&Event::Done {
             status: &status,
@@ -612,6 +640,7 @@ impl<'t> Turn<'t> {
             answer,
             exit_code: code,
             usage,
+            cost: self.tally.cost,
             refused,
         }
     }
@@ -631,6 +660,7 @@ impl<'t> Turn<'t> {
         meta.steps = work.session.steps;
         meta.input_tokens += self.tally.usage.input_tokens;
         meta.output_tokens += self.tally.usage.output_tokens;
+        super::session::add_spend(meta, &self.tally.usage, &self.tally.cost);
         work.log.fold(&work.store)
     }
 

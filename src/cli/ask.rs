@@ -50,6 +50,11 @@ pub(super) struct SessionFlags {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_tokens: Option<u64>,
 
+    /// Stop with exit code 3 once the session's model requests cost this many US dollars (the model needs a
+    /// price: built in, or [prices."provider/model"] in your config)
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    max_cost: Option<f64>,
+
     /// Default timeout of shell commands the agent runs, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
@@ -110,11 +115,24 @@ impl SessionFlags {
         let settings = config::Settings::load(ctx.cwd(), &env)?;
         let model = settings.resolve(self.model.as_deref(), &env)?;
         let (connect_timeout, idle_timeout) = settings.timeouts(&env)?;
+        if self.max_cost.is_some() && model.price.is_none() {
+            // A budget in dollars over tokens of unknown price would never stop anything.
+            let name = model.display_name();
+            return Err(CommandError::new(
+                ErrorKind::Usage,
+                format!("--max-cost needs the price of {name}, which is unknown"),
+            )
+            .hint(format!(
+                "add [prices.\"{name}\"] with input, cached_input and output (USD per million tokens) to {}",
+                settings.user.path.display()
+            )));
+        }
         Ok(SessionOptions {
             model,
             max_steps: self.max_steps,
             max_time: self.max_time,
             max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
             run_timeout: Duration::from_secs(self.run_timeout),
             connect_timeout,
             idle_timeout,
@@ -150,12 +168,12 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         0 => Ok(()),
         agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
         agent::EXIT_INTERRUPTED => Err(CommandError::shown(ErrorKind::Interrupted)),
-        code if code == agent::exit_terminated(libc::SIGTERM) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGTERM)))
-        }
-        code if code == agent::exit_terminated(libc::SIGHUP) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGHUP)))
-        }
+        code if code == agent::exit_terminated(crate::sys::signal::SIGTERM) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGTERM)),
+        ),
+        code if code == agent::exit_terminated(crate::sys::signal::SIGHUP) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGHUP)),
+        ),
         other => Err(CommandError::internal(format!(
             "the agent ended with an unknown status ({other})"
         ))),
@@ -209,6 +227,17 @@ impl SafetyFlags {
 }
 
 /// `90`, `90s`, `20m` or `2h` as a duration.
+/// A `--max-cost` amount: US dollars above zero (`0.50`, `$2`).
+fn parse_usd(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_start_matches('$');
+    match number.parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err(format!(
+            "expected an amount of US dollars above zero (e.g. 0.50), not '{text}'"
+        )),
+    }
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {

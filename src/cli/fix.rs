@@ -299,7 +299,7 @@ pub(super) fn report(
         summary(ctx.store()?, check, end, accept_command)
     };
     let sink = ctx.sink();
-    sink.emit(&Event::Usage(&end.usage));
+    sink.emit(&Event::Usage(&end.usage, end.cost.known()));
     sink.emit(&Event::Fixed {
         passed: end.passed,
         branch: &end.branch,

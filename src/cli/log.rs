@@ -7,7 +7,7 @@ use clap::Args;
 use super::{CommandError, Context};
 use crate::protocol::Untrusted;
 
-/// List sessions, newest first: id, date, status, steps, first line of the prompt
+/// List sessions, newest first: id, date, status, steps, cost, first line of the prompt
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Show at most N sessions
@@ -35,11 +35,12 @@ pub fn run(ctx: &Context, args: LogArgs) -> Result<(), CommandError> {
             prompt.to_owned()
         };
         let line = format!(
-            "{}  {}  {status:<11} {:>3} step{}  {prompt}",
+            "{}  {}  {status:<11} {:>3} step{}  {:>8}  {prompt}",
             meta.id,
             super::when(meta.created),
             meta.steps,
             if meta.steps == 1 { " " } else { "s" },
+            crate::protocol::format_usd(meta.cost_usd),
         );
         // The id and prompt may come from a pulled session (issue 22, finding 8).
         if writeln!(out, "{}", Untrusted::name(line.trim_end())).is_err() {

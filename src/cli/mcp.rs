@@ -119,7 +119,7 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
     let (config, _) = load(ctx)?;
     for entry in &config.entries {
         if as_json {
-            println!("{}", entry_json(entry));
+            print_json(&entry_json(entry));
         } else {
             let state = match (&entry.spec, entry.enabled) {
                 (Err(_), _) => "invalid",
@@ -152,9 +152,8 @@ fn list(ctx: &Context, as_json: bool) -> Result<(), CommandError> {
         } else if !project.trusted {
             if as_json {
                 for name in &project.names {
-                    println!(
-                        "{}",
-                        json!({"name": name, "origin": project.path, "trusted": false, "enabled": false})
+                    print_json(
+                        &json!({"name": name, "origin": project.path, "trusted": false, "enabled": false}),
                     );
                 }
             } else {
@@ -315,10 +314,9 @@ fn report(
                     .iter()
                     .map(|t| json!({"name": t.name, "read_only": t.read_only, "model_name": mcp::names::tool_name(&spec.name, &t.name), "invalid": t.invalid}))
                     .collect();
-                println!(
-                    "{}",
-                    json!({"name": spec.name, "ok": true, "server": info.name, "version": info.version,
-                           "protocol_version": info.protocol_version, "tools": tools, "filtered": started.filtered})
+                print_json(
+                    &json!({"name": spec.name, "ok": true, "server": info.name, "version": info.version,
+                           "protocol_version": info.protocol_version, "tools": tools, "filtered": started.filtered}),
                 );
             } else {
                 println!(
@@ -354,9 +352,8 @@ fn report(
         }
         Err(failure) => {
             if as_json {
-                println!(
-                    "{}",
-                    json!({"name": spec.name, "ok": false, "error": failure.message, "stderr": failure.stderr})
+                print_json(
+                    &json!({"name": spec.name, "ok": false, "error": failure.message, "stderr": failure.stderr}),
                 );
                 return Err(CommandError::shown(ErrorKind::Internal));
             }
@@ -622,4 +619,10 @@ mod tests {
         let shown = describe_spec(&spec);
         assert_eq!(shown, "https://h/mcp (headers: Authorization)");
     }
+}
+
+/// One JSON line on stdout, with the C1 and bidi controls that serde leaves raw escaped: names, versions and
+/// errors come from servers and files.
+fn print_json(value: &Value) {
+    println!("{}", crate::protocol::json_for_terminal(value.to_string()));
 }

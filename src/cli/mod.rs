@@ -24,6 +24,7 @@ mod review;
 mod review_tty;
 mod show;
 mod skill;
+mod stats;
 mod trust;
 mod undo;
 
@@ -70,6 +71,7 @@ enum Command {
     Push(push::PushArgs),
     Pull(pull::PullArgs),
     Skill(skill::SkillArgs),
+    Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
 }
 
@@ -99,15 +101,8 @@ pub fn answer_version() {
     // One write of a constant line and out: no formatting, no buffered stdout to set up or flush at exit.
     let line = concat!("git-agent ", env!("CARGO_PKG_VERSION"), "\n");
     let failed = "git-agent: error: cannot write the version to standard output\n";
-    // SAFETY: write(2) from valid buffers of those lengths; _exit(2) ends the process, with nothing of ours
-    // left to flush or drop (the line went out unbuffered).
-    unsafe {
-        if libc::write(1, line.as_ptr().cast(), line.len()) == line.len() as isize {
-            libc::_exit(0);
-        }
-        libc::write(2, failed.as_ptr().cast(), failed.len());
-        libc::_exit(1);
-    }
+    // _exit(2) after the write: nothing of ours is left to flush or drop (the line went out unbuffered).
+    crate::sys::stdio::print_and_exit(line, failed)
 }
 
 /// Parses the command line, runs the subcommand and returns the process exit code.
@@ -151,6 +146,7 @@ pub fn run() -> i32 {
         Command::Push(args) => push::run(&ctx, args),
         Command::Pull(args) => pull::run(&ctx, args),
         Command::Skill(args) => skill::run(&ctx, args),
+        Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
     };
     match result {

@@ -64,6 +64,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "push" => one::<push::PushArgs>("push"),
         "pull" => one::<pull::PullArgs>("pull"),
         "skill" => one::<skill::SkillArgs>("skill"),
+        "stats" => one::<stats::StatsArgs>("stats"),
         "trust" => one::<trust::TrustArgs>("trust"),
         _ => return None,
     })

@@ -364,13 +364,14 @@ fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, Comma
         );
     }
     out.push_str(&format!(
-        "\n---\nSession `{}` · {} · {} step{} · tokens {} in, {} out · log: `refs/agent/sessions/{}` (`git agent pull` then `git agent show {}`); review records: `{REVIEW_REF}`\n",
+        "\n---\nSession `{}` · {} · {} step{} · tokens {} in, {} out · cost {} · log: `refs/agent/sessions/{}` (`git agent pull` then `git agent show {}`); review records: `{REVIEW_REF}`\n",
         meta.id,
         meta.model,
         steps.len(),
         if steps.len() == 1 { "" } else { "s" },
         meta.input_tokens,
         meta.output_tokens,
+        crate::protocol::format_usd(meta.cost_usd),
         meta.id,
         meta.id,
     ));

@@ -118,7 +118,7 @@ fn heading(m: &Meta) -> [String; 2] {
             if m.steps == 1 { "" } else { "s" }
         ),
         format!(
-            "branch {}{} · base {base} · started {} · tokens {} in, {} out",
+            "branch {}{} · base {base} · started {} · tokens {} in, {} out · cost {}",
             m.branch.trim_start_matches("refs/heads/"),
             if m.here {
                 " (--here: your working tree)"
@@ -127,7 +127,8 @@ fn heading(m: &Meta) -> [String; 2] {
             },
             super::when(m.created),
             m.input_tokens,
-            m.output_tokens
+            m.output_tokens,
+            crate::protocol::format_usd(m.cost_usd)
         ),
     ]
 }

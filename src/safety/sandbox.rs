@@ -38,18 +38,13 @@
 //! `/proc/<pid>/environ`: keeping keys out of that is the job of `safety::secrets` (the agent's own) and of
 //! the private `/proc` of [`super::isolate`] (its parents', in every sandbox mode).
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;
 
 use super::isolate::{self, Isolation, Namespace, Plan};
 
-use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, ABI,
-};
+use crate::sys::sandbox::Restriction;
 
 /// `--sandbox`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -125,19 +120,9 @@ pub struct Sandbox {
     pub readonly: Vec<PathBuf>,
 }
 
-/// The Landlock ABI version of the running kernel (0 when unsupported).
+/// The Landlock ABI version of the running kernel (0 when unsupported, and where there is no Landlock).
 pub fn landlock_abi() -> i32 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
-    // SAFETY: the version query takes no pointers.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    i32::try_from(v).unwrap_or(0).max(0)
+    crate::sys::sandbox::landlock_abi()
 }
 
 impl Sandbox {
@@ -295,7 +280,7 @@ impl Sandbox {
         })
     }
 
-    fn landlock(&self) -> Result<Option<Landlock>, SandboxError> {
+    fn landlock(&self) -> Result<Option<Restriction>, SandboxError> {
         if !self.is_active() {
             return Ok(None);
         }
@@ -309,79 +294,17 @@ impl Sandbox {
                 },
             });
         }
-        let abi = ABI::from(abi_version);
-        let setup = |e: &dyn std::fmt::Display| SandboxError::Setup(e.to_string());
-        let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_all(abi))
-            .map_err(|e| setup(&e))?;
-        let landlock_net = !self.network && abi_version >= 4;
-        if landlock_net {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(|e| setup(&e))?;
-        }
-        let mut created = ruleset.create().map_err(|e| setup(&e))?;
-        let root = PathFd::new("/").map_err(|e| setup(&e))?;
-        created = created
-            .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
-            .map_err(|e| setup(&e))?;
-        for dir in &self.writable {
-            // Files (top-level files of a `--here` work tree) take only file rights.
-            let access = if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
-                AccessFs::from_file(abi)
-            } else {
-                AccessFs::from_all(abi)
-            };
-            // A writable path that vanished (a cache removed meanwhile) is simply not writable.
-            if let Ok(fd) = PathFd::new(dir) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, access))
-                    .map_err(|e| setup(&e))?;
-            }
-        }
-        for dev in [
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/tty",
-            "/dev/ptmx",
-            "/dev/urandom",
-            "/dev/random",
-        ] {
-            if let Ok(fd) = PathFd::new(dev) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, AccessFs::from_file(abi)))
-                    .map_err(|e| setup(&e))?;
-            }
-        }
-        for dir in ["/dev/pts", "/dev/shm"] {
-            if let Ok(fd) = PathFd::new(dir) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
-                    .map_err(|e| setup(&e))?;
-            }
-        }
-        let fd: Option<OwnedFd> = created.into();
-        let fd = fd.ok_or_else(|| SandboxError::Setup("Landlock returned no ruleset".into()))?;
-        Ok(Some(Landlock {
-            ruleset: fd,
-            seccomp: (!self.network).then(socket_filter),
-        }))
+        let restriction = Restriction::build(abi_version, &self.writable, self.network)
+            .map_err(SandboxError::Setup)?;
+        Ok(Some(restriction))
     }
 }
 
 /// A command's isolation and sandbox, ready to be applied in its child between fork and exec.
 pub struct Prepared {
     plan: Plan,
-    landlock: Option<Landlock>,
+    landlock: Option<Restriction>,
     tmpdir: Option<PathBuf>,
-}
-
-/// A Landlock ruleset and seccomp filter, built.
-struct Landlock {
-    ruleset: OwnedFd,
-    seccomp: Option<Vec<libc::sock_filter>>,
 }
 
 impl Prepared {
@@ -394,40 +317,6 @@ impl Prepared {
         self.plan.install(cmd);
         if let Some(landlock) = self.landlock {
             landlock.install(cmd);
-        }
-    }
-}
-
-impl Landlock {
-    /// The closure makes only async-signal-safe syscalls: the ruleset and filter were built before the fork.
-    fn install(self, cmd: &mut Command) {
-        let Landlock { ruleset, seccomp } = self;
-        // SAFETY: prctl and the Landlock syscall are async-signal-safe; they read only memory owned by the
-        // closure (the filter) and an fd it keeps open.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(filter) = &seccomp {
-                    let prog = libc::sock_fprog {
-                        len: filter.len() as u16,
-                        filter: filter.as_ptr() as *mut libc::sock_filter,
-                    };
-                    if libc::prctl(
-                        libc::PR_SET_SECCOMP,
-                        libc::SECCOMP_MODE_FILTER,
-                        &prog as *const libc::sock_fprog,
-                    ) != 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
         }
     }
 }
@@ -469,39 +358,6 @@ pub fn worktree_admin_dir(checkout: &Path) -> Option<PathBuf> {
     let target = text.strip_prefix("gitdir:")?.trim();
     let path = checkout.join(target);
     path.canonicalize().ok()
-}
-
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const AUDIT_ARCH: u32 = 0;
-
-/// seccomp: `socket()` only for `AF_UNIX`, no `io_uring_setup`, no x32 syscalls, no foreign architecture.
-fn socket_filter() -> Vec<libc::sock_filter> {
-    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-    const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-    const RET: u16 = 0x06; // BPF_RET | BPF_K
-    const ALLOW: u32 = 0x7fff_0000;
-    const KILL_PROCESS: u32 = 0x8000_0000;
-    const ERRNO: u32 = 0x0005_0000;
-    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
-    vec![
-        op(LD_ABS, 0, 0, 4),                            // 0: arch
-        op(JEQ, 1, 0, AUDIT_ARCH),                      // 1
-        op(RET, 0, 0, KILL_PROCESS),                    // 2
-        op(LD_ABS, 0, 0, 0),                            // 3: syscall number
-        op(JGE, 5, 0, 0x4000_0000),                     // 4: x32 -> 10
-        op(JEQ, 2, 0, libc::SYS_socket as u32),         // 5: -> 8
-        op(JEQ, 3, 0, libc::SYS_io_uring_setup as u32), // 6: -> 10
-        op(RET, 0, 0, ALLOW),                           // 7
-        op(LD_ABS, 0, 0, 16),                           // 8: args[0], the domain
-        op(JEQ, 1, 0, libc::AF_UNIX as u32),            // 9: -> 11
-        op(RET, 0, 0, ERRNO | libc::EACCES as u32),     // 10
-        op(RET, 0, 0, ALLOW),                           // 11
-    ]
 }
 
 /// True when command output looks like the sandbox refused something.

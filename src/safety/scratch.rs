@@ -8,11 +8,8 @@
 //! session. The kernel drops a dead process's locks, so "not locked" means "its session is gone", without
 //! trusting a pid that may have been reused.
 
-use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -35,20 +32,9 @@ impl ScratchDir {
     /// the leftovers of killed sessions there, on a thread joined when this value is dropped.
     pub fn create(parent: &Path, id: &str) -> io::Result<ScratchDir> {
         let template = parent.join(format!("{PREFIX}{id}-XXXXXX"));
-        let template = CString::new(template.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let mut bytes = template.into_bytes_with_nul();
-        // SAFETY: mkdtemp rewrites the X's of a NUL-terminated buffer we own, in place.
-        if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
-            return Err(io::Error::last_os_error());
-        }
-        bytes.pop();
-        let path = PathBuf::from(OsStr::from_bytes(&bytes));
+        let path = crate::sys::fs::make_temp_dir(&template)?;
         let lock = open_dir(&path)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::sys::fs::lock(&lock, crate::sys::fs::Lock::TryExclusive)?;
         let owned = parent.to_path_buf();
         let sweeping = std::thread::Builder::new()
             .name("git-agent-sweep".into())
@@ -83,20 +69,7 @@ impl Drop for ScratchDir {
 
 /// Opens a directory without following a symlink, close-on-exec.
 fn open_dir(path: &Path) -> io::Result<File> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: open on a C string we own; the fd is handed to a File, which closes it.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is owned by nobody else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    Ok(File::from(crate::sys::fs::open_dir_nofollow(path)?))
 }
 
 /// `git-agent-<id>-<6 characters>`: the id lowercase hex and `-`, the suffix what mkdtemp picks.
@@ -121,8 +94,7 @@ pub fn sweep(parent: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return 0;
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::process::effective_uid();
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
@@ -141,9 +113,8 @@ pub fn sweep(parent: &Path) -> usize {
         let same = dir
             .metadata()
             .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
-        // SAFETY: flock on a descriptor we own; the lock goes with `dir`.
-        let free =
-            same && unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        // The lock goes with `dir`.
+        let free = same && crate::sys::fs::lock(&dir, crate::sys::fs::Lock::TryExclusive).is_ok();
         if free && std::fs::remove_dir_all(&path).is_ok() {
             removed += 1;
         }

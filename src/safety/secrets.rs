@@ -18,7 +18,6 @@
 //! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;
-use std::ffi::CStr;
 use std::sync::OnceLock;
 
 static SECRETS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
@@ -66,39 +65,14 @@ pub fn scrub_environment() {
     }
     wipe_start_environment(&secrets);
     for name in secrets.keys() {
-        // SAFETY: single-threaded start-up, before anything reads the environment concurrently.
-        unsafe { std::env::remove_var(name) };
+        crate::sys::env::remove_at_start(name);
     }
     let _ = SECRETS.set(secrets);
 }
 
 /// Overwrites with zeros the values of `secrets` in the environment strings the process started with.
 fn wipe_start_environment(secrets: &BTreeMap<String, String>) {
-    extern "C" {
-        /// The C library's environment: a null-terminated array of `NAME=value` strings.
-        static environ: *const *mut libc::c_char;
-    }
-    // SAFETY: called before any thread exists and before the environment is changed, so `environ` is the array
-    // the kernel and the C library set up: every entry a valid, NUL-terminated, writable string (on the
-    // process's stack), ending with a null pointer. Only bytes inside each string are written, its terminator
-    // stays, and a string that was zeroed reads as `NAME=` from then on.
-    unsafe {
-        let mut entry = environ;
-        if entry.is_null() {
-            return;
-        }
-        while !(*entry).is_null() {
-            let text = *entry;
-            let bytes = CStr::from_ptr(text).to_bytes();
-            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
-                let name = std::str::from_utf8(&bytes[..eq]).unwrap_or_default();
-                if secrets.contains_key(name) {
-                    std::ptr::write_bytes(text.add(eq + 1), 0, bytes.len() - eq - 1);
-                }
-            }
-            entry = entry.add(1);
-        }
-    }
+    crate::sys::env::wipe_start_values(|name| secrets.contains_key(name));
 }
 
 /// A variable from the original environment: the secret kept in memory, or the live environment.

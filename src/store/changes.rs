@@ -13,10 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::rules::Rules;
 use super::scan::Scan;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::watch::{Fallback, Watcher};
 use super::StoreError;
 
@@ -31,7 +31,7 @@ pub struct ChangeTracker {
 struct State {
     /// The checkout as of the last answer.
     scan: Scan,
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
     watch: Option<(Watcher, Rules)>,
 }
 
@@ -73,7 +73,7 @@ impl ChangeTracker {
             self.before_run()?;
             return Ok(Vec::new());
         };
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some((watcher, rules)) = &mut state.watch {
             match watcher.drain(&mut state.scan, rules) {
                 Ok(changed) => {
@@ -102,7 +102,7 @@ impl ChangeTracker {
 
     /// The number of directories watched (0 without inotify).
     pub fn watched_dirs(&self) -> usize {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some(State {
             watch: Some((watcher, _)),
             ..
@@ -115,7 +115,7 @@ impl ChangeTracker {
 
     /// The events could not tell: scan everything, diff with the last answer and start watching afresh
     /// (events were lost, so the watch set may be incomplete too).
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
     fn rescan_all(&mut self, why: &Fallback) -> Result<Vec<PathBuf>, StoreError> {
         debug(format_args!("change detection falls back to a scan: {why}"));
         self.last = Detection::Scan(why.to_string());
@@ -132,7 +132,7 @@ impl ChangeTracker {
 
     #[cfg(test)]
     pub(super) fn force_fallback(&mut self) {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some(State {
             watch: Some((watcher, _)),
             ..
@@ -146,12 +146,12 @@ impl ChangeTracker {
 /// Below this many tracked files a stat scan per command (about a microsecond a file) costs less than
 /// inotify: closing an instance that holds watches waits for the kernel to retire them (an SRCU grace
 /// period, ~15 ms measured here), which was a fifth of a small session's wall, spent at its exit.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 const WATCH_FROM_FILES: u32 = 2_000;
 
 /// Scans the checkout, watching it where we can and where it pays.
 fn start(root: &Path) -> Result<State, StoreError> {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
     match tracked_files(root) {
         Some(n) if n < WATCH_FROM_FILES => {
             debug(format_args!("not watching the checkout: {n} tracked files"))
@@ -168,14 +168,14 @@ fn start(root: &Path) -> Result<State, StoreError> {
     }
     Ok(State {
         scan: Scan::of_dir(root)?,
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         watch: None,
     })
 }
 
 /// The number of entries in the index of the checkout at `root` (its own `.git` dir's, or the linked
 /// worktree's that `.git` names), from the index header alone; `None` when it cannot be read.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 fn tracked_files(root: &Path) -> Option<u32> {
     use std::io::Read;
     let dot_git = root.join(".git");
@@ -202,7 +202,7 @@ fn debug(message: std::fmt::Arguments<'_>) {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, target_os = "linux", not(git_agent_portable)))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

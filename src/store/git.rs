@@ -128,7 +128,6 @@ impl Store {
     /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
     /// started at once. The lock is released when the file is closed, also when the process is killed.
     pub(super) fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
-        use std::os::fd::AsRawFd;
         let dir = self.common_dir.join("agent");
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
         let path = dir.join("worktrees.lock");
@@ -138,12 +137,9 @@ impl Store {
             .write(true)
             .open(&path)
             .map_err(StoreError::io("open", &path))?;
-        // SAFETY: flock on a descriptor we own; it blocks until no other session holds the lock.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(StoreError::io("lock", &path)(
-                std::io::Error::last_os_error(),
-            ));
-        }
+        // Blocks until no other session holds the lock.
+        crate::sys::fs::lock(&file, crate::sys::fs::Lock::Exclusive)
+            .map_err(StoreError::io("lock", &path))?;
         Ok(file)
     }
 }

@@ -40,7 +40,7 @@ mod place;
 mod pool;
 pub mod quarantine;
 pub(crate) mod review;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod rules;
 mod scan;
 mod scratch;
@@ -52,7 +52,7 @@ pub mod stage;
 mod status;
 #[cfg(test)]
 mod tests;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ pub use notes::NOTES_REF;
 pub use pool::{GcReport, DEFAULT_POOL};
 pub use scan::Scan;
 pub use scratch::Scratch;
-pub use session_log::{LogContents, Meta, SessionLog};
+pub use session_log::{is_zero, LogContents, Meta, SessionLog};
 pub use share::RefLeak;
 pub use snapshot::{Capture, StepCommit};
 
@@ -660,10 +660,7 @@ pub fn crash_point() {
     });
     if let Some(at) = at {
         if COUNT.fetch_add(1, Ordering::SeqCst) + 1 == *at {
-            // SAFETY: sending a signal to our own pid.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            crate::sys::process::kill_self();
         }
     }
 }

@@ -15,12 +15,13 @@
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::crash_point;
+use crate::sys::fs::{self as sysfs, EntryStat, Kind, OpenFlags};
 
 /// What a path of the working tree is, read without following links.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,26 +50,26 @@ pub fn read(root: &Path, rel: &str) -> io::Result<Found> {
     let Some(st) = stat_at(&dir, &name)? else {
         return Ok(Found::Missing);
     };
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFLNK => Ok(Found::Symlink {
+    match st.kind {
+        Kind::Symlink => Ok(Found::Symlink {
             target: readlink_at(&dir, &name)?,
         }),
-        libc::S_IFREG => {
-            let fd = open_at(&dir, &name, libc::O_RDONLY)?;
+        Kind::File => {
+            let fd = open_at(&dir, &name, OpenFlags::RDONLY, 0)?;
             let mut data = Vec::new();
             File::from(fd).read_to_end(&mut data)?;
             Ok(Found::File {
                 data,
-                mode: st.st_mode & 0o7777,
+                mode: st.mode,
             })
         }
-        libc::S_IFDIR => {
-            let sub = open_at(&dir, &name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        Kind::Dir => {
+            let sub = open_at(&dir, &name, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)?;
             Ok(Found::Dir {
                 repo: stat_at(&sub, &cstring(OsStr::new(".git"))?)?.is_some(),
             })
         }
-        _ => Ok(Found::Special),
+        Kind::Other => Ok(Found::Special),
     }
 }
 
@@ -87,22 +88,17 @@ pub fn write_file(root: &Path, rel: &str, bytes: &[u8], mode: Mode) -> io::Resul
     let (dir, name) = parent_for_write(root, rel)?;
     let temp = cstring(OsStr::new(&temp_name(&name)))?;
     let result = (|| {
-        let flags =
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let flags = OpenFlags::WRONLY | OpenFlags::CREATE | OpenFlags::EXCL;
         let create = match mode {
             Mode::Exact(_) | Mode::New { executable: false } => 0o666,
             Mode::New { executable: true } => 0o777,
         };
-        // SAFETY: `dir` is an open directory and `temp` a NUL-terminated name; the descriptor is owned below.
-        let fd = owned(unsafe { libc::openat(dir.as_raw_fd(), temp.as_ptr(), flags, create) })?;
+        let fd = open_at(&dir, &temp, flags, create)?;
         let mut file = File::from(fd);
         file.write_all(bytes)?;
         if let Mode::Exact(mode) = mode {
             // fchmod: the mode the user's file had, exactly (the umask applied at create would change it).
-            // SAFETY: a descriptor we own.
-            if unsafe { libc::fchmod(file.as_raw_fd(), mode as libc::mode_t) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            sysfs::set_mode(&file, mode)?;
         }
         file.sync_all()?;
         crash_point();
@@ -110,8 +106,7 @@ pub fn write_file(root: &Path, rel: &str, bytes: &[u8], mode: Mode) -> io::Resul
     })();
     if result.is_err() {
         // Best effort: the temp file is ours; the error is what matters.
-        // SAFETY: as above.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), temp.as_ptr(), 0) };
+        let _ = sysfs::unlink_at(&dir, &temp);
         return result;
     }
     sync_dir(&dir)
@@ -123,14 +118,11 @@ pub fn write_link(root: &Path, rel: &str, target: &[u8]) -> io::Result<()> {
     let temp = cstring(OsStr::new(&temp_name(&name)))?;
     let target = CString::new(target)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "link target has a NUL byte"))?;
-    // SAFETY: both strings are NUL-terminated, `dir` is open.
-    if unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), temp.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sysfs::symlink_at(&target, &dir, &temp)?;
     crash_point();
     if let Err(err) = rename_at(&dir, &temp, &name) {
-        // SAFETY: as above; the temp link is ours.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), temp.as_ptr(), 0) };
+        // Best effort: the temp link is ours.
+        let _ = sysfs::unlink_at(&dir, &temp);
         return Err(err);
     }
     sync_dir(&dir)
@@ -144,9 +136,7 @@ pub fn remove(root: &Path, rel: &str) -> io::Result<()> {
         Walk::Missing => return Ok(()),
         Walk::Blocked(why) => return Err(io::Error::other(why)),
     };
-    // SAFETY: `dir` is open and `name` NUL-terminated; flags 0 removes a non-directory entry only.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
-        let err = io::Error::last_os_error();
+    if let Err(err) = sysfs::unlink_at(&dir, &name) {
         if err.kind() != io::ErrorKind::NotFound {
             return Err(err);
         }
@@ -167,8 +157,7 @@ pub fn remove_temps(root: &Path, rel: &str) -> io::Result<()> {
     for entry in list(&dir)? {
         let text = String::from_utf8_lossy(entry.as_bytes());
         if text.starts_with(&prefix) && text.ends_with(".tmp") {
-            // SAFETY: open directory, NUL-terminated name; flags 0 removes a file or link only.
-            unsafe { libc::unlinkat(dir.as_raw_fd(), entry.as_ptr(), 0) };
+            let _ = sysfs::unlink_at(&dir, &entry);
         }
     }
     Ok(())
@@ -176,32 +165,7 @@ pub fn remove_temps(root: &Path, rel: &str) -> io::Result<()> {
 
 /// The names in the open directory `dir`.
 fn list(dir: &OwnedFd) -> io::Result<Vec<CString>> {
-    // SAFETY: dup of a descriptor we own; fdopendir takes ownership of the copy, closedir releases it.
-    let copy = unsafe { libc::dup(dir.as_raw_fd()) };
-    if copy < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `copy` is a fresh directory descriptor.
-    let stream = unsafe { libc::fdopendir(copy) };
-    if stream.is_null() {
-        // SAFETY: fdopendir failed, so `copy` is still ours to close.
-        unsafe { libc::close(copy) };
-        return Err(io::Error::last_os_error());
-    }
-    let mut names = Vec::new();
-    loop {
-        // SAFETY: `stream` is an open directory stream; the entry is valid until the next readdir.
-        let entry = unsafe { libc::readdir(stream) };
-        if entry.is_null() {
-            break;
-        }
-        // SAFETY: d_name is NUL-terminated within the entry.
-        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
-        names.push(name.to_owned());
-    }
-    // SAFETY: closes the stream (and `copy`) exactly once.
-    unsafe { libc::closedir(stream) };
-    Ok(names)
+    sysfs::names(dir)
 }
 
 /// Removes the directories above `rel` that are empty now, deepest first, stopping at the first that is not.
@@ -216,8 +180,8 @@ fn remove_empty_parents(root: &Path, rel: &str) {
         let Ok(name) = cstring(OsStr::new(last)) else {
             return;
         };
-        // SAFETY: as in `remove`; AT_REMOVEDIR fails (and we stop) when the directory is not empty.
-        if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
+        // Fails (and we stop) when the directory is not empty.
+        if sysfs::rmdir_at(&dir, &name).is_err() {
             return;
         }
     }
@@ -246,36 +210,27 @@ fn walk(root: &Path, rel: &str, create: bool) -> io::Result<Walk> {
             "path has '.' or '..'",
         ));
     }
-    let root = cstring(root.as_os_str())?;
-    // SAFETY: NUL-terminated path; the descriptor is wrapped at once.
-    let mut dir = owned(unsafe {
-        libc::open(
-            root.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    })?;
+    let mut dir = sysfs::open_dir(root)?;
     for (n, part) in parents.iter().enumerate() {
         let name = cstring(OsStr::new(part))?;
         let shown = parents[..=n].join("/");
         match stat_at(&dir, &name)? {
             None if create => {
-                // SAFETY: open directory, NUL-terminated name.
-                if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) } != 0 {
-                    let err = io::Error::last_os_error();
+                if let Err(err) = sysfs::mkdir_at(&dir, &name, 0o777) {
                     if err.kind() != io::ErrorKind::AlreadyExists {
                         return Err(err);
                     }
                 }
             }
             None => return Ok(Walk::Missing),
-            Some(st) => match st.st_mode & libc::S_IFMT {
-                libc::S_IFDIR => {}
-                libc::S_IFLNK => return Ok(Walk::Blocked(format!("{shown} is a symbolic link"))),
+            Some(st) => match st.kind {
+                Kind::Dir => {}
+                Kind::Symlink => return Ok(Walk::Blocked(format!("{shown} is a symbolic link"))),
                 _ => return Ok(Walk::Blocked(format!("{shown} is not a directory"))),
             },
         }
         // O_NOFOLLOW: a directory swapped for a link since the stat fails here instead of being followed.
-        dir = open_at(&dir, &name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        dir = open_at(&dir, &name, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)?;
         if stat_at(&dir, &cstring(OsStr::new(".git"))?)?.is_some() {
             return Ok(Walk::Blocked(format!(
                 "{shown} is a submodule (a repository of its own)"
@@ -293,86 +248,32 @@ fn parent_for_write(root: &Path, rel: &str) -> io::Result<(OwnedFd, CString)> {
     }
 }
 
-fn stat_at(dir: &OwnedFd, name: &CString) -> io::Result<Option<libc::stat>> {
-    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: open directory, NUL-terminated name, a valid out pointer.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc == 0 {
-        return Ok(Some(st));
-    }
-    let err = io::Error::last_os_error();
-    if err.kind() == io::ErrorKind::NotFound {
-        Ok(None)
-    } else {
-        Err(err)
-    }
+fn stat_at(dir: &OwnedFd, name: &CString) -> io::Result<Option<EntryStat>> {
+    sysfs::stat_at(dir, name)
 }
 
 fn readlink_at(dir: &OwnedFd, name: &CString) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: the buffer is valid for its length; readlinkat does not NUL-terminate, the length says.
-    let n = unsafe {
-        libc::readlinkat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    buf.truncate(n as usize);
-    Ok(buf)
+    sysfs::read_link_at(dir, name)
 }
 
-fn open_at(dir: &OwnedFd, name: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: open directory, NUL-terminated name; the descriptor is wrapped at once.
-    owned(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })
+fn open_at(
+    dir: &OwnedFd,
+    name: &CString,
+    flags: OpenFlags,
+    create_mode: u32,
+) -> io::Result<OwnedFd> {
+    sysfs::open_at(dir, name, flags, create_mode)
 }
 
 fn rename_at(dir: &OwnedFd, from: &CString, to: &CString) -> io::Result<()> {
-    // SAFETY: both names NUL-terminated and relative to the same open directory.
-    let rc =
-        unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
-    if rc == 0 {
-        crash_point();
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    sysfs::rename_at(dir, from, to)?;
+    crash_point();
+    Ok(())
 }
 
 /// Makes a rename in `dir` durable (it is the directory's data that changed).
 fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
-    // SAFETY: a descriptor we own.
-    if unsafe { libc::fsync(dir.as_raw_fd()) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn owned(fd: RawFd) -> io::Result<OwnedFd> {
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a non-negative result of open/openat is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    sysfs::sync(dir)
 }
 
 fn cstring(s: &OsStr) -> io::Result<CString> {

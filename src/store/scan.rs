@@ -412,21 +412,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CString;
 
     /// Sets a directory's mtime 100 s into the past, so the racy-timestamp rule does not force a full walk.
     fn age(dir: &Path) {
-        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
-        let past = libc::timespec {
-            tv_sec: (now_ns() / 1_000_000_000) as libc::time_t - 100,
-            tv_nsec: 0,
-        };
-        let times = [past, past];
-        // SAFETY: a valid path and two timespecs, as utimensat wants.
-        assert_eq!(
-            unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) },
-            0
-        );
+        crate::sys::fs::set_times(dir, (now_ns() / 1_000_000_000) as i64 - 100).unwrap();
     }
 
     fn tree(tag: &str) -> PathBuf {

@@ -167,12 +167,8 @@ impl Store {
             let pid = name
                 .to_str()
                 .and_then(|n| n.split('-').next())
-                .and_then(|p| p.parse::<libc::pid_t>().ok());
-            // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
-            let gone = pid.is_some_and(|pid| {
-                let rc = unsafe { libc::kill(pid, 0) };
-                rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-            });
+                .and_then(|p| p.parse::<u32>().ok());
+            let gone = pid.is_some_and(|pid| !crate::sys::process::process_exists(pid));
             if gone {
                 // Best effort: the next one tries again.
                 let _ = self.remove_checkout(&entry.path());

@@ -29,7 +29,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 
 use gix::bstr::ByteSlice;
@@ -44,7 +43,7 @@ use crate::protocol::Status;
 use crate::safety::redact::redact_value;
 
 /// The summary of a session, stored as `meta.json` next to the events.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     pub id: String,
     /// The first prompt of the session.
@@ -65,6 +64,13 @@ pub struct Meta {
     pub input_tokens: u64,
     #[serde(default)]
     pub output_tokens: u64,
+    /// Input tokens read from the provider's cache (counted in `input_tokens` too).
+    #[serde(default, skip_serializing_if = "crate::store::is_zero")]
+    pub cached_tokens: u64,
+    /// What the session's requests cost in USD; absent when one of them had no price (or the log predates
+    /// prices), which reads as "unknown".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// How many events the ref holds.
     #[serde(default)]
     pub events: u64,
@@ -72,6 +78,11 @@ pub struct Meta {
     /// `undo` and `discard` must never recreate or remove that directory.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub here: bool,
+}
+
+/// For `skip_serializing_if`: a zero count is left out of the JSON.
+pub fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The ref that holds session `id`'s log.
@@ -211,9 +222,7 @@ impl Store {
         let Ok(file) = File::open(self.journal_path(id)) else {
             return false;
         };
-        // SAFETY: flock on a valid, owned descriptor.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        rc != 0
+        crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryShared).is_err()
     }
 
     /// The summary of session `id`, reading only `meta.json`.
@@ -260,6 +269,24 @@ impl Store {
         }
         metas.sort_by(|a, b| b.created.cmp(&a.created).then(b.id.cmp(&a.id)));
         Ok(metas)
+    }
+
+    /// Every session's summary with who ran it: the author of its log's newest commit, which a pull keeps,
+    /// so a team's sessions are told apart (`git agent stats --by author`).
+    pub fn list_sessions_with_authors(&self) -> Result<Vec<(Meta, String)>, StoreError> {
+        let refs = self.repo.references()?;
+        let mut sessions = Vec::new();
+        for r in refs.prefixed("refs/agent/sessions/")? {
+            let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            let id = r.peel_to_id()?.detach();
+            let commit = self.repo.find_commit(id)?;
+            let author = commit
+                .author()
+                .map(|a| a.name.to_str_lossy().into_owned())
+                .unwrap_or_default();
+            sessions.push((self.meta_of(id)?, author));
+        }
+        Ok(sessions)
     }
 
     /// The id of the session `prefix` names (any unique prefix), or of the newest session started in this
@@ -453,9 +480,7 @@ fn open_locked(path: &PathBuf, id: &str) -> Result<File, StoreError> {
         .read(true)
         .open(path)
         .map_err(StoreError::io("open", path))?;
-    // SAFETY: flock on a valid, owned descriptor.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
+    if crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryExclusive).is_err() {
         return Err(StoreError::SessionBusy(id.to_owned()));
     }
     Ok(file)

@@ -559,16 +559,7 @@ fn now_local() -> gix::date::Time {
     let seconds = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let t = seconds as libc::time_t;
-    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are valid for the call.
-    let offset = unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            0
-        } else {
-            tm.tm_gmtoff as i32
-        }
-    };
+    let offset = crate::sys::time::utc_offset(seconds);
     gix::date::Time::new(seconds, offset)
 }
 

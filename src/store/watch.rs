@@ -1,6 +1,7 @@
 //! Linux inotify watches on every directory of a checkout, so that finding what a `run` command changed costs
 //! as much as the change, not as much as the checkout (issue 5: one changed file in 100,000 in well under
-//! 50 ms, where stat-ing every file takes ~400 ms).
+//! 50 ms, where stat-ing every file takes ~400 ms). Where there is no inotify (not Linux), [`Watcher::start()`]
+//! fails with [`Fallback::Limit`] and every change is found by a full scan.
 //!
 //! The kernel queues an event naming the entry for every create, delete, write, attribute change and rename
 //! in a watched directory, synchronously with the system call that made it: once a command has exited, its
@@ -14,30 +15,31 @@
 //! directory deleted or moved away, every file the scan knew below it is a candidate.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::rules::Rules;
 use super::scan::Scan;
+use crate::sys::errno::{EACCES, ELOOP, ENOENT, ENOTDIR};
+use crate::sys::inotify::{mask, parse, Event, Inotify};
 
 /// What we ask to hear about, on directories only, not through symlinks; events for an entry unlinked while
 /// still open (`IN_EXCL_UNLINK`) would name a path that no longer exists.
-const MASK: u32 = libc::IN_CREATE
-    | libc::IN_DELETE
-    | libc::IN_MODIFY
-    | libc::IN_ATTRIB
-    | libc::IN_MOVED_FROM
-    | libc::IN_MOVED_TO
-    | libc::IN_CLOSE_WRITE
-    | libc::IN_DELETE_SELF
-    | libc::IN_MOVE_SELF
-    | libc::IN_ONLYDIR
-    | libc::IN_DONT_FOLLOW
-    | libc::IN_EXCL_UNLINK;
+const MASK: u32 = mask::CREATE
+    | mask::DELETE
+    | mask::MODIFY
+    | mask::ATTRIB
+    | mask::MOVED_FROM
+    | mask::MOVED_TO
+    | mask::CLOSE_WRITE
+    | mask::DELETE_SELF
+    | mask::MOVE_SELF
+    | mask::ONLYDIR
+    | mask::DONT_FOLLOW
+    | mask::EXCL_UNLINK;
 
 /// Why the events cannot tell what changed, so a full scan must.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +72,7 @@ impl std::fmt::Display for Fallback {
 
 /// The inotify instance of one checkout and the directory each of its watches stands for.
 pub(super) struct Watcher {
-    fd: OwnedFd,
+    fd: Inotify,
     root: PathBuf,
     root_wd: i32,
     /// Watch descriptor -> checkout-relative directory.
@@ -81,24 +83,11 @@ pub(super) struct Watcher {
     pub(super) force_fallback: bool,
 }
 
-/// One raw event.
-struct Event {
-    wd: i32,
-    mask: u32,
-    name: Option<Vec<u8>>,
-}
-
 impl Watcher {
     /// Sets up watches on every directory of the checkout at `root` and scans it, in one walk. Each
     /// directory is watched before it is read, so a change during the walk is in the scan or in the queue.
     pub(super) fn start(root: &Path) -> Result<(Watcher, Scan), Fallback> {
-        // SAFETY: plain system call; the result is checked.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return Err(Fallback::Limit(io::Error::last_os_error().to_string()));
-        }
-        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = Inotify::new().map_err(limit)?;
         let root_wd = add_watch(&fd, root).map_err(limit)?;
         let added = Mutex::new((Vec::new(), None::<io::Error>));
         let hook = |dir: &Path| {
@@ -174,8 +163,7 @@ impl Watcher {
         }
         for wd in orphans {
             // Moved out of the checkout (a deleted directory's watch is gone already: EINVAL, harmless).
-            // SAFETY: plain system call on our descriptor.
-            unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
+            self.fd.remove_watch(wd);
             self.retired.insert(wd);
         }
         let files: Vec<PathBuf> = found
@@ -188,10 +176,10 @@ impl Watcher {
 
     /// Sorts one event into `found`.
     fn place(&mut self, event: Event, found: &mut Found) -> Result<(), Fallback> {
-        if event.mask & libc::IN_Q_OVERFLOW != 0 {
+        if event.mask & mask::Q_OVERFLOW != 0 {
             return Err(Fallback::Overflow);
         }
-        if event.mask & libc::IN_IGNORED != 0 {
+        if event.mask & mask::IGNORED != 0 {
             // The watch is gone (its directory was deleted); the parent's event says what that means.
             self.dirs.remove(&event.wd);
             self.retired.remove(&event.wd);
@@ -206,8 +194,8 @@ impl Watcher {
                 event.wd
             )));
         };
-        if event.mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF | libc::IN_UNMOUNT) != 0 {
-            if event.wd == self.root_wd || event.mask & libc::IN_UNMOUNT != 0 {
+        if event.mask & (mask::DELETE_SELF | mask::MOVE_SELF | mask::UNMOUNT) != 0 {
+            if event.wd == self.root_wd || event.mask & mask::UNMOUNT != 0 {
                 return Err(Fallback::Lost("the checkout was moved or unmounted".into()));
             }
             // A subdirectory: its parent's event names it.
@@ -221,10 +209,10 @@ impl Watcher {
             return Ok(());
         }
         let rel = dir.join(name);
-        if event.mask & libc::IN_ISDIR != 0 {
-            if event.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+        if event.mask & mask::ISDIR != 0 {
+            if event.mask & (mask::CREATE | mask::MOVED_TO) != 0 {
                 found.created.insert(rel);
-            } else if event.mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+            } else if event.mask & (mask::DELETE | mask::MOVED_FROM) != 0 {
                 found.gone.insert(rel);
             }
             return Ok(());
@@ -301,20 +289,18 @@ impl Watcher {
         // Room for many events per read; one event is at most 16 bytes + NAME_MAX + 1.
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes of writes.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                let err = io::Error::last_os_error();
-                match err.kind() {
+            let n = match self.fd.read(&mut buf) {
+                Ok(n) => n,
+                Err(err) => match err.kind() {
                     io::ErrorKind::WouldBlock => return Ok(events),
                     io::ErrorKind::Interrupted => continue,
                     _ => return Err(Fallback::Lost(format!("reading inotify events: {err}"))),
-                }
-            }
+                },
+            };
             if n == 0 {
                 return Ok(events);
             }
-            parse(&buf[..n as usize], &mut events);
+            parse(&buf[..n], &mut events);
         }
     }
 }
@@ -327,24 +313,6 @@ struct Found {
     gone: BTreeSet<PathBuf>,
 }
 
-/// Decodes a buffer of `struct inotify_event`s (each followed by its NUL-padded name).
-fn parse(mut buf: &[u8], out: &mut Vec<Event>) {
-    const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
-    while buf.len() >= HEADER {
-        // SAFETY: at least HEADER bytes remain; read_unaligned needs no alignment.
-        let raw: libc::inotify_event = unsafe { std::ptr::read_unaligned(buf.as_ptr().cast()) };
-        let end = (HEADER + raw.len as usize).min(buf.len());
-        let name = &buf[HEADER..end];
-        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-        out.push(Event {
-            wd: raw.wd,
-            mask: raw.mask,
-            name: (!name.is_empty()).then(|| name.to_vec()),
-        });
-        buf = &buf[end..];
-    }
-}
-
 /// The directories of `dirs` that are not below another one of them.
 fn outermost(dirs: BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
     let keep: Vec<PathBuf> = dirs
@@ -355,23 +323,13 @@ fn outermost(dirs: BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
     keep.into_iter().collect()
 }
 
-fn add_watch(fd: &OwnedFd, dir: &Path) -> io::Result<i32> {
-    let c = CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?;
-    // SAFETY: a valid descriptor and a NUL-terminated path.
-    let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), MASK) };
-    if wd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(wd)
-    }
+fn add_watch(fd: &Inotify, dir: &Path) -> io::Result<i32> {
+    fd.add_watch(dir, MASK)
 }
 
 /// Errors of a directory that went away (or became something else) after it was listed.
 fn is_vanished(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES | libc::ELOOP)
-    )
+    matches!(e.raw_os_error(), Some(ENOENT | ENOTDIR | EACCES | ELOOP))
 }
 
 fn limit(e: io::Error) -> Fallback {

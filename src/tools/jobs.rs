@@ -69,7 +69,7 @@ impl Entry {
     fn stop(&mut self, grace: Duration) {
         let pid = self.child.id();
         if self.poll().is_none() {
-            process::signal_group(pid, libc::SIGTERM);
+            process::signal_group(pid, crate::sys::signal::SIGTERM);
             let deadline = Instant::now() + grace;
             while self.poll().is_none() && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(20));
@@ -120,7 +120,7 @@ impl Jobs {
         }
         // One grace period for all of them, not one each.
         for entry in &running {
-            process::signal_group(entry.child.id(), libc::SIGTERM);
+            process::signal_group(entry.child.id(), crate::sys::signal::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_millis(500);
         for entry in running {

@@ -16,6 +16,7 @@ pub(crate) mod shell;
 pub(crate) mod skill;
 pub(crate) mod state;
 pub(crate) mod walk;
+pub(crate) mod web_fetch;
 pub(crate) mod write;
 
 pub use state::SessionState;
@@ -390,8 +391,7 @@ pub(crate) mod testutil {
             }
         }
         PARENT.get_or_init(|| {
-            // SAFETY: registers a plain function with no arguments, run once at exit.
-            unsafe { libc::atexit(remove) };
+            crate::sys::process::at_exit(remove);
             std::env::temp_dir().join(format!("git-agent-tools-{}", std::process::id()))
         })
     }

@@ -46,19 +46,13 @@ pub fn child_env(cmd: &mut Command, secret_env: &[String]) {
 
 /// Sends `signal` to the process group led by `pid` (a child started from [`bash()`]); true if the group still
 /// had members to receive it.
-pub fn signal_group(pid: u32, signal: libc::c_int) -> bool {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: killpg only sends a signal, to the group the child leads (process_group(0)). The group id stays
-    // reserved while any member lives and callers reap the leader only after signalling, so this cannot hit
-    // an unrelated process.
-    unsafe { libc::killpg(pgid, signal) == 0 }
+pub fn signal_group(pid: u32, signal: i32) -> bool {
+    crate::sys::process::signal_group(pid, signal)
 }
 
 /// SIGKILLs the process group led by `pid`; true if there was anyone left to kill.
 pub fn kill_group(pid: u32) -> bool {
-    signal_group(pid, libc::SIGKILL)
+    signal_group(pid, crate::sys::signal::SIGKILL)
 }
 
 /// Wakes a waiter as soon as a child exits, so a command that ends in a millisecond is reported in about one,
@@ -67,7 +61,6 @@ pub fn kill_group(pid: u32) -> bool {
 /// up to the caller's slice. Either way the caller still gets control back after each slice, to look at its
 /// clock and its cancel flag.
 pub struct ExitWatch {
-    #[cfg(target_os = "linux")]
     pidfd: Option<std::os::fd::OwnedFd>,
     nap: Duration,
 }
@@ -76,8 +69,7 @@ impl ExitWatch {
     /// Watches the child `pid` (not reaped yet).
     pub fn new(pid: u32) -> ExitWatch {
         ExitWatch {
-            #[cfg(target_os = "linux")]
-            pidfd: pidfd_open(pid),
+            pidfd: crate::sys::process::exit_fd(pid),
             nap: Duration::from_millis(1),
         }
     }
@@ -85,35 +77,13 @@ impl ExitWatch {
     /// Waits up to `slice` for the process to exit. True: it has exited (reap it now). False: the slice passed,
     /// or this watch cannot tell (napping); the caller looks at the child itself either way.
     pub fn wait(&mut self, slice: Duration) -> bool {
-        #[cfg(target_os = "linux")]
         if let Some(fd) = &self.pidfd {
-            use std::os::fd::AsRawFd;
-            let mut ready = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // Rounded up: a zero timeout would make the caller spin for the last sub-millisecond.
-            let ms = i32::try_from(slice.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
-            // SAFETY: poll reads one pollfd we own, for a descriptor that stays open while `self` lives.
-            return unsafe { libc::poll(&mut ready, 1, ms) } > 0;
+            return crate::sys::process::wait_readable(fd, slice);
         }
         std::thread::sleep(self.nap.min(slice));
         self.nap = (self.nap * 2).min(slice.max(Duration::from_millis(1)));
         false
     }
-}
-
-/// A pidfd for `pid`, or `None` where the kernel has none (ENOSYS before Linux 5.3).
-#[cfg(target_os = "linux")]
-fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1; nothing is borrowed.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
-    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// How a process ended. `Display` says it in a few words ("exited with code 1", "killed by signal 9").
@@ -173,10 +143,7 @@ mod tests {
         let mut watch = ExitWatch::new(child.id());
         // Woken by the exit, not by the end of the slice (a minute: a fixed poll would say false).
         let woke = watch.wait(Duration::from_secs(60));
-        assert!(
-            cfg!(not(target_os = "linux")) || woke,
-            "the exit woke the watch"
-        );
+        assert!(!crate::sys::LINUX_LAYER || woke, "the exit woke the watch");
         assert_eq!(child.wait().unwrap().code(), Some(3));
 
         let mut child = Command::new("sleep").arg("10").spawn().unwrap();

@@ -69,7 +69,7 @@ fn write(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Stri
         Ok(meta) => Some(meta.permissions()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         // A symlink in the final position is replaced by the file, never written through.
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => None,
+        Err(e) if e.raw_os_error() == Some(crate::sys::errno::ELOOP) => None,
         Err(e) => return Err(target.io_error("write", &e)),
     };
     target

@@ -451,7 +451,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             self.reasoning(text);
             return;
         }
-        if !matches!(event, Event::RequestUsage { .. } | Event::Usage(_)) {
+        if !matches!(event, Event::RequestUsage { .. } | Event::Usage(..)) {
             self.end_reasoning();
         }
         match event {
@@ -466,7 +466,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&painted);
             }
             Event::Text(delta) => self.text(delta),
-            Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(_) => {}
+            Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(..) => {}
             // `fix` prints its own ending, with the commands that take the fix.
             Event::Fixed { .. } => {}
             // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
@@ -507,11 +507,13 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 base,
                 usage,
                 requests,
+                cost,
             } => {
                 let text = format!(
-                    "\n{branch}: {steps} step{} · {}\nreview: git log -p {base}..{branch}",
+                    "\n{branch}: {steps} step{} · {} · cost {}\nreview: git log -p {base}..{branch}",
                     plural(*steps as usize),
                     usage_line(usage, *requests),
+                    crate::protocol::format_usd(*cost),
                 );
                 self.line(&text);
             }

@@ -16,9 +16,12 @@ impl Sink for JsonSink {
         let Some(value) = value(event) else {
             return;
         };
+        // Model and tool text may hold C1 and bidi controls, which serde_json writes raw; escaped, the line still
+        // decodes to the same text but cannot drive the terminal of whoever watches the stream.
+        let line = crate::protocol::json_for_terminal(value.to_string());
         let mut out = self.out.lock();
         // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
-        let _ = writeln!(out, "{value}");
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 }
@@ -63,20 +66,29 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         } => {
             json!({"type": "step", "commit": commit, "step": step, "files": files})
         }
-        Event::RequestUsage { request, usage: u } => json!({
+        // Costs in USD; null when the model has no price (never a made-up number).
+        Event::RequestUsage {
+            request,
+            usage: u,
+            cost,
+            session_cost,
+        } => json!({
             "type": "usage",
             "scope": "request",
             "request": request,
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "cached_tokens": u.cached_tokens,
+            "cost_usd": cost,
+            "session_cost_usd": session_cost,
         }),
-        Event::Usage(u) => json!({
+        Event::Usage(u, cost) => json!({
             "type": "usage",
             "scope": "session",
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
             "cached_tokens": u.cached_tokens,
+            "cost_usd": cost,
         }),
         Event::Done {
             status,

@@ -16,7 +16,7 @@ mod prompt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Approver, Event, Sink, Status, Usage};
+use crate::protocol::{Approver, Cost, Event, Sink, Status, Usage};
 use crate::store::{ObjectId, StartFrom, StoreError};
 
 use super::check::{Check, CheckRun};
@@ -63,6 +63,7 @@ pub struct FixEnd {
     /// Signs that the fix weakened the check (see [`audit`]).
     pub findings: Vec<Finding>,
     pub usage: Usage,
+    pub cost: Cost,
 }
 
 /// Fixes the check that failed with `first` (run on `fix.tree`, before any session): see the module docs.
@@ -99,6 +100,7 @@ async fn attempts(
     let tree = format!("agent/{}", session.id());
     let mut prompt = prompt::first(&fix.check.command, &fix.tree, first);
     let mut usage = Usage::default();
+    let mut cost = Cost::default();
     let mut attempt = 0;
     let (last, answer, status) = loop {
         attempt += 1;
@@ -112,6 +114,7 @@ async fn attempts(
                 .max(Duration::from_secs(1))
         });
         session.limits.max_tokens = budget.max_tokens.map(|t| t.saturating_sub(spent).max(1));
+        session.limits.max_cost = budget.max_cost.map(|c| (c - cost.usd).max(0.0));
         let end = {
             let mut turn_sink = TurnSink(&mut *sink);
             session
@@ -119,6 +122,7 @@ async fn attempts(
                 .await?
         };
         usage.add(&end.usage);
+        cost.add(&end.cost);
         if end.status == Status::Interrupted {
             let run = interrupted_run(first);
             break (run, end.answer, Status::Interrupted);
@@ -168,6 +172,7 @@ async fn attempts(
         steps: session.steps(),
         findings,
         usage,
+        cost,
     })
 }
 

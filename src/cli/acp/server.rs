@@ -655,6 +655,7 @@ fn options(
         max_steps: defaults.max_steps,
         max_time: None,
         max_tokens: defaults.max_tokens,
+        max_cost: None,
         run_timeout: defaults.run_timeout,
         connect_timeout,
         idle_timeout,

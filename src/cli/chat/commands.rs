@@ -410,10 +410,11 @@ fn context(session: &AgentSession) -> String {
     let usage = session.usage();
     format!(
         "context: about {used} of {window} tokens ({share}%): the conversation and the tool schemas the next \
-         request carries\nsession: {} tokens in, {} out so far; {} step{} on {}\nhint: /compact [focus] \
-         summarises the older conversation now",
+         request carries\nsession: {} tokens in, {} out so far (cost {}); {} step{} on {}\nhint: /compact \
+         [focus] summarises the older conversation now",
         usage.input_tokens,
         usage.output_tokens,
+        crate::protocol::format_usd(session.cost()),
         session.steps(),
         plural(session.steps() as usize),
         session.branch()

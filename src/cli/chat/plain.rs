@@ -117,8 +117,8 @@ fn stop_signals() -> (watch::Receiver<i32>, tokio::task::JoinHandle<()>) {
     }
     let task = tokio::spawn(async move {
         let signal = tokio::select! {
-            Some(()) = next(&mut term) => libc::SIGTERM,
-            Some(()) = next(&mut hup) => libc::SIGHUP,
+            Some(()) = next(&mut term) => crate::sys::signal::SIGTERM,
+            Some(()) = next(&mut hup) => crate::sys::signal::SIGHUP,
         };
         let _ = tx.send(signal);
     });
@@ -180,12 +180,12 @@ async fn finish(ctx: &Context, session: AgentSession, code: i32) -> Result<(), C
         0 => Ok(()),
         crate::agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
         crate::agent::EXIT_INTERRUPTED => Err(CommandError::shown(ErrorKind::Interrupted)),
-        code if code == crate::agent::exit_terminated(libc::SIGTERM) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGTERM)))
-        }
-        code if code == crate::agent::exit_terminated(libc::SIGHUP) => {
-            Err(CommandError::shown(ErrorKind::Terminated(libc::SIGHUP)))
-        }
+        code if code == crate::agent::exit_terminated(crate::sys::signal::SIGTERM) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGTERM)),
+        ),
+        code if code == crate::agent::exit_terminated(crate::sys::signal::SIGHUP) => Err(
+            CommandError::shown(ErrorKind::Terminated(crate::sys::signal::SIGHUP)),
+        ),
         _ => Err(CommandError::shown(ErrorKind::Internal)),
     }
 }

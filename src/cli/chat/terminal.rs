@@ -222,6 +222,7 @@ impl Ui {
         t.status.context_window = session.context_window();
         t.status.input_tokens = usage.input_tokens;
         t.status.output_tokens = usage.output_tokens;
+        t.status.cost = session.cost();
         t.status.steps = session.steps();
         t.status.busy = false;
         t.show_status();
@@ -261,11 +262,11 @@ impl Ui {
                     continue;
                 }
                 _ = self.hangup.recv() => {
-                    self.signal = Some(libc::SIGHUP);
+                    self.signal = Some(crate::sys::signal::SIGHUP);
                     None
                 }
                 _ = self.terminate.recv() => {
-                    self.signal = Some(libc::SIGTERM);
+                    self.signal = Some(crate::sys::signal::SIGTERM);
                     None
                 }
             };
@@ -348,8 +349,8 @@ impl Ui {
                     _ => self.stop(control),
                 },
                 _ = self.winch.recv() => self.resized(),
-                _ = self.hangup.recv(), if !self.closed => self.stop_for(control, libc::SIGHUP),
-                _ = self.terminate.recv(), if !self.closed => self.stop_for(control, libc::SIGTERM),
+                _ = self.hangup.recv(), if !self.closed => self.stop_for(control, crate::sys::signal::SIGHUP),
+                _ = self.terminate.recv(), if !self.closed => self.stop_for(control, crate::sys::signal::SIGTERM),
             }
         };
         self.busy(false);

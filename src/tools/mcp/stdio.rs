@@ -20,6 +20,7 @@ use tokio::process::{Child, ChildStdin, Command};
 
 use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail};
 use crate::safety::isolate;
+use crate::sys::signal::{SIGKILL, SIGTERM};
 
 /// How long a server gets to exit after its stdin closed, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -118,7 +119,7 @@ impl Stdio {
         let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
             return;
         };
-        for signal in [Some(libc::SIGTERM), Some(libc::SIGKILL), None] {
+        for signal in [Some(SIGTERM), Some(SIGKILL), None] {
             if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
                 break;
             }
@@ -129,7 +130,7 @@ impl Stdio {
         }
         // Whatever of the group outlived its leader (a daemonised helper) goes too.
         if let Some(pid) = self.pid {
-            kill_group(pid, libc::SIGKILL);
+            kill_group(pid, SIGKILL);
         }
     }
 }
@@ -154,7 +155,7 @@ impl Stdio {
             }
             false
         };
-        for signal in [libc::SIGTERM, libc::SIGKILL] {
+        for signal in [SIGTERM, SIGKILL] {
             if exited(&mut child) {
                 break;
             }
@@ -163,7 +164,7 @@ impl Stdio {
             }
         }
         if let Some(pid) = self.pid {
-            kill_group(pid, libc::SIGKILL);
+            kill_group(pid, SIGKILL);
         }
     }
 }
@@ -175,7 +176,7 @@ impl Drop for Stdio {
     fn drop(&mut self) {
         let running = self.child.get_mut().ok().and_then(|c| c.as_mut()).is_some();
         if let (true, Some(pid)) = (running, self.pid) {
-            kill_group(pid, libc::SIGKILL);
+            kill_group(pid, SIGKILL);
         }
     }
 }
@@ -188,11 +189,8 @@ fn spawn_message(command: &str, err: &std::io::Error) -> String {
     }
 }
 
-fn kill_group(pid: u32, signal: libc::c_int) {
-    if let Ok(pgid) = libc::pid_t::try_from(pid) {
-        // SAFETY: killpg only sends a signal, to the group we created with process_group(0).
-        unsafe { libc::killpg(pgid, signal) };
-    }
+fn kill_group(pid: u32, signal: i32) {
+    crate::sys::process::signal_group(pid, signal);
 }
 
 /// Reads stdout line by line until it closes; a line longer than [`MAX_MESSAGE_BYTES`] is skipped.

@@ -320,7 +320,7 @@ impl Sink for AcpSink {
             Event::Session { .. }
             | Event::Progress { .. }
             | Event::Step { .. }
-            | Event::Usage(_)
+            | Event::Usage(..)
             | Event::Summary { .. }
             | Event::Context { .. }
             | Event::Compaction { .. }

@@ -90,8 +90,13 @@ impl Sink for ChatSink {
             let mut t = lock(&self.term);
             match event {
                 // The status line says all of these, and the chat's header named the session.
-                Event::Session { .. } | Event::Summary { .. } | Event::Usage(_) => return,
-                Event::RequestUsage { usage, .. } => {
+                Event::Session { .. } | Event::Summary { .. } | Event::Usage(..) => return,
+                Event::RequestUsage {
+                    usage,
+                    session_cost,
+                    ..
+                } => {
+                    t.status.cost = *session_cost;
                     t.status.input_tokens += usage.input_tokens;
                     t.status.output_tokens += usage.output_tokens;
                     // The next request carries at least what this one did and its answer.

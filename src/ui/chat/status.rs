@@ -1,8 +1,8 @@
 //! The status line at the bottom of the chat: model, context used (tokens and share of the window), the
-//! session's tokens, steps and branch.
+//! session's tokens and cost, steps and branch.
 
 /// What the status line shows.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatusLine {
     pub model: String,
     pub branch: String,
@@ -10,13 +10,15 @@ pub struct StatusLine {
     pub context_window: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// What the session cost so far in USD; `None`: unknown (a model without a price).
+    pub cost: Option<f64>,
     pub steps: u32,
     /// A turn (or a command) is running.
     pub busy: bool,
 }
 
 impl StatusLine {
-    /// `openai/gpt-4.1 · context 1.2k/32.8k (4%) · tokens 5.1k in, 312 out · 2 steps · agent/3f9c1a`.
+    /// `openai/gpt-4.1 · context 1.2k/32.8k (4%) · tokens 5.1k in, 312 out · $0.0123 · 2 steps · agent/3f9c1a`.
     pub fn render(&self) -> String {
         let share = self
             .context_used
@@ -28,12 +30,16 @@ impl StatusLine {
             line.push_str("working · ");
         }
         line.push_str(&format!(
-            "{} · context {}/{} ({share}%) · tokens {} in, {} out · {} step{} · {}",
+            "{} · context {}/{} ({share}%) · tokens {} in, {} out · {} · {} step{} · {}",
             self.model,
             short(self.context_used),
             short(self.context_window),
             short(self.input_tokens),
             short(self.output_tokens),
+            match self.cost {
+                Some(_) => crate::protocol::format_usd(self.cost),
+                None => "cost unknown".to_owned(),
+            },
             self.steps,
             if self.steps == 1 { "" } else { "s" },
             self.branch
@@ -65,13 +71,22 @@ mod tests {
             context_window: 32_768,
             input_tokens: 5_120,
             output_tokens: 312,
+            cost: Some(0.0129),
             steps: 1,
             busy: true,
         };
         assert_eq!(
             status.render(),
-            "working · openai/gpt-4.1 · context 1.2k/33k (3%) · tokens 5.1k in, 312 out · 1 step · agent/3f9c1a"
+            "working · openai/gpt-4.1 · context 1.2k/33k (3%) · tokens 5.1k in, 312 out · $0.0129 · 1 step · agent/3f9c1a"
         );
+        let unpriced = StatusLine {
+            cost: None,
+            busy: false,
+            ..status
+        };
+        assert!(unpriced
+            .render()
+            .contains("312 out · cost unknown · 1 step"));
         assert_eq!(short(1_500_000), "1.5M");
         assert_eq!(short(999), "999");
     }

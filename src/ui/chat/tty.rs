@@ -1,4 +1,4 @@
-//! The terminal itself: raw mode on stdin (termios through `libc`), the window size, and the one thread that
+//! The terminal itself: raw mode on stdin (termios through `sys::term`), the window size, and the one thread that
 //! reads keys.
 //!
 //! Raw here means: no line buffering, no echo, no signals from Ctrl-C/Ctrl-Z (they arrive as keys, so Ctrl-C
@@ -11,12 +11,13 @@
 //! sequence?), and it only happens after a key press.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
 
 use tokio::sync::mpsc;
 
 use super::keys::{Decoder, Key};
+use crate::sys::term::{self, Ready, Saved};
 
 /// What the reader thread sends.
 #[derive(Debug)]
@@ -27,11 +28,11 @@ pub enum Input {
 }
 
 /// How long to wait for the rest of an escape sequence after an ESC.
-const ESC_WAIT_MS: i32 = 30;
+const ESC_WAIT: std::time::Duration = std::time::Duration::from_millis(30);
 
 /// What the terminal is restored to at exit, and from the panic hook (release builds abort on panic, so no
 /// destructor would run).
-static SAVED: Mutex<Option<(RawFd, libc::termios)>> = Mutex::new(None);
+static SAVED: Mutex<Option<(RawFd, Saved)>> = Mutex::new(None);
 
 /// The terminal in raw mode; dropping it (or [`restore`]) puts the saved settings back.
 pub struct RawMode {
@@ -41,21 +42,7 @@ pub struct RawMode {
 impl RawMode {
     /// Switches `fd` (a terminal) to raw mode and installs a panic hook that restores it.
     pub fn enter(fd: RawFd) -> io::Result<RawMode> {
-        // SAFETY: termios is plain data that tcgetattr fills in completely on success.
-        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: `saved` is a valid termios to write into.
-        if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut raw = saved;
-        raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
-        raw.c_iflag &= !(libc::IXON | libc::ICRNL | libc::INLCR | libc::IGNCR | libc::BRKINT);
-        raw.c_cc[libc::VMIN] = 1;
-        raw.c_cc[libc::VTIME] = 0;
-        // SAFETY: `raw` is a valid termios derived from the terminal's own.
-        if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let saved = term::enter_raw(fd)?;
         *lock() = Some((fd, saved));
         static HOOK: std::sync::Once = std::sync::Once::new();
         HOOK.call_once(install_panic_hook);
@@ -67,8 +54,7 @@ impl RawMode {
 /// continued (`fg`), raw mode again. The caller gives the screen back before and takes it again after.
 pub fn suspend(fd: RawFd) -> io::Result<()> {
     restore();
-    // SAFETY: sends SIGTSTP to our own process group (the job), which stops until SIGCONT.
-    unsafe { libc::kill(0, libc::SIGTSTP) };
+    term::stop_job();
     reenter(fd)
 }
 
@@ -88,12 +74,11 @@ impl Drop for RawMode {
 /// Puts the terminal back as it was (idempotent).
 pub fn restore() {
     if let Some((fd, saved)) = lock().take() {
-        // SAFETY: `saved` came from tcgetattr on this fd.
-        unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
+        term::restore(fd, &saved);
     }
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<(RawFd, libc::termios)>> {
+fn lock() -> std::sync::MutexGuard<'static, Option<(RawFd, Saved)>> {
     SAVED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -110,21 +95,13 @@ fn install_panic_hook() {
 
 /// Rows and columns of the terminal on `fd` (24x80 when it cannot tell).
 pub fn size(fd: RawFd) -> (u16, u16) {
-    // SAFETY: winsize is plain data; TIOCGWINSZ fills it in on success.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: `ws` is a valid winsize to write into.
-    let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_row > 0 && ws.ws_col > 0 {
-        (ws.ws_row, ws.ws_col)
-    } else {
-        (24, 80)
-    }
+    term::window_size(fd).unwrap_or((24, 80))
 }
 
 /// The key reader: a thread blocked in `poll(2)` on the terminal and on a wake pipe, so it can be paused
 /// while another program has the terminal (two readers would split the keys between them).
 pub struct Reader {
-    wake: RawFd,
+    wake: OwnedFd,
     paused: Arc<(Mutex<Pause>, Condvar)>,
 }
 
@@ -140,32 +117,20 @@ impl Reader {
     /// Starts the thread that reads keys from `fd` for as long as the receiver lives.
     pub fn spawn(fd: RawFd) -> io::Result<(Reader, mpsc::UnboundedReceiver<Input>)> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut pipe = [0; 2];
-        // SAFETY: `pipe` has room for the two descriptors.
-        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let (woken, wake) = term::pipe()?;
         let paused = Arc::new((Mutex::new(Pause::Reading), Condvar::new()));
         let shared = Arc::clone(&paused);
-        let woken = pipe[0];
         std::thread::Builder::new()
             .name("chat-keys".into())
             .spawn(move || read_keys(fd, woken, &shared, &tx))?;
-        Ok((
-            Reader {
-                wake: pipe[1],
-                paused,
-            },
-            rx,
-        ))
+        Ok((Reader { wake, paused }, rx))
     }
 
     /// Stops reading the terminal until [`Reader::resume`]; returns once the thread has stopped.
     pub fn pause(&self) {
         let (state, changed) = &*self.paused;
         *lock_state(state) = Pause::Asked;
-        // SAFETY: one byte from a valid buffer into the pipe's write end.
-        unsafe { libc::write(self.wake, [1u8].as_ptr().cast(), 1) };
+        term::poke(&self.wake);
         let mut guard = lock_state(state);
         while *guard == Pause::Asked {
             guard = changed.wait(guard).unwrap_or_else(|p| p.into_inner());
@@ -185,17 +150,18 @@ fn lock_state(m: &Mutex<Pause>) -> std::sync::MutexGuard<'_, Pause> {
 
 fn read_keys(
     fd: RawFd,
-    woken: RawFd,
+    woken: OwnedFd,
     paused: &(Mutex<Pause>, Condvar),
     tx: &mpsc::UnboundedSender<Input>,
 ) {
     let mut decoder = Decoder::new();
     let mut buf = [0u8; 4096];
     loop {
-        if wait(fd, woken) == Ready::Wake {
-            let mut byte = [0u8; 1];
-            // SAFETY: reads the one wake byte into a valid buffer.
-            unsafe { libc::read(woken, byte.as_mut_ptr().cast(), 1) };
+        if term::wait_either(fd, &woken) == Ready::Other {
+            if !term::take_poke(&woken) {
+                // The Reader was dropped: nobody will resume this thread.
+                return;
+            }
             let (state, changed) = paused;
             let mut guard = lock_state(state);
             *guard = Pause::Stopped;
@@ -205,7 +171,7 @@ fn read_keys(
             }
             continue;
         }
-        let n = match read(fd, &mut buf) {
+        let n = match term::read(fd, &mut buf) {
             Ok(0) | Err(_) => {
                 let _ = tx.send(Input::Closed);
                 return;
@@ -213,7 +179,7 @@ fn read_keys(
             Ok(n) => n,
         };
         let mut keys = decoder.feed(&buf[..n]);
-        if decoder.has_pending() && !readable(fd, ESC_WAIT_MS) {
+        if decoder.has_pending() && !term::readable(fd, ESC_WAIT) {
             keys.extend(decoder.flush());
         }
         for key in keys {
@@ -222,67 +188,4 @@ fn read_keys(
             }
         }
     }
-}
-
-#[derive(PartialEq, Eq)]
-enum Ready {
-    Terminal,
-    Wake,
-}
-
-/// Blocks until the terminal has bytes (or hung up) or the wake pipe was written.
-fn wait(fd: RawFd, woken: RawFd) -> Ready {
-    let mut fds = [
-        libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: woken,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    loop {
-        // SAFETY: two valid pollfds; no timeout.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n > 0 {
-            return if fds[1].revents != 0 {
-                Ready::Wake
-            } else {
-                Ready::Terminal
-            };
-        }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            // Let the read report what is wrong with the terminal.
-            return Ready::Terminal;
-        }
-    }
-}
-
-/// One `read(2)`, retried when a signal interrupted it.
-fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-/// True when `fd` has bytes to read within `ms` milliseconds.
-fn readable(fd: RawFd, ms: i32) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
 }

@@ -1,0 +1,216 @@
+//! Directory-relative file system calls (`openat`, `mkdirat`, `renameat`, ...), locks and times: what the
+//! race-free writers of `safety::beneath` and `store::place` are built from. Every open here adds
+//! `O_CLOEXEC`, and the `*_at` opens `O_NOFOLLOW`, so a descriptor never leaks into a command and a name
+//! is never followed through a symlink.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, RawMode};
+
+pub use rustix::fs::OFlags as OpenFlags;
+
+/// `O_NOFOLLOW` and `O_NONBLOCK` as std's `OpenOptionsExt::custom_flags` takes them.
+pub const STD_O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+pub const STD_O_NONBLOCK: i32 = libc::O_NONBLOCK;
+
+/// What a name in a directory is, without following it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    Symlink,
+    File,
+    Other,
+}
+
+/// The kind and permission bits (`& 0o7777`) of a directory entry.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryStat {
+    pub kind: Kind,
+    pub mode: u32,
+}
+
+/// Opens the directory `path` (following links, as a root path may be one).
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens the directory `path`, refusing a symlink as its last component.
+pub fn open_dir_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OpenFlags::RDONLY | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `name` in `dir` with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`); `create_mode` applies with `O_CREAT`.
+pub fn open_at(
+    dir: impl AsFd,
+    name: &CStr,
+    flags: OpenFlags,
+    create_mode: u32,
+) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
+        mode(create_mode),
+    )?)
+}
+
+/// Opens the relative path `rel` beneath `dir` in one call that refuses `..`, every symlink and magic link
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, Linux 5.6+). Where
+/// there is no such call the answer is `ENOSYS`, and the caller walks the path one name at a time.
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+pub fn open_beneath(dir: impl AsFd, rel: &CStr, flags: OpenFlags) -> io::Result<OwnedFd> {
+    use rustix::fs::ResolveFlags;
+    Ok(rustix::fs::openat2(
+        dir,
+        rel,
+        flags | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?)
+}
+
+/// No single-call confined open on this platform: the caller walks the path.
+#[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
+pub fn open_beneath(_dir: impl AsFd, _rel: &CStr, _flags: OpenFlags) -> io::Result<OwnedFd> {
+    Err(io::Error::from_raw_os_error(super::errno::ENOSYS))
+}
+
+pub fn mkdir_at(dir: impl AsFd, name: &CStr, create_mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::mkdirat(dir, name, mode(create_mode))?)
+}
+
+/// Removes the non-directory entry `name` (a link itself, never its target).
+pub fn unlink_at(dir: impl AsFd, name: &CStr) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
+}
+
+/// Removes the empty directory `name`; fails when it is not empty.
+pub fn rmdir_at(dir: impl AsFd, name: &CStr) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
+}
+
+/// Renames `from` to `to`, both in `dir`.
+pub fn rename_at(dir: impl AsFd, from: &CStr, to: &CStr) -> io::Result<()> {
+    let dir = dir.as_fd();
+    Ok(rustix::fs::renameat(dir, from, dir, to)?)
+}
+
+/// Makes `name` in `dir` a symbolic link to `target`.
+pub fn symlink_at(target: &CStr, dir: impl AsFd, name: &CStr) -> io::Result<()> {
+    Ok(rustix::fs::symlinkat(target, dir, name)?)
+}
+
+/// Sets the permission bits of an open file exactly (no umask).
+pub fn set_mode(file: impl AsFd, bits: u32) -> io::Result<()> {
+    Ok(rustix::fs::fchmod(file, mode(bits))?)
+}
+
+/// Flushes a file or directory (a directory's entries: what makes a rename in it durable).
+pub fn sync(fd: impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(fd)?)
+}
+
+/// The kind and mode of `name` in `dir`, not following a link; `None` when there is no such entry.
+pub fn stat_at(dir: impl AsFd, name: &CStr) -> io::Result<Option<EntryStat>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            let kind = match FileType::from_raw_mode(st.st_mode as RawMode) {
+                FileType::Directory => Kind::Dir,
+                FileType::Symlink => Kind::Symlink,
+                FileType::RegularFile => Kind::File,
+                _ => Kind::Other,
+            };
+            // `st_mode` is a u32 on Linux and a u16 on macOS: the cast is needed there only.
+            #[allow(clippy::unnecessary_cast)]
+            let mode = st.st_mode as u32 & 0o7777;
+            Ok(Some(EntryStat { kind, mode }))
+        }
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The target of the symbolic link `name` in `dir`, as bytes.
+pub fn read_link_at(dir: impl AsFd, name: &CStr) -> io::Result<Vec<u8>> {
+    Ok(rustix::fs::readlinkat(dir, name, Vec::new())?.into_bytes())
+}
+
+/// The names in the open directory `dir`, `.` and `..` included.
+pub fn names(dir: impl AsFd) -> io::Result<Vec<CString>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        names.push(entry?.file_name().to_owned());
+    }
+    Ok(names)
+}
+
+/// How [`lock`] locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// Exclusive, waiting for other holders.
+    Exclusive,
+    /// Exclusive, or `WouldBlock` at once.
+    TryExclusive,
+    /// Shared, or `WouldBlock` at once.
+    TryShared,
+}
+
+/// `flock(2)` on an open file: held until every descriptor of that open file is closed.
+pub fn lock(file: impl AsFd, how: Lock) -> io::Result<()> {
+    use rustix::fs::FlockOperation as Op;
+    let op = match how {
+        Lock::Exclusive => Op::LockExclusive,
+        Lock::TryExclusive => Op::NonBlockingLockExclusive,
+        Lock::TryShared => Op::NonBlockingLockShared,
+    };
+    Ok(rustix::fs::flock(file, op)?)
+}
+
+/// Sets the access and modification times of `path` (following links) to `seconds` since the epoch.
+pub fn set_times(path: &Path, seconds: i64) -> io::Result<()> {
+    let at = rustix::fs::Timespec {
+        tv_sec: seconds,
+        tv_nsec: 0,
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: at,
+        last_modification: at,
+    };
+    Ok(rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &times,
+        AtFlags::empty(),
+    )?)
+}
+
+/// Makes a new directory, mode 0700, named `template` with its trailing `XXXXXX` replaced by characters
+/// no other directory there has (`mkdtemp(3)`).
+pub fn make_temp_dir(template: &Path) -> io::Result<PathBuf> {
+    let template = CString::new(template.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut bytes = template.into_bytes_with_nul();
+    // SAFETY: mkdtemp rewrites the X's of a NUL-terminated buffer we own, in place, and reads nothing past its
+    // terminator.
+    if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    bytes.pop();
+    Ok(PathBuf::from(OsStr::from_bytes(&bytes)))
+}
+
+fn mode(bits: u32) -> Mode {
+    Mode::from_raw_mode(bits as RawMode)
+}

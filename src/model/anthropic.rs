@@ -15,11 +15,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
-use super::sse::SseEvent;
-use super::{
-    FinishReason, Message, ModelError, Request, Response, StreamEvent, ThinkingBlock, ToolCall,
-    Tuning, Usage,
-};
+use super::types::{FinishReason, ModelError, Request, Response, StreamEvent, Tuning};
+use crate::protocol::{Message, ThinkingBlock, ToolCall, Usage};
+use crate::sse::SseEvent;
 
 /// The API version this client speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -595,8 +593,8 @@ impl AnthropicClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sse::SseDecoder;
     use crate::protocol::ToolSchema;
+    use crate::sse::SseDecoder;
 
     fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
         ToolCall {

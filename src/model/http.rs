@@ -13,8 +13,8 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY
 use serde_json::Value;
 
 use super::retry::parse_retry_after;
-use super::sse::{SseDecoder, SseEvent};
-use super::{ModelError, Request, Response, StreamEvent, Tuning};
+use super::types::{ModelError, Request, Response, StreamEvent, Tuning};
+use crate::sse::{SseDecoder, SseEvent};
 
 /// How much of an error body is read: enough for any JSON error, not a whole HTML error page.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;

@@ -13,11 +13,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
-use super::sse::SseEvent;
 use super::think::{Piece, ThinkSplitter};
-use super::{
-    FinishReason, Message, ModelError, Request, Response, StreamEvent, ToolCall, Tuning, Usage,
-};
+use super::types::{FinishReason, ModelError, Request, Response, StreamEvent, Tuning};
+use crate::protocol::{Message, ToolCall, Usage};
+use crate::sse::SseEvent;
 
 /// Builds the JSON body of a streamed Chat Completions request.
 pub fn request_body(req: &Request) -> Value {
@@ -535,8 +534,8 @@ impl StreamParser for ChunkParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sse::SseDecoder;
     use crate::protocol::ToolSchema;
+    use crate::sse::SseDecoder;
 
     /// Runs SSE `data` payloads through a parser, collecting events; `Err` if any push or the finish fails.
     fn parse(chunks: &[&str]) -> Result<(Vec<StreamEvent>, Response), ModelError> {

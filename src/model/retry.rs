@@ -10,7 +10,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::ModelError;
+use super::types::ModelError;
 
 /// How often and how patiently a request is retried.
 #[derive(Clone, Debug, PartialEq, Eq)]

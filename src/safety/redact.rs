@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::process::Command;
 use std::sync::{OnceLock, RwLock};
 
 use super::secrets::{is_dotenv_name, is_secret_name};
@@ -249,6 +250,31 @@ pub fn with_global<T>(f: impl FnOnce(&Redactor) -> T) -> T {
         // A poisoned lock means a panic elsewhere mid-update; the list it holds is still a list of secrets.
         Err(poisoned) => f(&poisoned.into_inner()),
     }
+}
+
+/// Removes secrets from a child's environment: every variable whose name is secret ([`is_secret_name()`]) or
+/// listed in `extra` (the configured key's variable, for example), and any whose name is not UTF-8 (it cannot
+/// be judged). Commands the model runs have no business with keys, and a test that prints its environment
+/// would put them into the transcript. A backstop: [`super::secrets::scrub_environment()`] has already moved the secrets the
+/// agent started with out of its own environment.
+///
+/// A variable that holds a known key value under a name that does not look secret (a provider's custom
+/// `api_key_env`, say `LLM_ACCESS`) goes too: whoever the child is (a command, an MCP server), it gets no
+/// key but those its own config names, which the caller adds afterwards.
+pub fn scrub_child_env(cmd: &mut Command, extra: &[String]) {
+    with_global(|known| {
+        for (key, value) in std::env::vars_os() {
+            let secret = key
+                .to_str()
+                .is_none_or(|k| is_secret_name(k) || extra.iter().any(|s| s == k))
+                || value
+                    .to_str()
+                    .is_some_and(|v| !known.knows_nothing() && !known.find_known(v).is_empty());
+            if secret {
+                cmd.env_remove(key);
+            }
+        }
+    });
 }
 
 fn is_token_char(b: u8) -> bool {

@@ -18,7 +18,6 @@
 //! `api_key_command` never enter any environment.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::OnceLock;
 
 static SECRETS: OnceLock<BTreeMap<String, String>> = OnceLock::new();
@@ -53,31 +52,6 @@ pub fn is_dotenv_name(name: &str) -> bool {
     let templates = [".example", ".sample", ".template", ".dist", ".defaults"];
     (name == ".env" || name.starts_with(".env.") || name.ends_with(".env"))
         && !templates.iter().any(|t| name.ends_with(t))
-}
-
-/// Removes secrets from a child's environment: every variable whose name is secret ([`is_secret_name()`]) or
-/// listed in `extra` (the configured key's variable, for example), and any whose name is not UTF-8 (it cannot
-/// be judged). Commands the model runs have no business with keys, and a test that prints its environment
-/// would put them into the transcript. A backstop: [`scrub_environment()`] has already moved the secrets the
-/// agent started with out of its own environment.
-///
-/// A variable that holds a known key value under a name that does not look secret (a provider's custom
-/// `api_key_env`, say `LLM_ACCESS`) goes too: whoever the child is (a command, an MCP server), it gets no
-/// key but those its own config names, which the caller adds afterwards.
-pub fn scrub_child_env(cmd: &mut Command, extra: &[String]) {
-    super::redact::with_global(|known| {
-        for (key, value) in std::env::vars_os() {
-            let secret = key
-                .to_str()
-                .is_none_or(|k| is_secret_name(k) || extra.iter().any(|s| s == k))
-                || value
-                    .to_str()
-                    .is_some_and(|v| !known.knows_nothing() && !known.find_known(v).is_empty());
-            if secret {
-                cmd.env_remove(key);
-            }
-        }
-    });
 }
 
 /// Call first thing in `main`, before any thread starts: moves secret variables out of the environment, and

@@ -17,6 +17,7 @@
 //! [`sources`].
 
 pub mod format;
+mod shared;
 pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,22 +27,17 @@ use std::time::Duration;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
-use serde::{Deserialize, Serialize};
 
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
 use super::{crash_point, sanitize, ObjectId, Store, StoreError};
 use crate::safety::tree_path;
 
-/// The ref holding the skills.
-pub const SKILLS_REF: &str = "refs/agent/skills";
+pub use shared::{Stats, MAX_BYTES, MAX_FILES, SKILLS_REF};
+
 /// The folder of the counts, beside the skills.
 pub const STATS_DIR: &str = ".stats";
 /// How often a write starts over after losing a compare-and-swap before giving up.
 const ATTEMPTS: u32 = 200;
-/// The most files one stored skill may have (a skill is instructions, scripts and a few assets).
-pub const MAX_FILES: usize = 500;
-/// The most bytes one stored skill may have, all files together.
-pub const MAX_BYTES: u64 = 8 << 20;
 
 /// The largest counts file read (`.stats/<name>.json`).
 const MAX_STATS_BYTES: u64 = 64 << 10;
@@ -49,24 +45,6 @@ const MAX_STATS_BYTES: u64 = 64 << 10;
 /// Where `git agent pull` fetches a remote's skills before merging them into ours.
 pub fn remote_skills_ref(remote: &str) -> String {
     format!("refs/agent-remotes/{remote}/skills")
-}
-
-/// How often a skill was used, and how the sessions that used it ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    #[serde(default)]
-    pub uses: u64,
-    /// Uses in turns that ended `done`.
-    #[serde(default)]
-    pub successes: u64,
-    /// Uses in turns that stopped unfinished or failed.
-    #[serde(default)]
-    pub failures: u64,
-    /// Unix seconds of the last use.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_used: Option<i64>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub last_session: String,
 }
 
 /// One file of a skill, as it goes into the ref.

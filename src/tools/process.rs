@@ -8,7 +8,6 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::safety::sandbox::SandboxError;
-use crate::safety::secrets;
 use crate::store::git;
 
 use super::ToolContext;
@@ -34,11 +33,11 @@ pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
 pub const IN_AGENT: &str = "GIT_AGENT_IN_RUN";
 
 /// The environment of every command the model runs: no secrets (the patterns of
-/// [`secrets::is_secret_name()`] and the names in `secret_env`), nothing that would point its git at another
+/// [`crate::safety::secrets::is_secret_name()`] and the names in `secret_env`), nothing that would point its git at another
 /// repository or index ([`git::without_redirects()`]: started from a hook, the agent inherits the user's
 /// `GIT_INDEX_FILE`), no optional locks, and the [`IN_AGENT`] marker.
 pub fn child_env(cmd: &mut Command, secret_env: &[String]) {
-    secrets::scrub_child_env(cmd, secret_env);
+    crate::safety::redact::scrub_child_env(cmd, secret_env);
     git::without_redirects(cmd);
     // `git status` would otherwise refresh and rewrite the index it reads: with `ask --here` that is the user's.
     cmd.env("GIT_OPTIONAL_LOCKS", "0");

@@ -7,7 +7,7 @@
 
 use std::io::{self, IsTerminal, Write};
 
-use super::neutralize;
+use crate::protocol::neutralize;
 use crate::protocol::{Event, Sink, Usage};
 
 /// Renders events for a person into `out`.

@@ -100,7 +100,7 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         Event::Error(message) => json!({"type": "error", "message": message}),
         Event::Notice { topic, message } => {
             // Diagnostics go to stderr as without --json; scripts get the event as well.
-            eprintln!("warning: {}", crate::ui::neutralize(message));
+            eprintln!("warning: {}", crate::protocol::neutralize(message));
             json!({"type": "notice", "topic": topic, "message": message})
         }
         Event::Check {

@@ -16,7 +16,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::format::{self, SkillDoc, SKILL_FILE};
-use super::{Stats, MAX_FILES};
+use super::shared::{Stats, MAX_FILES, SKILLS_REF};
 use crate::protocol::Untrusted;
 use crate::store::{Store, StoreError};
 
@@ -41,7 +41,7 @@ impl Source {
     /// Where the skill is, for a person: `refs/agent/skills:pdf`, `.claude/skills/pdf`.
     pub fn shown(&self, name: &str) -> String {
         match self {
-            Source::Ref => format!("{}:{name}", super::SKILLS_REF),
+            Source::Ref => format!("{}:{name}", SKILLS_REF),
             Source::Disk { shown, .. } => shown.clone(),
         }
     }
@@ -129,16 +129,12 @@ impl Catalog {
             Ok(tree) => {
                 for (name, rule) in tree.skipped {
                     problems.push(Problem {
-                        file: format!(
-                            "{}:{}",
-                            super::SKILLS_REF,
-                            crate::safety::tree_path::shown(&name)
-                        ),
+                        file: format!("{}:{}", SKILLS_REF, crate::safety::tree_path::shown(&name)),
                         rule,
                     });
                 }
                 for stored in tree.skills {
-                    let file = format!("{}:{}/{SKILL_FILE}", super::SKILLS_REF, stored.name);
+                    let file = format!("{}:{}/{SKILL_FILE}", SKILLS_REF, stored.name);
                     let Some(text) = stored.text else {
                         problems.push(Problem {
                             file,
@@ -161,7 +157,7 @@ impl Catalog {
             }
             Err(err) => {
                 problems.push(Problem {
-                    file: super::SKILLS_REF.to_owned(),
+                    file: SKILLS_REF.to_owned(),
                     rule: format!("cannot be read: {err}"),
                 });
                 BTreeMap::new()

@@ -8,15 +8,12 @@ pub mod keys;
 pub mod screen;
 pub mod sink;
 pub mod status;
+mod sync;
 pub mod tty;
 
 pub use editor::{Action, Editor};
 pub use keys::Key;
 pub use screen::Screen;
 pub use sink::{ChatApprover, ChatSink, Shared, Term};
+pub use sync::lock;
 pub use tty::{Input, RawMode, Reader};
-
-/// A poisoned lock only means a panic elsewhere mid-draw; the screen state stays usable.
-pub fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}

@@ -393,7 +393,7 @@ impl Write for OutputWriter {
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
             let bytes = std::mem::take(&mut self.buf);
-            super::lock(&self.screen).output(&bytes);
+            super::sync::lock(&self.screen).output(&bytes);
         }
         Ok(())
     }

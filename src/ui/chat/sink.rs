@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use super::editor::View;
 use super::screen::{OutputWriter, Screen};
-use super::{lock, status::StatusLine};
+use super::{status::StatusLine, sync::lock};
 use crate::protocol::{Approval, ApprovalFuture, ApprovalRequest, Approver, Event, Sink};
 use crate::ui::{neutralize, HumanSink};
 

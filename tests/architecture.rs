@@ -767,9 +767,9 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     // What is left is the Anthropic client's HTTP tests, which drive it through `model::Client`.
     &["model/anthropic.rs", "model/mod.rs"],
     &[
-        "safety/guard.rs",
-        "safety/guard_tools.rs",
-        "safety/guard_vars.rs",
+        "safety/guard/mod.rs",
+        "safety/guard/tools.rs",
+        "safety/guard/vars.rs",
     ],
     &["safety/mod.rs", "safety/rules.rs"],
     &[

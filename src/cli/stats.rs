@@ -78,7 +78,7 @@ const DAY: i64 = 86_400;
 
 pub fn run(ctx: &Context, args: StatsArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
-    let now = now();
+    let now = crate::store::session_log::now();
     let from = args.since.map(|period| now - period);
     let sessions: Vec<(Meta, String)> = store
         .list_sessions_with_authors()?
@@ -181,28 +181,8 @@ fn parse_period(text: &str) -> Result<i64, String> {
 
 /// The UTC day of a Unix time, `2026-12-01`.
 fn day(unix: i64) -> String {
-    let (y, m, d) = civil_from_days(unix.div_euclid(DAY));
+    let (y, m, d) = crate::agent::date::civil_from_days(unix.div_euclid(DAY));
     format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Howard Hinnant's days-to-civil: the proleptic Gregorian date of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 #[cfg(test)]

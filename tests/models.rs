@@ -787,3 +787,37 @@ fn anthropic_thinking_blocks_are_sent_back_with_their_signature() {
     );
     assert!(follow_up.tool_result(&read.id).contains("two"));
 }
+
+#[test]
+fn a_cut_off_call_of_an_own_tool_is_shown_before_its_result() {
+    let repo = TestRepo::new();
+    let chunks = [
+        openai_chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_plan", "type": "function",
+                   "function": {"name": "plan_update", "arguments": "{\"items\": [{\"text\": \"rea"}}]}),
+            None,
+        ),
+        openai_chunk(json!({}), Some("length")),
+    ];
+    let server = Server::start(vec![
+        Reply::sse_raw(openai_events(&chunks)),
+        Reply::text("Planned in shorter words."),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--json", "plan it"]);
+    out.assert_code(0);
+    let events: Vec<Value> = out
+        .stdout()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON event per line"))
+        .collect();
+    let at = |kind: &str| {
+        events
+            .iter()
+            .position(|e| e["type"] == kind && e["id"] == "call_plan")
+            .unwrap_or_else(|| panic!("no {kind} for call_plan\n{out}"))
+    };
+    // A front-end (ACP, --json) never gets a result for a call it did not see.
+    assert!(at("tool_call") < at("tool_result"), "{out}");
+    let call = &events[at("tool_call")];
+    assert_eq!(call["name"], "plan_update", "{out}");
+}

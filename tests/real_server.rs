@@ -90,6 +90,12 @@ fn a_real_llama_cpp_server_end_to_end() {
         "edit_file",
         "write_file",
         "run",
+        // The agent's own tools: a tiny model sometimes plans first (and its plan may be cut off by
+        // max_tokens, which still shows as a call and its result).
+        "plan_update",
+        "finish",
+        "remember",
+        "explore",
     ];
     assert!(names.iter().all(|n| known.contains(n)), "{names:?}\n{out}");
     assert_eq!(of("tool_result").count(), names.len(), "{out}");

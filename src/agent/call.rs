@@ -97,7 +97,20 @@ impl Turn<'_> {
     ) -> Result<ToolOutput, AgentError> {
         let args = match parse_args(call, truncated) {
             Ok(args) => args,
-            Err(message) => return Ok(self.reported(call, ToolOutput::error(message))),
+            Err(message) => {
+                // Every result follows the call it answers, as for the registry's tools: a front-end
+                // (ACP, --json) must never get a result for a call it never saw.
+                let label = format!("{} (rejected)", call.name);
+                self.sink.emit(&Event::ToolCall {
+                    id: &call.id,
+                    name: &call.name,
+                    kind: own.kind(),
+                    label: &label,
+                    input: &serde_json::Value::Null,
+                    location: None,
+                });
+                return Ok(self.reported(call, ToolOutput::error(message)));
+            }
         };
         let label = own.label(&args);
         self.sink.emit(&Event::ToolCall {

@@ -18,11 +18,11 @@ use std::fmt::Write;
 pub fn quote_as_data(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
+        if let Some(escape) = short_escape(c) {
+            out.push_str(escape);
+            continue;
+        }
         match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
@@ -53,11 +53,11 @@ pub fn data_block(tag: &str, attributes: &[(&str, &str)], text: &str) -> String 
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
+        if let Some(escape) = short_escape(c) {
+            out.push_str(escape);
+            continue;
+        }
         match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
             c if u32::from(c) < 0x80 && c.is_control() => {
                 let _ = write!(out, "\\x{:02x}", u32::from(c));
             }
@@ -68,6 +68,17 @@ pub fn visible(text: &str) -> String {
         }
     }
     out
+}
+
+/// The escapes both renderings write the way Rust does: a doubled `\` and the three common controls.
+fn short_escape(c: char) -> Option<&'static str> {
+    match c {
+        '\\' => Some("\\\\"),
+        '\n' => Some("\\n"),
+        '\r' => Some("\\r"),
+        '\t' => Some("\\t"),
+        _ => None,
+    }
 }
 
 /// Control characters (C0, DEL, C1), bidirectional embeddings, overrides and isolates, line and

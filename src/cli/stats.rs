@@ -121,6 +121,8 @@ pub fn run(ctx: &Context, args: StatsArgs) -> Result<(), CommandError> {
 
 /// `total  12 sessions  40 steps  tokens 1.2M in, 40k out  cost $3.21  burn $0.45/day over 7 days`.
 fn summary_line(key: &str, totals: &Totals, days: Option<f64>) -> String {
+    // A model or author name may come from a pulled session: shown neutralised.
+    let key = crate::protocol::Untrusted::name(key);
     let mut line = format!(
         "{key}  {} session{}  {} step{}  tokens {} in, {} out  cost {}",
         totals.sessions,

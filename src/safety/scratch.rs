@@ -6,7 +6,9 @@
 //! removes it when it ends; one killed (kill -9, a crash) leaves it behind, and the next session removes such
 //! leftovers: directories in the temp dir named like ours, owned by us, of mode 0700 and not locked by a live
 //! session. The kernel drops a dead process's locks, so "not locked" means "its session is gone", without
-//! trusting a pid that may have been reused.
+//! trusting a pid that may have been reused. A directory gets its sweepable name only once it is locked: it
+//! is made as `.git-agent-...` (a name no sweep takes), locked, then renamed, so a session starting at the
+//! same moment cannot sweep it in the window between `mkdtemp` and `flock`.
 
 use std::fs::File;
 use std::io;
@@ -31,10 +33,7 @@ impl ScratchDir {
     /// Makes a fresh directory for session `id` in `parent` (the system temp dir in use), and starts removing
     /// the leftovers of killed sessions there, on a thread joined when this value is dropped.
     pub fn create(parent: &Path, id: &str) -> io::Result<ScratchDir> {
-        let template = parent.join(format!("{PREFIX}{id}-XXXXXX"));
-        let path = crate::sys::fs::make_temp_dir(&template)?;
-        let lock = open_dir(&path)?;
-        crate::sys::fs::lock(&lock, crate::sys::fs::Lock::TryExclusive)?;
+        let (path, lock) = make_locked(parent, id)?;
         let owned = parent.to_path_buf();
         let sweeping = std::thread::Builder::new()
             .name("git-agent-sweep".into())
@@ -63,6 +62,34 @@ impl Drop for ScratchDir {
     fn drop(&mut self) {
         if let Some(sweeping) = self.sweeping.take() {
             let _ = sweeping.join();
+        }
+    }
+}
+
+/// Makes the directory under a name no sweep takes, locks it, then gives it its final name. The final name
+/// keeps mkdtemp's random suffix; one already taken (vanishingly rare) means another try.
+fn make_locked(parent: &Path, id: &str) -> io::Result<(PathBuf, File)> {
+    let template = parent.join(format!(".{PREFIX}{id}-XXXXXX"));
+    let mut tries = 0;
+    loop {
+        let unnamed = crate::sys::fs::make_temp_dir(&template)?;
+        let lock = open_dir(&unnamed)?;
+        crate::sys::fs::lock(&lock, crate::sys::fs::Lock::TryExclusive)?;
+        let hidden = unnamed
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let path = parent.join(hidden.trim_start_matches('.'));
+        if std::fs::symlink_metadata(&path).is_err() && std::fs::rename(&unnamed, &path).is_ok() {
+            return Ok((path, lock));
+        }
+        let _ = std::fs::remove_dir(&unnamed);
+        tries += 1;
+        if tries == 8 {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("no free name for a temp dir in {}", parent.display()),
+            ));
         }
     }
 }
@@ -135,6 +162,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// Sessions starting at the same moment each keep their directory: one's sweep never takes another's
+    /// made-but-not-yet-locked directory (the race that once failed `private_unique_and_removed` under load).
+    #[test]
+    fn sessions_starting_together_keep_their_directories() {
+        let parent = parent("together");
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let parent = parent.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        let dir = ScratchDir::create(&parent, "abc123").unwrap();
+                        std::fs::write(dir.path().join("x"), "x").unwrap();
+                        assert!(dir.path().join("x").is_file());
+                        drop(dir);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&parent);
     }
 
     #[test]

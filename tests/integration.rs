@@ -71,3 +71,5 @@ mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
 // redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
 mod untrusted_text;
+// Phase timings (GIT_AGENT_TIMINGS): one JSON line per phase with the switch, none without.
+mod timings;

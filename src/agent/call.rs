@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
 use crate::safety::redact;
 use crate::safety::{Answer, Decision};
+use crate::sys::timings::Detail;
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::guards::{Effect, Verdict};
@@ -221,7 +222,9 @@ impl Turn<'_> {
         if scan {
             self.s.tools.changes.before_run()?;
         }
+        let running = crate::sys::timings::begin();
         let mut output = self.execute(tool, args).await?;
+        crate::sys::timings::end("tool", running, &[("name", Detail::Text(tool.name()))]);
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
@@ -235,6 +238,7 @@ impl Turn<'_> {
             Vec::new()
         };
         if !changed.is_empty() {
+            let committing = crate::sys::timings::begin();
             step::commit(
                 &mut self.s.work,
                 &mut *self.sink,
@@ -243,6 +247,8 @@ impl Turn<'_> {
                 &self.why,
                 &changed,
             )?;
+            let step = Detail::Count(self.s.work.session.steps.into());
+            crate::sys::timings::end("step commit", committing, &[("step", step)]);
         }
         Ok(output)
     }

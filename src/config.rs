@@ -10,6 +10,7 @@
 //! config file, built-in defaults.
 
 pub(crate) mod edit;
+pub mod event_hooks;
 pub(crate) mod file;
 pub(crate) mod mcp;
 pub mod memory;

@@ -470,6 +470,16 @@ pub enum Event<'a> {
         parent: &'a str,
         event: &'a Event<'a>,
     },
+    /// An event hook ran (issue 26; not git's hooks): the session event it ran at (`PreToolUse`, ...), its
+    /// command and the file it comes from, how it ended in words (`ok`, `blocked: <reason>`, `exit 1: ...`,
+    /// `timed out after 5s`) and how long it took.
+    Hook {
+        event: &'a str,
+        command: &'a str,
+        source: &'a str,
+        outcome: &'a str,
+        duration_ms: u64,
+    },
 }
 
 /// Where a tool call works: a path as the model gave it (checkout-relative) and, when the tool takes one,

@@ -127,6 +127,19 @@ pub enum Event {
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.
     Explore { parent: String, event: Box<Event> },
+    /// An event hook ran (issue 26): the session event, its command and file, how it ended in words, its
+    /// exit code when it exited, and the head of what it printed (stdout, then stderr).
+    Hook {
+        event: String,
+        command: String,
+        source: String,
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output: String,
+    },
 }
 
 impl Event {

@@ -115,6 +115,8 @@ pub struct AgentSession {
     pub(super) skills: SessionSkills,
     /// How `explore` calls run.
     pub(super) explore: Explorer,
+    /// The event hooks the session runs (issue 26).
+    pub(super) hooks: super::event_hooks::SessionHooks,
     /// The `session` event, shown once the model first answers.
     pub(super) line: SessionLine,
     /// The model has answered at least once in this process.
@@ -294,6 +296,15 @@ impl AgentSession {
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
+        let own_hooks = settings.as_ref().ok().and_then(|s| s.user.event_hooks.as_ref());
+        let (hooks, notices) =
+            super::event_hooks::SessionHooks::load(store.workdir(), store.common_dir(), own_hooks);
+        for message in &notices {
+            sink.emit(&Event::Notice {
+                topic: "event-hooks",
+                message,
+            });
+        }
         let skills = SessionSkills::load(&store, caps, sink);
         if let Some(tool) = skills.tool() {
             tools.registry.add(tool);
@@ -365,6 +376,7 @@ impl AgentSession {
             line,
             skills,
             explore,
+            hooks,
             announced: false,
             resumed,
             turns: 0,
@@ -561,6 +573,7 @@ impl AgentSession {
         self.tools.mcp.stop_blocking();
         // A start still under way is finished first, so what it made is kept or rolled back as a whole.
         let _ = self.ready_blocking();
+        self.session_end_hooks();
         let work = &mut self.work;
         if self.start_failed {
             // Best effort: the start's own error is what the user needs to see; it cleaned up after itself.
@@ -578,6 +591,25 @@ impl AgentSession {
         if let Some(scratch) = self.tools.scratch.take() {
             scratch.remove();
         }
+    }
+
+    /// Runs the `SessionEnd` hooks of a session that did something (their answers cannot change it any
+    /// more: they are run, not read).
+    fn session_end_hooks(&self) {
+        use crate::config::event_hooks::HookEvent;
+        if self.untouched || self.start_failed || !self.hooks.has(HookEvent::SessionEnd) {
+            return;
+        }
+        let hooks = self.hooks.matching(HookEvent::SessionEnd, &["other"]);
+        let session = &self.work.session;
+        let base = super::event_hooks::Base {
+            session_id: &session.id,
+            cwd: session.root(),
+            agent_branch: short_branch(session),
+            step_commit: session.tip.to_string(),
+        };
+        let input = base.input(HookEvent::SessionEnd, serde_json::json!({"reason": "other"}));
+        super::event_hooks::run_all(hooks, &input, session.root(), Some(&self.tools.sandbox));
     }
 
     /// The session's id (6 hex characters).

@@ -556,6 +556,21 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             }
             Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { parent, event } => self.nested(parent, event),
+            Event::Hook {
+                event,
+                command,
+                outcome,
+                duration_ms,
+                ..
+            } => {
+                // One dim line: hooks are the user's own machinery, worth seeing but not reading.
+                let line = format!(
+                    "hook {event} `{}`: {outcome} ({duration_ms} ms)",
+                    crate::tools::short(command, 60)
+                );
+                let text = self.paint("2", &neutralize(&line));
+                self.line(&text);
+            }
             Event::Prompt(_)
             | Event::Context { .. }
             | Event::Plan { .. }

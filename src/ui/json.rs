@@ -158,6 +158,14 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         Event::Memory { action, entries } => {
             json!({"type": "memory", "action": action, "entries": entries})
         }
+        Event::Hook {
+            event,
+            command,
+            source,
+            outcome,
+            duration_ms,
+        } => json!({"type": "hook", "event": event, "command": command, "source": source,
+                    "outcome": outcome, "duration_ms": duration_ms}),
         // A subagent's event is the event itself, marked with the call that started the subagent.
         Event::Nested { parent, event } => {
             let mut value = value(event)?;

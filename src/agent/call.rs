@@ -309,7 +309,8 @@ impl Turn<'_> {
         }
         if decision.needs_approval() {
             let message = format!("git-agent needs your permission to use {}", tool.name());
-            let fields = serde_json::json!({"message": message, "notification_type": "permission_prompt"});
+            let fields =
+                serde_json::json!({"message": message, "notification_type": "permission_prompt"});
             self.fire(HookEvent::Notification, &["permission_prompt"], fields)
                 .await?;
             let subject = tool
@@ -390,10 +391,14 @@ impl Turn<'_> {
         let verdict = self.fire(event, &names, fields).await?;
         let name = event.as_str();
         for text in verdict.context {
-            round.context.push(("hook", String::new(), format!("{name} hook: {text}")));
+            round
+                .context
+                .push(("hook", String::new(), format!("{name} hook: {text}")));
         }
         if let Some(reason) = verdict.block {
-            round.context.push(("hook", String::new(), format!("{name} hook: {reason}")));
+            round
+                .context
+                .push(("hook", String::new(), format!("{name} hook: {reason}")));
         }
         Ok(())
     }

@@ -190,8 +190,14 @@ fn run_one(hook: EventHook, stdin: &str, dir: &Path, sandbox: Option<&Sandbox>) 
             let _ = pipe.write_all(text.as_bytes());
         })
     });
-    let out = child.stdout.take().map(|p| std::thread::spawn(move || drain(p)));
-    let err = child.stderr.take().map(|p| std::thread::spawn(move || drain(p)));
+    let out = child
+        .stdout
+        .take()
+        .map(|p| std::thread::spawn(move || drain(p)));
+    let err = child
+        .stderr
+        .take()
+        .map(|p| std::thread::spawn(move || drain(p)));
     let deadline = started + hook.timeout;
     let mut watch = ExitWatch::new(pid);
     let end = loop {
@@ -429,7 +435,12 @@ mod tests {
 
     fn verdict(commands: &[(&str, u64)], fail_closed: bool) -> Verdict {
         let hooks = commands.iter().map(|(c, t)| hook(c, *t)).collect();
-        let runs = run_all(hooks, &json!({"tool_name": "Bash"}), &std::env::temp_dir(), None);
+        let runs = run_all(
+            hooks,
+            &json!({"tool_name": "Bash"}),
+            &std::env::temp_dir(),
+            None,
+        );
         judge(HookEvent::PreToolUse, runs, fail_closed)
     }
 
@@ -446,7 +457,10 @@ mod tests {
         );
         assert_eq!(v.block.as_deref(), Some("nope"));
         let v = verdict(
-            &[(r#"echo '{"additionalContext":"extra","updatedInput":{"command":"ls"}}'"#, 5000)],
+            &[(
+                r#"echo '{"additionalContext":"extra","updatedInput":{"command":"ls"}}'"#,
+                5000,
+            )],
             true,
         );
         assert_eq!((v.block, v.context), (None, vec!["extra".to_owned()]));
@@ -457,11 +471,17 @@ mod tests {
 
     #[test]
     fn the_hooks_see_their_input_and_a_hang_fails_closed_in_time() {
-        let v = verdict(&[("grep -q '\"tool_name\":\"Bash\"' || exit 2", 5000)], true);
+        let v = verdict(
+            &[("grep -q '\"tool_name\":\"Bash\"' || exit 2", 5000)],
+            true,
+        );
         assert!(v.block.is_none(), "{:?}", v.runs);
         let started = Instant::now();
         let v = verdict(&[("sleep 30", 300), ("true", 5000)], true);
-        assert!(started.elapsed() < Duration::from_secs(5), "ran in parallel and was killed");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "ran in parallel and was killed"
+        );
         assert!(v.block.unwrap_or_default().contains("timed out"));
         let v = verdict(&[("sleep 30", 300)], false);
         assert!(v.block.is_none(), "only PreToolUse fails closed");

@@ -296,7 +296,10 @@ impl AgentSession {
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
-        let own_hooks = settings.as_ref().ok().and_then(|s| s.user.event_hooks.as_ref());
+        let own_hooks = settings
+            .as_ref()
+            .ok()
+            .and_then(|s| s.user.event_hooks.as_ref());
         let (hooks, notices) =
             super::event_hooks::SessionHooks::load(store.workdir(), store.common_dir(), own_hooks);
         for message in &notices {
@@ -608,7 +611,10 @@ impl AgentSession {
             agent_branch: short_branch(session),
             step_commit: session.tip.to_string(),
         };
-        let input = base.input(HookEvent::SessionEnd, serde_json::json!({"reason": "other"}));
+        let input = base.input(
+            HookEvent::SessionEnd,
+            serde_json::json!({"reason": "other"}),
+        );
         super::event_hooks::run_all(hooks, &input, session.root(), Some(&self.tools.sandbox));
     }
 

@@ -157,7 +157,9 @@ impl<'t> Turn<'t> {
         if self.s.turns == 1 {
             let source = if self.s.resumed { "resume" } else { "startup" };
             let fields = serde_json::json!({"source": source});
-            let verdict = self.fire(HookEvent::SessionStart, &[source], fields).await?;
+            let verdict = self
+                .fire(HookEvent::SessionStart, &[source], fields)
+                .await?;
             for text in verdict.context {
                 self.add_context("hook", "", format!("SessionStart hook: {text}"))?;
             }
@@ -181,7 +183,11 @@ impl<'t> Turn<'t> {
     /// The `Stop` hooks, when the turn would end with an answer: one that blocks sends the model back to
     /// work with its reason (at most [`MAX_STOP_CONTINUES`] times a turn; the budgets bound it too). True
     /// when the turn goes on.
-    async fn stop_hooks(&mut self, outcome: &LoopEnd, continued: &mut u32) -> Result<bool, AgentError> {
+    async fn stop_hooks(
+        &mut self,
+        outcome: &LoopEnd,
+        continued: &mut u32,
+    ) -> Result<bool, AgentError> {
         let message = match outcome {
             LoopEnd::Answered(text) => text.as_str(),
             LoopEnd::Finished(finish) => finish.summary.as_str(),

@@ -108,9 +108,9 @@ impl EventHook {
         let Ok(regex) = grep_regex::RegexMatcher::new(&format!("^(?:{matcher})$")) else {
             return false;
         };
-        names.iter().any(|name| {
-            grep_matcher::Matcher::is_match(&regex, name.as_bytes()).unwrap_or(false)
-        })
+        names
+            .iter()
+            .any(|name| grep_matcher::Matcher::is_match(&regex, name.as_bytes()).unwrap_or(false))
     }
 }
 
@@ -146,7 +146,9 @@ pub fn parse(value: &Value, source: &str) -> Result<Vec<EventHook>, String> {
             continue;
         };
         let Some(groups) = groups.as_array() else {
-            return Err(format!("{source}: `{name}` must be a list of matcher groups"));
+            return Err(format!(
+                "{source}: `{name}` must be a list of matcher groups"
+            ));
         };
         for group in groups {
             let matcher = group
@@ -159,7 +161,10 @@ pub fn parse(value: &Value, source: &str) -> Result<Vec<EventHook>, String> {
                 None => vec![group],
             };
             for entry in commands {
-                let kind = entry.get("type").and_then(Value::as_str).unwrap_or("command");
+                let kind = entry
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("command");
                 if kind != "command" {
                     // `prompt` hooks ask a model; this version runs commands only.
                     continue;
@@ -223,11 +228,11 @@ pub fn load(
     trusted: &dyn Fn(&str, &str) -> bool,
 ) -> Found {
     let mut found = Found::default();
-    let take = |found: &mut Found, value: Result<Value, String>, source: &str| {
-        match value.and_then(|v| parse(&v, source)) {
-            Ok(hooks) => found.hooks.extend(hooks),
-            Err(problem) => found.problems.push(problem),
-        }
+    let take = |found: &mut Found, value: Result<Value, String>, source: &str| match value
+        .and_then(|v| parse(&v, source))
+    {
+        Ok(hooks) => found.hooks.extend(hooks),
+        Err(problem) => found.problems.push(problem),
     };
     if let Some(home) = home {
         for rel in HOME_FILES {
@@ -314,7 +319,10 @@ mod tests {
         assert_eq!(hooks[0].timeout, Duration::from_secs(5));
         let flat = serde_json::json!({"Stop": [{"command": "true"}]});
         let hooks = parse(&flat, "config").expect("parses");
-        assert_eq!((hooks[0].event, hooks[0].timeout), (HookEvent::Stop, DEFAULT_TIMEOUT));
+        assert_eq!(
+            (hooks[0].event, hooks[0].timeout),
+            (HookEvent::Stop, DEFAULT_TIMEOUT)
+        );
         assert!(parse(&serde_json::json!({"hooks": {"Stop": 1}}), "f").is_err());
     }
 

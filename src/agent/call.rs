@@ -182,7 +182,7 @@ impl Turn<'_> {
 
     /// Runs one registry tool call and commits what it changed. Failures the model can fix come back as error
     /// output.
-    async fn call_tool(
+    pub(super) async fn call_tool(
         &mut self,
         tool: Option<&Arc<dyn Tool>>,
         call: &ToolCall,
@@ -239,12 +239,20 @@ impl Turn<'_> {
             Vec::new()
         };
         if !changed.is_empty() {
+            // A subagent's step names it, in the commit and in the note.
+            let (label, why) = match &self.subagent {
+                Some(name) => (
+                    format!("[subagent {name}] {label}"),
+                    format!("subagent {name}: {}", self.why),
+                ),
+                None => (label, self.why.clone()),
+            };
             step::commit(
                 &mut self.s.work,
                 &mut *self.sink,
                 call,
                 &label,
-                &self.why,
+                &why,
                 &changed,
             )?;
         }
@@ -285,6 +293,23 @@ impl Turn<'_> {
         args: &mut serde_json::Value,
         label: &str,
     ) -> Result<Decision, AgentError> {
+        if let Some((command, allowed)) = &self.s.turn_tools {
+            if !crate::config::agent_files::tool_allowed(allowed, tool.name()) {
+                let decision = Decision {
+                    outcome: Ruling::Deny,
+                    rule: "allowed-tools".into(),
+                    reason: format!("{command} allows only {}", allowed.join(", ")),
+                };
+                self.sink.emit(&Event::Permission {
+                    id: &call.id,
+                    tool: tool.name(),
+                    decision: decision.outcome.as_str(),
+                    rule: &decision.rule,
+                    reason: &decision.reason,
+                });
+                return Ok(decision);
+            }
+        }
         let hooks = self.pre_tool_use(tool.name(), call, args).await?;
         let mut decision = match &hooks.block {
             Some(reason) => Decision {

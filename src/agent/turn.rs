@@ -72,6 +72,8 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The subagent whose calls are being run, named in their step commits.
+    pub(super) subagent: Option<String>,
 }
 
 /// The turn's budget and what it used.
@@ -113,6 +115,7 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            subagent: None,
         }
     }
 
@@ -287,10 +290,27 @@ impl<'t> Turn<'t> {
     /// Sends the conversation, streaming the reply to the front-end.
     async fn request(&mut self) -> Result<Streamed, ModelError> {
         let conv = &self.s.conv;
+        // A command's `allowed-tools` narrows what this turn offers (the agent's own tools stay).
+        let narrowed: Vec<_>;
+        let tools = match &self.s.turn_tools {
+            Some((_, allowed)) => {
+                narrowed = conv
+                    .schemas
+                    .iter()
+                    .filter(|t| {
+                        super::plan::OwnTool::find(&t.name).is_some()
+                            || crate::config::agent_files::tool_allowed(allowed, &t.name)
+                    })
+                    .cloned()
+                    .collect();
+                &narrowed[..]
+            }
+            None => &conv.schemas[..],
+        };
         let request = Request {
             model: &self.s.model.config.model,
             messages: &conv.messages,
-            tools: &conv.schemas,
+            tools,
             max_tokens: None,
         };
         self.tally.requests += 1;
@@ -432,6 +452,8 @@ impl<'t> Turn<'t> {
                 explored[i]
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
+            } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
+                self.delegate(call).await?
             } else {
                 self.dispatch(call, truncated, &mut round).await?
             };

@@ -73,3 +73,5 @@ mod hostile;
 mod untrusted_text;
 // Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
 mod event_hooks;
+// Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.
+mod subagents;

@@ -35,12 +35,12 @@ use crate::safety::Policy;
 use crate::tools::{SessionState, Tool, ToolContext, ToolOutput};
 
 use super::control::TurnControl;
-use crate::config::event_hooks::HookEvent;
 use super::guards::Budget;
 use super::journal::Event as LogEvent;
 use super::stream;
 use super::turn::Turn;
 use super::AgentError;
+use crate::config::event_hooks::HookEvent;
 
 /// The tool's name.
 pub const TOOL: &str = "explore";
@@ -325,12 +325,17 @@ impl Turn<'_> {
             location: None,
         });
         let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
-            _ if task.trim().is_empty() => {
-                ToolOutput::error("missing required string argument `task`: what the subagent should do")
-            }
+            _ if task.trim().is_empty() => ToolOutput::error(
+                "missing required string argument `task`: what the subagent should do",
+            ),
             None => ToolOutput::error(format!(
                 "there is no subagent '{name}'; the subagents are: {}",
-                self.s.agents.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                self.s
+                    .agents
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             Some(agent) => {
                 let previous = self.subagent.replace(agent.name.clone());
@@ -338,7 +343,8 @@ impl Turn<'_> {
                 self.subagent = previous;
                 let output = output?;
                 let fields = json!({"agent_name": agent.name, "stop_hook_active": false});
-                self.fire(HookEvent::SubagentStop, &[&agent.name], fields).await?;
+                self.fire(HookEvent::SubagentStop, &[&agent.name], fields)
+                    .await?;
                 output
             }
         };
@@ -370,7 +376,12 @@ impl Turn<'_> {
             .tools
             .registry
             .iter()
-            .filter(|t| agent.tools.as_ref().is_none_or(|list| agent_files::tool_allowed(list, t.name())))
+            .filter(|t| {
+                agent
+                    .tools
+                    .as_ref()
+                    .is_none_or(|list| agent_files::tool_allowed(list, t.name()))
+            })
             .cloned()
             .collect();
         let schemas: Vec<ToolSchema> = tools.iter().map(|t| t.schema()).collect();
@@ -386,7 +397,12 @@ impl Turn<'_> {
                 content: task.to_owned(),
             },
         ];
-        self.log_child(call, LogEvent::User { content: task.to_owned() })?;
+        self.log_child(
+            call,
+            LogEvent::User {
+                content: task.to_owned(),
+            },
+        )?;
         let mut requests = 0u32;
         loop {
             let (used, spent) = self.used();
@@ -401,12 +417,22 @@ impl Turn<'_> {
             let offered: &[ToolSchema] = if last { &[] } else { &schemas };
             let sent = match &own {
                 Some((client, model)) => {
-                    let request = Request { model: &model.model, messages: &messages, tools: offered, max_tokens: None };
+                    let request = Request {
+                        model: &model.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
                     stream::quietly(client, &self.s.model.retry, &request, self.control).await
                 }
                 None => {
                     let link = &self.s.model;
-                    let request = Request { model: &link.config.model, messages: &messages, tools: offered, max_tokens: None };
+                    let request = Request {
+                        model: &link.config.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
                     stream::quietly(&link.client, &link.retry, &request, self.control).await
                 }
             };
@@ -424,7 +450,9 @@ impl Turn<'_> {
             let mut cost = Cost::default();
             if let Some(u) = &response.usage {
                 usage.add(u);
-                let price = own.as_ref().map_or(self.s.model.config.price, |(_, m)| m.price);
+                let price = own
+                    .as_ref()
+                    .map_or(self.s.model.config.price, |(_, m)| m.price);
                 cost.add_request(price.map(|p| p.cost(u)));
             }
             let tokens = usage.input_tokens + usage.output_tokens;
@@ -445,7 +473,10 @@ impl Turn<'_> {
             if response.tool_calls.is_empty() || last {
                 let answer = response.text.trim();
                 if answer.is_empty() {
-                    return Ok(ToolOutput::error(format!("the subagent {} answered with nothing", agent.name)));
+                    return Ok(ToolOutput::error(format!(
+                        "the subagent {} answered with nothing",
+                        agent.name
+                    )));
                 }
                 let summary = format!("{}: {requests} request{}", agent.name, plural(requests));
                 return Ok(ToolOutput::ok(answer.to_owned(), summary));

@@ -147,9 +147,7 @@ fn files(dir: &Path, ext: &str) -> Vec<(std::path::PathBuf, String)> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .filter(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_FILE)
-        })
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_FILE))
         .collect();
     paths.sort();
     paths
@@ -246,7 +244,12 @@ fn list(text: &str) -> Vec<String> {
         .trim_start_matches('[')
         .trim_end_matches(']')
         .split([',', '\n'])
-        .map(|t| t.trim().trim_start_matches('-').trim().trim_matches(['"', '\'']))
+        .map(|t| {
+            t.trim()
+                .trim_start_matches('-')
+                .trim()
+                .trim_matches(['"', '\''])
+        })
         .filter(|t| !t.is_empty())
         .map(str::to_owned)
         .collect()
@@ -311,16 +314,25 @@ mod tests {
         let agent = parse_agent(text, Path::new("x.md"), "src").expect("parses");
         assert_eq!(agent.name, "reviewer");
         assert_eq!(agent.description, "Reviews code");
-        assert_eq!(agent.tools, Some(vec!["Read".to_owned(), "Grep".to_owned()]));
+        assert_eq!(
+            agent.tools,
+            Some(vec!["Read".to_owned(), "Grep".to_owned()])
+        );
         assert_eq!((agent.model, agent.prompt.as_str()), (None, "You review."));
         let yaml = "---\ntools:\n  - Read\n  - Edit\nmodel: openai/gpt-4.1\n---\nbody";
         let agent = parse_agent(yaml, Path::new("writer.md"), "src").expect("parses");
         assert_eq!(agent.name, "writer");
-        assert_eq!(agent.tools, Some(vec!["Read".to_owned(), "Edit".to_owned()]));
+        assert_eq!(
+            agent.tools,
+            Some(vec!["Read".to_owned(), "Edit".to_owned()])
+        );
         assert_eq!(agent.model.as_deref(), Some("openai/gpt-4.1"));
         let codex = "name = \"x\"\ntools = [\"Read\"]\ninstructions = \"do\"\n";
         let agent = parse_codex_agent(codex, Path::new("x.toml"), "src").expect("parses");
-        assert_eq!((agent.tools, agent.prompt.as_str()), (Some(vec!["Read".to_owned()]), "do"));
+        assert_eq!(
+            (agent.tools, agent.prompt.as_str()),
+            (Some(vec!["Read".to_owned()]), "do")
+        );
     }
 
     #[test]
@@ -334,7 +346,10 @@ mod tests {
             body: "Fix issue #$1 ($ARGUMENTS), priority $2.".into(),
             source: String::new(),
         };
-        assert_eq!(command.expand("123 high"), "Fix issue #123 (123 high), priority high.");
+        assert_eq!(
+            command.expand("123 high"),
+            "Fix issue #123 (123 high), priority high."
+        );
         let plain = FileCommand {
             body: "Review the code.".into(),
             ..command

@@ -3,7 +3,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::config::agent_files;
 use crate::protocol::neutralize;
 

@@ -564,10 +564,14 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 ..
             } => {
                 // One dim line: hooks are the user's own machinery, worth seeing but not reading.
-                let line = format!(
-                    "hook {event} `{}`: {outcome} ({duration_ms} ms)",
-                    crate::tools::short(command, 60)
-                );
+                let command: String = command
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect();
+                let line = format!("hook {event} `{command}`: {outcome} ({duration_ms} ms)");
                 let text = self.paint("2", &neutralize(&line));
                 self.line(&text);
             }

@@ -309,3 +309,38 @@ fn the_users_own_config_needs_no_trust_and_hooks_see_claude_fields() {
         "{input}"
     );
 }
+
+#[test]
+fn an_explorers_calls_meet_the_same_pre_tool_use_hooks() {
+    let repo = TestRepo::new();
+    let deny = r#"echo '{"hookSpecificOutput":{"permissionDecision":"deny","permissionDecisionReason":"secrets live in file.txt: do not read it"}}'"#;
+    let settings = hooks_file(&[("PreToolUse", "Read", deny, None)]);
+    with_hooks(&repo, ".claude/settings.json", &settings, true);
+    let explore = call("explore", json!({"task": "what is in file.txt?"}));
+    let read = call("read_file", json!({"path": "file.txt"}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![explore.clone()]),
+        Reply::text("done"),
+    ]);
+    server.script_for(
+        "what is in file.txt?",
+        vec![
+            Reply::tool_calls(vec![read.clone()]),
+            Reply::text("could not read it"),
+        ],
+    );
+
+    let out = repo.run_agent(&server, &["ask", "explore"]);
+
+    out.assert_code(0);
+    let child = server
+        .requests()
+        .into_iter()
+        .find(|r| r.tool_results().iter().any(|(id, _)| *id == read.id))
+        .expect("the explorer's second request");
+    let refused = child.tool_result(&read.id);
+    assert!(
+        refused.contains("blocked by event-hook: secrets live in file.txt"),
+        "{refused}"
+    );
+}

@@ -373,11 +373,7 @@ impl Turn<'_> {
         call: &ToolCall,
         args: &mut serde_json::Value,
     ) -> Result<HookVerdict, AgentError> {
-        let fields = serde_json::json!({
-            "tool_name": event_hooks::shown_tool_name(tool),
-            "tool_input": event_hooks::claude_input(tool, args),
-            "tool_use_id": call.id,
-        });
+        let fields = event_hooks::tool_fields(tool, &call.id, args);
         let names = event_hooks::tool_names(tool);
         let verdict = self.fire(HookEvent::PreToolUse, &names, fields).await?;
         if let Some(input) = &verdict.updated_input {
@@ -404,11 +400,11 @@ impl Turn<'_> {
             return Ok(());
         }
         let args = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
-        let mut fields = serde_json::json!({
-            "tool_name": event_hooks::shown_tool_name(&call.name),
-            "tool_input": event_hooks::claude_input(&call.name, &args),
-            "tool_use_id": call.id,
-            "tool_response": {"content": output.content, "summary": output.summary, "success": !output.is_error},
+        let mut fields = event_hooks::tool_fields(&call.name, &call.id, &args);
+        fields["tool_response"] = serde_json::json!({
+            "content": output.content,
+            "summary": output.summary,
+            "success": !output.is_error,
         });
         if output.is_error {
             fields["error"] = serde_json::json!(output.content);

@@ -385,6 +385,52 @@ impl Base<'_> {
     }
 }
 
+/// A tool call's fields in a `PreToolUse` or `PostToolUse` event, as Claude Code names them.
+pub(super) fn tool_fields(tool: &str, call_id: &str, args: &Value) -> Value {
+    json!({
+        "tool_name": shown_tool_name(tool),
+        "tool_input": claude_input(tool, args),
+        "tool_use_id": call_id,
+    })
+}
+
+/// Where a session's hooks run and what their events carry, owned, for the explorers (which run beside
+/// the turn and cannot borrow it).
+#[derive(Clone, Debug)]
+pub(super) struct HookPlace {
+    pub hooks: SessionHooks,
+    pub session_id: String,
+    pub dir: PathBuf,
+    pub agent_branch: String,
+    pub step_commit: String,
+    pub sandbox: Arc<Sandbox>,
+}
+
+impl HookPlace {
+    /// The `PreToolUse` hooks of a call, run and judged; `None` when no hook matches.
+    pub(super) async fn pre_tool_use(
+        &self,
+        tool: &str,
+        call_id: &str,
+        args: &Value,
+    ) -> Option<Verdict> {
+        let names = tool_names(tool);
+        let hooks = self.hooks.matching(HookEvent::PreToolUse, &names);
+        if hooks.is_empty() {
+            return None;
+        }
+        let base = Base {
+            session_id: &self.session_id,
+            cwd: &self.dir,
+            agent_branch: &self.agent_branch,
+            step_commit: self.step_commit.clone(),
+        };
+        let input = base.input(HookEvent::PreToolUse, tool_fields(tool, call_id, args));
+        let runs = run_async(hooks, input, self.dir.clone(), Arc::clone(&self.sandbox)).await;
+        Some(judge(HookEvent::PreToolUse, runs, true))
+    }
+}
+
 /// The names a tool's hooks are matched against: its Claude Code name (if it has one) and its own.
 pub(super) fn tool_names(tool: &str) -> Vec<&str> {
     let mut names: Vec<&str> = event_hooks::claude_name(tool).into_iter().collect();

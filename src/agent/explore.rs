@@ -166,6 +166,8 @@ struct Shared<'a> {
     control: &'a TurnControl,
     /// Environment variables whose values must stay out of child tool output (the key's).
     secret_envs: Vec<String>,
+    /// The session's event hooks: an explorer's calls meet the same `PreToolUse` hooks as the session's.
+    hooks: super::event_hooks::HookPlace,
 }
 
 /// What one child did.
@@ -246,6 +248,14 @@ impl Turn<'_> {
                 sandbox: Arc::clone(&s.tools.sandbox),
             },
             secret_envs: vec![s.model.config.api_key_env.clone()],
+            hooks: super::event_hooks::HookPlace {
+                hooks: s.hooks.clone(),
+                session_id: s.work.session.id.clone(),
+                dir: s.work.session.root().to_path_buf(),
+                agent_branch: super::session::short_branch(&s.work.session).to_owned(),
+                step_commit: s.work.session.tip.to_string(),
+                sandbox: Arc::clone(&s.tools.sandbox),
+            },
             policy: Mutex::new(&mut s.tools.policy),
             sink: Mutex::new(&mut *self.sink),
             used: Mutex::new((requests, spent)),
@@ -776,7 +786,10 @@ impl Shared<'_> {
             (Some(_), None) => ToolOutput::error("the arguments must be a JSON object"),
             (Some(tool), Some(args)) => {
                 looked_at.push(label);
-                self.checked_run(tool, args, ctx).await
+                match self.hooked(parent, tool.name(), &call.id, args).await {
+                    Ok(args) => self.checked_run(tool, args, ctx).await,
+                    Err(refusal) => refusal,
+                }
             }
         };
         self.emit(
@@ -833,6 +846,39 @@ impl Shared<'_> {
             ));
         }
         output
+    }
+
+    /// The session's `PreToolUse` hooks on a child's call: the arguments to run it with, or the refusal.
+    async fn hooked(
+        &self,
+        parent: &str,
+        tool: &str,
+        call_id: &str,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, ToolOutput> {
+        let Some(verdict) = self.hooks.pre_tool_use(tool, call_id, &args).await else {
+            return Ok(args);
+        };
+        for (run, outcome) in &verdict.runs {
+            let duration_ms = u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX);
+            let event = Event::Hook {
+                event: HookEvent::PreToolUse.as_str(),
+                command: &run.hook.command,
+                source: &run.hook.source,
+                outcome,
+                duration_ms,
+            };
+            self.emit(parent, &event);
+        }
+        if let Some(reason) = verdict.block {
+            return Err(ToolOutput::error(format!(
+                "blocked by event-hook: {reason}"
+            )));
+        }
+        Ok(match verdict.updated_input {
+            Some(input) => super::event_hooks::from_claude_input(tool, input),
+            None => args,
+        })
     }
 
     fn emit(&self, parent: &str, event: &Event<'_>) {

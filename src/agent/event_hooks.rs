@@ -27,6 +27,9 @@ use crate::tools::process::{self, Exit, ExitWatch};
 
 /// The most of a hook's stdout or stderr that is kept.
 const OUTPUT_LIMIT: usize = 64 * 1024;
+/// An event's JSON up to this size is written to the hook's stdin directly: it fits in a pipe's buffer, so
+/// the write never waits for a hook that does not read.
+const PIPE_ROOM: usize = 32 * 1024;
 /// How often a Stop hook may send the model back to work in one turn; the turn's budgets bound it too.
 pub(super) const MAX_STOP_CONTINUES: u32 = 3;
 
@@ -127,6 +130,13 @@ pub(super) fn run_all(
     sandbox: Option<&Sandbox>,
 ) -> Vec<HookRun> {
     let stdin = input.to_string();
+    if hooks.len() == 1 {
+        // The common case runs on this thread: a thread less to start on every tool call.
+        return hooks
+            .into_iter()
+            .map(|hook| run_one(hook, &stdin, dir, sandbox))
+            .collect();
+    }
     std::thread::scope(|scope| {
         let runs: Vec<_> = hooks
             .into_iter()
@@ -184,12 +194,20 @@ fn run_one(hook: EventHook, stdin: &str, dir: &Path, sandbox: Option<&Sandbox>) 
     let pid = child.id();
     // Written and read on threads of their own: a hook that never reads stdin, or fills a pipe, must not
     // stall the others.
-    let writer = child.stdin.take().map(|mut pipe| {
-        let text = stdin.to_owned();
-        std::thread::spawn(move || {
-            let _ = pipe.write_all(text.as_bytes());
-        })
-    });
+    let writer = match child.stdin.take() {
+        // Fits in the pipe's buffer (64 KiB on Linux): written at once, and closed.
+        Some(mut pipe) if stdin.len() <= PIPE_ROOM => {
+            let _ = pipe.write_all(stdin.as_bytes());
+            None
+        }
+        Some(mut pipe) => {
+            let text = stdin.to_owned();
+            Some(std::thread::spawn(move || {
+                let _ = pipe.write_all(text.as_bytes());
+            }))
+        }
+        None => None,
+    };
     let out = child
         .stdout
         .take()

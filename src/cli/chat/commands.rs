@@ -127,9 +127,14 @@ pub fn parse_for<'a>(line: &'a str, session: &AgentSession) -> Option<Parsed<'a>
     }
 }
 
-/// The names Tab completes: the built-in commands, then those defined in files.
-pub fn names(session: &AgentSession) -> Vec<String> {
-    let mut names: Vec<String> = COMMANDS.iter().map(|c| c.name.to_owned()).collect();
+/// The names of the built-in commands.
+pub fn names() -> Vec<String> {
+    COMMANDS.iter().map(|c| c.name.to_owned()).collect()
+}
+
+/// The names Tab completes in a chat on `session`: the built-in commands, then those defined in files.
+pub fn names_for(session: &AgentSession) -> Vec<String> {
+    let mut names = names();
     for command in session.file_commands() {
         if !names.contains(&command.name) {
             names.push(command.name.clone());
@@ -227,7 +232,7 @@ pub async fn run(parsed: &Parsed<'_>, env: Env<'_>) -> Result<Reply, CommandErro
         Parsed::Unknown { name, close } => return Err(unknown(name, close)),
     };
     match command.name {
-        "help" => Ok(Reply::text(help(env.session))),
+        "help" => Ok(Reply::text(help(env.session.file_commands()))),
         "diff" => diff(env.session, args),
         "undo" => undo(env.session, args),
         "accept" => {
@@ -273,7 +278,7 @@ fn unknown(name: &str, close: &[&str]) -> CommandError {
 }
 
 /// The table, the commands defined in files, then the keys of the terminal chat.
-fn help(session: &AgentSession) -> String {
+fn help(own: &[crate::config::agent_files::FileCommand]) -> String {
     let width = COMMANDS
         .iter()
         .map(|c| c.name.len() + 1 + c.args.len())
@@ -288,8 +293,7 @@ fn help(session: &AgentSession) -> String {
         };
         out.push_str(&format!("  /{usage:<width$}  {}\n", c.description));
     }
-    let own: Vec<_> = session
-        .file_commands()
+    let own: Vec<_> = own
         .iter()
         .filter(|c| !COMMANDS.iter().any(|b| b.name == c.name))
         .collect();
@@ -666,7 +670,7 @@ mod tests {
         ] {
             assert!(names.iter().any(|n| n == wanted), "/{wanted} missing");
         }
-        let text = help();
+        let text = help(&[]);
         for c in COMMANDS {
             assert!(text.contains(&format!("/{}", c.name)), "{text}");
         }

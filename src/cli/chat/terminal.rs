@@ -41,7 +41,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
     let history = History::new(session.store().common_dir());
     let raw = RawMode::enter(STDIN)
         .map_err(|e| CommandError::internal(format!("cannot set up the terminal: {e}")))?;
-    let mut ui = Ui::new(history, commands::names(&session))?;
+    let mut ui = Ui::new(history, commands::names_for(&session))?;
     ui.start(&session, resumed);
     let session = chat(&mut ui, ctx, flags, session).await;
     lock(&ui.screen).finish();

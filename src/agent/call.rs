@@ -293,12 +293,16 @@ impl Turn<'_> {
         args: &mut serde_json::Value,
         label: &str,
     ) -> Result<Decision, AgentError> {
-        if let Some((command, allowed)) = &self.s.turn_tools {
-            if !crate::config::agent_files::tool_allowed(allowed, tool.name()) {
+        if let Some(narrowing) = &self.s.turn_tools {
+            if !crate::config::agent_files::tool_allowed(&narrowing.tools, tool.name()) {
                 let decision = Decision {
                     outcome: Ruling::Deny,
                     rule: "allowed-tools".into(),
-                    reason: format!("{command} allows only {}", allowed.join(", ")),
+                    reason: format!(
+                        "{} allows only {}",
+                        narrowing.by,
+                        narrowing.tools.join(", ")
+                    ),
                 };
                 self.sink.emit(&Event::Permission {
                     id: &call.id,

@@ -87,6 +87,14 @@ pub(super) fn add_spend(meta: &mut Meta, usage: &Usage, cost: &Cost) {
     meta.cost_usd = total.known();
 }
 
+/// The tools a turn may use, as a command's `allowed-tools` names them.
+#[derive(Clone, Debug)]
+pub(super) struct Narrowing {
+    /// What narrowed them, for refusals: `/fix-issue`.
+    pub by: String,
+    pub tools: Vec<String>,
+}
+
 /// Which session `--resume` / `--continue` means.
 #[derive(Debug, Clone)]
 pub enum Resume {
@@ -121,8 +129,8 @@ pub struct AgentSession {
     pub(super) agents: Vec<crate::config::agent_files::AgentDef>,
     /// Commands defined in files: a prompt `/name args` runs one.
     file_commands: Vec<crate::config::agent_files::FileCommand>,
-    /// The tools this turn may use (a command's `allowed-tools`) and the command: `None` for all.
-    pub(super) turn_tools: Option<(String, Vec<String>)>,
+    /// The tools this turn may use (a command's `allowed-tools`): `None` for all.
+    pub(super) turn_tools: Option<Narrowing>,
     /// The `session` event, shown once the model first answers.
     pub(super) line: SessionLine,
     /// The model has answered at least once in this process.
@@ -647,17 +655,17 @@ impl AgentSession {
 
     /// A prompt `/name args` naming a command defined in a file: its expanded prompt, and the tools it
     /// allows (with the command, for refusals); `None` for any other prompt.
-    fn expand_command(&self, prompt: &str) -> Option<(String, Option<(String, Vec<String>)>)> {
+    fn expand_command(&self, prompt: &str) -> Option<(String, Option<Narrowing>)> {
         let rest = prompt.trim().strip_prefix('/')?;
         let (name, args) = match rest.find(char::is_whitespace) {
             Some(at) => (&rest[..at], rest[at..].trim()),
             None => (rest, ""),
         };
         let command = self.file_commands.iter().find(|c| c.name == name)?;
-        let tools = command
-            .allowed_tools
-            .clone()
-            .map(|tools| (format!("/{name}"), tools));
+        let tools = command.allowed_tools.clone().map(|tools| Narrowing {
+            by: format!("/{name}"),
+            tools,
+        });
         Some((command.expand(args), tools))
     }
 

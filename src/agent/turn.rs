@@ -293,13 +293,13 @@ impl<'t> Turn<'t> {
         // A command's `allowed-tools` narrows what this turn offers (the agent's own tools stay).
         let narrowed: Vec<_>;
         let tools = match &self.s.turn_tools {
-            Some((_, allowed)) => {
+            Some(narrowing) => {
                 narrowed = conv
                     .schemas
                     .iter()
                     .filter(|t| {
                         super::plan::OwnTool::find(&t.name).is_some()
-                            || crate::config::agent_files::tool_allowed(allowed, &t.name)
+                            || crate::config::agent_files::tool_allowed(&narrowing.tools, &t.name)
                     })
                     .cloned()
                     .collect();

@@ -349,8 +349,11 @@ impl Turn<'_> {
             )),
             Some(agent) => {
                 let previous = self.subagent.replace(agent.name.clone());
+                // The subagent's text becomes the reason in its steps' notes; the parent's is kept for its own.
+                let why = self.why.clone();
                 let output = self.subagent_loop(call, &agent, &task).await;
                 self.subagent = previous;
+                self.why = why;
                 let output = output?;
                 let fields = json!({"agent_name": agent.name, "stop_hook_active": false});
                 self.fire(HookEvent::SubagentStop, &[&agent.name], fields)

@@ -344,3 +344,43 @@ fn an_explorers_calls_meet_the_same_pre_tool_use_hooks() {
         "{refused}"
     );
 }
+
+#[test]
+fn a_blocked_prompt_never_reaches_the_model_and_updated_input_is_what_runs() {
+    let repo = TestRepo::new();
+    let gate = r#"grep -q 'deploy' && { echo "no deploys from the agent" >&2; exit 2; }; exit 0"#;
+    let rewrite = r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"echo rewritten > new.txt"}}}'"#;
+    let settings = hooks_file(&[
+        ("UserPromptSubmit", "", gate, None),
+        ("PreToolUse", "Bash", rewrite, None),
+    ]);
+    with_hooks(&repo, ".claude/settings.json", &settings, true);
+    let server = Server::start(vec![]);
+    let out = repo.run_agent(&server, &["ask", "deploy to production"]);
+    out.assert_code(3);
+    assert!(out.stderr().contains("no deploys from the agent"), "{out}");
+    assert!(server.requests().is_empty(), "the prompt reached the model");
+
+    let echo = call("run", json!({"command": "echo original > new.txt"}));
+    let server = Server::start(vec![Reply::tool_calls(vec![echo]), Reply::text("done")]);
+    let out = repo.run_agent(&server, &["ask", "--yes", "write a file"]);
+    out.assert_code(0);
+    let ids = crate::common::agent_branches(&repo);
+    let tips: Vec<String> = ids
+        .iter()
+        .filter_map(|id| {
+            std::process::Command::new("git")
+                .args([
+                    "-C",
+                    &repo.path().display().to_string(),
+                    "show",
+                    &format!("agent/{id}:new.txt"),
+                ])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        })
+        .collect();
+    assert_eq!(tips, ["rewritten\n"], "{out}");
+}

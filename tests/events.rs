@@ -1,0 +1,160 @@
+//! One event stream (issue 24 item 1): `show` replays what `ask` printed, and logs written before the event
+//! stream still read.
+
+use serde_json::json;
+
+use crate::common::{call, session_id, Reply, Server, TestRepo};
+
+/// The events of session `id` as its log ref holds them, one JSON line each, oldest first.
+fn stored_lines(repo: &TestRepo, id: &str) -> String {
+    let log = format!("refs/agent/sessions/{id}");
+    let names = repo.git(&["ls-tree", "--name-only", &format!("{log}:events")]);
+    let mut chunks: Vec<(u64, &str)> = names
+        .lines()
+        .map(|n| (n.trim_end_matches(".jsonl").parse().unwrap_or(0), n))
+        .collect();
+    chunks.sort();
+    chunks
+        .iter()
+        .map(|(_, n)| repo.git(&["show", &format!("{log}:events/{n}")]))
+        .collect()
+}
+
+/// The log of a session written by the binary before the typed event stream (see the fixture's README).
+const OLD_EVENTS: &str = include_str!("fixtures/old-log/events.jsonl");
+/// What that binary's `show` printed for it.
+const OLD_SHOW: &str = include_str!("fixtures/old-log/show.txt");
+
+/// Git in the repo with `input` on stdin; its stdout, trimmed.
+fn git_with_input(repo: &TestRepo, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .current_dir(repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args([
+            "-c",
+            "user.name=Test User",
+            "-c",
+            "user.email=test@example.com",
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("git runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(input.as_bytes())
+        .expect("git reads its input");
+    let out = child.wait_with_output().expect("git runs");
+    assert!(out.status.success(), "git {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Replaces the events in session `id`'s log ref with `lines`, by plain git: one blob `events/0.jsonl`
+/// beside the session's own `meta.json`, committed on top of the log's history.
+fn replace_events(repo: &TestRepo, id: &str, lines: &str) {
+    let log = format!("refs/agent/sessions/{id}");
+    let blob = git_with_input(repo, &["hash-object", "-w", "--stdin"], lines);
+    let events = git_with_input(repo, &["mktree"], &format!("100644 blob {blob}\t0.jsonl\n"));
+    let meta = repo.git(&["rev-parse", &format!("{log}:meta.json")]);
+    let root = git_with_input(
+        repo,
+        &["mktree"],
+        &format!(
+            "100644 blob {}\tmeta.json\n040000 tree {events}\tevents\n",
+            meta.trim()
+        ),
+    );
+    let old = repo.git(&["rev-parse", &log]);
+    let commit = git_with_input(
+        repo,
+        &[
+            "commit-tree",
+            &root,
+            "-p",
+            old.trim(),
+            "-m",
+            "old-format events",
+        ],
+        "",
+    );
+    repo.git(&["update-ref", &log, &commit, old.trim()]);
+}
+
+/// A session whose log holds the old binary's events: made by a run of this binary (so its branch,
+/// checkout and meta are real), then its events swapped for the fixture's.
+fn session_with_old_log(repo: &TestRepo) -> String {
+    let server = Server::start(vec![Reply::text_and_tool_calls(
+        "I will add a.txt.",
+        vec![call(
+            "write_file",
+            json!({"path": "a.txt", "content": "alpha\n"}),
+        )],
+    )]);
+    repo.run_agent(&server, &["ask", "add alpha"]);
+    let id = session_id(repo);
+    replace_events(repo, &id, OLD_EVENTS);
+    id
+}
+
+#[test]
+fn a_log_written_before_the_event_stream_still_shows() {
+    let repo = TestRepo::new();
+    let id = session_with_old_log(&repo);
+    assert_eq!(stored_lines(&repo, &id), OLD_EVENTS);
+    let out = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    out.assert_code(0);
+    // The heading comes from this session's meta.json; everything after it from the old events.
+    let body = |text: &str| text.lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(out.stdout()), body(OLD_SHOW), "{out}");
+}
+
+#[test]
+fn a_log_written_before_the_event_stream_still_resumes() {
+    let repo = TestRepo::new();
+    let id = session_with_old_log(&repo);
+    // The old plan has an open item, so the first answer gets a reminder (the plan came back too).
+    let server = Server::start(vec![
+        Reply::text("first answer"),
+        Reply::text("resumed from the old log"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--resume", &id, "one more thing"]);
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "resumed from the old log");
+    // The conversation rebuilt from the old events: both prompts, the replies, each call with its result.
+    let sent = server.requests();
+    let messages = sent[0].messages();
+    let users = sent[0].user_texts();
+    assert!(
+        users.iter().any(|u| u.starts_with("Your plan so far")),
+        "the plan is re-stated: {users:?}"
+    );
+    for prompt in [
+        "add alpha\nand shout two",
+        "list missing-file",
+        "one more thing",
+    ] {
+        assert!(
+            users.iter().any(|u| u == prompt),
+            "{prompt:?} not in {users:?}"
+        );
+    }
+    let results: Vec<&serde_json::Value> =
+        messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 5, "{messages:?}");
+    assert_eq!(results[4]["tool_call_id"], "call_5");
+    assert!(results[4]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("error: ls: cannot access"));
+    let replies: Vec<&serde_json::Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(replies.len(), 8, "{messages:?}");
+    assert_eq!(replies[7]["content"], "Still missing.");
+}

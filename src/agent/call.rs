@@ -82,7 +82,7 @@ impl Turn<'_> {
 
     fn remind(&mut self, round: &mut Round, text: String) {
         let first = text.lines().next().unwrap_or_default().to_owned();
-        self.sink.emit(&Event::Warning(&first));
+        self.sink.emit(&Event::Warning { message: first });
         round.context.push(("reminder", String::new(), text));
     }
 
@@ -102,11 +102,11 @@ impl Turn<'_> {
                 // (ACP, --json) must never get a result for a call it never saw.
                 let label = format!("{} (rejected)", call.name);
                 self.sink.emit(&Event::ToolCall {
-                    id: &call.id,
-                    name: &call.name,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
                     kind: own.kind(),
-                    label: &label,
-                    input: &serde_json::Value::Null,
+                    label,
+                    input: serde_json::Value::Null,
                     location: None,
                 });
                 return Ok(self.reported(call, ToolOutput::error(message)));
@@ -114,11 +114,11 @@ impl Turn<'_> {
         };
         let label = own.label(&args);
         self.sink.emit(&Event::ToolCall {
-            id: &call.id,
-            name: &call.name,
+            id: call.id.clone(),
+            name: call.name.clone(),
             kind: own.kind(),
-            label: &label,
-            input: &args,
+            label,
+            input: args.clone(),
             location: None,
         });
         let output = match own {
@@ -190,11 +190,11 @@ impl Turn<'_> {
             Err(message) => {
                 let label = format!("{} (rejected)", call.name);
                 self.sink.emit(&Event::ToolCall {
-                    id: &call.id,
-                    name: &call.name,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
                     kind: ToolKind::Other,
-                    label: &label,
-                    input: &serde_json::Value::Null,
+                    label,
+                    input: serde_json::Value::Null,
                     location: None,
                 });
                 return Ok(self.reported(call, ToolOutput::error(message)));
@@ -202,11 +202,11 @@ impl Turn<'_> {
         };
         let label = tool.label(&args);
         self.sink.emit(&Event::ToolCall {
-            id: &call.id,
-            name: tool.name(),
+            id: call.id.clone(),
+            name: tool.name().to_owned(),
             kind: tool.kind(),
-            label: &label,
-            input: &args,
+            label: label.clone(),
+            input: args.clone(),
             location: tool.location(&args),
         });
         let decision = self.decide(tool.as_ref(), call, &args, &label).await;
@@ -300,11 +300,11 @@ impl Turn<'_> {
                 .settle(&request.subject, decision, answer);
         }
         self.sink.emit(&Event::Permission {
-            id: &call.id,
-            tool: tool.name(),
-            decision: decision.outcome.as_str(),
-            rule: &decision.rule,
-            reason: &decision.reason,
+            id: call.id.clone(),
+            tool: tool.name().to_owned(),
+            decision: decision.outcome.as_str().to_owned(),
+            rule: decision.rule.clone(),
+            reason: decision.reason.clone(),
         });
         decision
     }
@@ -366,20 +366,20 @@ impl Turn<'_> {
                 Ok(None) => None,
             };
             self.sink.emit(&Event::Diff {
-                id: &call.id,
-                path: rel,
-                old: old.as_deref(),
-                new: &new,
+                id: call.id.clone(),
+                path: rel.clone(),
+                old,
+                new,
             });
         }
     }
 
     fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
         self.sink.emit(&Event::ToolResult {
-            id: &call.id,
+            id: call.id.clone(),
             ok: !output.is_error,
-            summary: &output.summary,
-            output: &output.content,
+            summary: output.summary.clone(),
+            output: output.content.clone(),
         });
     }
 

@@ -167,11 +167,11 @@ impl Turn<'_> {
                 Err(_) => "explore (rejected)".to_owned(),
             };
             self.sink.emit(&Event::ToolCall {
-                id: &call.id,
-                name: TOOL,
+                id: call.id.clone(),
+                name: TOOL.to_owned(),
                 kind: ToolKind::Search,
-                label: &label,
-                input: &input,
+                label,
+                input,
                 location: None,
             });
             tasks.push(task);
@@ -262,10 +262,10 @@ impl Turn<'_> {
                 }
             };
             self.sink.emit(&Event::ToolResult {
-                id: &call.id,
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
+                summary: output.summary.clone(),
+                output: output.content.clone(),
             });
             outputs.push(output);
         }
@@ -351,9 +351,9 @@ impl Shared<'_> {
                 });
                 self.emit(
                     parent,
-                    &Event::RequestUsage {
+                    Event::RequestUsage {
                         request: requests,
-                        usage,
+                        usage: *usage,
                         cost,
                         session_cost,
                     },
@@ -465,12 +465,12 @@ impl Shared<'_> {
         let input = args.clone().unwrap_or(serde_json::Value::Null);
         self.emit(
             parent,
-            &Event::ToolCall {
-                id: &call.id,
-                name: &call.name,
+            Event::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
                 kind: tool.as_ref().map_or(ToolKind::Other, |t| t.kind()),
-                label: &label,
-                input: &input,
+                label: label.clone(),
+                input,
                 location: None,
             },
         );
@@ -489,11 +489,11 @@ impl Shared<'_> {
         };
         self.emit(
             parent,
-            &Event::ToolResult {
-                id: &call.id,
+            Event::ToolResult {
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
+                summary: output.summary.clone(),
+                output: output.content.clone(),
             },
         );
         output
@@ -543,9 +543,12 @@ impl Shared<'_> {
         output
     }
 
-    fn emit(&self, parent: &str, event: &Event<'_>) {
+    fn emit(&self, parent: &str, event: Event) {
         if let Ok(mut sink) = self.sink.lock() {
-            sink.emit(&Event::Nested { parent, event });
+            sink.emit(&Event::Nested {
+                parent: parent.to_owned(),
+                event: Box::new(event),
+            });
         }
     }
 }

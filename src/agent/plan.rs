@@ -112,25 +112,25 @@ impl Plan {
 
     /// Tells `sink` what the plan is now ([`Event::Plan`]).
     pub fn show(&self, sink: &mut dyn Sink) {
-        let items: Vec<PlanItem<'_>> = self
+        let items: Vec<PlanItem> = self
             .items
             .iter()
             .map(|item| PlanItem {
-                step: item.step.trim(),
+                step: item.step.trim().to_owned(),
                 status: match item.status {
                     Status::Pending => PlanStatus::Pending,
                     Status::InProgress => PlanStatus::InProgress,
                     Status::Done => PlanStatus::Done,
                     Status::Blocked => PlanStatus::Blocked,
                 },
-                note: item.note.trim(),
+                note: item.note.trim().to_owned(),
             })
             .collect();
         sink.emit(&Event::Plan {
             done: self.done(),
             total: self.items.len(),
-            text: &self.render(),
-            items: &items,
+            text: self.render(),
+            items,
         });
     }
 

@@ -33,7 +33,7 @@ pub(super) fn commit(
             w.reason,
             work.session.root().display()
         );
-        sink.emit(&Event::Warning(&warning));
+        sink.emit(&Event::Warning { message: warning });
     }
     let Some(commit) = step.commit else {
         return Ok(());
@@ -56,9 +56,9 @@ pub(super) fn commit(
     let note = journal::step_note(step, call, label, why);
     work.store.add_note(commit, &note)?;
     sink.emit(&Event::Step {
-        commit: &hex,
+        commit: hex.clone(),
         step,
-        files: changed,
+        files: changed.to_vec(),
     });
     Ok(())
 }

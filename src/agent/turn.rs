@@ -251,7 +251,7 @@ impl<'t> Turn<'t> {
                 session_cost.add(&self.tally.cost);
                 self.sink.emit(&Event::RequestUsage {
                     request: self.tally.requests,
-                    usage,
+                    usage: *usage,
                     cost,
                     session_cost: session_cost.known(),
                 });
@@ -269,7 +269,7 @@ impl<'t> Turn<'t> {
             return Err(err.into());
         }
         let message = format!("{err}; made room in the context and trying again");
-        self.sink.emit(&Event::Warning(&message));
+        self.sink.emit(&Event::Warning { message });
         Ok(())
     }
 
@@ -420,7 +420,7 @@ impl<'t> Turn<'t> {
             }
             .to_json(),
         )?;
-        self.sink.emit(&Event::Warning(&note));
+        self.sink.emit(&Event::Warning { message: note });
         Ok(true)
     }
 
@@ -456,7 +456,7 @@ impl<'t> Turn<'t> {
             Some(Ok(_)) => Ok(None),
             Some(Err(err)) => {
                 let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
                 Ok(None)
             }
         }
@@ -586,7 +586,7 @@ impl<'t> Turn<'t> {
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
                 );
-                self.sink.emit(&Event::Error(&message));
+                self.sink.emit(&Event::Error { message });
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             LoopEnd::Interrupted(partial) => match self.control.signal() {
@@ -600,7 +600,9 @@ impl<'t> Turn<'t> {
                         "terminated by {name}; running commands were killed; the work so far is on {}",
                         short_branch(&self.s.work.session)
                     );
-                    self.sink.emit(&Event::Error(&message));
+                    self.sink.emit(&Event::Error {
+                        message: message.clone(),
+                    });
                     let answer = if partial.is_empty() { message } else { partial };
                     (Status::Terminated, answer, super::exit_terminated(sig))
                 }
@@ -611,11 +613,11 @@ impl<'t> Turn<'t> {
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");
-            self.sink.emit(&Event::Warning(&message));
+            self.sink.emit(&Event::Warning { message });
         }
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
-        self.sink.emit(&Event::Usage(&usage, cost));
+        self.sink.emit(&Event::Usage { usage, cost });
         let session = &self.s.work.session;
         let base = session
             .step0
@@ -623,16 +625,16 @@ impl<'t> Turn<'t> {
             .to_hex_with_len(7)
             .to_string();
         self.sink.emit(&Event::Summary {
-            branch: short_branch(session),
+            branch: short_branch(session).to_owned(),
             steps: session.steps,
-            base: &base,
-            usage: &usage,
+            base,
+            usage,
             requests: self.tally.requests,
             cost,
         });
         self.sink.emit(&Event::Done {
-            status: &status,
-            answer: &answer,
+            status: status.clone(),
+            answer: answer.clone(),
             exit_code: code,
         });
         TurnEnd {

@@ -188,8 +188,8 @@ async fn run_check(
     let command = &fix.check.command;
     sink.emit(&Event::CheckStarted {
         attempt,
-        command,
-        tree,
+        command: command.to_owned(),
+        tree: tree.to_owned(),
     });
     let root = session.session().root().to_path_buf();
     let sandbox = std::sync::Arc::clone(&session.tools.sandbox);
@@ -207,13 +207,13 @@ async fn run_check(
 pub fn emit_check(sink: &mut dyn Sink, attempt: u32, command: &str, tree: &str, run: &CheckRun) {
     sink.emit(&Event::Check {
         attempt,
-        command,
-        tree,
+        command: command.to_owned(),
+        tree: tree.to_owned(),
         passed: run.passed,
-        end: &run.end,
+        end: run.end.clone(),
         code: run.code,
         duration_ms: millis(run.duration),
-        output: &run.output,
+        output: run.output.clone(),
     });
 }
 
@@ -267,7 +267,7 @@ impl AgentSession {
 struct TurnSink<'a>(&'a mut dyn Sink);
 
 impl Sink for TurnSink<'_> {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         if !matches!(event, Event::Done { .. } | Event::Summary { .. }) {
             self.0.emit(event);
         }

@@ -274,6 +274,35 @@ pub struct McpServerState {
     pub stderr: Vec<String>,
 }
 
+impl<'de> Deserialize<'de> for McpServerState {
+    /// Reads a stored state back; its `state` is one of the three names, and anything else (written by a
+    /// newer version) reads as `failed`, the state that claims nothing.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<McpServerState, D::Error> {
+        #[derive(Deserialize)]
+        struct Stored {
+            name: String,
+            state: String,
+            tools: usize,
+            #[serde(default)]
+            error: Option<String>,
+            #[serde(default)]
+            stderr: Vec<String>,
+        }
+        let stored = Stored::deserialize(d)?;
+        Ok(McpServerState {
+            name: stored.name,
+            state: match stored.state.as_str() {
+                "starting" => "starting",
+                "connected" => "connected",
+                _ => "failed",
+            },
+            tools: stored.tools,
+            error: stored.error,
+            stderr: stored.stderr,
+        })
+    }
+}
+
 /// One project-memory entry as front-ends show it, for [`Event::Memory`] (and as the session log records
 /// the entries a session was given).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -288,11 +317,11 @@ pub struct MemoryItem {
 
 /// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
 ///
-/// Owned and serialisable: `--json` prints an event as its serialised form (the `type` tag and the fields
-/// named as DESIGN section 5 names them), so the contract is this type. The two usage events share the type
-/// `usage` and are told apart by `scope`; a subagent's event is printed as the event itself with a `parent`
-/// member (see [`Event::to_json`]).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Owned and serialisable, so it can be stored and replayed: its serialised form (a `type` tag and the fields
+/// named as DESIGN section 5 names them) reads back as the same event. `--json` prints that form
+/// ([`Event::to_json`]), except that the two usage events share the type `usage` there and are told apart
+/// by `scope`, and a subagent's event is printed as the event itself with a `parent` member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     Session {
@@ -317,7 +346,7 @@ pub enum Event {
         label: String,
         input: serde_json::Value,
         /// The file or directory the call works on, as the model named it (checkout-relative), if it names one.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         location: Option<Location>,
     },
     /// What an editing call did to one text file, just before its [`Event::ToolResult`]; only for a sink that
@@ -335,8 +364,8 @@ pub enum Event {
         ok: bool,
         summary: String,
         /// What the model got back (capped as the tool caps it); editors show it under the call. Not in the
-        /// JSON contract (the log keeps it).
-        #[serde(skip)]
+        /// `--json` contract, which names the result only.
+        #[serde(default)]
         output: String,
     },
     /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
@@ -356,7 +385,6 @@ pub enum Event {
     },
     /// The usage of one model request (`request` counts from 1), as soon as it is known, with what the
     /// request cost in USD (`None`: the model has no price) and what the session has cost so far.
-    #[serde(rename = "usage")]
     RequestUsage {
         request: u32,
         #[serde(flatten)]
@@ -396,7 +424,7 @@ pub enum Event {
         connected: usize,
         total: usize,
         servers: Vec<McpServerState>,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         untrusted: Option<String>,
     },
     /// Project memory: `action` is `injected` (entries given to the model at the session's start), `added` or
@@ -539,8 +567,16 @@ impl Event {
         }
         let mut value = serde_json::to_value(self).ok()?;
         match self {
-            Event::RequestUsage { .. } => value["scope"] = "request".into(),
+            Event::RequestUsage { .. } => {
+                value["type"] = "usage".into();
+                value["scope"] = "request".into();
+            }
             Event::Usage { .. } => value["scope"] = "session".into(),
+            Event::ToolResult { .. } => {
+                if let Some(fields) = value.as_object_mut() {
+                    fields.remove("output");
+                }
+            }
             _ => {}
         }
         Some(value)
@@ -549,14 +585,14 @@ impl Event {
 
 /// Where a tool call works: a path as the model gave it (checkout-relative) and, when the tool takes one,
 /// the line it starts at (1-based).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Location {
     pub path: String,
     pub line: Option<u32>,
 }
 
 /// One item of the plan, for [`Event::Plan`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanItem {
     pub step: String,
     pub status: PlanStatus,
@@ -565,7 +601,7 @@ pub struct PlanItem {
 }
 
 /// Where one plan item stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     Pending,
@@ -937,6 +973,82 @@ mod tests {
             Event::Resumed,
         ] {
             assert_eq!(outside.to_json(), None, "{outside:?}");
+        }
+    }
+
+    /// What is stored reads back as the same event, every variant with data in it included.
+    #[test]
+    fn events_read_back_as_they_were_written() {
+        let usage = Usage {
+            input_tokens: 7,
+            output_tokens: 1,
+            cached_tokens: 3,
+        };
+        let events = [
+            Event::Text { delta: "hi".into() },
+            Event::ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                kind: ToolKind::Read,
+                label: "read a.rs".into(),
+                input: serde_json::json!({"path": "a.rs"}),
+                location: Some(Location {
+                    path: "a.rs".into(),
+                    line: Some(1),
+                }),
+            },
+            Event::ToolResult {
+                id: "c1".into(),
+                ok: true,
+                summary: "1 line".into(),
+                output: "x".into(),
+            },
+            Event::RequestUsage {
+                request: 2,
+                usage,
+                cost: Some(0.25),
+                session_cost: None,
+            },
+            Event::Usage { usage, cost: None },
+            Event::Mcp {
+                connected: 1,
+                total: 1,
+                servers: vec![McpServerState {
+                    name: "git".into(),
+                    state: "connected",
+                    tools: 3,
+                    error: None,
+                    stderr: vec![],
+                }],
+                untrusted: None,
+            },
+            Event::Plan {
+                done: 0,
+                total: 1,
+                text: "[ ] a".into(),
+                items: vec![PlanItem {
+                    step: "a".into(),
+                    status: PlanStatus::InProgress,
+                    note: String::new(),
+                }],
+            },
+            Event::TurnEnd {
+                status: Status::Loop,
+            },
+            Event::Resumed,
+            Event::Nested {
+                parent: "c0".into(),
+                event: Box::new(Event::Step {
+                    commit: "abc".into(),
+                    step: 1,
+                    files: vec!["a.rs".into()],
+                }),
+            },
+        ];
+        for event in events {
+            let stored = serde_json::to_string(&event).unwrap_or_default();
+            let read: Event = serde_json::from_str(&stored).unwrap_or(Event::Discarded);
+            assert_eq!(read, event, "{stored}");
         }
     }
 

@@ -158,3 +158,55 @@ fn a_log_written_before_the_event_stream_still_resumes() {
     assert_eq!(replies.len(), 8, "{messages:?}");
     assert_eq!(replies[7]["content"], "Still missing.");
 }
+
+/// The stored lines of `id` of one `type`, without the store's own `seq` and `ts`.
+fn stored_of_type(repo: &TestRepo, id: &str, kind: &str) -> Vec<serde_json::Value> {
+    stored_lines(repo, id)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == kind)
+        .map(|mut e| {
+            if let Some(fields) = e.as_object_mut() {
+                fields.remove("seq");
+                fields.remove("ts");
+            }
+            e
+        })
+        .collect()
+}
+
+/// A fact emitted once is the same event on the screen and in the log: the `--json` lines of a fix's check
+/// runs and step are its stored lines (they were written twice by hand before, a check's exit code as `code`
+/// in the log and `exit_code` on the screen).
+#[test]
+fn a_check_and_a_step_are_stored_as_the_json_events_they_print() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "edit_file",
+            json!({"path": "file.txt", "old_string": "two", "new_string": "TWO"}),
+        )]),
+        Reply::text("file.txt says TWO now."),
+    ]);
+    let out = repo.run_agent(
+        &server,
+        &["fix", "--json", "--check", "grep -q TWO file.txt"],
+    );
+    out.assert_code(0);
+    let printed: Vec<serde_json::Value> = out
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let id = session_id(&repo);
+    for kind in ["check", "step"] {
+        let shown: Vec<&serde_json::Value> = printed.iter().filter(|e| e["type"] == kind).collect();
+        let stored = stored_of_type(&repo, &id, kind);
+        assert!(!shown.is_empty(), "no {kind} event: {out}");
+        assert_eq!(
+            stored.iter().collect::<Vec<_>>(),
+            shown,
+            "{kind}: the log and --json differ"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::guards::{Effect, Verdict};
 use super::instructions;
-use super::journal::Event as LogEvent;
+use super::journal;
 use super::plan::{Finish, OwnTool, Plan};
 use super::turn::Turn;
 use super::{step, AgentError};
@@ -23,7 +23,7 @@ use super::{step, AgentError};
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]
 pub(super) struct Round {
-    /// Messages to add after the results: `(kind, path, text)` as in [`LogEvent::Context`].
+    /// Messages to add after the results: `(kind, path, text)` as in [`journal::Event::Context`].
     pub context: Vec<(&'static str, String, String)>,
     /// The loop guard's reason to stop.
     pub stop: Option<String>,
@@ -124,16 +124,10 @@ impl Turn<'_> {
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
                 Ok(plan) => {
-                    self.s.work.log.append(
-                        LogEvent::Plan {
-                            items: plan.items.clone(),
-                        }
-                        .to_json(),
-                    )?;
+                    journal::record(&mut self.s.work.log, &mut *self.sink, plan.event())?;
                     self.s.conv.plan = plan;
                     self.guards.plan_updated();
                     let plan = &self.s.conv.plan;
-                    plan.show(&mut *self.sink);
                     let summary = format!("{} of {} done", plan.done(), plan.items.len());
                     ToolOutput::ok(format!("plan updated: {summary}"), summary)
                 }

@@ -110,8 +110,13 @@ impl Plan {
             .count()
     }
 
-    /// Tells `sink` what the plan is now ([`Event::Plan`]).
+    /// Tells `sink` what the plan is now.
     pub fn show(&self, sink: &mut dyn Sink) {
+        sink.emit(&self.event());
+    }
+
+    /// What the plan is now, as an event ([`Event::Plan`]).
+    pub fn event(&self) -> Event {
         let items: Vec<PlanItem> = self
             .items
             .iter()
@@ -126,12 +131,12 @@ impl Plan {
                 note: item.note.trim().to_owned(),
             })
             .collect();
-        sink.emit(&Event::Plan {
+        Event::Plan {
             done: self.done(),
             total: self.items.len(),
             text: self.render(),
             items,
-        });
+        }
     }
 
     /// The plan as a checklist, one item a line.

@@ -210,3 +210,47 @@ fn a_check_and_a_step_are_stored_as_the_json_events_they_print() {
         );
     }
 }
+
+/// The log keeps the order the screen showed: a call's result, then the step it made (the log had the step
+/// first, and `show` reordered them). The stored result is the screen's event (`id`, `output`) and still
+/// rebuilds the conversation on resume.
+#[test]
+fn a_result_is_stored_before_its_step_as_it_was_shown() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "a.txt", "content": "alpha\n"}),
+        )]),
+        Reply::text("Added a.txt."),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--json", "add a.txt"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let kinds: Vec<String> = stored_lines(&repo, &id)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| e["type"].as_str().map(str::to_owned))
+        .filter(|k| k == "tool_result" || k == "step")
+        .collect();
+    assert_eq!(kinds, ["tool_result", "step"]);
+    let printed: Vec<String> = out
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| e["type"].as_str().map(str::to_owned))
+        .filter(|k| k == "tool_result" || k == "step")
+        .collect();
+    assert_eq!(printed, kinds, "--json and the log in one order");
+    let stored = stored_of_type(&repo, &id, "tool_result");
+    assert_eq!(stored[0]["output"], "created a.txt (6 bytes, 1 lines)");
+    let server = Server::start(vec![Reply::text("still there")]);
+    repo.run_agent(&server, &["ask", "--resume", &id, "check"])
+        .assert_code(0);
+    let messages = server.requests()[0].messages().to_vec();
+    let result = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the result is in the rebuilt conversation");
+    assert_eq!(result["content"], "created a.txt (6 bytes, 1 lines)");
+}

@@ -109,7 +109,7 @@ impl Turn<'_> {
                     input: serde_json::Value::Null,
                     location: None,
                 });
-                return Ok(self.reported(call, ToolOutput::error(message)));
+                return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = own.label(&args);
@@ -153,7 +153,7 @@ impl Turn<'_> {
                 Err(message) => ToolOutput::error(message),
             },
         };
-        Ok(self.reported(call, output))
+        self.reported(call, output)
     }
 
     /// A file tool reached a directory (its argument `arg`): bring in project instructions found there for
@@ -191,7 +191,7 @@ impl Turn<'_> {
                     input: serde_json::Value::Null,
                     location: None,
                 });
-                return Ok(self.reported(call, ToolOutput::error(message)));
+                return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = tool.label(&args);
@@ -206,11 +206,11 @@ impl Turn<'_> {
         let decision = self.decide(tool.as_ref(), call, &args, &label).await;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
-            return Ok(self.reported(call, output));
+            return self.reported(call, output);
         }
         let scan = tool.changes_by_scan();
         if let Some(refusal) = self.inside_submodule(tool.as_ref(), &args) {
-            return Ok(self.reported(call, ToolOutput::error(refusal)));
+            return self.reported(call, ToolOutput::error(refusal));
         }
         if scan {
             self.s.tools.changes.before_run()?;
@@ -219,7 +219,7 @@ impl Turn<'_> {
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
-        self.report(call, &output);
+        self.report(call, &output)?;
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
             self.s.tools.changes.after_run()?
@@ -368,18 +368,23 @@ impl Turn<'_> {
         }
     }
 
-    fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
-        self.sink.emit(&Event::ToolResult {
+    /// Records the result of a call the front-end was shown, in the log and on the screen at once, before the
+    /// step it may make: both then tell the result, then the step.
+    fn report(&mut self, call: &ToolCall, output: &ToolOutput) -> Result<(), AgentError> {
+        let event = Event::ToolResult {
             id: call.id.clone(),
             ok: !output.is_error,
             summary: output.summary.clone(),
-            output: output.content.clone(),
-        });
+            output: super::turn::model_view(output),
+        };
+        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
+        Ok(())
     }
 
-    fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> ToolOutput {
-        self.report(call, &output);
-        output
+    fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> Result<ToolOutput, AgentError> {
+        self.report(call, &output)?;
+        Ok(output)
     }
 }
 

@@ -261,12 +261,14 @@ impl Turn<'_> {
                     run.output
                 }
             };
-            self.sink.emit(&Event::ToolResult {
+            let event = Event::ToolResult {
                 id: call.id.clone(),
                 ok: !output.is_error,
                 summary: output.summary.clone(),
-                output: output.content.clone(),
-            });
+                output: super::turn::model_view(&output),
+            };
+            super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+            self.recorded.push(call.id.clone());
             outputs.push(output);
         }
         self.charge(requests, spent, &usage, &cost);

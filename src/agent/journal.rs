@@ -24,12 +24,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         thinking: Vec<ThinkingBlock>,
     },
-    /// The result of one tool call, as the model saw it.
+    /// The result of one tool call, as the model saw it. The lines [`record()`] writes name the call `id`
+    /// and the content `output`, and leave the tool's name to the call.
     ToolResult {
+        #[serde(alias = "id")]
         tool_call_id: String,
+        #[serde(default)]
         name: String,
         ok: bool,
         summary: String,
+        #[serde(alias = "output")]
         content: String,
     },
     /// A step commit on the session's branch.

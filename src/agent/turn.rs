@@ -69,6 +69,8 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The calls whose result is already in the log, recorded when the front-end was shown it.
+    pub(super) recorded: Vec<String>,
 }
 
 /// The turn's budget and what it used.
@@ -110,6 +112,7 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            recorded: Vec::new(),
         }
     }
 
@@ -527,20 +530,25 @@ impl<'t> Turn<'t> {
         Ok(())
     }
 
-    /// Appends a tool result to the conversation and the log.
+    /// Appends a tool result to the conversation, and to the log unless it was recorded when shown (a call
+    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged).
     fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
-        let (ok, summary) = (!output.is_error, output.summary.clone());
-        let content = model_view(output);
-        self.s.work.log.append(
-            LogEvent::ToolResult {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                ok,
-                summary,
-                content: content.clone(),
+        let content = model_view(&output);
+        match self.recorded.iter().position(|id| *id == call.id) {
+            Some(at) => {
+                self.recorded.swap_remove(at);
             }
-            .to_json(),
-        )?;
+            None => self.s.work.log.append(
+                LogEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: !output.is_error,
+                    summary: output.summary,
+                    content: content.clone(),
+                }
+                .to_json(),
+            )?,
+        }
         self.s.conv.messages.push(Message::Tool {
             tool_call_id: call.id.clone(),
             content,
@@ -690,10 +698,10 @@ impl<'t> Turn<'t> {
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
-fn model_view(output: ToolOutput) -> String {
+pub(super) fn model_view(output: &ToolOutput) -> String {
     if output.is_error && !output.content.starts_with("error") {
         format!("error: {}", output.content)
     } else {
-        output.content
+        output.content.clone()
     }
 }

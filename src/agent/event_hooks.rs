@@ -366,11 +366,6 @@ fn judge_one(event: HookEvent, run: &HookRun, fail_closed: bool, verdict: &mut V
     "ok".to_owned()
 }
 
-/// The first `max` characters of `text`, for the session log.
-pub(super) fn head(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
-}
-
 fn first_line(text: &str) -> String {
     crate::tools::short(text.trim().lines().next().unwrap_or_default(), 120)
 }

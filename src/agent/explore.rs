@@ -200,11 +200,11 @@ impl Turn<'_> {
                 Err(_) => "explore (rejected)".to_owned(),
             };
             self.sink.emit(&Event::ToolCall {
-                id: &call.id,
-                name: TOOL,
+                id: call.id.clone(),
+                name: TOOL.to_owned(),
                 kind: ToolKind::Search,
-                label: &label,
-                input: &input,
+                label,
+                input,
                 location: None,
             });
             tasks.push(task);
@@ -302,12 +302,14 @@ impl Turn<'_> {
                     run.output
                 }
             };
-            self.sink.emit(&Event::ToolResult {
-                id: &call.id,
+            let event = Event::ToolResult {
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
-            });
+                summary: output.summary.clone(),
+                output: super::turn::model_view(&output),
+            };
+            super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+            self.recorded.push(call.id.clone());
             outputs.push(output);
         }
         self.charge(requests, spent, &usage, &cost);
@@ -327,11 +329,11 @@ impl Turn<'_> {
         let task = args["task"].as_str().unwrap_or_default().to_owned();
         let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
         self.sink.emit(&Event::ToolCall {
-            id: &call.id,
-            name: AGENT_TOOL,
+            id: call.id.clone(),
+            name: AGENT_TOOL.to_owned(),
             kind: ToolKind::Other,
-            label: &label,
-            input: &args,
+            label,
+            input: args,
             location: None,
         });
         let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
@@ -361,12 +363,14 @@ impl Turn<'_> {
                 output
             }
         };
-        self.sink.emit(&Event::ToolResult {
-            id: &call.id,
+        let event = Event::ToolResult {
+            id: call.id.clone(),
             ok: !output.is_error,
-            summary: &output.summary,
-            output: &output.content,
-        });
+            summary: output.summary.clone(),
+            output: super::turn::model_view(&output),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
         Ok(output)
     }
 
@@ -498,41 +502,48 @@ impl Turn<'_> {
             for child in &response.tool_calls {
                 let tool = tools.iter().find(|t| t.name() == child.name).cloned();
                 let output = match tool {
-                    Some(tool) => self.call_tool(Some(&tool), child, false).await?,
+                    Some(tool) => {
+                        // The session's path records the result as it is shown: at the top of the log, where
+                        // a resume skips it (its call is the subagent's, not the session's).
+                        let output = self.call_tool(Some(&tool), child, false).await?;
+                        self.recorded.retain(|id| *id != child.id);
+                        output
+                    }
                     None => {
                         let refusal = ToolOutput::error(format!(
-                            "`{}` is not among the tools of the subagent {} ({}); say in your answer what                              should be done instead",
+                            "`{}` is not among the tools of the subagent {} ({}); say in your answer what \
+                             should be done instead",
                             child.name,
                             agent.name,
                             tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                         ));
                         self.sink.emit(&Event::ToolCall {
-                            id: &child.id,
-                            name: &child.name,
+                            id: child.id.clone(),
+                            name: child.name.clone(),
                             kind: ToolKind::Other,
-                            label: &format!("{} (refused)", child.name),
-                            input: &serde_json::Value::Null,
+                            label: format!("{} (refused)", child.name),
+                            input: serde_json::Value::Null,
                             location: None,
                         });
                         self.sink.emit(&Event::ToolResult {
-                            id: &child.id,
+                            id: child.id.clone(),
                             ok: false,
-                            summary: &refusal.summary,
-                            output: &refusal.content,
+                            summary: refusal.summary.clone(),
+                            output: refusal.content.clone(),
                         });
+                        self.log_child(
+                            call,
+                            LogEvent::ToolResult {
+                                tool_call_id: child.id.clone(),
+                                name: child.name.clone(),
+                                ok: false,
+                                summary: refusal.summary.clone(),
+                                content: refusal.content.clone(),
+                            },
+                        )?;
                         refusal
                     }
                 };
-                self.log_child(
-                    call,
-                    LogEvent::ToolResult {
-                        tool_call_id: child.id.clone(),
-                        name: child.name.clone(),
-                        ok: !output.is_error,
-                        summary: output.summary.clone(),
-                        content: output.content.clone(),
-                    },
-                )?;
                 messages.push(Message::Tool {
                     tool_call_id: child.id.clone(),
                     content: output.content,
@@ -656,9 +667,9 @@ impl Shared<'_> {
                 });
                 self.emit(
                     parent,
-                    &Event::RequestUsage {
+                    Event::RequestUsage {
                         request: requests,
-                        usage,
+                        usage: *usage,
                         cost,
                         session_cost,
                     },
@@ -770,12 +781,12 @@ impl Shared<'_> {
         let input = args.clone().unwrap_or(serde_json::Value::Null);
         self.emit(
             parent,
-            &Event::ToolCall {
-                id: &call.id,
-                name: &call.name,
+            Event::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
                 kind: tool.as_ref().map_or(ToolKind::Other, |t| t.kind()),
-                label: &label,
-                input: &input,
+                label: label.clone(),
+                input,
                 location: None,
             },
         );
@@ -797,11 +808,11 @@ impl Shared<'_> {
         };
         self.emit(
             parent,
-            &Event::ToolResult {
-                id: &call.id,
+            Event::ToolResult {
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
+                summary: output.summary.clone(),
+                output: output.content.clone(),
             },
         );
         output
@@ -863,15 +874,14 @@ impl Shared<'_> {
             return Ok(args);
         };
         for (run, outcome) in &verdict.runs {
-            let duration_ms = u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX);
             let event = Event::Hook {
-                event: HookEvent::PreToolUse.as_str(),
-                command: &run.hook.command,
-                source: &run.hook.source,
-                outcome,
-                duration_ms,
+                event: HookEvent::PreToolUse.as_str().to_owned(),
+                command: run.hook.command.clone(),
+                source: run.hook.source.clone(),
+                outcome: outcome.clone(),
+                duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
             };
-            self.emit(parent, &event);
+            self.emit(parent, event);
         }
         if let Some(reason) = verdict.block {
             return Err(ToolOutput::error(format!(
@@ -884,9 +894,12 @@ impl Shared<'_> {
         })
     }
 
-    fn emit(&self, parent: &str, event: &Event<'_>) {
+    fn emit(&self, parent: &str, event: Event) {
         if let Ok(mut sink) = self.sink.lock() {
-            sink.emit(&Event::Nested { parent, event });
+            sink.emit(&Event::Nested {
+                parent: parent.to_owned(),
+                event: Box::new(event),
+            });
         }
     }
 }

@@ -12,6 +12,7 @@
 pub(crate) mod edit;
 pub(crate) mod file;
 pub(crate) mod mcp;
+pub mod lsp;
 pub mod memory;
 pub mod prices;
 pub(crate) mod skills;

@@ -32,6 +32,7 @@ pub mod sse;
 pub mod store;
 /// The one door to the OS (see its docs); public for the binary's start-up.
 pub mod sys;
+pub mod lsp;
 pub mod tools;
 pub(crate) mod ui;
 

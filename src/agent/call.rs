@@ -225,7 +225,6 @@ impl Turn<'_> {
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
-        self.report(call, &output);
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
             self.s.tools.changes.after_run()?
@@ -234,17 +233,101 @@ impl Turn<'_> {
         } else {
             Vec::new()
         };
+        // The language servers' new problems join the result the model reads, before it is reported.
+        let delta = self.diagnostics(&changed).await?;
+        if let Some(delta) = &delta {
+            output.content.push_str(&delta.render());
+        }
+        self.report(call, &output);
+        if let Some(delta) = &delta {
+            self.report_diagnostics(call, delta)?;
+        }
+        super::lsp::warn(&self.s.tools.state, &mut *self.sink);
         if !changed.is_empty() {
+            let why = match &delta {
+                Some(d) if !d.answered.is_empty() => format!(
+                    "{}\ndiagnostics: {} error{} left in the changed files ({})",
+                    self.why.trim_end(),
+                    d.errors_left,
+                    if d.errors_left == 1 { "" } else { "s" },
+                    d.summary()
+                ),
+                _ => self.why.clone(),
+            };
             step::commit(
                 &mut self.s.work,
                 &mut *self.sink,
                 call,
                 &label,
-                &self.why,
+                &why,
                 &changed,
             )?;
         }
         Ok(output)
+    }
+
+    /// The problems `changed` gained, from their language servers (on a blocking thread: it waits, bounded
+    /// by the diagnostics wait). Each file's text before the call is the branch tip's.
+    async fn diagnostics(
+        &self,
+        changed: &[std::path::PathBuf],
+    ) -> Result<Option<crate::lsp::delta::Delta>, AgentError> {
+        if changed.is_empty() || self.s.tools.state.lsp().is_none() {
+            return Ok(None);
+        }
+        let work = &self.s.work;
+        let old: Vec<Option<String>> = changed
+            .iter()
+            .map(|rel| match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                Ok(Some((bytes, _))) => String::from_utf8(bytes).ok(),
+                _ => None,
+            })
+            .collect();
+        let state = Arc::clone(&self.s.tools.state);
+        let changed = changed.to_vec();
+        tokio::task::spawn_blocking(move || {
+            super::lsp::after_change(&state, &changed, |rel| {
+                let at = changed.iter().position(|c| c == rel)?;
+                old.get(at).cloned().flatten()
+            })
+        })
+        .await
+        .map_err(|e| AgentError::Join(e.to_string()))
+    }
+
+    /// The dim line under the result, the `diagnostics` event and its record in the session log.
+    fn report_diagnostics(
+        &mut self,
+        call: &ToolCall,
+        delta: &crate::lsp::delta::Delta,
+    ) -> Result<(), AgentError> {
+        let lines: Vec<String> = delta
+            .errors
+            .iter()
+            .chain(&delta.warnings)
+            .map(|d| d.line())
+            .collect();
+        let summary = delta.summary();
+        self.s.work.log.append(
+            LogEvent::Diagnostics {
+                tool_call_id: call.id.clone(),
+                summary: summary.clone(),
+                errors: delta.error_count,
+                warnings: delta.warning_count,
+                errors_left: delta.errors_left,
+                lines: lines.clone(),
+            }
+            .to_json(),
+        )?;
+        self.sink.emit(&Event::Diagnostics {
+            id: &call.id,
+            summary: &summary,
+            errors: delta.error_count,
+            warnings: delta.warning_count,
+            errors_left: delta.errors_left,
+            lines: &lines,
+        });
+        Ok(())
     }
 
     /// Why a file tool's write must not happen: its path lies inside a submodule of the session's tip, whose

@@ -27,6 +27,7 @@ pub(crate) mod fix;
 pub(crate) mod footprint;
 mod guards;
 mod instructions;
+mod lsp;
 pub(crate) mod journal;
 pub mod memory;
 pub(crate) mod plan;

@@ -133,6 +133,28 @@ fn heading(m: &Meta) -> [String; 2] {
     ]
 }
 
+/// A stored `diagnostics` record as the live event.
+fn emit_diagnostics(event: journal::Event, sink: &mut dyn Sink) {
+    if let journal::Event::Diagnostics {
+        tool_call_id,
+        summary,
+        errors,
+        warnings,
+        errors_left,
+        lines,
+    } = event
+    {
+        sink.emit(&Event::Diagnostics {
+            id: &tool_call_id,
+            summary: &summary,
+            errors,
+            warnings,
+            errors_left,
+            lines: &lines,
+        });
+    }
+}
+
 /// A step commit, kept until the result of the call that made it.
 struct HeldStep {
     step: u32,
@@ -188,6 +210,8 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
     // A step is recorded as soon as its commit exists, just before the result of the call that made it;
     // it reads better after that result.
     let mut held: Option<HeldStep> = None;
+    // Diagnostics are recorded before the step and the result too, and shown under the result.
+    let mut held_diagnostics: Option<journal::Event> = None;
     for event in events.iter().filter_map(journal::Event::from_json) {
         if let journal::Event::ToolResult {
             tool_call_id,
@@ -204,10 +228,20 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 summary: &summary,
                 output: content,
             });
+            if let Some(diagnostics) = held_diagnostics.take() {
+                emit_diagnostics(diagnostics, sink);
+            }
             if let Some(step) = held.take() {
                 step.emit(sink);
             }
             continue;
+        }
+        if let journal::Event::Diagnostics { .. } = event {
+            held_diagnostics = Some(event);
+            continue;
+        }
+        if let Some(diagnostics) = held_diagnostics.take() {
+            emit_diagnostics(diagnostics, sink);
         }
         if let Some(step) = held.take() {
             step.emit(sink);
@@ -333,6 +367,7 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
             }),
             // A proposal is the `remember` call shown above it.
             journal::Event::Usage { .. }
+            | journal::Event::Diagnostics { .. }
             | journal::Event::ToolResult { .. }
             | journal::Event::Remember { .. } => {}
         }

@@ -66,7 +66,7 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
 fn shown(item: &Item) -> String {
     match item.kind {
         Kind::Check => format!("  {}\n", visible(&item.text)),
-        Kind::McpServers => item
+        Kind::McpServers | Kind::LspServers => item
             .text
             .split('\n')
             .map(|line| format!("  | {}\n", visible(line)))

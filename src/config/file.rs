@@ -62,6 +62,8 @@ pub struct FileConfig {
     pub skills: super::skills::SkillsConfig,
     /// `[prices."provider/model"]` tables (user file only), in file order.
     pub prices: Vec<(String, super::prices::Price)>,
+    /// The `[lsp]` table: language servers and diagnostics after edits.
+    pub lsp: super::lsp::LspConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -216,6 +218,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
+        ["lsp", rest @ ..] => super::lsp::key_type(rest),
         _ => super::skills::key_type(path),
     }
 }
@@ -253,6 +256,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
+            "lsp" => config.lsp = ctx.lsp(item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
@@ -301,7 +305,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
-                        [prices], [providers.<name>], [mcp_servers.<name>]";
+                        [prices], [providers.<name>], [mcp_servers.<name>], [lsp]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

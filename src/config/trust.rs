@@ -28,6 +28,8 @@ pub enum Kind {
     Check,
     /// A `.mcp.json`: the whole file, since every server in it is a command or an endpoint.
     McpServers,
+    /// The `[lsp]` table of `.git-agent.toml`: language servers sessions start (they run project code).
+    LspServers,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
         match self {
             Kind::Check => "check",
             Kind::McpServers => "mcp-servers",
+            Kind::LspServers => "lsp-servers",
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
         match self {
             Kind::Check => "check (a shell command run by fix and the git hooks)",
             Kind::McpServers => "MCP servers (programs and endpoints sessions start)",
+            Kind::LspServers => "language servers (programs sessions start on the checkout)",
         }
     }
 }
@@ -74,6 +78,15 @@ impl Item {
             kind: Kind::McpServers,
             source: super::mcp::PROJECT_FILE.to_owned(),
             text: String::from_utf8_lossy(bytes).into_owned(),
+        }
+    }
+
+    /// A repository's `[lsp]` table, whole, as [`super::lsp::LspConfig::text`] holds it.
+    pub fn lsp_servers(text: &str) -> Item {
+        Item {
+            kind: Kind::LspServers,
+            source: super::file::REPO_FILE.to_owned(),
+            text: text.to_owned(),
         }
     }
 
@@ -230,7 +243,7 @@ fn ledger_path() -> Option<PathBuf> {
 }
 
 /// Everything the repository at `workdir` now asks to run: its `check` (from `repo_check`, the value of
-/// its `.git-agent.toml`) and its `.mcp.json`.
+/// its `.git-agent.toml`), its `.mcp.json` and the language servers of its `.git-agent.toml`.
 pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     let mut items = Vec::new();
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
@@ -238,6 +251,12 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     }
     if let Ok(bytes) = std::fs::read(workdir.join(super::mcp::PROJECT_FILE)) {
         items.push(Item::mcp_servers(&bytes));
+    }
+    let repo_file = workdir.join(super::file::REPO_FILE);
+    if let Ok(config) = super::file::load(&repo_file, super::file::Scope::Repo) {
+        if !config.lsp.servers.is_empty() {
+            items.push(Item::lsp_servers(&config.lsp.text));
+        }
     }
     items
 }

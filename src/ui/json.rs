@@ -66,6 +66,17 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         } => {
             json!({"type": "step", "commit": commit, "step": step, "files": files})
         }
+        Event::Diagnostics {
+            id,
+            summary,
+            errors,
+            warnings,
+            errors_left,
+            lines,
+        } => json!({
+            "type": "diagnostics", "id": id, "summary": summary, "errors": errors,
+            "warnings": warnings, "errors_left": errors_left, "lines": lines
+        }),
         // Costs in USD; null when the model has no price (never a made-up number).
         Event::RequestUsage {
             request,

@@ -11,8 +11,8 @@
 
 pub(crate) mod edit;
 pub(crate) mod file;
-pub(crate) mod mcp;
 pub mod lsp;
+pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;
 pub(crate) mod skills;

@@ -25,6 +25,7 @@
 pub mod agent;
 pub(crate) mod cli;
 pub mod config;
+pub mod lsp;
 pub mod model;
 pub mod protocol;
 pub mod safety;
@@ -32,7 +33,6 @@ pub mod sse;
 pub mod store;
 /// The one door to the OS (see its docs); public for the binary's start-up.
 pub mod sys;
-pub mod lsp;
 pub mod tools;
 pub(crate) mod ui;
 

@@ -278,10 +278,12 @@ impl Turn<'_> {
         let work = &self.s.work;
         let old: Vec<Option<String>> = changed
             .iter()
-            .map(|rel| match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
-                Ok(Some((bytes, _))) => String::from_utf8(bytes).ok(),
-                _ => None,
-            })
+            .map(
+                |rel| match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                    Ok(Some((bytes, _))) => String::from_utf8(bytes).ok(),
+                    _ => None,
+                },
+            )
             .collect();
         let state = Arc::clone(&self.s.tools.state);
         let changed = changed.to_vec();

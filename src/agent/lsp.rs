@@ -94,10 +94,8 @@ pub(super) fn after_change(
     old: impl Fn(&Path) -> Option<String>,
 ) -> Option<Delta> {
     let pool = state.lsp()?;
-    let files: Vec<(PathBuf, Option<String>)> = changed
-        .iter()
-        .map(|rel| (rel.clone(), old(rel)))
-        .collect();
+    let files: Vec<(PathBuf, Option<String>)> =
+        changed.iter().map(|rel| (rel.clone(), old(rel))).collect();
     pool.after_change(&files)
 }
 

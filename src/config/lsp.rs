@@ -201,7 +201,10 @@ mod tests {
                     initialization_options = { python = { x = 1 } }\n";
         let config = parse(Path::new("c.toml"), text, Scope::User).unwrap();
         let lsp = config.lsp;
-        assert_eq!(lsp.diagnostics_wait, Some(std::time::Duration::from_millis(1500)));
+        assert_eq!(
+            lsp.diagnostics_wait,
+            Some(std::time::Duration::from_millis(1500))
+        );
         assert_eq!(lsp.servers[0].extensions, Some(vec!["py".to_string()]));
         assert_eq!(
             lsp.servers[0].initialization_options,
@@ -210,7 +213,12 @@ mod tests {
         assert!(!lsp.from_repo);
         let err = parse(Path::new("c.toml"), "[lsp.py]\ncmd = \"x\"\n", Scope::User).unwrap_err();
         assert!(err.to_string().contains("lsp.py.cmd"), "{err}");
-        let repo = parse(Path::new("r.toml"), "[lsp.py]\ncommand = \"x\"\n", Scope::Repo).unwrap();
+        let repo = parse(
+            Path::new("r.toml"),
+            "[lsp.py]\ncommand = \"x\"\n",
+            Scope::Repo,
+        )
+        .unwrap();
         assert!(repo.lsp.from_repo);
         assert!(repo.lsp.text.contains("command"), "{:?}", repo.lsp.text);
     }

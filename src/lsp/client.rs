@@ -47,6 +47,8 @@ struct State {
     seq: u64,
     /// Work-done progress tokens begun and not yet ended (indexing).
     progress: HashSet<String>,
+    /// How many progress tokens ever began.
+    progress_begun: u64,
     closed: Option<String>,
     stderr: VecDeque<String>,
 }
@@ -173,7 +175,12 @@ impl Server {
     }
 
     /// Sends a request and waits for its answer until `timeout`.
-    pub fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, LspError> {
+    pub fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, LspError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.lock().pending.insert(id, None);
         self.shared
@@ -211,13 +218,13 @@ impl Server {
     }
 
     /// Gives the server `text` as the content of `path` (didOpen the first time, then a full didChange,
-    /// nothing when the server already has this text); true when something was sent.
-    pub fn sync(&self, path: &Path, text: &str) -> Result<bool, LspError> {
+    /// nothing when the server already has this text); the version sent, if something was.
+    pub fn sync(&self, path: &Path, text: &str) -> Result<Option<i64>, LspError> {
         let uri = uri::from_path(path);
         let print = crate::tools::state::fingerprint(text.as_bytes());
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         match opened.get_mut(&uri) {
-            Some((_, sent)) if *sent == print => Ok(false),
+            Some((_, sent)) if *sent == print => Ok(None),
             Some((version, sent)) => {
                 *version += 1;
                 *sent = print;
@@ -228,7 +235,7 @@ impl Server {
                     json!({"textDocument": {"uri": uri, "version": version},
                            "contentChanges": [{"text": text}]}),
                 )?;
-                Ok(true)
+                Ok(Some(version))
             }
             None => {
                 opened.insert(uri.clone(), (1, print));
@@ -238,9 +245,26 @@ impl Server {
                     "textDocument/didOpen",
                     json!({"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}}),
                 )?;
-                Ok(true)
+                Ok(Some(1))
             }
         }
+    }
+
+    /// How many documents are open.
+    pub fn open_count(&self) -> usize {
+        self.opened.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// After the first document (`path`) was opened: a server shows it has taken the project in by
+    /// announcing work (typescript-language-server loads its project under progress, seconds later) or by
+    /// publishing the document's diagnostics (pyright, clangd). Wait for either, then for the work to end,
+    /// until `deadline`, so the first query is not answered from half a project.
+    pub fn settle_first_open(&self, path: &Path, deadline: Instant) {
+        let uri = uri::from_path(path);
+        self.shared.wait_until(deadline, |s| {
+            s.progress_begun > 0 || s.diagnostics.contains_key(&uri)
+        });
+        self.wait_idle(deadline);
     }
 
     /// Whether `path` was opened on this server.
@@ -259,12 +283,17 @@ impl Server {
         self.shared.lock().diagnostics.clone()
     }
 
-    /// Waits until every one of `uris` has diagnostics published after `since` (then a short settle for a
-    /// second publish some servers send), or until `deadline`. True if all arrived.
-    pub fn wait_diagnostics(&self, uris: &[String], since: u64, deadline: Instant) -> bool {
+    /// Waits until every one of `uris` has diagnostics published after `since` for at least the version
+    /// sent (when the server says which version they are for: a late publish for the text before does not
+    /// count), then a short settle for a second publish some servers send, or until `deadline`. True if all
+    /// arrived.
+    pub fn wait_diagnostics(&self, uris: &[(String, i64)], since: u64, deadline: Instant) -> bool {
         let all = self.shared.wait_until(deadline, |s| {
-            uris.iter()
-                .all(|u| s.diagnostics.get(u).is_some_and(|p| p.seq > since))
+            uris.iter().all(|(u, version)| {
+                s.diagnostics
+                    .get(u)
+                    .is_some_and(|p| p.seq > since && p.version.is_none_or(|v| v >= *version))
+            })
         });
         if all {
             let settle = (Instant::now() + Duration::from_millis(150)).min(deadline);
@@ -335,11 +364,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let running = self
-            .child
-            .get_mut()
-            .map(|c| c.is_some())
-            .unwrap_or(false);
+        let running = self.child.get_mut().map(|c| c.is_some()).unwrap_or(false);
         if running {
             crate::sys::process::signal_group(self.pid, crate::sys::signal::SIGKILL);
             if let Ok(Some(mut child)) = self.child.get_mut().map(Option::take) {
@@ -355,7 +380,10 @@ fn initialize_params(spec: &ServerSpec, root: &Path) -> Value {
         .file_name()
         .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned());
     let mut params = json!({
-        "processId": std::process::id(),
+        // Null, not our pid: in the supervisor's PID namespace our pid names no process (or another one), and
+        // servers that watch it (vscode-languageserver polls it) would exit at once. The supervisor ends the
+        // server with the agent instead.
+        "processId": null,
         "clientInfo": {"name": "git-agent", "version": env!("CARGO_PKG_VERSION")},
         "rootUri": root_uri,
         "rootPath": root.display().to_string(),
@@ -400,7 +428,9 @@ fn read_messages(out: std::process::ChildStdout, shared: &Shared, root: &Path) {
                 }
                 Err(what) => note(shared, &what),
             },
-            Ok(frame::Frame::TooLarge(n)) => note(shared, &format!("a {n}-byte message was skipped")),
+            Ok(frame::Frame::TooLarge(n)) => {
+                note(shared, &format!("a {n}-byte message was skipped"))
+            }
             Ok(frame::Frame::End) => break "it closed its output".to_string(),
             Err(err) => break format!("reading its output failed: {err}"),
         }
@@ -439,9 +469,10 @@ fn handle(shared: &Shared, message: Incoming, root: &Path) {
                 | "client/unregisterCapability"
                 | "window/showMessageRequest" => jsonrpc::response(&id, Value::Null),
                 // A server must not edit files behind the session's back: edits go through tools.
-                "workspace/applyEdit" => {
-                    jsonrpc::response(&id, json!({"applied": false, "failureReason": "not allowed"}))
-                }
+                "workspace/applyEdit" => jsonrpc::response(
+                    &id,
+                    json!({"applied": false, "failureReason": "not allowed"}),
+                ),
                 _ => jsonrpc::error_response(&id, jsonrpc::METHOD_NOT_FOUND, "not supported"),
             };
             let _ = shared.send(&answer);
@@ -457,7 +488,10 @@ fn handle(shared: &Shared, message: Incoming, root: &Path) {
                     state.seq += 1;
                     let published = Published {
                         version: params["version"].as_i64(),
-                        items: params["diagnostics"].as_array().cloned().unwrap_or_default(),
+                        items: params["diagnostics"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default(),
                         seq: state.seq,
                     };
                     state.diagnostics.insert(uri::normalise(uri), published);
@@ -467,6 +501,7 @@ fn handle(shared: &Shared, message: Incoming, root: &Path) {
                     match params["value"]["kind"].as_str() {
                         Some("begin") => {
                             state.progress.insert(token);
+                            state.progress_begun += 1;
                         }
                         Some("end") => {
                             state.progress.remove(&token);
@@ -491,7 +526,11 @@ fn note(shared: &Shared, line: &str) {
         Some((end, _)) => format!("{}…", &line[..end]),
         None => line,
     };
-    state.stderr.push_back(crate::safety::redact::with_global(|r| r.redact(&line).into_owned()));
+    state
+        .stderr
+        .push_back(crate::safety::redact::with_global(|r| {
+            r.redact(&line).into_owned()
+        }));
 }
 
 fn read_stderr(err: std::process::ChildStderr, shared: &Shared) {

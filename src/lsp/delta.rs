@@ -51,12 +51,15 @@ pub struct Delta {
     pub late: Vec<String>,
     /// Servers that did answer.
     pub answered: Vec<String>,
+    /// How many of `errors` are in files the change did not touch.
+    other: usize,
 }
 
 impl Delta {
     /// The line under the tool line: `2 new errors`, `1 new warning`, `no new problems`.
     pub fn summary(&self) -> String {
-        let plural = |n: usize, what: &str| format!("{n} new {what}{}", if n == 1 { "" } else { "s" });
+        let plural =
+            |n: usize, what: &str| format!("{n} new {what}{}", if n == 1 { "" } else { "s" });
         match (self.error_count, self.warning_count) {
             (0, 0) if self.answered.is_empty() => "no diagnostics in time".into(),
             (0, 0) => "no new problems".into(),
@@ -107,9 +110,9 @@ impl Delta {
             let diagnostic = parse(item, path);
             if diagnostic.error {
                 self.error_count += 1;
-                let others = self.errors.iter().filter(|d| d.path != path).count();
-                let cap_ok = self.errors.len() < MAX_ERRORS && (changed || others < MAX_OTHER);
+                let cap_ok = self.errors.len() < MAX_ERRORS && (changed || self.other < MAX_OTHER);
                 if cap_ok {
+                    self.other += usize::from(!changed);
                     self.errors.push(diagnostic);
                 }
             } else if severity(item) == 2 {
@@ -202,7 +205,11 @@ mod tests {
             "a.py:5:5 error \"int\" is not assignable to \"str\""
         );
         assert_eq!(delta.summary(), "1 new error");
-        assert!(delta.render().contains("2 errors left"), "{}", delta.render());
+        assert!(
+            delta.render().contains("2 errors left"),
+            "{}",
+            delta.render()
+        );
         let mut fixed = Delta {
             answered: vec!["pyright".into()],
             ..Delta::default()

@@ -62,7 +62,10 @@ pub fn read(input: &mut impl BufRead, limit: usize) -> io::Result<Frame> {
         )
     })?;
     if length > limit {
-        io::copy(&mut Read::by_ref(input).take(length as u64), &mut io::sink())?;
+        io::copy(
+            &mut Read::by_ref(input).take(length as u64),
+            &mut io::sink(),
+        )?;
         return Ok(Frame::TooLarge(length));
     }
     let mut body = vec![0; length];
@@ -90,7 +93,8 @@ mod tests {
 
     #[test]
     fn big_bodies_are_skipped_and_the_next_one_read() {
-        let wire = b"Content-Type: x\r\ncontent-length: 10\r\n\r\n0123456789Content-Length: 2\r\n\r\n{}";
+        let wire =
+            b"Content-Type: x\r\ncontent-length: 10\r\n\r\n0123456789Content-Length: 2\r\n\r\n{}";
         let mut input = &wire[..];
         assert_eq!(read(&mut input, 5).unwrap(), Frame::TooLarge(10));
         assert_eq!(read(&mut input, 5).unwrap(), Frame::Body(b"{}".to_vec()));

@@ -120,8 +120,18 @@ impl At {
 }
 
 /// Runs one read-only operation; the text is what the model reads.
-pub fn query(server: &Server, checkout: &Path, operation: &str, at: Option<&At>, symbol: Option<&str>) -> Result<String, String> {
-    let need_at = || at.ok_or_else(|| format!("`{operation}` needs `path` with `line` and `column`, or `path` with `symbol`"));
+pub fn query(
+    server: &Server,
+    checkout: &Path,
+    operation: &str,
+    at: Option<&At>,
+    symbol: Option<&str>,
+) -> Result<String, String> {
+    let need_at = || {
+        at.ok_or_else(|| {
+            format!("`{operation}` needs `path` with `line` and `column`, or `path` with `symbol`")
+        })
+    };
     let ask = |method: &str, params: Value| {
         server
             .request(method, params, QUERY_TIMEOUT)
@@ -182,7 +192,12 @@ fn hover_text(answer: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
-            .map(|p| p.as_str().or(p["value"].as_str()).unwrap_or_default().to_string())
+            .map(|p| {
+                p.as_str()
+                    .or(p["value"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         other => other["value"].as_str().unwrap_or_default().to_string(),
@@ -199,12 +214,20 @@ pub fn flatten_symbols(answer: &Value) -> Vec<(String, Value, Value)> {
     fn walk(items: &[Value], prefix: &str, out: &mut Vec<(String, Value, Value)>) {
         for item in items {
             let name = item["name"].as_str().unwrap_or_default();
-            let full = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+            let full = if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}.{name}")
+            };
             if item["location"].is_object() {
                 let range = item["location"]["range"].clone();
                 out.push((full.clone(), range.clone(), range));
             } else {
-                out.push((full.clone(), item["range"].clone(), item["selectionRange"].clone()));
+                out.push((
+                    full.clone(),
+                    item["range"].clone(),
+                    item["selectionRange"].clone(),
+                ));
             }
             if let Some(children) = item["children"].as_array() {
                 walk(children, &full, out);
@@ -212,7 +235,11 @@ pub fn flatten_symbols(answer: &Value) -> Vec<(String, Value, Value)> {
         }
     }
     let mut out = Vec::new();
-    walk(answer.as_array().map_or(&[][..], Vec::as_slice), "", &mut out);
+    walk(
+        answer.as_array().map_or(&[][..], Vec::as_slice),
+        "",
+        &mut out,
+    );
     out
 }
 
@@ -225,10 +252,18 @@ fn symbols_text(checkout: &Path, abs: &Path, answer: &Value) -> String {
     let mut lines: Vec<String> = symbols
         .iter()
         .take(MAX_RESULTS * 4)
-        .map(|(name, range, _)| format!("{rel}:{}: {name}", range["start"]["line"].as_u64().unwrap_or(0) + 1))
+        .map(|(name, range, _)| {
+            format!(
+                "{rel}:{}: {name}",
+                range["start"]["line"].as_u64().unwrap_or(0) + 1
+            )
+        })
         .collect();
     if symbols.len() > MAX_RESULTS * 4 {
-        lines.push(format!("[... {} more not shown]", symbols.len() - MAX_RESULTS * 4));
+        lines.push(format!(
+            "[... {} more not shown]",
+            symbols.len() - MAX_RESULTS * 4
+        ));
     }
     lines.join("\n")
 }
@@ -242,11 +277,19 @@ pub fn find_symbol(answer: &Value, symbol: &str) -> Result<(Value, Value), Strin
         .collect();
     match matches.as_slice() {
         [(_, range, selection)] => Ok((range.clone(), selection.clone())),
-        [] => Err(format!("no symbol `{symbol}` in this file; use lsp document_symbols to list them")),
+        [] => Err(format!(
+            "no symbol `{symbol}` in this file; use lsp document_symbols to list them"
+        )),
         many => Err(format!(
             "`{symbol}` names {} symbols here ({}); give the qualified name",
             many.len(),
-            many.iter().map(|(n, r, _)| format!("{n} at line {}", r["start"]["line"].as_u64().unwrap_or(0) + 1)).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|(n, r, _)| format!(
+                    "{n} at line {}",
+                    r["start"]["line"].as_u64().unwrap_or(0) + 1
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -256,15 +299,26 @@ pub fn find_symbol(answer: &Value, symbol: &str) -> Result<(Value, Value), Strin
 pub fn edits_by_file(edit: &Value) -> Result<BTreeMap<PathBuf, Vec<Value>>, String> {
     let mut files: BTreeMap<PathBuf, Vec<Value>> = BTreeMap::new();
     let mut add = |uri_text: &str, edits: &Value| -> Result<(), String> {
-        let path = uri::to_path(uri_text).ok_or_else(|| format!("the server named a non-file URI: {uri_text}"))?;
-        files.entry(path).or_default().extend(edits.as_array().cloned().unwrap_or_default());
+        let path = uri::to_path(uri_text)
+            .ok_or_else(|| format!("the server named a non-file URI: {uri_text}"))?;
+        files
+            .entry(path)
+            .or_default()
+            .extend(edits.as_array().cloned().unwrap_or_default());
         Ok(())
     };
     if let Some(changes) = edit["documentChanges"].as_array() {
         for change in changes {
             match change["kind"].as_str() {
-                Some(kind) => return Err(format!("the server's edit would {kind} a file; only text edits are applied")),
-                None => add(change["textDocument"]["uri"].as_str().unwrap_or_default(), &change["edits"])?,
+                Some(kind) => {
+                    return Err(format!(
+                        "the server's edit would {kind} a file; only text edits are applied"
+                    ))
+                }
+                None => add(
+                    change["textDocument"]["uri"].as_str().unwrap_or_default(),
+                    &change["edits"],
+                )?,
             }
         }
     } else if let Some(changes) = edit["changes"].as_object() {
@@ -338,7 +392,9 @@ mod tests {
                 {"name": "run", "range": {"start": {"line": 1}}, "selectionRange": {}}]},
             {"name": "run", "range": {"start": {"line": 5}}, "selectionRange": {}}
         ]);
-        assert!(find_symbol(&answer, "run").unwrap_err().contains("2 symbols"));
+        assert!(find_symbol(&answer, "run")
+            .unwrap_err()
+            .contains("2 symbols"));
         assert_eq!(find_symbol(&answer, "A.run").unwrap().0["start"]["line"], 1);
         assert!(find_symbol(&answer, "nope").is_err());
     }

@@ -32,7 +32,7 @@ impl Default for PoolOptions {
             diagnostics: true,
             diagnostics_wait: Duration::from_secs(3),
             start_timeout: Duration::from_secs(30),
-            index_wait: Duration::from_secs(10),
+            index_wait: Duration::from_secs(20),
         }
     }
 }
@@ -69,7 +69,9 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("checkout", &self.checkout).finish()
+        f.debug_struct("Pool")
+            .field("checkout", &self.checkout)
+            .finish()
     }
 }
 
@@ -183,8 +185,13 @@ impl Pool {
         let abs = self.checkout.join(rel);
         let text = std::fs::read_to_string(&abs)
             .map_err(|err| format!("cannot read {}: {err}", rel.display()))?;
+        let first = server.open_count() == 0;
         server.sync(&abs, &text).map_err(|e| e.to_string())?;
-        server.wait_idle(Instant::now() + self.options.index_wait);
+        let deadline = Instant::now() + self.options.index_wait;
+        if first {
+            server.settle_first_open(&abs, deadline);
+        }
+        server.wait_idle(deadline);
         Ok(server)
     }
 
@@ -198,10 +205,17 @@ impl Pool {
             return Ok(server);
         }
         // Start one on the first file of the checkout it serves.
-        let walk = ignore::WalkBuilder::new(&self.checkout).max_depth(Some(6)).build();
+        let walk = ignore::WalkBuilder::new(&self.checkout)
+            .max_depth(Some(6))
+            .build();
         for entry in walk.filter_map(Result::ok).take(20_000) {
-            let rel = entry.path().strip_prefix(&self.checkout).unwrap_or(entry.path());
-            if entry.file_type().is_some_and(|t| t.is_file()) && self.usable().any(|s| s.serves(rel)) {
+            let rel = entry
+                .path()
+                .strip_prefix(&self.checkout)
+                .unwrap_or(entry.path());
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && self.usable().any(|s| s.serves(rel))
+            {
                 return self.prepare(rel);
             }
         }
@@ -255,27 +269,32 @@ impl Pool {
         delta: &mut Delta,
     ) {
         let abs = |rel: &Path| self.checkout.join(rel);
-        let uris: Vec<String> = files.iter().map(|(rel, ..)| uri::from_path(&abs(rel))).collect();
+        let uris: Vec<String> = files
+            .iter()
+            .map(|(rel, ..)| uri::from_path(&abs(rel)))
+            .collect();
         let since = server.seq();
         let mut baseline = Vec::new();
         for ((rel, old, _), uri) in files.iter().zip(&uris) {
             if let (false, Some(old)) = (server.is_open(&abs(rel)), old) {
-                if server.sync(&abs(rel), old).is_ok() {
-                    baseline.push(uri.clone());
+                if let Ok(Some(version)) = server.sync(&abs(rel), old) {
+                    baseline.push((uri.clone(), version));
                 }
             }
         }
+        let mut deadline = deadline;
         if !baseline.is_empty() {
-            // Half the wait for what the file had before; what it has after matters more.
-            let half = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 2;
-            server.wait_diagnostics(&baseline, since, half);
+            // A file the server has not seen: its diagnostics before the change cost one more wait (a cold
+            // server's first check is the slow one); the wait for after starts again from there.
+            server.wait_diagnostics(&baseline, since, deadline);
+            deadline = Instant::now() + self.options.diagnostics_wait;
         }
         let before = server.diagnostics();
         let since = server.seq();
         let mut sent = Vec::new();
         for ((rel, _, new), uri) in files.iter().zip(&uris) {
-            if let Ok(true) = server.sync(&abs(rel), new) {
-                sent.push(uri.clone());
+            if let Ok(Some(version)) = server.sync(&abs(rel), new) {
+                sent.push((uri.clone(), version));
             }
         }
         let name = server.spec.name.clone();

@@ -26,7 +26,10 @@ pub struct ServerSpec {
 impl ServerSpec {
     /// Whether this server handles `path` (by its extension).
     pub fn serves(&self, path: &Path) -> bool {
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default();
         self.extensions.iter().any(|e| e.eq_ignore_ascii_case(ext))
     }
 
@@ -230,7 +233,11 @@ fn is_executable(path: &Path) -> bool {
 
 /// The LSP `languageId` of a file, by extension.
 pub fn language_id(path: &Path) -> &'static str {
-    match path.extension().and_then(|e| e.to_str()).unwrap_or_default() {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+    {
         "py" | "pyi" => "python",
         "ts" | "mts" | "cts" => "typescript",
         "tsx" => "typescriptreact",

@@ -70,7 +70,10 @@ impl Tool for Lsp {
     fn label(&self, args: &Value) -> String {
         let op = args["operation"].as_str().unwrap_or("?");
         let path = args["path"].as_str().unwrap_or_default();
-        let symbol = args["symbol"].as_str().map(|s| format!(" {s}")).unwrap_or_default();
+        let symbol = args["symbol"]
+            .as_str()
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default();
         match args["line"].as_u64() {
             Some(line) => format!("lsp {op} {path}:{line}{symbol}"),
             None => format!("lsp {op} {path}{symbol}").replace("  ", " "),
@@ -114,7 +117,9 @@ fn query(ctx: &ToolContext, args: &Value) -> Result<String, String> {
                 abs,
             })
         }
-        (None, Some(name)) if operation != "document_symbols" && operation != "workspace_symbols" => {
+        (None, Some(name))
+            if operation != "document_symbols" && operation != "workspace_symbols" =>
+        {
             let (_, selection) = symbol_in(&server, &abs, name)?;
             Some(At {
                 position: selection["start"].clone(),
@@ -316,15 +321,21 @@ fn apply_all(
         let target = confine(ctx, &rel.to_string_lossy(), Access::Write)?;
         let mut old = Vec::new();
         std::io::Read::read_to_end(
-            &mut target.open_read().map_err(|e| target.io_error("read", &e))?,
+            &mut target
+                .open_read()
+                .map_err(|e| target.io_error("read", &e))?,
             &mut old,
         )
         .map_err(|e| target.io_error("read", &e))?;
         ctx.session.check_fresh(&target.rel, fingerprint(&old))?;
-        let text = String::from_utf8(old.clone())
-            .map_err(|_| format!("{} is not UTF-8 text; nothing was changed", target.display()))?;
-        let new = ops::apply_edits(&text, &edits)
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+        let text = String::from_utf8(old.clone()).map_err(|_| {
+            format!(
+                "{} is not UTF-8 text; nothing was changed",
+                target.display()
+            )
+        })?;
+        let new =
+            ops::apply_edits(&text, &edits).map_err(|e| format!("{}: {e}", target.display()))?;
         let mode = std::fs::metadata(&target.abs).ok().map(|m| m.permissions());
         planned.push((target, old, new, mode));
     }

@@ -65,19 +65,92 @@ fn wait_until_gone(dir: &Path) -> Vec<String> {
     processes_under(dir)
 }
 
-/// A user config naming a server for `.txt` files.
-fn user_server(repo: &TestRepo, command: &str, args: &[&str]) -> PathBuf {
+/// A user config naming a server for `.txt` files, given `startup_timeout` seconds to start.
+fn user_server(repo: &TestRepo, command: &str, args: &[&str], startup_timeout: u32) -> PathBuf {
     let config = repo.root().join("config.toml");
     let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
     std::fs::write(
         &config,
         format!(
-            "[lsp.text]\ncommand = {command:?}\nargs = [{}]\nextensions = [\"txt\"]\n",
+            "[lsp]\nstartup_timeout = {startup_timeout}\n[lsp.text]\ncommand = {command:?}\nargs = [{}]\n\
+             extensions = [\"txt\"]\n",
             args.join(", ")
         ),
     )
     .unwrap();
     config
+}
+
+fn two_edits() -> (Vec<Reply>, crate::common::server::ToolCall) {
+    let first = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "two", "new_string": "2"}),
+    );
+    let second = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "three", "new_string": "3"}),
+    );
+    let replies = vec![
+        Reply::tool_calls(vec![first]),
+        Reply::tool_calls(vec![second.clone()]),
+        Reply::text("done"),
+    ];
+    (replies, second)
+}
+
+#[test]
+fn a_hanging_server_is_given_up_once_and_left_running_nowhere() {
+    let repo = TestRepo::new();
+    let config = user_server(&repo, "sleep", &["3075"], 1);
+    let (replies, second) = two_edits();
+    let server = Server::start(replies);
+    let mut cmd = repo.agent(&server, &["ask", "edit twice"]);
+    cmd.env("GIT_AGENT_CONFIG", &config);
+    let begun = std::time::Instant::now();
+
+    let out = run(&mut cmd);
+
+    out.assert_code(0);
+    assert_eq!(
+        out.stderr().matches("no answer to initialize").count(),
+        1,
+        "{out}"
+    );
+    // The second edit did not wait for it again.
+    assert!(
+        begun.elapsed() < std::time::Duration::from_secs(10),
+        "{out}"
+    );
+    let result = server.requests()[2].tool_result(&second.id);
+    assert!(!result.starts_with("error"), "{result}");
+    assert!(
+        wait_until_gone(repo.path()).is_empty(),
+        "the hung server outlived the session"
+    );
+}
+
+#[test]
+fn kill_9_of_the_agent_takes_its_language_server_with_it() {
+    let repo = TestRepo::new();
+    let config = user_server(&repo, "sleep", &["3076"], 120);
+    let (replies, _) = two_edits();
+    let server = Server::start(replies);
+    let mut cmd = repo.agent(&server, &["ask", "edit"]);
+    cmd.env("GIT_AGENT_CONFIG", &config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let started = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        processes_under(repo.path())
+            .iter()
+            .any(|p| p.contains("3076"))
+    });
+    assert!(started, "the server never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = wait_until_gone(repo.path());
+    assert!(left.is_empty(), "left running after kill -9: {left:?}");
 }
 
 #[test]
@@ -130,20 +203,9 @@ fn an_untrusted_repositorys_server_is_not_started() {
 #[test]
 fn a_crashing_server_is_reported_once_and_the_session_goes_on() {
     let repo = TestRepo::new();
-    let config = user_server(&repo, "sh", &["-c", "echo broken config >&2; exit 3"]);
-    let first = call(
-        "edit_file",
-        json!({"path": "file.txt", "old_string": "two", "new_string": "2"}),
-    );
-    let second = call(
-        "edit_file",
-        json!({"path": "file.txt", "old_string": "three", "new_string": "3"}),
-    );
-    let server = Server::start(vec![
-        Reply::tool_calls(vec![first.clone()]),
-        Reply::tool_calls(vec![second.clone()]),
-        Reply::text("done"),
-    ]);
+    let config = user_server(&repo, "sh", &["-c", "echo broken config >&2; exit 3"], 30);
+    let (replies, _) = two_edits();
+    let server = Server::start(replies);
     let mut cmd = repo.agent(&server, &["ask", "edit twice"]);
     cmd.env("GIT_AGENT_CONFIG", &config);
 

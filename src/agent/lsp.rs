@@ -52,6 +52,9 @@ pub(super) fn plan(
     if let Some(wait) = repo.diagnostics_wait.or(user.diagnostics_wait) {
         options.diagnostics_wait = wait;
     }
+    if let Some(timeout) = repo.startup_timeout.or(user.startup_timeout) {
+        options.start_timeout = timeout;
+    }
     LspPlan {
         specs: spec::resolve(user, repo, trusted),
         options,

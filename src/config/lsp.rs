@@ -4,6 +4,7 @@
 //! [lsp]
 //! diagnostics = true        # sync edited files to their server and report new errors (default true)
 //! diagnostics_wait = 3      # seconds to wait for the server's diagnostics after an edit (bounded)
+//! startup_timeout = 30      # seconds a server gets to answer `initialize`
 //!
 //! [lsp.pyright]             # a built-in name overrides that default, another name adds a server
 //! command = "basedpyright-langserver"
@@ -32,6 +33,8 @@ pub struct LspConfig {
     pub diagnostics: Option<bool>,
     /// `diagnostics_wait`: how long an edit waits for them.
     pub diagnostics_wait: Option<Duration>,
+    /// `startup_timeout`: how long a server gets for its `initialize` handshake.
+    pub startup_timeout: Option<Duration>,
     /// `[lsp.<name>]` tables, in file order.
     pub servers: Vec<LspTable>,
     /// True when the tables come from a repository's file (they need trust).
@@ -52,7 +55,7 @@ pub struct LspTable {
     pub enabled: Option<bool>,
 }
 
-const LSP_KEYS: &str = "diagnostics, diagnostics_wait, [lsp.<name>]";
+const LSP_KEYS: &str = "diagnostics, diagnostics_wait, startup_timeout, [lsp.<name>]";
 const SERVER_KEYS: &str =
     "command, args, extensions, root_markers, initialization_options, enabled";
 
@@ -61,7 +64,7 @@ pub fn key_type(path: &[&str]) -> Option<super::file::KeyType> {
     use super::file::KeyType;
     match path {
         ["diagnostics"] => Some(KeyType::Bool),
-        ["diagnostics_wait"] => Some(KeyType::Seconds),
+        ["diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
         [_, "command"] => Some(KeyType::String),
         [_, "args" | "extensions" | "root_markers"] => Some(KeyType::StringList),
         [_, "enabled"] => Some(KeyType::Bool),
@@ -89,6 +92,9 @@ impl Ctx<'_> {
                         return Err(self.error(span, &full, "expected at most 60 seconds"));
                     }
                     config.diagnostics_wait = Some(wait);
+                }
+                "startup_timeout" => {
+                    config.startup_timeout = Some(self.seconds(item, &full, span)?)
                 }
                 _ if item.is_table_like() => config.servers.push(self.lsp_server(key, item, span)?),
                 _ => return Err(self.unknown(&full, span, LSP_KEYS)),

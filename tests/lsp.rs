@@ -130,6 +130,10 @@ fn a_hanging_server_is_given_up_once_and_left_running_nowhere() {
 }
 
 #[test]
+#[cfg_attr(
+    git_agent_portable,
+    ignore = "needs the Linux supervisor: without it a killed agent's servers live on"
+)]
 fn kill_9_of_the_agent_takes_its_language_server_with_it() {
     let repo = TestRepo::new();
     let config = user_server(&repo, "sleep", &["3076"], 120);

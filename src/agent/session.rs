@@ -914,11 +914,13 @@ impl Conversation {
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
+        let lsp = schemas.iter().any(|s| s.name == "lsp");
         let system = system_prompt(
             session,
             &mut instructions,
             &relative_cwd(store, cwd),
             skills,
+            lsp,
         );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
@@ -1144,6 +1146,7 @@ fn system_prompt(
     instructions: &mut Instructions,
     cwd: &Path,
     skills: &str,
+    lsp: bool,
 ) -> String {
     let checkout = session.root().display().to_string();
     let base = session.base.to_string();
@@ -1153,6 +1156,7 @@ fn system_prompt(
         base: &base,
         date: &date::today(),
         here: session.checkout.is_here(),
+        lsp,
     };
     let files = instructions.initial(cwd);
     let mut section = if files.is_empty() {

@@ -296,7 +296,7 @@ impl Server {
             })
         });
         if all {
-            let settle = (Instant::now() + Duration::from_millis(150)).min(deadline);
+            let settle = (Instant::now() + Duration::from_millis(50)).min(deadline);
             let seq = self.seq();
             self.shared.wait_until(settle, |s| s.seq > seq);
         }

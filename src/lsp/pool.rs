@@ -167,6 +167,16 @@ impl Pool {
         }
     }
 
+    /// The running server of `rel`, if its server was started already.
+    fn running_for(&self, rel: &Path) -> Option<Arc<Server>> {
+        let spec = self.usable().find(|s| s.serves(rel))?;
+        let key = (spec.name.clone(), spec.root_of(&self.checkout, rel));
+        match lock(&self.slots).get(&key) {
+            Some(Slot::Running(server)) if server.closed().is_none() => Some(Arc::clone(server)),
+            _ => None,
+        }
+    }
+
     fn warn(&self, message: String) {
         lock(&self.warnings).push(message);
     }
@@ -228,7 +238,13 @@ impl Pool {
     pub fn after_change(&self, changed: &[(PathBuf, Option<String>)]) -> Option<Delta> {
         let mut groups: Vec<(Arc<Server>, Vec<(PathBuf, Option<String>, String)>)> = Vec::new();
         for (rel, old) in changed {
-            let Ok(Some(server)) = self.server_for(rel) else {
+            // Without diagnostics a change starts no server: it only keeps running ones in step.
+            let server = if self.options.diagnostics {
+                self.server_for(rel).ok().flatten()
+            } else {
+                self.running_for(rel)
+            };
+            let Some(server) = server else {
                 continue;
             };
             let Ok(new) = std::fs::read_to_string(self.checkout.join(rel)) else {

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::config::trust::{Item, Ledger, Standing};
 use crate::config::Settings;
 use crate::lsp::spec;

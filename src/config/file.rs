@@ -218,7 +218,12 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
-        ["lsp", rest @ ..] => super::lsp::key_type(rest),
+        ["lsp", "diagnostics"] => Some(KeyType::Bool),
+        ["lsp", "diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
+        ["lsp", _, "command"] => Some(KeyType::String),
+        ["lsp", _, "args" | "extensions" | "root_markers"] => Some(KeyType::StringList),
+        ["lsp", _, "enabled"] => Some(KeyType::Bool),
+        ["lsp", _, "initialization_options"] => Some(KeyType::Table),
         _ => super::skills::key_type(path),
     }
 }
@@ -256,7 +261,11 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
-            "lsp" => config.lsp = ctx.lsp(item, span)?,
+            "lsp" => {
+                let from_repo = ctx.scope == Scope::Repo;
+                config.lsp = super::lsp::parse(item, span, from_repo)
+                    .map_err(|p| ctx.error(p.span, &p.key, p.message))?;
+            }
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {

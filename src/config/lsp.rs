@@ -18,13 +18,14 @@
 //! Servers run project code (build scripts, proc macros, plugins), so a repository's `.git-agent.toml` may
 //! suggest `[lsp.<name>]` tables but they start only once the user trusted that exact table
 //! (`git agent trust`, kind `lsp-servers`); the user's own file needs no trust.
+//!
+//! This file reads the table on its own (no `config::file` context), so `config::file` can call it without a
+//! cycle between the two.
 
+use std::ops::Range;
 use std::time::Duration;
 
-use toml_edit::{Item, Value};
-
-use super::file::{span_of, Ctx, Scope, Span};
-use super::ConfigError;
+use toml_edit::{Item, TableLike, Value};
 
 /// What one file's `[lsp]` table says.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -59,115 +60,172 @@ const LSP_KEYS: &str = "diagnostics, diagnostics_wait, startup_timeout, [lsp.<na
 const SERVER_KEYS: &str =
     "command, args, extensions, root_markers, initialization_options, enabled";
 
-/// The type of a key under `lsp.` for `git agent config set`.
-pub fn key_type(path: &[&str]) -> Option<super::file::KeyType> {
-    use super::file::KeyType;
-    match path {
-        ["diagnostics"] => Some(KeyType::Bool),
-        ["diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
-        [_, "command"] => Some(KeyType::String),
-        [_, "args" | "extensions" | "root_markers"] => Some(KeyType::StringList),
-        [_, "enabled"] => Some(KeyType::Bool),
-        [_, "initialization_options"] => Some(KeyType::Table),
-        _ => None,
+/// What is wrong with the `[lsp]` table, and where; `config::file` makes it an error naming the file and line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub key: String,
+    pub span: Option<Range<usize>>,
+    pub message: String,
+}
+
+fn problem(span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> Problem {
+    Problem {
+        key: key.to_string(),
+        span,
+        message: message.into(),
     }
 }
 
-impl Ctx<'_> {
-    pub(super) fn lsp(&self, item: &Item, span: Span) -> Result<LspConfig, ConfigError> {
-        let table = self.table(item, "lsp", span)?;
-        let mut config = LspConfig {
-            from_repo: self.scope == Scope::Repo,
-            text: table_text(item),
-            ..LspConfig::default()
-        };
-        for (key, item) in table.iter() {
-            let span = span_of(table, key, item);
-            let full = format!("lsp.{key}");
-            match key {
-                "diagnostics" => config.diagnostics = Some(self.boolean(item, &full, span)?),
-                "diagnostics_wait" => {
-                    let wait = self.seconds(item, &full, span.clone())?;
-                    if wait > Duration::from_secs(60) {
-                        return Err(self.error(span, &full, "expected at most 60 seconds"));
-                    }
-                    config.diagnostics_wait = Some(wait);
+fn span_of(table: &dyn TableLike, key: &str, item: &Item) -> Option<Range<usize>> {
+    table
+        .get_key_value(key)
+        .and_then(|(key, _)| key.span())
+        .or_else(|| item.span())
+}
+
+/// Reads the `[lsp]` table; `from_repo` when it is a repository's `.git-agent.toml`.
+pub fn parse(
+    item: &Item,
+    span: Option<Range<usize>>,
+    from_repo: bool,
+) -> Result<LspConfig, Problem> {
+    let table = item
+        .as_table_like()
+        .ok_or_else(|| problem(span, "lsp", "expected a table"))?;
+    let mut config = LspConfig {
+        from_repo,
+        text: table_text(item),
+        ..LspConfig::default()
+    };
+    for (key, item) in table.iter() {
+        let span = span_of(table, key, item);
+        let full = format!("lsp.{key}");
+        match key {
+            "diagnostics" => config.diagnostics = Some(boolean(item, &full, span)?),
+            "diagnostics_wait" => {
+                let wait = seconds(item, &full, span.clone())?;
+                if wait > Duration::from_secs(60) {
+                    return Err(problem(span, &full, "expected at most 60 seconds"));
                 }
-                "startup_timeout" => {
-                    config.startup_timeout = Some(self.seconds(item, &full, span)?)
-                }
-                _ if item.is_table_like() => config.servers.push(self.lsp_server(key, item, span)?),
-                _ => return Err(self.unknown(&full, span, LSP_KEYS)),
+                config.diagnostics_wait = Some(wait);
+            }
+            "startup_timeout" => config.startup_timeout = Some(seconds(item, &full, span)?),
+            _ if item.is_table_like() => config.servers.push(server(key, item, span)?),
+            _ => {
+                return Err(problem(
+                    span,
+                    &full,
+                    format!("unknown key (known keys: {LSP_KEYS})"),
+                ))
             }
         }
-        Ok(config)
     }
+    Ok(config)
+}
 
-    fn lsp_server(&self, name: &str, item: &Item, span: Span) -> Result<LspTable, ConfigError> {
-        let prefix = format!("lsp.{name}");
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(self.error(
-                span,
-                &prefix,
-                "a server name may hold only letters, digits, `_` and `-`",
-            ));
-        }
-        let table = self.table(item, &prefix, span)?;
-        let mut server = LspTable {
-            name: name.to_string(),
-            ..LspTable::default()
-        };
-        for (key, item) in table.iter() {
-            let span = span_of(table, key, item);
-            let full = format!("{prefix}.{key}");
-            match key {
-                "command" => server.command = Some(self.string(item, &full, span)?),
-                "args" => server.args = Some(self.lsp_strings(item, &full, span)?),
-                "extensions" => {
-                    let list = self.lsp_strings(item, &full, span)?;
-                    let list = list.iter().map(|e| e.trim_start_matches('.').to_string());
-                    server.extensions = Some(list.collect());
-                }
-                "root_markers" => server.root_markers = Some(self.lsp_strings(item, &full, span)?),
-                "enabled" => server.enabled = Some(self.boolean(item, &full, span)?),
-                "initialization_options" => {
-                    server.initialization_options = Some(self.json(item, &full, span)?)
-                }
-                _ => return Err(self.unknown(&full, span, SERVER_KEYS)),
+fn server(name: &str, item: &Item, span: Option<Range<usize>>) -> Result<LspTable, Problem> {
+    let prefix = format!("lsp.{name}");
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(problem(
+            span,
+            &prefix,
+            "a server name may hold only letters, digits, `_` and `-`",
+        ));
+    }
+    let table = item
+        .as_table_like()
+        .ok_or_else(|| problem(span, &prefix, "expected a table"))?;
+    let mut server = LspTable {
+        name: name.to_string(),
+        ..LspTable::default()
+    };
+    for (key, item) in table.iter() {
+        let span = span_of(table, key, item);
+        let full = format!("{prefix}.{key}");
+        match key {
+            "command" => server.command = Some(string(item, &full, span)?),
+            "args" => server.args = Some(strings(item, &full, span)?),
+            "extensions" => {
+                let list = strings(item, &full, span)?;
+                let list = list.iter().map(|e| e.trim_start_matches('.').to_string());
+                server.extensions = Some(list.collect());
+            }
+            "root_markers" => server.root_markers = Some(strings(item, &full, span)?),
+            "enabled" => server.enabled = Some(boolean(item, &full, span)?),
+            "initialization_options" => {
+                server.initialization_options = Some(json(item, &full, span)?)
+            }
+            _ => {
+                return Err(problem(
+                    span,
+                    &full,
+                    format!("unknown key (known keys: {SERVER_KEYS})"),
+                ))
             }
         }
-        Ok(server)
     }
+    Ok(server)
+}
 
-    fn lsp_strings(&self, item: &Item, key: &str, span: Span) -> Result<Vec<String>, ConfigError> {
-        let value = self.value(item, key, span.clone())?;
-        value
-            .as_array()
-            .and_then(|array| {
-                array
-                    .iter()
-                    .map(|v| v.as_str().map(str::to_string))
-                    .collect::<Option<Vec<_>>>()
-            })
-            .ok_or_else(|| self.error(span, key, "expected an array of strings"))
+fn value<'i>(item: &'i Item, key: &str, span: Option<Range<usize>>) -> Result<&'i Value, Problem> {
+    item.as_value()
+        .ok_or_else(|| problem(span, key, "expected a value, found a table"))
+}
+
+fn string(item: &Item, key: &str, span: Option<Range<usize>>) -> Result<String, Problem> {
+    match value(item, key, span.clone())?.as_str() {
+        Some(text) if !text.trim().is_empty() => Ok(text.to_string()),
+        Some(_) => Err(problem(span, key, "must not be empty")),
+        None => Err(problem(span, key, "expected a string")),
     }
+}
 
-    /// A TOML value or table as JSON (what a server's `initializationOptions` is).
-    fn json(&self, item: &Item, key: &str, span: Span) -> Result<serde_json::Value, ConfigError> {
-        match item {
-            Item::Value(value) => Ok(value_json(value)),
-            Item::Table(table) => Ok(serde_json::Value::Object(
-                table
-                    .iter()
-                    .map(|(k, v)| self.json(v, key, span.clone()).map(|v| (k.to_string(), v)))
-                    .collect::<Result<_, _>>()?,
-            )),
-            _ => Err(self.error(span, key, "expected a table or a value")),
-        }
+fn boolean(item: &Item, key: &str, span: Option<Range<usize>>) -> Result<bool, Problem> {
+    value(item, key, span.clone())?
+        .as_bool()
+        .ok_or_else(|| problem(span, key, "expected true or false"))
+}
+
+fn seconds(item: &Item, key: &str, span: Option<Range<usize>>) -> Result<Duration, Problem> {
+    let seconds = match value(item, key, span.clone())? {
+        Value::Integer(n) => *n.value() as f64,
+        Value::Float(f) => *f.value(),
+        _ => return Err(problem(span, key, "expected a number of seconds")),
+    };
+    // NaN is outside the range too.
+    if !(0.0..=86_400.0).contains(&seconds) {
+        return Err(problem(span, key, "expected seconds between 0 and 86400"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn strings(item: &Item, key: &str, span: Option<Range<usize>>) -> Result<Vec<String>, Problem> {
+    value(item, key, span.clone())?
+        .as_array()
+        .and_then(|array| {
+            array
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+        })
+        .ok_or_else(|| problem(span, key, "expected an array of strings"))
+}
+
+/// A TOML value or table as JSON (what a server's `initializationOptions` is).
+fn json(item: &Item, key: &str, span: Option<Range<usize>>) -> Result<serde_json::Value, Problem> {
+    match item {
+        Item::Value(value) => Ok(value_json(value)),
+        Item::Table(table) => Ok(serde_json::Value::Object(
+            table
+                .iter()
+                .map(|(k, v)| json(v, key, span.clone()).map(|v| (k.to_string(), v)))
+                .collect::<Result<_, _>>()?,
+        )),
+        _ => Err(problem(span, key, "expected a table or a value")),
     }
 }
 
@@ -197,16 +255,17 @@ fn value_json(value: &Value) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
-    use super::super::file::{parse, Scope};
-    use std::path::Path;
+    fn parse(text: &str, from_repo: bool) -> Result<super::LspConfig, super::Problem> {
+        let doc = toml_edit::Document::parse(text).unwrap();
+        super::parse(&doc["lsp"], None, from_repo)
+    }
 
     #[test]
     fn lsp_tables_parse_and_bad_keys_are_named() {
         let text = "[lsp]\ndiagnostics_wait = 1.5\n[lsp.py]\ncommand = \"pyright-langserver\"\n\
                     args = [\"--stdio\"]\nextensions = [\".py\"]\n\
                     initialization_options = { python = { x = 1 } }\n";
-        let config = parse(Path::new("c.toml"), text, Scope::User).unwrap();
-        let lsp = config.lsp;
+        let lsp = parse(text, false).unwrap();
         assert_eq!(
             lsp.diagnostics_wait,
             Some(std::time::Duration::from_millis(1500))
@@ -217,15 +276,10 @@ mod tests {
             Some(serde_json::json!({"python": {"x": 1}}))
         );
         assert!(!lsp.from_repo);
-        let err = parse(Path::new("c.toml"), "[lsp.py]\ncmd = \"x\"\n", Scope::User).unwrap_err();
-        assert!(err.to_string().contains("lsp.py.cmd"), "{err}");
-        let repo = parse(
-            Path::new("r.toml"),
-            "[lsp.py]\ncommand = \"x\"\n",
-            Scope::Repo,
-        )
-        .unwrap();
-        assert!(repo.lsp.from_repo);
-        assert!(repo.lsp.text.contains("command"), "{:?}", repo.lsp.text);
+        let err = parse("[lsp.py]\ncmd = \"x\"\n", false).unwrap_err();
+        assert_eq!(err.key, "lsp.py.cmd");
+        let repo = parse("[lsp.py]\ncommand = \"x\"\n", true).unwrap();
+        assert!(repo.from_repo);
+        assert!(repo.text.contains("command"), "{:?}", repo.text);
     }
 }

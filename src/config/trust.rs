@@ -81,7 +81,7 @@ impl Item {
         }
     }
 
-    /// A repository's `[lsp]` table, whole, as [`super::lsp::LspConfig::text`] holds it.
+    /// A repository's `[lsp]` table, whole (as `.git-agent.toml` would hold it alone).
     pub fn lsp_servers(text: &str) -> Item {
         Item {
             kind: Kind::LspServers,

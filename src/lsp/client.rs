@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::error::LspError;
 use super::spec::ServerSpec;
-use super::{frame, uri, LspError};
+use super::{frame, uri};
 use crate::tools::mcp::jsonrpc::{self, Incoming, RpcError};
 
 /// The most one message may hold; a bigger one is skipped as it streams in.
@@ -125,7 +126,11 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        crate::tools::process::child_env(&mut cmd, &[]);
+        // The environment `run` commands get: no secrets, no git redirects (a server must see the checkout
+        // it runs in, not the index of a hook that started us).
+        crate::safety::redact::scrub_child_env(&mut cmd, &[]);
+        crate::store::git::without_redirects(&mut cmd);
+        cmd.env("GIT_OPTIONAL_LOCKS", "0");
         sandbox
             .prepare()
             .map_err(|err| LspError::Spawn {
@@ -221,7 +226,7 @@ impl Server {
     /// nothing when the server already has this text); the version sent, if something was.
     pub fn sync(&self, path: &Path, text: &str) -> Result<Option<i64>, LspError> {
         let uri = uri::from_path(path);
-        let print = crate::tools::state::fingerprint(text.as_bytes());
+        let print = super::text::fingerprint(text.as_bytes());
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         match opened.get_mut(&uri) {
             Some((_, sent)) if *sent == print => Ok(None),

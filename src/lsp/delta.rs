@@ -165,7 +165,7 @@ fn parse(d: &Value, path: &str) -> Diagnostic {
     let start = &d["range"]["start"];
     let message = d["message"].as_str().unwrap_or_default();
     let first = message.lines().next().unwrap_or_default();
-    let message = crate::tools::cut_line(first, 200);
+    let message = super::text::cut_line(first, 200);
     Diagnostic {
         path: path.to_string(),
         line: start["line"].as_u64().unwrap_or(0) + 1,

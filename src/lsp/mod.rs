@@ -6,28 +6,16 @@
 //! repository's tables) ever start ([`spec`]). [`client`] speaks the protocol; [`delta`] turns published
 //! diagnostics into the new problems a change made; [`ops`] answers the `lsp` tool and computes the edits
 //! of `rename` and `replace_symbol`.
+//!
+//! The module stands on its own (protocol, safety, store, config, and MCP's JSON-RPC message shapes): the tools
+//! use it, it uses no tool.
 
 pub mod client;
 pub mod delta;
+pub mod error;
 pub mod frame;
 pub mod ops;
 pub mod pool;
 pub mod spec;
+pub mod text;
 pub mod uri;
-
-pub use pool::{Pool, PoolOptions, ServerState};
-
-use std::time::Duration;
-
-/// The error of a server or of one request to it.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum LspError {
-    #[error("cannot start `{command}`: {message}")]
-    Spawn { command: String, message: String },
-    #[error("the language server stopped: {0}")]
-    Closed(String),
-    #[error("no answer to {method} within {} s", .after.as_secs_f64())]
-    Timeout { method: String, after: Duration },
-    #[error("the language server answered {method} with an error: {message}")]
-    Rpc { method: String, message: String },
-}

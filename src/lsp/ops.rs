@@ -62,8 +62,8 @@ fn show_location(checkout: &Path, uri_text: &str, range: &Value) -> String {
         .ok()
         .and_then(|t| t.lines().nth(line as usize).map(|l| l.trim().to_string()))
         .unwrap_or_default();
-    let context = crate::tools::cut_line(&context, 160);
-    format!("{}:{}: {context}", crate::tools::display_rel(rel), line + 1)
+    let context = super::text::cut_line(&context, 160);
+    format!("{}:{}: {context}", super::text::display_rel(rel), line + 1)
 }
 
 /// Locations of a `definition`-like answer: `Location`, `Location[]` or `LocationLink[]`.
@@ -205,7 +205,7 @@ fn hover_text(answer: &Value) -> String {
     if text.trim().is_empty() {
         "no hover information at that position".into()
     } else {
-        crate::tools::cut_line(&text, 4000).into_owned()
+        super::text::cut_line(&text, 4000)
     }
 }
 
@@ -248,7 +248,7 @@ fn symbols_text(checkout: &Path, abs: &Path, answer: &Value) -> String {
     if symbols.is_empty() {
         return "no symbols".into();
     }
-    let rel = crate::tools::display_rel(abs.strip_prefix(checkout).unwrap_or(abs));
+    let rel = super::text::display_rel(abs.strip_prefix(checkout).unwrap_or(abs));
     let mut lines: Vec<String> = symbols
         .iter()
         .take(MAX_RESULTS * 4)

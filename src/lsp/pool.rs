@@ -37,6 +37,9 @@ impl Default for PoolOptions {
     }
 }
 
+/// A changed file: checkout-relative, its text before the change (when known) and now.
+type Synced = (PathBuf, Option<String>, String);
+
 enum Slot {
     Running(Arc<Server>),
     Failed(String),
@@ -236,7 +239,7 @@ impl Pool {
     /// and returns the problems the change added. `None` when no server serves any of them or diagnostics
     /// are off (the files are still synced, so later queries see them).
     pub fn after_change(&self, changed: &[(PathBuf, Option<String>)]) -> Option<Delta> {
-        let mut groups: Vec<(Arc<Server>, Vec<(PathBuf, Option<String>, String)>)> = Vec::new();
+        let mut groups: Vec<(Arc<Server>, Vec<Synced>)> = Vec::new();
         for (rel, old) in changed {
             // Without diagnostics a change starts no server: it only keeps running ones in step.
             let server = if self.options.diagnostics {
@@ -277,13 +280,7 @@ impl Pool {
 
     /// One server's part of [`Pool::after_change`]: the files' diagnostics before (opening a file it has not
     /// seen with its old text first), the new text, the diagnostics after, and the difference.
-    fn diagnose(
-        &self,
-        server: &Server,
-        files: &[(PathBuf, Option<String>, String)],
-        deadline: Instant,
-        delta: &mut Delta,
-    ) {
+    fn diagnose(&self, server: &Server, files: &[Synced], deadline: Instant, delta: &mut Delta) {
         let abs = |rel: &Path| self.checkout.join(rel);
         let uris: Vec<String> = files
             .iter()
@@ -331,7 +328,7 @@ impl Pool {
             }
             let before_items = previous.map_or(&empty, |p| &p.items);
             let path = uri::to_path(uri)
-                .map(|p| crate::tools::display_rel(p.strip_prefix(&self.checkout).unwrap_or(&p)))
+                .map(|p| super::text::display_rel(p.strip_prefix(&self.checkout).unwrap_or(&p)))
                 .unwrap_or_else(|| uri.clone());
             delta.add(&path, before_items, &published.items, changed);
         }

@@ -7,7 +7,17 @@ use std::path::{Path, PathBuf};
 
 /// The URI of an absolute path.
 pub fn from_path(path: &Path) -> String {
-    crate::tools::mcp::client::file_uri(path)
+    use std::os::unix::ffi::OsStrExt;
+    // Percent-encoded outside of unreserved characters and `/`, as MCP's roots are.
+    let mut uri = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
 }
 
 /// The path a `file://` URI names; `None` for another scheme.

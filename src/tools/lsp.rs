@@ -91,7 +91,7 @@ impl Tool for Lsp {
     }
 }
 
-fn pool(ctx: &ToolContext) -> Result<&std::sync::Arc<crate::lsp::Pool>, String> {
+fn pool(ctx: &ToolContext) -> Result<&std::sync::Arc<crate::lsp::pool::Pool>, String> {
     ctx.session
         .lsp()
         .ok_or_else(|| "no language server is available in this session".to_string())

@@ -26,7 +26,7 @@ pub struct SessionState {
     runs: AtomicU32,
     jobs: Mutex<Jobs>,
     /// The session's language servers, once the session has set them up (the `lsp` tools use them).
-    lsp: std::sync::OnceLock<std::sync::Arc<crate::lsp::Pool>>,
+    lsp: std::sync::OnceLock<std::sync::Arc<crate::lsp::pool::Pool>>,
 }
 
 /// A content fingerprint: cheap to compute and to compare, and collisions only matter for a model racing
@@ -53,12 +53,12 @@ impl SessionState {
     }
 
     /// Gives the tools the session's language servers (once; later calls are ignored).
-    pub fn set_lsp(&self, pool: std::sync::Arc<crate::lsp::Pool>) {
+    pub fn set_lsp(&self, pool: std::sync::Arc<crate::lsp::pool::Pool>) {
         let _ = self.lsp.set(pool);
     }
 
     /// The session's language servers, if it has any.
-    pub fn lsp(&self) -> Option<&std::sync::Arc<crate::lsp::Pool>> {
+    pub fn lsp(&self) -> Option<&std::sync::Arc<crate::lsp::pool::Pool>> {
         self.lsp.get()
     }
 

@@ -459,3 +459,46 @@ fn clangd_references_and_definition() {
         "{definition}"
     );
 }
+
+#[test]
+#[ignore = "needs pyright: run by .ci/run"]
+fn replace_symbol_is_one_step_and_a_commands_change_gets_diagnostics_too() {
+    let path = lsp_path();
+    let repo = TestRepo::new();
+    repo.write(
+        "a.py",
+        "def f(x: int) -> int:\n    return x\n\n\ndef g() -> int:\n    return f(1)\n",
+    );
+    repo.commit_all("python");
+    let replace = call(
+        "replace_symbol",
+        json!({"path": "a.py", "symbol": "f", "new_text": "def f(x: int) -> int:\n    return x * 2"}),
+    );
+    let breaks = call(
+        "run",
+        json!({"command": "sed -i 's/return f(1)/return f(\"one\")/' a.py"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![replace.clone()]),
+        Reply::tool_calls(vec![breaks.clone()]),
+        Reply::text("done"),
+    ]);
+
+    let out = agent_with_path(&repo, &server, &path, &["ask", "double it"]);
+
+    out.assert_code(0);
+    let requests = server.requests();
+    let replaced = requests[1].tool_result(&replace.id);
+    assert!(replaced.contains("replaced in 1 file: a.py"), "{replaced}");
+    let id = session_id(&repo);
+    let a = repo.git(&["show", &format!("agent/{id}~1:a.py")]);
+    assert_eq!(
+        a,
+        "def f(x: int) -> int:\n    return x * 2\n\n\ndef g() -> int:\n    return f(1)\n"
+    );
+    let ran = requests[2].tool_result(&breaks.id);
+    assert!(
+        ran.contains("a.py:6:") && ran.contains("error"),
+        "no new error after the command: {ran}"
+    );
+}

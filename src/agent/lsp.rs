@@ -39,10 +39,11 @@ pub(super) fn plan(
         let item = Item::lsp_servers(&repo.text);
         trusted = Ledger::for_repo(common_dir).standing(&item) == Standing::Trusted;
         if !trusted {
-            sink.emit(&Event::Warning(
-                "the language servers in .git-agent.toml are not trusted, so they do not start: read and \
-                 trust them with `git agent trust`",
-            ));
+            sink.emit(&Event::Warning {
+                message: "the language servers in .git-agent.toml are not trusted, so they do not start: \
+                          read and trust them with `git agent trust`"
+                    .to_owned(),
+            });
         }
     }
     let mut options = PoolOptions::default();
@@ -106,7 +107,7 @@ pub(super) fn after_change(
 pub(super) fn warn(state: &SessionState, sink: &mut dyn Sink) {
     if let Some(pool) = state.lsp() {
         for warning in pool.take_warnings() {
-            sink.emit(&Event::Warning(&warning));
+            sink.emit(&Event::Warning { message: warning });
         }
     }
 }

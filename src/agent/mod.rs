@@ -118,6 +118,7 @@ fn with_hint(err: ModelError, model: &ModelConfig) -> AgentError {
 pub async fn ask(
     cwd: &std::path::Path,
     prompt: &str,
+    images: Vec<crate::protocol::Image>,
     mut options: SessionOptions,
     sink: &mut dyn Sink,
     approver: &mut dyn Approver,
@@ -127,6 +128,10 @@ pub async fn ask(
     let signals = control.cancel_on_signals();
     let result = async {
         let mut session = AgentSession::open(cwd, options, sink).await?;
+        if let Err(err) = session.attach_images(images) {
+            session.close();
+            return Err(err);
+        }
         let end = session.turn(prompt, sink, approver, &control).await;
         session.shutdown_mcp().await;
         session.close();

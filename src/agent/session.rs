@@ -123,6 +123,8 @@ pub struct AgentSession {
     pub(super) resumed: bool,
     /// Turns begun in this process.
     pub(super) turns: u32,
+    /// Images the user gave for the next turn (`ask --image`, a path in chat), sent after its prompt.
+    pub(super) images: Vec<crate::protocol::Image>,
     /// A new session in which nothing happened but model requests that never got an answer: closing it
     /// leaves no trace (no branch, checkout or log), as if it had never started.
     pub(super) untouched: bool,
@@ -368,6 +370,7 @@ impl AgentSession {
             announced: false,
             resumed,
             turns: 0,
+            images: Vec::new(),
             untouched: !resumed,
             start_failed: false,
             prior_status,
@@ -412,6 +415,21 @@ impl AgentSession {
             }
             Err(err) => Err(self.failed(err)),
         }
+    }
+
+    /// Gives the next turn `images` (checked by [`crate::tools::image`]), sent to the model after its prompt.
+    /// A model whose provider says `vision = false` refuses them here, before any request.
+    pub fn attach_images(&mut self, images: Vec<crate::protocol::Image>) -> Result<(), AgentError> {
+        if !images.is_empty() && !self.model.config.vision {
+            return Err(AgentError::Config(
+                crate::tools::image::ImageError::NoVision {
+                    model: self.model.config.display_name(),
+                }
+                .to_string(),
+            ));
+        }
+        self.images.extend(images);
+        Ok(())
     }
 
     /// Compacts the conversation now, whatever its size (`/compact [focus]`): the model summarises all but the
@@ -864,10 +882,14 @@ impl Toolbox {
             policy,
             sandbox: Arc::new(sandbox),
             sandbox_config,
-            state: Arc::new(SessionState::new(
-                Some(output),
-                vec![model.api_key_env.to_string()],
-            )),
+            state: Arc::new(
+                SessionState::new(Some(output), vec![model.api_key_env.to_string()]).with_images(
+                    crate::tools::image::ImagePolicy {
+                        vision: model.vision,
+                        max_size: model.max_image_size,
+                    },
+                ),
+            ),
             changes: ChangeTracker::new(session.root()),
             run_timeout,
             mcp: Servers::none(),
@@ -905,6 +927,7 @@ impl Conversation {
         );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
+        journal::load_images(&mut messages, &|blob| store.read_image(blob));
         Conversation {
             messages,
             schemas,

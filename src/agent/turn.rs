@@ -152,6 +152,9 @@ impl<'t> Turn<'t> {
         }
         self.inject_memory(prompt)?;
         self.add_user(prompt)?;
+        for image in std::mem::take(&mut self.s.images) {
+            self.add_image(image, None)?;
+        }
         self.rounds().await
     }
 
@@ -528,8 +531,9 @@ impl<'t> Turn<'t> {
     }
 
     /// Appends a tool result to the conversation and the log.
-    fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
+    fn push_result(&mut self, call: &ToolCall, mut output: ToolOutput) -> Result<(), AgentError> {
         let (ok, summary) = (!output.is_error, output.summary.clone());
+        let images = std::mem::take(&mut output.images);
         let content = model_view(output);
         self.s.work.log.append(
             LogEvent::ToolResult {
@@ -545,6 +549,40 @@ impl<'t> Turn<'t> {
             tool_call_id: call.id.clone(),
             content,
         });
+        for image in images {
+            self.add_image(image, Some(&call.id))?;
+        }
+        Ok(())
+    }
+
+    /// Adds an image for the model after the last message: stored as a blob of the session log (so `show`
+    /// and `--resume` need no copy of the file), recorded, shown, and added to the conversation. `call` is
+    /// the tool call that returned it; `None` for the user's (`--image`).
+    pub(super) fn add_image(
+        &mut self,
+        mut image: crate::protocol::Image,
+        call: Option<&str>,
+    ) -> Result<(), AgentError> {
+        if let Some(bytes) = crate::tools::image::decode(&image.data) {
+            image.blob = self.s.work.store.write_image(&bytes)?;
+        }
+        self.s.work.log.append(
+            LogEvent::Image {
+                blob: image.blob.clone(),
+                media_type: image.media_type.clone(),
+                source: image.source.clone(),
+                bytes: image.bytes,
+                call: call.map(str::to_owned),
+            }
+            .to_json(),
+        )?;
+        self.sink.emit(&Event::Image {
+            source: &image.source,
+            media_type: &image.media_type,
+            bytes: image.bytes,
+            call,
+        });
+        self.s.conv.messages.push(Message::Image { image });
         Ok(())
     }
 

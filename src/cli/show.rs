@@ -300,6 +300,18 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 content: &crate::tools::short(&content, 100),
             }),
             journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
+            journal::Event::Image {
+                media_type,
+                source,
+                bytes,
+                call,
+                ..
+            } => sink.emit(&Event::Image {
+                source: &source,
+                media_type: &media_type,
+                bytes,
+                call: call.as_deref(),
+            }),
             journal::Event::Compaction {
                 replaced,
                 fallback,

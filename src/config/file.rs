@@ -43,6 +43,8 @@ pub struct FileConfig {
     pub mcp_startup_wait: Option<Duration>,
     /// Files larger than this many bytes stay out of step 0 (`max_capture_size`).
     pub max_capture_size: Option<u64>,
+    /// Images larger than this many bytes are refused (`max_image_size`).
+    pub max_image_size: Option<u64>,
     /// How many checkouts of discarded sessions are kept for reuse (`worktree_pool`, user file only: it is
     /// disk space on the user's machine).
     pub worktree_pool: Option<u64>,
@@ -160,6 +162,8 @@ pub struct ProviderTable {
     pub max_tokens_param: Option<MaxTokensParam>,
     pub max_tokens: Option<u32>,
     pub context: ContextConfig,
+    /// `vision`: whether the provider's models take images (`false` refuses them before a request).
+    pub vision: Option<bool>,
     /// Where the table starts, for errors found after parsing (e.g. a new provider without `base_url`).
     pub line: usize,
 }
@@ -197,7 +201,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["hooks", "mode"] => Some(KeyType::String),
         ["hooks", "max_steps"] => Some(KeyType::Count),
         ["hooks", "max_time"] => Some(KeyType::Seconds),
-        ["max_capture_size"] => Some(KeyType::Count),
+        ["max_capture_size" | "max_image_size"] => Some(KeyType::Count),
         ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
         [key] => context_key_type(key).or_else(|| super::skills::key_type(path)),
@@ -208,6 +212,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
                 Some(KeyType::String)
             }
             "max_tokens" => Some(KeyType::Count),
+            "vision" => Some(KeyType::Bool),
             "drop_params" => Some(KeyType::StringList),
             "headers" | "extra_body" => Some(KeyType::Table),
             _ => context_key_type(key),
@@ -254,6 +259,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
+            "max_image_size" => config.max_image_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
                     return Err(ctx.error(
@@ -299,13 +305,14 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, max_capture_size, worktree_pool, explore_model, \
+                        compact, attribution, max_capture_size, max_image_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
                         [prices], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
-                             drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
+                             drop_params, max_tokens_param, max_tokens, vision, context_window, compact_at, prune, \
+                             compact";
 
 /// Where errors point: the file, its text (for line numbers) and which rules apply.
 pub(super) struct Ctx<'a> {
@@ -595,6 +602,7 @@ impl Ctx<'_> {
                     })
             }
             "max_tokens" => provider.max_tokens = Some(self.small_count(item, full, span)?),
+            "vision" => provider.vision = Some(self.boolean(item, full, span)?),
             _ => {
                 if !self.context_key(&mut provider.context, key, full, item, span.clone())? {
                     return Err(self.unknown(full, span, PROVIDER_KEYS));

@@ -15,7 +15,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
-use super::types::{FinishReason, ModelError, Request, Response, StreamEvent, Tuning};
+use super::types::{
+    image_caption, images_after_tool_results, FinishReason, ModelError, Request, Response,
+    StreamEvent, Tuning,
+};
 use crate::protocol::{Message, ThinkingBlock, ToolCall, Usage};
 use crate::sse::SseEvent;
 
@@ -69,7 +72,7 @@ pub fn request_body(req: &Request) -> Value {
 /// results, or tool results followed by a user message) are merged into one.
 fn messages_json(messages: &[Message]) -> Vec<Value> {
     let mut merged: Vec<(&str, Vec<Value>)> = Vec::new();
-    for message in messages {
+    for message in images_after_tool_results(messages) {
         let (role, blocks) = match message {
             Message::System { .. } => continue,
             Message::User { content } => ("user", text_block(content).into_iter().collect()),
@@ -85,6 +88,15 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
                 "user",
                 vec![
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content}),
+                ],
+            ),
+            Message::Image { image } => (
+                "user",
+                vec![
+                    json!({"type": "text", "text": image_caption(image)}),
+                    json!({"type": "image", "source": {
+                        "type": "base64", "media_type": image.media_type, "data": image.data,
+                    }}),
                 ],
             ),
         };

@@ -82,6 +82,41 @@ fn merge(target: &mut serde_json::Value, extra: &serde_json::Value) {
     }
 }
 
+/// The messages in the order a wire format can send them: an image that follows a tool result moves past
+/// the rest of that run of results, because both APIs want a tool call's results straight after the call
+/// (Chat Completions allows only `tool` messages there; Messages wants `tool_result` blocks first in their
+/// user message).
+pub fn images_after_tool_results(messages: &[Message]) -> Vec<&Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut held = Vec::new();
+    let mut in_results = false;
+    for message in messages {
+        match message {
+            Message::Image { .. } if in_results => held.push(message),
+            Message::Image { .. } => out.push(message),
+            Message::Tool { .. } => {
+                in_results = true;
+                out.push(message);
+            }
+            _ => {
+                in_results = false;
+                out.append(&mut held);
+                out.push(message);
+            }
+        }
+    }
+    out.append(&mut held);
+    out
+}
+
+/// The line that tells the model which image follows.
+pub fn image_caption(image: &crate::protocol::Image) -> String {
+    format!(
+        "[image: {} ({}, {} bytes)]",
+        image.source, image.media_type, image.bytes
+    )
+}
+
 /// One request to a model.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {

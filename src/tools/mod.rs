@@ -6,6 +6,7 @@
 
 pub(crate) mod capture;
 pub mod edit;
+pub(crate) mod image;
 pub(crate) mod jobs;
 pub(crate) mod list;
 pub(crate) mod mcp;
@@ -67,6 +68,8 @@ pub struct ToolOutput {
     /// Repo-relative paths this call wrote or deleted (for the step commit). A tool whose changes are found
     /// by a scan of the checkout ([`Tool::changes_by_scan`], `run`) leaves this empty.
     pub changed: Vec<PathBuf>,
+    /// Images for the model (`read_file` of a PNG, an MCP tool's image), sent after the result's text.
+    pub images: Vec<crate::protocol::Image>,
 }
 
 impl ToolOutput {
@@ -85,7 +88,7 @@ impl ToolOutput {
             content,
             summary,
             is_error: true,
-            changed: Vec::new(),
+            ..Default::default()
         }
     }
 }

@@ -158,6 +158,17 @@ fn value(event: &Event<'_>) -> Option<serde_json::Value> {
         Event::Memory { action, entries } => {
             json!({"type": "memory", "action": action, "entries": entries})
         }
+        Event::Image {
+            source,
+            media_type,
+            bytes,
+            call,
+        } => {
+            json!({"type": "image", "source": source, "media_type": media_type, "bytes": bytes, "call": call})
+        }
+        Event::WebResults { query, results } => {
+            json!({"type": "web_results", "query": query, "results": results})
+        }
         // A subagent's event is the event itself, marked with the call that started the subagent.
         Event::Nested { parent, event } => {
             let mut value = value(event)?;

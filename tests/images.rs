@@ -300,3 +300,31 @@ fn show_and_resume_work_after_the_file_is_deleted() {
     );
     fsck(&repo);
 }
+
+#[test]
+fn chat_sends_the_images_a_prompt_names() {
+    let repo = TestRepo::new();
+    let shot = png(50);
+    std::fs::create_dir(repo.path().join("shots")).unwrap();
+    std::fs::write(repo.path().join("shots/fail.png"), &shot).unwrap();
+    let server = Server::start(vec![Reply::text("A button."), Reply::text("Fine.")]);
+    let input = "what is in @shots/fail.png?\nand shots/fail.png, @gone.png or a.png in prose\n";
+    let stdin = repo.root().join("stdin.txt");
+    std::fs::write(&stdin, input).unwrap();
+    let mut cmd = agent(&repo, &server, Wire::OpenAi, "", &["chat"]);
+    cmd.stdin(std::fs::File::open(&stdin).unwrap());
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let sent = (String::from("image/png"), base64(&shot));
+    assert_eq!(images(&requests[0].body), [sent.clone()]);
+    // The second turn: the pasted path is sent too (the first turn's image stays in the conversation); a
+    // missing `@` file is a warning, a word that only looks like a file name is prose.
+    assert_eq!(images(&requests[1].body), [sent.clone(), sent]);
+    assert!(
+        out.stderr().contains("warning: cannot read gone.png:"),
+        "{out}"
+    );
+    assert!(!out.stderr().contains("a.png"), "{out}");
+}

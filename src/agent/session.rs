@@ -417,6 +417,11 @@ impl AgentSession {
         }
     }
 
+    /// The largest image the session's model is sent, in bytes (`max_image_size`).
+    pub fn max_image_size(&self) -> u64 {
+        self.model.config.max_image_size
+    }
+
     /// Gives the next turn `images` (checked by [`crate::tools::image`]), sent to the model after its prompt.
     /// A model whose provider says `vision = false` refuses them here, before any request.
     pub fn attach_images(&mut self, images: Vec<crate::protocol::Image>) -> Result<(), AgentError> {

@@ -77,6 +77,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             }
             continue;
         }
+        for warning in super::attach_pasted_images(ctx.cwd(), &mut session, &entry) {
+            sink.emit(&Event::Warning(&warning));
+        }
         let ctrl_c = control.cancel_on_ctrl_c();
         let stopping = cancel_on_stop(&control, stop.clone());
         let end = session

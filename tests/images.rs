@@ -328,3 +328,56 @@ fn chat_sends_the_images_a_prompt_names() {
     );
     assert!(!out.stderr().contains("a.png"), "{out}");
 }
+
+/// A stdio MCP server whose one tool, `shot`, answers a text block and the PNG in its first argument
+/// (base64) as an image block.
+const MCP_SERVER: &str = r#"
+import json, sys
+png = sys.argv[1]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    mid, method = msg["id"], msg.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": "2025-06-18",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "img", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "shot",
+              "description": "A screenshot", "inputSchema": {"type": "object", "properties": {}},
+              "annotations": {"readOnlyHint": True}}]}})
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [
+              {"type": "text", "text": "the screen"},
+              {"type": "image", "data": png, "mimeType": "image/png"}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "unknown"}})
+"#;
+
+#[test]
+fn an_mcp_image_result_is_passed_through() {
+    let repo = TestRepo::new();
+    let shot = png(20);
+    let script = repo.root().join("img_mcp.py");
+    std::fs::write(&script, MCP_SERVER).unwrap();
+    let args = serde_json::json!([script.display().to_string(), base64(&shot)]);
+    let config = format!("[mcp_servers.img]\ncommand = \"python3\"\nargs = {args}\n");
+    let shot_call = call("mcp__img__shot", serde_json::json!({}));
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![shot_call.clone()]),
+        Reply::text("I see the screen."),
+    ]);
+    let out = ask(&repo, &server, Wire::Anthropic, &config, &["ask", "--yes", "look"]);
+    out.assert_code(0);
+    let requests = server.requests();
+    let result = requests[1].tool_result(&shot_call.id);
+    assert!(result.contains("the screen\n[image: image/png, about 49 bytes]"), "{result}");
+    assert!(result.contains("[shot image 1 is attached as an image]"), "{result}");
+    assert_eq!(
+        images(&requests[1].body),
+        [("image/png".to_owned(), base64(&shot))]
+    );
+}

@@ -72,11 +72,15 @@ fn block(block: &Value) -> String {
     let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or_default();
     match field("type") {
         "text" => field("text").to_string(),
-        "image" => format!(
-            "[image: {}, about {} bytes]",
-            or(field("mimeType"), "unknown type"),
-            field("data").len() / 4 * 3
-        ),
+        "image" => {
+            let data = field("data").trim_end();
+            let padding = data.len() - data.trim_end_matches('=').len();
+            format!(
+                "[image: {}, about {} bytes]",
+                or(field("mimeType"), "unknown type"),
+                (data.len() / 4 * 3).saturating_sub(padding)
+            )
+        }
         kind @ "audio" => {
             let size = field("data").len() / 4 * 3;
             format!(

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod prices;
 pub(crate) mod skills;
 pub mod trust;
+pub mod web_search;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -396,16 +397,21 @@ impl Settings {
                 env: key_source,
             });
         }
+        let wire = table
+            .kind
+            .or(preset.map(|p| p.wire))
+            .unwrap_or(WireFormat::OpenAiChat);
+        let server_tools = match wire {
+            WireFormat::AnthropicMessages => self.provider_web_search(&provider),
+            WireFormat::OpenAiChat => None,
+        };
         let default_param = match preset {
             // OpenAI's reasoning models reject `max_tokens`; compatible servers often know only that name.
             Some(p) if p.name == "openai" && !base_override => MaxTokensParam::MaxCompletionTokens,
             _ => MaxTokensParam::MaxTokens,
         };
         Ok(ModelConfig {
-            wire: table
-                .kind
-                .or(preset.map(|p| p.wire))
-                .unwrap_or(WireFormat::OpenAiChat),
+            wire,
             model: model.to_string(),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
@@ -417,6 +423,7 @@ impl Settings {
                 drop_params: table.drop_params,
                 max_tokens_param: table.max_tokens_param.unwrap_or(default_param),
                 max_tokens: table.max_tokens,
+                server_tools: server_tools.into_iter().collect(),
             },
             context: table.context.or(self.repo.context.or(self.user.context)),
             price: self.price(&provider, &model),

@@ -252,7 +252,11 @@ impl AgentSession {
         from: StartFrom,
         sink: &mut dyn Sink,
     ) -> Result<AgentSession, AgentError> {
-        let model = options.model;
+        let mut model = options.model;
+        if !options.safety.sandbox.network {
+            // The provider's own search is network use we could not refuse call by call.
+            model.tuning.server_tools.clear();
+        }
         let client = Client::new_tuned(
             model.wire,
             model.base_url.clone(),
@@ -295,6 +299,17 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        // The backend's web_search only where the provider searches nothing itself.
+        if model.tuning.server_tools.is_empty() {
+            if let Some(backend) = own.search_backend(&env) {
+                tools
+                    .registry
+                    .add(Arc::new(crate::tools::web_search::WebSearch {
+                        backend,
+                        network: tools.sandbox_config.network,
+                    }));
+            }
+        }
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
         let skills = SessionSkills::load(&store, caps, sink);
         if let Some(tool) = skills.tool() {
@@ -478,7 +493,10 @@ impl AgentSession {
 
     /// Switches the model for the next turns (`/model`): a new client, the context window resolved for the new
     /// model, and its key registered for redaction. The conversation stays.
-    pub async fn set_model(&mut self, model: ModelConfig) -> Result<(), AgentError> {
+    pub async fn set_model(&mut self, mut model: ModelConfig) -> Result<(), AgentError> {
+        if !self.tools.sandbox_config.network {
+            model.tuning.server_tools.clear();
+        }
         let link = &mut self.model;
         link.client = Client::new_tuned(
             model.wire,

@@ -70,6 +70,9 @@ pub(super) async fn send(
             }
             StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning(text)),
             StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
+            StreamEvent::WebResults { query, results } => {
+                sink.emit(&Event::WebResults { query, results })
+            }
         }
     };
     let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {

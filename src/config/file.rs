@@ -64,6 +64,8 @@ pub struct FileConfig {
     pub skills: super::skills::SkillsConfig,
     /// `[prices."provider/model"]` tables (user file only), in file order.
     pub prices: Vec<(String, super::prices::Price)>,
+    /// The `[web_search]` table (user file only).
+    pub web_search: super::web_search::WebSearchConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -221,6 +223,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
+        ["web_search", key] => super::web_search::key_type(key),
         _ => super::skills::key_type(path),
     }
 }
@@ -258,6 +261,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
+            "web_search" => config.web_search = super::web_search::parse(&ctx, item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "max_image_size" => config.max_image_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
@@ -307,7 +311,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, max_image_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
-                        [prices], [providers.<name>], [mcp_servers.<name>]";
+                        [prices], [web_search], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

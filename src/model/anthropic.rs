@@ -201,6 +201,17 @@ enum WireBlock {
     RedactedThinking {
         data: String,
     },
+    /// A call of a tool the provider runs itself (`web_search`); its input streams like a tool call's.
+    ServerToolUse {
+        #[serde(default)]
+        name: String,
+        input: Option<Value>,
+    },
+    /// What the provider's web search found: `web_search_result` items, or an error object.
+    WebSearchToolResult {
+        #[serde(default)]
+        content: Value,
+    },
     #[serde(other)]
     Other,
 }
@@ -263,6 +274,12 @@ enum BlockKind {
         initial: Option<Value>,
     },
     Thinking(ThinkingBlock),
+    /// A server tool's call: the provider runs it; kept for the query its result is shown with.
+    ServerTool {
+        name: String,
+        json: String,
+        initial: Option<Value>,
+    },
     Other,
 }
 
@@ -325,7 +342,7 @@ impl EventParser {
                     initial,
                 } => tool_calls.push((ordinal, tool_call(id, name, json, initial))),
                 BlockKind::Thinking(block) => thinking.push(block),
-                BlockKind::Text | BlockKind::Other => {}
+                BlockKind::Text | BlockKind::ServerTool { .. } | BlockKind::Other => {}
             }
         }
         tool_calls.sort_by_key(|(ordinal, _)| *ordinal);
@@ -404,6 +421,18 @@ impl EventParser {
             WireBlock::RedactedThinking { data } => {
                 BlockKind::Thinking(ThinkingBlock::RedactedThinking { data })
             }
+            WireBlock::ServerToolUse { name, input } => BlockKind::ServerTool {
+                name,
+                json: String::new(),
+                initial: input,
+            },
+            WireBlock::WebSearchToolResult { content } => {
+                events.push(StreamEvent::WebResults {
+                    query: self.last_search_query(),
+                    results: web_results(&content),
+                });
+                BlockKind::Other
+            }
             WireBlock::Other => BlockKind::Other,
         };
         self.blocks.push(Block {
@@ -430,7 +459,8 @@ impl EventParser {
             )));
         };
         match (&mut self.blocks[slot].kind, delta) {
-            (BlockKind::Tool { json, .. }, WireDelta::InputJsonDelta { partial_json }) => {
+            (BlockKind::Tool { json, .. }, WireDelta::InputJsonDelta { partial_json })
+            | (BlockKind::ServerTool { json, .. }, WireDelta::InputJsonDelta { partial_json }) => {
                 json.push_str(&partial_json);
             }
             (
@@ -450,6 +480,27 @@ impl EventParser {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The query of the latest web search the provider ran (its result block follows its call block).
+    fn last_search_query(&self) -> String {
+        self.blocks
+            .iter()
+            .rev()
+            .find_map(|block| match &block.kind {
+                BlockKind::ServerTool {
+                    name,
+                    json,
+                    initial,
+                } if name == "web_search" => {
+                    let input = serde_json::from_str::<Value>(json)
+                        .ok()
+                        .or_else(|| initial.clone())?;
+                    Some(input.get("query")?.as_str()?.to_owned())
+                }
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     fn add_text(&mut self, text: String, events: &mut Vec<StreamEvent>) {
@@ -490,6 +541,22 @@ fn unfinished_tool(block: &Block) -> Option<&str> {
         BlockKind::Tool { name, .. } if !block.stopped => Some(name),
         _ => None,
     }
+}
+
+/// The results of a `web_search_tool_result` block as titles and URLs (the page text comes encrypted, for
+/// the model only); an error result (`web_search_tool_result_error`) is none.
+fn web_results(content: &Value) -> Vec<crate::protocol::WebResult> {
+    content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "web_search_result")
+        .map(|item| crate::protocol::WebResult {
+            title: item["title"].as_str().unwrap_or_default().to_owned(),
+            url: item["url"].as_str().unwrap_or_default().to_owned(),
+            snippet: String::new(),
+        })
+        .collect()
 }
 
 /// A call with no `input_json_delta` has its whole input in `content_block_start` (usually `{}`).

@@ -27,6 +27,9 @@ pub struct Tuning {
     pub max_tokens_param: MaxTokensParam,
     /// The output token limit when the request sets none.
     pub max_tokens: Option<u32>,
+    /// Tools the provider runs itself (Anthropic's `web_search_20250305`), added to every request that
+    /// offers tools; one replaces a function tool of its name.
+    pub server_tools: Vec<serde_json::Value>,
 }
 
 // Header values may hold credentials (a gateway's own key), so only their names are shown.
@@ -39,6 +42,7 @@ impl std::fmt::Debug for Tuning {
             .field("drop_params", &self.drop_params)
             .field("max_tokens_param", &self.max_tokens_param)
             .field("max_tokens", &self.max_tokens)
+            .field("server_tools", &self.server_tools)
             .finish()
     }
 }
@@ -63,6 +67,13 @@ impl Tuning {
         }
         for key in &self.drop_params {
             fields.remove(key);
+        }
+        if let Some(serde_json::Value::Array(tools)) = fields.get_mut("tools") {
+            for server in &self.server_tools {
+                let name = server.get("name");
+                tools.retain(|tool| name.is_none() || tool.get("name") != name);
+                tools.push(server.clone());
+            }
         }
     }
 }
@@ -141,6 +152,11 @@ pub enum StreamEvent {
     },
     /// Usage figures for the request.
     Usage(Usage),
+    /// The provider searched the web itself (Anthropic's server tool) and found `results` for `query`.
+    WebResults {
+        query: String,
+        results: Vec<crate::protocol::WebResult>,
+    },
 }
 
 /// Why the model stopped producing output.

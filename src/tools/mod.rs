@@ -18,6 +18,7 @@ pub(crate) mod skill;
 pub(crate) mod state;
 pub(crate) mod walk;
 pub(crate) mod web_fetch;
+pub(crate) mod web_search;
 pub(crate) mod write;
 
 pub use state::SessionState;

@@ -402,7 +402,7 @@ impl Settings {
             .or(preset.map(|p| p.wire))
             .unwrap_or(WireFormat::OpenAiChat);
         let server_tools = match wire {
-            WireFormat::AnthropicMessages => self.provider_web_search(&provider),
+            WireFormat::AnthropicMessages => self.user.web_search.server_tool(&provider),
             WireFormat::OpenAiChat => None,
         };
         let default_param = match preset {

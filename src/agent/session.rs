@@ -301,7 +301,7 @@ impl AgentSession {
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         // The backend's web_search only where the provider searches nothing itself.
         if model.tuning.server_tools.is_empty() {
-            if let Some(backend) = own.search_backend(&env) {
+            if let Some(backend) = own.user.web_search.backend(&env) {
                 tools
                     .registry
                     .add(Arc::new(crate::tools::web_search::WebSearch {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use toml_edit::{Document, Item, TableLike, Value};
 
+use super::web_search::WebSearchConfig;
 use super::ConfigError;
 use crate::model::{MaxTokensParam, Wire};
 
@@ -65,7 +66,7 @@ pub struct FileConfig {
     /// `[prices."provider/model"]` tables (user file only), in file order.
     pub prices: Vec<(String, super::prices::Price)>,
     /// The `[web_search]` table (user file only).
-    pub web_search: super::web_search::WebSearchConfig,
+    pub web_search: WebSearchConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -223,7 +224,9 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
-        ["web_search", key] => super::web_search::key_type(key),
+        ["web_search", "url" | "key_env"] => Some(KeyType::String),
+        ["web_search", "provider"] => Some(KeyType::Bool),
+        ["web_search", "max_uses"] => Some(KeyType::Count),
         _ => super::skills::key_type(path),
     }
 }
@@ -261,7 +264,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
-            "web_search" => config.web_search = super::web_search::parse(&ctx, item, span)?,
+            "web_search" => config.web_search = ctx.web_search(item, span)?,
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "max_image_size" => config.max_image_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
@@ -504,6 +507,38 @@ impl Ctx<'_> {
             }
         }
         Ok(hooks)
+    }
+
+    /// The `[web_search]` table (see [`super::web_search`]); user file only: the backend receives every
+    /// query the model writes, which may quote the code, so a repository must not choose it.
+    fn web_search(&self, item: &Item, span: Span) -> Result<WebSearchConfig, ConfigError> {
+        if self.scope == Scope::Repo {
+            return Err(self.error(
+                span,
+                "web_search",
+                "the search backend receives every query: set [web_search] in your own config file",
+            ));
+        }
+        let table = self.table(item, "web_search", span)?;
+        let mut config = WebSearchConfig::default();
+        for (key, item) in table.iter() {
+            let span = span_of(table, key, item);
+            let name = format!("web_search.{key}");
+            match key {
+                "url" => {
+                    let url = self.string(item, &name, span.clone())?;
+                    if let Some(problem) = super::web_search::url_problem(&url) {
+                        return Err(self.error(span, &name, problem));
+                    }
+                    config.url = Some(url);
+                }
+                "key_env" => config.key_env = Some(self.string(item, &name, span)?),
+                "provider" => config.provider = Some(self.boolean(item, &name, span)?),
+                "max_uses" => config.max_uses = Some(self.small_count(item, &name, span)?),
+                _ => return Err(self.unknown(&name, span, super::web_search::KEYS)),
+            }
+        }
+        Ok(config)
     }
 
     fn provider(&self, name: &str, item: &Item, span: Span) -> Result<ProviderTable, ConfigError> {
@@ -883,5 +918,26 @@ chat_template_kwargs = { enable_thinking = false }
         );
         assert_eq!(key_type(&["providers", "x", "nope"]), None);
         assert_eq!(key_type(&["nope"]), None);
+    }
+
+    #[test]
+    fn web_search_comes_from_the_users_file_only() {
+        let text = "[web_search]\nurl = \"http://127.0.0.1:1/s?q={query}\"\nkey_env = \"K\"\nmax_uses = 2\n";
+        let user = parse(Path::new("config.toml"), text, Scope::User).unwrap();
+        assert_eq!(user.web_search.max_uses, Some(2));
+        assert_eq!(user.web_search.key_env.as_deref(), Some("K"));
+        let repo = parse(Path::new(".git-agent.toml"), text, Scope::Repo).unwrap_err();
+        assert!(repo
+            .to_string()
+            .contains("set [web_search] in your own config file"));
+        let bad = parse(
+            Path::new("config.toml"),
+            "[web_search]\nurl = \"http://x/\"\n",
+            Scope::User,
+        );
+        assert!(bad.unwrap_err().to_string().contains("with {query} in it"));
+        assert_eq!(key_type(&["web_search", "url"]), Some(KeyType::String));
+        assert_eq!(key_type(&["max_image_size"]), Some(KeyType::Count));
+        assert_eq!(key_type(&["providers", "x", "vision"]), Some(KeyType::Bool));
     }
 }

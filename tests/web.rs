@@ -400,6 +400,15 @@ fn anthropics_server_tool_is_requested_in_its_shape_and_its_results_shown() {
         "{out}"
     );
     assert!(seen.lock().unwrap().is_empty(), "the backend was not asked");
+    // The session log keeps the search: `show` prints it before the answer.
+    let id = crate::common::session_id(&repo);
+    let show = crate::common::run(&mut anthropic_agent(&repo, &server, &config, &["show", &id]));
+    show.assert_code(0);
+    let shown = show.stdout();
+    let search_at = shown
+        .find("web search \"gitoxide\": 2 results")
+        .unwrap_or_else(|| panic!("no search in {show}"));
+    assert!(search_at < shown.find("gitoxide is a Rust git.").unwrap(), "{show}");
 
     // --json carries the results as an event.
     let server = Server::start(vec![Reply::sse_raw(anthropic::writes(&events))]);

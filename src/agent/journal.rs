@@ -134,6 +134,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<String>,
     },
+    /// A search the provider ran itself while writing the reply that follows (Anthropic's server tool).
+    WebSearch {
+        query: String,
+        results: Vec<crate::protocol::WebResult>,
+    },
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.
     Explore { parent: String, event: Box<Event> },

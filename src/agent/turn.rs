@@ -489,6 +489,13 @@ impl<'t> Turn<'t> {
 
     /// Appends a model reply and its usage to the session log.
     fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        for (query, results) in &response.web_searches {
+            let event = LogEvent::WebSearch {
+                query: query.clone(),
+                results: results.clone(),
+            };
+            self.s.work.log.append(event.to_json())?;
+        }
         self.s.work.log.append(
             LogEvent::Assistant {
                 content: response.text.clone(),

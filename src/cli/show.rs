@@ -300,6 +300,10 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 content: &crate::tools::short(&content, 100),
             }),
             journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
+            journal::Event::WebSearch { query, results } => sink.emit(&Event::WebResults {
+                query: &query,
+                results: &results,
+            }),
             journal::Event::Image {
                 media_type,
                 source,

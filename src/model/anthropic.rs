@@ -293,6 +293,7 @@ pub struct EventParser {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    web_searches: Vec<(String, Vec<crate::protocol::WebResult>)>,
 }
 
 impl EventParser {
@@ -352,6 +353,7 @@ impl EventParser {
             finish_reason: self.finish_reason,
             usage: self.usage,
             thinking,
+            web_searches: self.web_searches,
         })
     }
 
@@ -427,10 +429,9 @@ impl EventParser {
                 initial: input,
             },
             WireBlock::WebSearchToolResult { content } => {
-                events.push(StreamEvent::WebResults {
-                    query: self.last_search_query(),
-                    results: web_results(&content),
-                });
+                let (query, results) = (self.last_search_query(), web_results(&content));
+                self.web_searches.push((query.clone(), results.clone()));
+                events.push(StreamEvent::WebResults { query, results });
                 BlockKind::Other
             }
             WireBlock::Other => BlockKind::Other,
@@ -884,6 +885,7 @@ mod tests {
                 finish_reason: Some(FinishReason::ToolCalls),
                 usage: Some(end_usage),
                 thinking: vec![],
+                web_searches: vec![],
             }
         );
         for split in 0..=bytes.len() {

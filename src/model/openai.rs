@@ -298,6 +298,7 @@ impl ChunkParser {
             finish_reason: self.finish_reason,
             usage: self.usage,
             thinking: Vec::new(),
+            web_searches: Vec::new(),
         })
     }
 

@@ -189,6 +189,8 @@ pub struct Response {
     pub usage: Option<Usage>,
     /// Reasoning blocks to keep in the conversation (Anthropic only; store them in [`Message::Assistant`]).
     pub thinking: Vec<ThinkingBlock>,
+    /// The searches the provider ran itself (Anthropic's server tool), each query with what it found.
+    pub web_searches: Vec<(String, Vec<crate::protocol::WebResult>)>,
 }
 
 /// The error returned by a model client's `stream()`.

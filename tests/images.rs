@@ -250,6 +250,26 @@ fn a_model_without_vision_gets_a_clear_error() {
          config): use a model with vision"
     );
     assert!(server.requests().is_empty());
+    // read_file of an image tells such a model why it sees none.
+    let read = call("read_file", serde_json::json!({"path": "shot.png"}));
+    let reading = Server::start(vec![Reply::tool_calls(vec![read.clone()]), Reply::text("ok")]);
+    ask(
+        &repo,
+        &reading,
+        Wire::OpenAi,
+        "[providers.openai]\nvision = false\n",
+        &["ask", "look"],
+    )
+    .assert_code(0);
+    let requests = reading.requests();
+    assert!(
+        requests[1]
+            .tool_result(&read.id)
+            .contains("'shot.png' is an image (image/png, 39 bytes); this model does not take images (vision = false"),
+        "{}",
+        requests[1].tool_result(&read.id)
+    );
+    assert!(images(&requests[1].body).is_empty());
     let out = ask(
         &repo,
         &server,
@@ -379,5 +399,26 @@ fn an_mcp_image_result_is_passed_through() {
     assert_eq!(
         images(&requests[1].body),
         [("image/png".to_owned(), base64(&shot))]
+    );
+}
+
+#[test]
+fn a_provider_refusing_an_image_gets_a_hint_about_vision() {
+    let repo = TestRepo::new();
+    std::fs::write(repo.path().join("shot.png"), png(10)).unwrap();
+    let server = Server::start(vec![Reply::status(400, "image input is not supported by this model")]);
+    let out = ask(&repo, &server, Wire::OpenAi, "", &["ask", "--image", "shot.png", "what is it?"]);
+    assert_eq!(out.code(), 1, "{out}");
+    assert!(
+        out.stderr().lines().any(|l| l
+            == "error: model request failed (HTTP 400): image input is not supported by this model"),
+        "{out}"
+    );
+    assert!(
+        out.stderr().contains(
+            "hint: the request carried an image: if openai/test-model takes none, set vision = false in \
+             [providers.openai]"
+        ),
+        "{out}"
     );
 }

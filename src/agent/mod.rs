@@ -77,6 +77,13 @@ pub enum AgentError {
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+    /// The provider refused a request that carried an image: the model may take none.
+    #[error("{source}")]
+    ImageRefused {
+        source: ModelError,
+        provider: String,
+        model: String,
+    },
     /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
     #[error("{0}")]
     Config(String),
@@ -92,9 +99,25 @@ impl AgentError {
             AgentError::Unreachable { env, .. } => vec![format!(
                 "is the model server running? The endpoint comes from {env} (or the provider's default)"
             )],
+            AgentError::ImageRefused {
+                provider, model, ..
+            } => vec![format!(
+                "the request carried an image: if {model} takes none, set vision = false in \
+                 [providers.{provider}] (images are then refused before a request) or use a model with vision"
+            )],
             _ => Vec::new(),
         }
     }
+}
+
+/// True when `err` is a provider's refusal of a request whose conversation holds an image (a model without
+/// vision answers 400 or 422, or 413 for an image it finds too large): the user needs to hear about images,
+/// not only the provider's words.
+fn refused_an_image(err: &ModelError, messages: &[crate::protocol::Message]) -> bool {
+    matches!(err, ModelError::Http { status: 400 | 413 | 415 | 422, .. })
+        && messages
+            .iter()
+            .any(|m| matches!(m, crate::protocol::Message::Image { .. }))
 }
 
 /// A model error with the hint the user needs: which key to check, where the endpoint comes from.

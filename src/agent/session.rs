@@ -858,6 +858,13 @@ impl AgentSession {
         // Best effort: the error itself is what the user needs to see.
         let _ = work.log.fold(&work.store);
         match err {
+            AgentError::Model(err) if super::refused_an_image(&err, &self.conv.messages) => {
+                AgentError::ImageRefused {
+                    source: err,
+                    provider: self.model.config.provider.clone(),
+                    model: self.model.config.display_name(),
+                }
+            }
             AgentError::Model(err) => super::with_hint(err, &self.model.config),
             err => err,
         }

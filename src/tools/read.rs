@@ -135,7 +135,8 @@ fn read_image(
     let policy = ctx.session.images;
     if !policy.vision {
         return Err(format!(
-            "'{path}' is an image ({media_type}, {size} bytes); this model does not take images              (vision = false in its provider's config)"
+            "'{path}' is an image ({media_type}, {size} bytes); this model does not take images \
+             (vision = false in its provider's config)"
         ));
     }
     let cap = policy.max_size;

@@ -50,7 +50,9 @@ pub enum Message {
     /// An image for a vision model: one given by the user (`--image`), or one a tool returned (`read_file`
     /// of a PNG, an MCP tool). It belongs to the message before it; the wire formats place it where their
     /// API allows (after the run of tool results it follows).
-    Image { image: Image },
+    Image {
+        image: Image,
+    },
 }
 
 /// An image as the model gets it: its type, sniffed from the bytes, and the bytes in base64 (what both wire

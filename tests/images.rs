@@ -71,7 +71,10 @@ fn images(body: &Value) -> Vec<(String, String)> {
         for part in message["content"].as_array().into_iter().flatten() {
             match part["type"].as_str() {
                 Some("image_url") => {
-                    assert_eq!(message["role"], "user", "OpenAI takes images from users only");
+                    assert_eq!(
+                        message["role"], "user",
+                        "OpenAI takes images from users only"
+                    );
                     let url = part["image_url"]["url"].as_str().unwrap_or_default();
                     let (head, data) = url.split_once(";base64,").expect("a base64 data URL");
                     let media = head.strip_prefix("data:").expect("a data URL");
@@ -81,8 +84,14 @@ fn images(body: &Value) -> Vec<(String, String)> {
                     assert_eq!(message["role"], "user");
                     assert_eq!(part["source"]["type"], "base64");
                     found.push((
-                        part["source"]["media_type"].as_str().unwrap_or_default().to_owned(),
-                        part["source"]["data"].as_str().unwrap_or_default().to_owned(),
+                        part["source"]["media_type"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        part["source"]["data"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
                     ));
                 }
                 _ => {}
@@ -97,7 +106,13 @@ fn ask_with_an_image_reaches_the_model(wire: Wire) {
     let shot = png(300);
     std::fs::write(repo.path().join("shot.png"), &shot).unwrap();
     let server = Server::start(vec![Reply::text("A red square.")]);
-    let out = ask(&repo, &server, wire, "", &["ask", "--image", "shot.png", "what is this?"]);
+    let out = ask(
+        &repo,
+        &server,
+        wire,
+        "",
+        &["ask", "--image", "shot.png", "what is this?"],
+    );
     out.assert_code(0);
     assert_eq!(out.stdout().trim(), "A red square.");
     let requests = server.requests();
@@ -107,9 +122,13 @@ fn ask_with_an_image_reaches_the_model(wire: Wire) {
     );
     // The image comes after the prompt, which stays a user message of its own.
     let texts = requests[0].user_texts();
-    assert!(texts.iter().any(|t| t.contains("what is this?")), "{texts:?}");
     assert!(
-        out.stderr().contains("image shot.png (image/png, 329 bytes) sent to the model"),
+        texts.iter().any(|t| t.contains("what is this?")),
+        "{texts:?}"
+    );
+    assert!(
+        out.stderr()
+            .contains("image shot.png (image/png, 329 bytes) sent to the model"),
         "{out}"
     );
     // The image is a blob in the session log's tree, so it travels with the log.
@@ -220,7 +239,10 @@ fn an_image_over_the_cap_is_refused_with_its_size() {
     assert!(server.requests().is_empty(), "nothing was sent");
     // read_file of the same file: the model is told, with the size.
     let read = call("read_file", serde_json::json!({"path": "big.png"}));
-    let server = Server::start(vec![Reply::tool_calls(vec![read.clone()]), Reply::text("ok")]);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![read.clone()]),
+        Reply::text("ok"),
+    ]);
     ask(&repo, &server, Wire::OpenAi, config, &["ask", "look"]).assert_code(0);
     let requests = server.requests();
     let result = requests[1].tool_result(&read.id);
@@ -252,7 +274,10 @@ fn a_model_without_vision_gets_a_clear_error() {
     assert!(server.requests().is_empty());
     // read_file of an image tells such a model why it sees none.
     let read = call("read_file", serde_json::json!({"path": "shot.png"}));
-    let reading = Server::start(vec![Reply::tool_calls(vec![read.clone()]), Reply::text("ok")]);
+    let reading = Server::start(vec![
+        Reply::tool_calls(vec![read.clone()]),
+        Reply::text("ok"),
+    ]);
     ask(
         &repo,
         &reading,
@@ -277,9 +302,19 @@ fn a_model_without_vision_gets_a_clear_error() {
         "",
         &["ask", "--image", "missing.png", "what is this?"],
     );
-    assert!(out.first_stderr_line().starts_with("error: cannot read missing.png:"), "{out}");
+    assert!(
+        out.first_stderr_line()
+            .starts_with("error: cannot read missing.png:"),
+        "{out}"
+    );
     std::fs::write(repo.path().join("fake.png"), "not an image").unwrap();
-    let out = ask(&repo, &server, Wire::OpenAi, "", &["ask", "--image", "fake.png", "x"]);
+    let out = ask(
+        &repo,
+        &server,
+        Wire::OpenAi,
+        "",
+        &["ask", "--image", "fake.png", "x"],
+    );
     assert_eq!(
         out.first_stderr_line(),
         "error: fake.png is not a PNG, JPEG, GIF or WebP image"
@@ -292,15 +327,25 @@ fn show_and_resume_work_after_the_file_is_deleted() {
     let shot = png(100);
     let path = repo.path().join("shot.png");
     std::fs::write(&path, &shot).unwrap();
-    let server = Server::start(vec![Reply::text("A square."), Reply::text("Still a square.")]);
-    ask(&repo, &server, Wire::Anthropic, "", &["ask", "--image", "shot.png", "what is it?"])
-        .assert_code(0);
+    let server = Server::start(vec![
+        Reply::text("A square."),
+        Reply::text("Still a square."),
+    ]);
+    ask(
+        &repo,
+        &server,
+        Wire::Anthropic,
+        "",
+        &["ask", "--image", "shot.png", "what is it?"],
+    )
+    .assert_code(0);
     std::fs::remove_file(&path).unwrap();
     let id = session_id(&repo);
     let out = ask(&repo, &server, Wire::Anthropic, "", &["show", &id]);
     out.assert_code(0);
     assert!(
-        out.stdout().contains("image shot.png (image/png, 129 bytes) sent to the model"),
+        out.stdout()
+            .contains("image shot.png (image/png, 129 bytes) sent to the model"),
         "{out}"
     );
     let out = ask(
@@ -338,7 +383,7 @@ fn chat_sends_the_images_a_prompt_names() {
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     let sent = (String::from("image/png"), base64(&shot));
-    assert_eq!(images(&requests[0].body), [sent.clone()]);
+    assert_eq!(images(&requests[0].body), std::slice::from_ref(&sent));
     // The second turn: the pasted path is sent too (the first turn's image stays in the conversation); a
     // missing `@` file is a warning, a word that only looks like a file name is prose.
     assert_eq!(images(&requests[1].body), [sent.clone(), sent]);
@@ -390,12 +435,24 @@ fn an_mcp_image_result_is_passed_through() {
         Reply::tool_calls(vec![shot_call.clone()]),
         Reply::text("I see the screen."),
     ]);
-    let out = ask(&repo, &server, Wire::Anthropic, &config, &["ask", "--yes", "look"]);
+    let out = ask(
+        &repo,
+        &server,
+        Wire::Anthropic,
+        &config,
+        &["ask", "--yes", "look"],
+    );
     out.assert_code(0);
     let requests = server.requests();
     let result = requests[1].tool_result(&shot_call.id);
-    assert!(result.contains("the screen\n[image: image/png, about 49 bytes]"), "{result}");
-    assert!(result.contains("[shot image 1 is attached as an image]"), "{result}");
+    assert!(
+        result.contains("the screen\n[image: image/png, about 49 bytes]"),
+        "{result}"
+    );
+    assert!(
+        result.contains("[shot image 1 is attached as an image]"),
+        "{result}"
+    );
     assert_eq!(
         images(&requests[1].body),
         [("image/png".to_owned(), base64(&shot))]
@@ -406,12 +463,23 @@ fn an_mcp_image_result_is_passed_through() {
 fn a_provider_refusing_an_image_gets_a_hint_about_vision() {
     let repo = TestRepo::new();
     std::fs::write(repo.path().join("shot.png"), png(10)).unwrap();
-    let server = Server::start(vec![Reply::status(400, "image input is not supported by this model")]);
-    let out = ask(&repo, &server, Wire::OpenAi, "", &["ask", "--image", "shot.png", "what is it?"]);
+    let server = Server::start(vec![Reply::status(
+        400,
+        "image input is not supported by this model",
+    )]);
+    let out = ask(
+        &repo,
+        &server,
+        Wire::OpenAi,
+        "",
+        &["ask", "--image", "shot.png", "what is it?"],
+    );
     assert_eq!(out.code(), 1, "{out}");
     assert!(
-        out.stderr().lines().any(|l| l
-            == "error: model request failed (HTTP 400): image input is not supported by this model"),
+        out.stderr().lines().any(|l| {
+            l
+            == "error: model request failed (HTTP 400): image input is not supported by this model"
+        }),
         "{out}"
     );
     assert!(

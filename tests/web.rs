@@ -251,9 +251,7 @@ fn search_config(repo: &TestRepo, port: u16) -> std::path::PathBuf {
     let path = repo.root().join("config.toml");
     std::fs::write(
         &path,
-        format!(
-            "[web_search]\nurl = \"http://127.0.0.1:{port}/search?q={{query}}&format=json\"\n"
-        ),
+        format!("[web_search]\nurl = \"http://127.0.0.1:{port}/search?q={{query}}&format=json\"\n"),
     )
     .expect("write the config");
     path
@@ -292,10 +290,14 @@ fn web_search_against_a_searxng_compatible_server_returns_results() {
         "{result}"
     );
     assert!(
-        result.contains("1. gitoxide\n   https://github.com/GitoxideLabs/gitoxide\n   An idiomatic"),
+        result
+            .contains("1. gitoxide\n   https://github.com/GitoxideLabs/gitoxide\n   An idiomatic"),
         "{result}"
     );
-    assert!(result.contains("2. gix on docs.rs\n   https://docs.rs/gix"), "{result}");
+    assert!(
+        result.contains("2. gix on docs.rs\n   https://docs.rs/gix"),
+        "{result}"
+    );
     assert_eq!(
         seen.lock().unwrap().as_slice(),
         ["GET /search?q=gix%20%26%20git&format=json HTTP/1.1"]
@@ -304,7 +306,10 @@ fn web_search_against_a_searxng_compatible_server_returns_results() {
     let id = crate::common::session_id(&repo);
     let log = repo.git(&["log", "-p", &format!("refs/agent/sessions/{id}")]);
     assert!(log.contains("gix on docs.rs"), "the results are in the log");
-    assert!(!log.contains(crate::common::API_KEY), "the key was redacted");
+    assert!(
+        !log.contains(crate::common::API_KEY),
+        "the key was redacted"
+    );
 }
 
 #[test]
@@ -317,7 +322,10 @@ fn web_search_is_not_offered_without_a_backend_and_refused_without_network() {
     let (port, seen) = search_server("x");
     let config = search_config(&repo, port);
     let search = call("web_search", json!({"query": "gix"}));
-    let server = Server::start(vec![Reply::tool_calls(vec![search.clone()]), Reply::text("ok")]);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![search.clone()]),
+        Reply::text("ok"),
+    ]);
     let mut cmd = repo.agent(&server, &["ask", "--no-network", "find gix"]);
     cmd.env("GIT_AGENT_CONFIG", &config);
     crate::common::run(&mut cmd).assert_code(0);
@@ -354,19 +362,23 @@ fn anthropics_server_tool_is_requested_in_its_shape_and_its_results_shown() {
     let (port, seen) = search_server("x");
     let config = search_config(&repo, port);
     let mut events = vec![anthropic::message_start()];
-    events.push(json!({"type": "content_block_start", "index": 0, "content_block":
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}));
+    events.push(
+        json!({"type": "content_block_start", "index": 0, "content_block":
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+    );
     events.push(json!({"type": "content_block_delta", "index": 0, "delta":
         {"type": "input_json_delta", "partial_json": "{\"query\": \"gitox"}}));
     events.push(json!({"type": "content_block_delta", "index": 0, "delta":
         {"type": "input_json_delta", "partial_json": "ide\"}"}}));
     events.push(json!({"type": "content_block_stop", "index": 0}));
-    events.push(json!({"type": "content_block_start", "index": 1, "content_block":
+    events.push(
+        json!({"type": "content_block_start", "index": 1, "content_block":
         {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
             {"type": "web_search_result", "url": "https://github.com/GitoxideLabs/gitoxide",
              "title": "gitoxide", "encrypted_content": "EqgfCioI", "page_age": null},
             {"type": "web_search_result", "url": "https://docs.rs/gix", "title": "gix - Rust",
-             "encrypted_content": "EqgfCioJ"}]}}));
+             "encrypted_content": "EqgfCioJ"}]}}),
+    );
     events.push(json!({"type": "content_block_stop", "index": 1}));
     events.push(json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}}));
     events.push(json!({"type": "content_block_delta", "index": 2, "delta":
@@ -402,13 +414,21 @@ fn anthropics_server_tool_is_requested_in_its_shape_and_its_results_shown() {
     assert!(seen.lock().unwrap().is_empty(), "the backend was not asked");
     // The session log keeps the search: `show` prints it before the answer.
     let id = crate::common::session_id(&repo);
-    let show = crate::common::run(&mut anthropic_agent(&repo, &server, &config, &["show", &id]));
+    let show = crate::common::run(&mut anthropic_agent(
+        &repo,
+        &server,
+        &config,
+        &["show", &id],
+    ));
     show.assert_code(0);
     let shown = show.stdout();
     let search_at = shown
         .find("web search \"gitoxide\": 2 results")
         .unwrap_or_else(|| panic!("no search in {show}"));
-    assert!(search_at < shown.find("gitoxide is a Rust git.").unwrap(), "{show}");
+    assert!(
+        search_at < shown.find("gitoxide is a Rust git.").unwrap(),
+        "{show}"
+    );
 
     // --json carries the results as an event.
     let server = Server::start(vec![Reply::sse_raw(anthropic::writes(&events))]);

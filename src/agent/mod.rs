@@ -114,10 +114,15 @@ impl AgentError {
 /// vision answers 400 or 422, or 413 for an image it finds too large): the user needs to hear about images,
 /// not only the provider's words.
 fn refused_an_image(err: &ModelError, messages: &[crate::protocol::Message]) -> bool {
-    matches!(err, ModelError::Http { status: 400 | 413 | 415 | 422, .. })
-        && messages
-            .iter()
-            .any(|m| matches!(m, crate::protocol::Message::Image { .. }))
+    matches!(
+        err,
+        ModelError::Http {
+            status: 400 | 413 | 415 | 422,
+            ..
+        }
+    ) && messages
+        .iter()
+        .any(|m| matches!(m, crate::protocol::Message::Image { .. }))
 }
 
 /// A model error with the hint the user needs: which key to check, where the endpoint comes from.

@@ -51,7 +51,8 @@ pub const KEYS: &str = "url, key_env, provider, max_uses";
 /// Why `url` cannot be a backend's URL template, if it cannot.
 pub fn url_problem(url: &str) -> Option<&'static str> {
     let http = url.starts_with("http://") || url.starts_with("https://");
-    (!http || !url.contains("{query}")).then_some("expected an http:// or https:// URL with {query} in it")
+    (!http || !url.contains("{query}"))
+        .then_some("expected an http:// or https:// URL with {query} in it")
 }
 
 impl WebSearchConfig {

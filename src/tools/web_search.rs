@@ -63,7 +63,10 @@ impl Tool for WebSearch {
     fn label(&self, args: &Value) -> String {
         format!(
             "web_search \"{}\"",
-            short(args.get("query").and_then(|v| v.as_str()).unwrap_or("?"), 60)
+            short(
+                args.get("query").and_then(|v| v.as_str()).unwrap_or("?"),
+                60
+            )
         )
     }
 
@@ -95,8 +98,9 @@ impl WebSearch {
         let body = std::thread::spawn(move || get(url))
             .join()
             .map_err(|_| "web_search failed unexpectedly".to_string())??;
-        let results = parse_results(&body)
-            .map_err(|e| format!("the search backend at {host} answered something else than SearXNG's JSON: {e}"))?;
+        let results = parse_results(&body).map_err(|e| {
+            format!("the search backend at {host} answered something else than SearXNG's JSON: {e}")
+        })?;
         Ok(render(&query, &host, &results))
     }
 }
@@ -233,7 +237,10 @@ mod tests {
             url.as_str(),
             "http://127.0.0.1:8888/search?q=rust%20%26%20%22gix%22&format=json&key=a%20b"
         );
-        let keyless = SearchBackend { key: None, ..backend };
+        let keyless = SearchBackend {
+            key: None,
+            ..backend
+        };
         assert!(search_url(&keyless, "x").unwrap_err().contains("key_env"));
     }
 
@@ -247,9 +254,9 @@ mod tests {
         assert_eq!(results.len(), 2);
         let out = render("q", "127.0.0.1", &results);
         assert_eq!(out.summary, "2 results from 127.0.0.1");
-        assert!(out
-            .content
-            .contains("1. A\n   https://a.example/\n   first snippet\n2. B\n   https://b.example/x\n[end"));
+        assert!(out.content.contains(
+            "1. A\n   https://a.example/\n   first snippet\n2. B\n   https://b.example/x\n[end"
+        ));
         assert!(parse_results(b"{\"answers\": []}").is_err());
     }
 }

@@ -691,4 +691,3 @@ mod tests {
         assert_eq!(text, expected.map(|l| format!("{l}\n")).concat());
     }
 }
-

@@ -73,7 +73,9 @@ pub(super) fn images(blocks: &[Value], cap: u64) -> Result<Vec<crate::protocol::
         .enumerate()
         .map(|(n, block)| {
             let name = format!("image {}", n + 1);
-            let data = block["data"].as_str().ok_or("an image block without data")?;
+            let data = block["data"]
+                .as_str()
+                .ok_or("an image block without data")?;
             let bytes = crate::tools::image::decode(data)
                 .ok_or_else(|| format!("the data of {name} is not base64"))?;
             crate::tools::image::from_bytes(&bytes, &name, cap).map_err(|e| e.to_string())

@@ -46,13 +46,17 @@ pub fn run(ctx: &mut Context, args: ChatArgs) -> Result<(), CommandError> {
 /// Gives the next turn of `session` the images a prompt names: `@shot.png`, or a path pasted or dropped in
 /// (a word ending in .png, .jpg, .jpeg, .gif or .webp that names a file, relative to `cwd` or absolute).
 /// Returns what went wrong with each, as warnings: the prompt still goes, without that image.
-fn attach_pasted_images(cwd: &std::path::Path, session: &mut AgentSession, prompt: &str) -> Vec<String> {
+fn attach_pasted_images(
+    cwd: &std::path::Path,
+    session: &mut AgentSession,
+    prompt: &str,
+) -> Vec<String> {
     let mut images = Vec::new();
     let mut warnings = Vec::new();
     for word in prompt.split_whitespace() {
         let word = word
-            .trim_start_matches(|c| matches!(c, '"' | '\'' | '(' | '<'))
-            .trim_end_matches(|c| matches!(c, '"' | '\'' | ',' | ';' | ':' | '?' | '!' | '.' | ')' | '>'));
+            .trim_start_matches(['"', '\'', '(', '<'])
+            .trim_end_matches(['"', '\'', ',', ';', ':', '?', '!', '.', ')', '>']);
         let (marked, path) = match word.strip_prefix('@') {
             Some(path) => (true, path),
             None => (false, word),

@@ -239,3 +239,76 @@ pub enum ModelError {
     #[error("malformed reply from the model: {0}")]
     Stream(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Image;
+    use serde_json::json;
+
+    fn image(source: &str) -> Message {
+        Message::Image {
+            image: Image {
+                media_type: "image/png".into(),
+                data: "iVBO".into(),
+                source: source.into(),
+                bytes: 3,
+                blob: String::new(),
+            },
+        }
+    }
+
+    fn tool(id: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            content: "r".into(),
+        }
+    }
+
+    #[test]
+    fn an_image_a_tool_returned_follows_the_whole_run_of_results() {
+        let user = Message::User {
+            content: "next".into(),
+        };
+        let messages = [
+            image("given"),
+            tool("a"),
+            image("from a"),
+            tool("b"),
+            user.clone(),
+            image("after text"),
+        ];
+        let order: Vec<&Message> = images_after_tool_results(&messages);
+        let expected = [
+            &messages[0],
+            &messages[1],
+            &messages[3],
+            &messages[2],
+            &messages[4],
+            &messages[5],
+        ];
+        assert_eq!(order, expected);
+        let tail = [tool("a"), image("last")];
+        assert_eq!(images_after_tool_results(&tail), [&tail[0], &tail[1]]);
+    }
+
+    #[test]
+    fn a_server_tool_joins_requests_with_tools_and_replaces_its_namesake() {
+        let tuning = Tuning {
+            server_tools: vec![json!({"type": "web_search_20250305", "name": "web_search"})],
+            ..Tuning::default()
+        };
+        let mut body = json!({"tools": [{"name": "read_file"}, {"name": "web_search"}]});
+        tuning.apply(&mut body, false);
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "read_file"}, {"type": "web_search_20250305", "name": "web_search"}])
+        );
+        let mut summary = json!({"messages": []});
+        tuning.apply(&mut summary, false);
+        assert!(
+            summary.get("tools").is_none(),
+            "a request without tools gets none"
+        );
+    }
+}

@@ -69,6 +69,8 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The calls whose result is already in the log, recorded when the front-end was shown it.
+    pub(super) recorded: Vec<String>,
 }
 
 /// The turn's budget and what it used.
@@ -110,6 +112,7 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            recorded: Vec::new(),
         }
     }
 
@@ -254,7 +257,7 @@ impl<'t> Turn<'t> {
                 session_cost.add(&self.tally.cost);
                 self.sink.emit(&Event::RequestUsage {
                     request: self.tally.requests,
-                    usage,
+                    usage: *usage,
                     cost,
                     session_cost: session_cost.known(),
                 });
@@ -272,7 +275,7 @@ impl<'t> Turn<'t> {
             return Err(err.into());
         }
         let message = format!("{err}; made room in the context and trying again");
-        self.sink.emit(&Event::Warning(&message));
+        self.sink.emit(&Event::Warning { message });
         Ok(())
     }
 
@@ -423,7 +426,7 @@ impl<'t> Turn<'t> {
             }
             .to_json(),
         )?;
-        self.sink.emit(&Event::Warning(&note));
+        self.sink.emit(&Event::Warning { message: note });
         Ok(true)
     }
 
@@ -459,7 +462,7 @@ impl<'t> Turn<'t> {
             Some(Ok(_)) => Ok(None),
             Some(Err(err)) => {
                 let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
                 Ok(None)
             }
         }
@@ -489,8 +492,9 @@ impl<'t> Turn<'t> {
 
     /// Appends a model reply and its usage to the session log.
     fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        // Shown as they streamed; stored as that same event.
         for (query, results) in &response.web_searches {
-            let event = LogEvent::WebSearch {
+            let event = LogEvent::WebResults {
                 query: query.clone(),
                 results: results.clone(),
             };
@@ -537,21 +541,27 @@ impl<'t> Turn<'t> {
         Ok(())
     }
 
-    /// Appends a tool result to the conversation and the log.
+    /// Appends a tool result to the conversation, and to the log unless it was recorded when shown (a call
+    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged); then the
+    /// images it returned.
     fn push_result(&mut self, call: &ToolCall, mut output: ToolOutput) -> Result<(), AgentError> {
-        let (ok, summary) = (!output.is_error, output.summary.clone());
         let images = std::mem::take(&mut output.images);
-        let content = model_view(output);
-        self.s.work.log.append(
-            LogEvent::ToolResult {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                ok,
-                summary,
-                content: content.clone(),
+        let content = model_view(&output);
+        match self.recorded.iter().position(|id| *id == call.id) {
+            Some(at) => {
+                self.recorded.swap_remove(at);
             }
-            .to_json(),
-        )?;
+            None => self.s.work.log.append(
+                LogEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: !output.is_error,
+                    summary: output.summary,
+                    content: content.clone(),
+                }
+                .to_json(),
+            )?,
+        }
         self.s.conv.messages.push(Message::Tool {
             tool_call_id: call.id.clone(),
             content,
@@ -573,22 +583,14 @@ impl<'t> Turn<'t> {
         if let Some(bytes) = crate::tools::image::decode(&image.data) {
             image.blob = self.s.work.store.write_image(&bytes)?;
         }
-        self.s.work.log.append(
-            LogEvent::Image {
-                blob: image.blob.clone(),
-                media_type: image.media_type.clone(),
-                source: image.source.clone(),
-                bytes: image.bytes,
-                call: call.map(str::to_owned),
-            }
-            .to_json(),
-        )?;
-        self.sink.emit(&Event::Image {
-            source: &image.source,
-            media_type: &image.media_type,
+        let event = Event::Image {
+            source: image.source.clone(),
+            media_type: image.media_type.clone(),
             bytes: image.bytes,
-            call,
-        });
+            call: call.map(str::to_owned),
+            blob: image.blob.clone(),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
         self.s.conv.messages.push(Message::Image { image });
         Ok(())
     }
@@ -631,7 +633,7 @@ impl<'t> Turn<'t> {
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
                 );
-                self.sink.emit(&Event::Error(&message));
+                self.sink.emit(&Event::Error { message });
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             LoopEnd::Interrupted(partial) => match self.control.signal() {
@@ -645,7 +647,9 @@ impl<'t> Turn<'t> {
                         "terminated by {name}; running commands were killed; the work so far is on {}",
                         short_branch(&self.s.work.session)
                     );
-                    self.sink.emit(&Event::Error(&message));
+                    self.sink.emit(&Event::Error {
+                        message: message.clone(),
+                    });
                     let answer = if partial.is_empty() { message } else { partial };
                     (Status::Terminated, answer, super::exit_terminated(sig))
                 }
@@ -656,11 +660,11 @@ impl<'t> Turn<'t> {
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");
-            self.sink.emit(&Event::Warning(&message));
+            self.sink.emit(&Event::Warning { message });
         }
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
-        self.sink.emit(&Event::Usage(&usage, cost));
+        self.sink.emit(&Event::Usage { usage, cost });
         let session = &self.s.work.session;
         let base = session
             .step0
@@ -668,16 +672,16 @@ impl<'t> Turn<'t> {
             .to_hex_with_len(7)
             .to_string();
         self.sink.emit(&Event::Summary {
-            branch: short_branch(session),
+            branch: short_branch(session).to_owned(),
             steps: session.steps,
-            base: &base,
-            usage: &usage,
+            base,
+            usage,
             requests: self.tally.requests,
             cost,
         });
         self.sink.emit(&Event::Done {
-            status: &status,
-            answer: &answer,
+            status: status.clone(),
+            answer: answer.clone(),
             exit_code: code,
         });
         TurnEnd {
@@ -733,10 +737,10 @@ impl<'t> Turn<'t> {
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
-fn model_view(output: ToolOutput) -> String {
+pub(super) fn model_view(output: &ToolOutput) -> String {
     if output.is_error && !output.content.starts_with("error") {
         format!("error: {}", output.content)
     } else {
-        output.content
+        output.content.clone()
     }
 }

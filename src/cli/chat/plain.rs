@@ -45,7 +45,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                     reply.action
                 }
                 Err(err) => {
-                    sink.emit(&Event::Error(&err.text()));
+                    sink.emit(&Event::Error {
+                        message: err.text(),
+                    });
                     code = 1;
                     Action::Continue
                 }
@@ -58,7 +60,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                         reply.action
                     }
                     Err(err) => {
-                        sink.emit(&Event::Error(&err.text()));
+                        sink.emit(&Event::Error {
+                            message: err.text(),
+                        });
                         code = 1;
                         Action::Continue
                     }
@@ -78,7 +82,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             continue;
         }
         for warning in super::attach_pasted_images(ctx.cwd(), &mut session, &entry) {
-            sink.emit(&Event::Warning(&warning));
+            sink.emit(&Event::Warning { message: warning });
         }
         let ctrl_c = control.cancel_on_ctrl_c();
         let stopping = cancel_on_stop(&control, stop.clone());
@@ -90,7 +94,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
         code = match end {
             Ok(end) => end.exit_code,
             Err(err) => {
-                sink.emit(&Event::Error(&super::super::CommandError::from(err).text()));
+                sink.emit(&Event::Error {
+                    message: super::super::CommandError::from(err).text(),
+                });
                 1
             }
         };
@@ -169,7 +175,9 @@ async fn switch(
             }
             eprintln!("session {} on {}", session.id(), session.branch());
         }
-        Err(err) => sink.emit(&Event::Error(&err.text())),
+        Err(err) => sink.emit(&Event::Error {
+            message: err.text(),
+        }),
     }
     true
 }

@@ -3,6 +3,7 @@
 
 mod accept;
 mod acp;
+mod agents;
 mod ask;
 pub mod chat;
 mod config;
@@ -53,6 +54,7 @@ pub struct Cli {
 enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
+    Agents(agents::AgentsArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -128,6 +130,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
+        Command::Agents(args) => agents::run(&ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),

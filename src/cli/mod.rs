@@ -15,6 +15,7 @@ mod fix;
 mod gc;
 mod hook;
 mod log;
+mod lsp;
 mod mcp;
 mod memory;
 mod parse;
@@ -75,6 +76,7 @@ enum Command {
     Skill(skill::SkillArgs),
     Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
+    Lsp(lsp::LspArgs),
 }
 
 impl Command {
@@ -151,6 +153,7 @@ pub fn run() -> i32 {
         Command::Skill(args) => skill::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Lsp(args) => lsp::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

@@ -70,6 +70,8 @@ pub struct FileConfig {
     pub event_hooks: Option<serde_json::Value>,
     /// The `[web_search]` table (user file only).
     pub web_search: WebSearchConfig,
+    /// The `[lsp]` table: language servers and diagnostics after edits.
+    pub lsp: super::lsp::LspConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -230,6 +232,12 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["web_search", "url" | "key_env"] => Some(KeyType::String),
         ["web_search", "provider"] => Some(KeyType::Bool),
         ["web_search", "max_uses"] => Some(KeyType::Count),
+        ["lsp", "diagnostics"] => Some(KeyType::Bool),
+        ["lsp", "diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
+        ["lsp", _, "command"] => Some(KeyType::String),
+        ["lsp", _, "args" | "extensions" | "root_markers"] => Some(KeyType::StringList),
+        ["lsp", _, "enabled"] => Some(KeyType::Bool),
+        ["lsp", _, "initialization_options"] => Some(KeyType::Table),
         _ => super::skills::key_type(path),
     }
 }
@@ -268,6 +276,11 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
             "web_search" => config.web_search = ctx.web_search(item, span)?,
+            "lsp" => {
+                let from_repo = ctx.scope == Scope::Repo;
+                config.lsp = super::lsp::parse(item, span, from_repo)
+                    .map_err(|p| ctx.error(p.span, &p.key, p.message))?;
+            }
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "max_image_size" => config.max_image_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
@@ -330,7 +343,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, max_image_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [event_hooks], \
-                        [prices], [web_search], [providers.<name>], [mcp_servers.<name>]";
+                        [prices], [web_search], [providers.<name>], [mcp_servers.<name>], [lsp]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

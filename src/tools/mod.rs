@@ -9,6 +9,7 @@ pub mod edit;
 pub(crate) mod image;
 pub(crate) mod jobs;
 pub(crate) mod list;
+pub(crate) mod lsp;
 pub(crate) mod mcp;
 pub(crate) mod process;
 pub(crate) mod read;

@@ -19,6 +19,7 @@ pub mod memory;
 pub mod prices;
 pub(crate) mod skills;
 pub mod trust;
+pub mod web_search;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -168,6 +169,9 @@ pub enum ConfigError {
     Key { key: String, message: String },
 }
 
+/// The default of `max_image_size`: 5 MiB, Anthropic's limit per image and so the strictest provider's.
+pub const DEFAULT_MAX_IMAGE_SIZE: u64 = 5 * 1024 * 1024;
+
 /// Everything needed to talk to one model. The key is kept out of `Debug` output.
 #[derive(Clone)]
 pub struct ModelConfig {
@@ -188,6 +192,11 @@ pub struct ModelConfig {
     pub context: ContextConfig,
     /// What its tokens cost ([`Settings::price()`]); `None` when unknown.
     pub price: Option<prices::Price>,
+    /// Whether it takes images: the provider table's `vision`, else yes (a provider that refuses an image
+    /// says so in its error).
+    pub vision: bool,
+    /// The largest image sent to it, in bytes (`max_image_size`).
+    pub max_image_size: u64,
 }
 
 impl fmt::Debug for ModelConfig {
@@ -284,6 +293,14 @@ impl Settings {
     /// `max_capture_size` (bytes): the repo file, else the user file (the store's default otherwise).
     pub fn max_capture_size(&self) -> Option<u64> {
         self.repo.max_capture_size.or(self.user.max_capture_size)
+    }
+
+    /// `max_image_size` (bytes): the repo file, the user file, then [`DEFAULT_MAX_IMAGE_SIZE`].
+    pub fn max_image_size(&self) -> u64 {
+        self.repo
+            .max_image_size
+            .or(self.user.max_image_size)
+            .unwrap_or(DEFAULT_MAX_IMAGE_SIZE)
     }
 
     /// `worktree_pool` (checkouts kept for reuse), from the user file only (the store's default otherwise).
@@ -383,16 +400,21 @@ impl Settings {
                 env: key_source,
             });
         }
+        let wire = table
+            .kind
+            .or(preset.map(|p| p.wire))
+            .unwrap_or(WireFormat::OpenAiChat);
+        let server_tools = match wire {
+            WireFormat::AnthropicMessages => self.user.web_search.server_tool(&provider),
+            WireFormat::OpenAiChat => None,
+        };
         let default_param = match preset {
             // OpenAI's reasoning models reject `max_tokens`; compatible servers often know only that name.
             Some(p) if p.name == "openai" && !base_override => MaxTokensParam::MaxCompletionTokens,
             _ => MaxTokensParam::MaxTokens,
         };
         Ok(ModelConfig {
-            wire: table
-                .kind
-                .or(preset.map(|p| p.wire))
-                .unwrap_or(WireFormat::OpenAiChat),
+            wire,
             model: model.to_string(),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
@@ -404,9 +426,12 @@ impl Settings {
                 drop_params: table.drop_params,
                 max_tokens_param: table.max_tokens_param.unwrap_or(default_param),
                 max_tokens: table.max_tokens,
+                server_tools: server_tools.into_iter().collect(),
             },
             context: table.context.or(self.repo.context.or(self.user.context)),
             price: self.price(&provider, &model),
+            vision: table.vision.unwrap_or(true),
+            max_image_size: self.max_image_size(),
             provider,
         })
     }
@@ -451,6 +476,7 @@ impl Settings {
             table.max_tokens_param = repo.max_tokens_param.or(table.max_tokens_param);
             table.max_tokens = repo.max_tokens.or(table.max_tokens);
             table.context = repo.context.or(table.context);
+            table.vision = repo.vision.or(table.vision);
         }
         table
     }

@@ -47,6 +47,29 @@ pub enum Message {
         tool_call_id: String,
         content: String,
     },
+    /// An image for a vision model: one given by the user (`--image`), or one a tool returned (`read_file`
+    /// of a PNG, an MCP tool). It belongs to the message before it; the wire formats place it where their
+    /// API allows (after the run of tool results it follows).
+    Image {
+        image: Image,
+    },
+}
+
+/// An image as the model gets it: its type, sniffed from the bytes, and the bytes in base64 (what both wire
+/// formats carry).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, base64 (standard alphabet, padded); empty until loaded from the session log on resume.
+    pub data: String,
+    /// Where it came from, for people and the model: a path, `read_file assets/logo.png`, an MCP tool.
+    pub source: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The git blob holding it in the session log (hex), once recorded there.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub blob: String,
 }
 
 /// One reasoning block of an Anthropic reply, kept verbatim (its signature covers the text) so it can be
@@ -554,6 +577,34 @@ pub enum Event {
         outcome: String,
         duration_ms: u64,
     },
+    /// An image given to the model: by the user (`--image`, a path in chat) or by a tool's result (`call`
+    /// names the call). Live and in transcripts.
+    /// The session log stores it with `blob`, the git blob holding the image (see `store::session_log`);
+    /// `--json` prints it too.
+    Image {
+        source: String,
+        media_type: String,
+        bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        blob: String,
+    },
+    /// What a web search found: the provider's own search (Anthropic's server tool), shown as it streams;
+    /// `web_search` through a configured backend is an ordinary tool call.
+    WebResults {
+        query: String,
+        results: Vec<WebResult>,
+    },
+}
+
+/// One web search result, for [`Event::WebResults`] and the `web_search` tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebResult {
+    pub title: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub snippet: String,
 }
 
 impl Event {

@@ -871,7 +871,7 @@ fn raw_initialize_capabilities_and_bad_requests() {
     let caps = &result["agentCapabilities"];
     assert_eq!(caps["loadSession"], true);
     assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
-    assert_eq!(caps["promptCapabilities"]["image"], false);
+    assert_eq!(caps["promptCapabilities"]["image"], true);
     assert_eq!(caps["mcpCapabilities"], json!({"http": true, "sse": false}));
     assert_eq!(
         caps["sessionCapabilities"],
@@ -1342,6 +1342,53 @@ fn raw_a_model_refusal_ends_the_turn_as_refusal() {
     );
     let answer = acp.answer(prompt).pop().unwrap();
     assert_eq!(stop_reason(&answer), "refusal", "{answer}");
+    assert_eq!(server.requests().len(), 1);
+    acp.finish(&repo);
+}
+
+#[test]
+fn raw_an_image_in_a_prompt_reaches_the_model_as_an_image() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("A square.")]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let sid = acp.new_session(&repo);
+    // A PNG's signature and a few bytes, base64.
+    let png = "iVBORw0KGgoAAAANSUhEUg==";
+    let prompt = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [
+            {"type": "text", "text": "what is in the screenshot?"},
+            {"type": "image", "data": png, "mimeType": "image/png"},
+        ]}),
+    );
+    let answer = acp.answer(prompt).pop().unwrap();
+    assert_eq!(stop_reason(&answer), "end_turn", "{answer}");
+    let requests = server.requests();
+    let sent: Vec<&Value> = requests[0]
+        .messages()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|part| part["type"] == "image_url")
+        .collect();
+    assert_eq!(sent.len(), 1, "{:#}", requests[0].body);
+    assert_eq!(
+        sent[0]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+    // Not an image: refused as invalid params, nothing sent.
+    let bad = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [
+            {"type": "text", "text": "and this?"},
+            {"type": "image", "data": "bm90IGFuIGltYWdl", "mimeType": "image/png"},
+        ]}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert_eq!(
+        bad["error"]["message"],
+        "image 1 is not a PNG, JPEG, GIF or WebP image"
+    );
     assert_eq!(server.requests().len(), 1);
     acp.finish(&repo);
 }

@@ -68,6 +68,9 @@ mod skills;
 mod explore;
 // Cost: tokens times prices in --json, log, show and the session log; --max-cost; stats over pulled sessions.
 mod cost;
+// Images in: --image and read_file of a PNG as image blocks on both wire formats, the size cap, vision = false,
+// show and --resume from the image's blob in the session log.
+mod images;
 // web_fetch against pages served on 127.0.0.1: Markdown, private addresses and redirects, big pages, --no-network.
 mod web;
 // A hostile collaborator's refs: pull as a quarantine, the tree path policy on every landing, size limits.

@@ -180,6 +180,9 @@ impl Accounting {
     }
 }
 
+/// The tokens one image is assumed to take.
+const IMAGE_TOKENS: u64 = 1600;
+
 /// Estimated tokens of one message: its text and tool-call arguments at 4 bytes a token, plus overhead.
 fn message_tokens(message: &Message) -> u64 {
     let bytes = match message {
@@ -188,6 +191,9 @@ fn message_tokens(message: &Message) -> u64 {
             content,
             tool_call_id,
         } => content.len() + tool_call_id.len(),
+        // What a provider charges for an image depends on its pixels (Anthropic: about 1,600 tokens for a
+        // megapixel, its largest size before scaling); the bytes say little, so the largest is assumed.
+        Message::Image { .. } => IMAGE_TOKENS as usize * 4,
         Message::Assistant {
             content,
             tool_calls,
@@ -345,6 +351,9 @@ fn transcript(messages: &[Message], max: usize) -> String {
             }
             Message::Tool { content, .. } => {
                 out.push_str(&format!("[tool result]\n{}\n\n", head_tail(content, 1500)));
+            }
+            Message::Image { image } => {
+                out.push_str(&format!("[image: {}]\n\n", image.source));
             }
         }
     }

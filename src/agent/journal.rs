@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, Plan};
-use crate::protocol::{self, MemoryItem, Message, Sink, ThinkingBlock, ToolCall};
+use crate::protocol::{self, Image, MemoryItem, Message, Sink, ThinkingBlock, ToolCall};
 use crate::store::{SessionLog, StoreError};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
@@ -139,6 +139,24 @@ pub enum Event {
         action: String,
         text: String,
     },
+    /// An image given to the model after the message before it: by the user (`--image`) or by the tool call
+    /// `call`, as the protocol event `image` stores it. The bytes are the git blob `blob`, kept in the log's
+    /// tree (`images/<blob>`).
+    Image {
+        #[serde(default)]
+        blob: String,
+        media_type: String,
+        source: String,
+        bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
+    },
+    /// A search the provider ran itself while writing the reply that follows (Anthropic's server tool), as
+    /// the protocol event `web_results` stores it.
+    WebResults {
+        query: String,
+        results: Vec<crate::protocol::WebResult>,
+    },
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.
     Explore { parent: String, event: Box<Event> },
@@ -224,6 +242,27 @@ pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
                 close_open(&mut messages, &mut open);
                 messages.push(Message::User { content });
             }
+            // Its data is loaded from the blob by the caller, which has the store ([`load_images()`]).
+            Event::Image {
+                blob,
+                media_type,
+                source,
+                bytes,
+                call,
+            } => {
+                if call.is_none() {
+                    close_open(&mut messages, &mut open);
+                }
+                messages.push(Message::Image {
+                    image: Image {
+                        media_type,
+                        data: String::new(),
+                        source,
+                        bytes,
+                        blob,
+                    },
+                });
+            }
             Event::Compaction { summary, kept, .. } => {
                 close_open(&mut messages, &mut open);
                 let kept = usize::try_from(kept)
@@ -239,6 +278,30 @@ pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
     }
     close_open(&mut messages, &mut open);
     messages
+}
+
+/// Fills in the data of the images [`rebuild()`] left empty, from their blobs (`read` gives a blob's
+/// bytes); an image whose blob is gone becomes a note saying so, so the conversation still makes sense.
+pub fn load_images(messages: &mut [Message], read: &dyn Fn(&str) -> Option<Vec<u8>>) {
+    for message in messages.iter_mut() {
+        let Message::Image { image } = message else {
+            continue;
+        };
+        if !image.data.is_empty() {
+            continue;
+        }
+        match read(&image.blob) {
+            Some(bytes) => image.data = crate::tools::image::encode(&bytes),
+            None => {
+                *message = Message::User {
+                    content: format!(
+                        "[image {} is missing from the session log (blob {})]",
+                        image.source, image.blob
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// The session's plan: the last one recorded.

@@ -79,6 +79,13 @@ pub enum AgentError {
     Unreachable { source: ModelError, env: String },
     #[error("a tool task failed: {0}")]
     Join(String),
+    /// The provider refused a request that carried an image: the model may take none.
+    #[error("{source}")]
+    ImageRefused {
+        source: ModelError,
+        provider: String,
+        model: String,
+    },
     /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
     #[error("{0}")]
     Config(String),
@@ -94,9 +101,30 @@ impl AgentError {
             AgentError::Unreachable { env, .. } => vec![format!(
                 "is the model server running? The endpoint comes from {env} (or the provider's default)"
             )],
+            AgentError::ImageRefused {
+                provider, model, ..
+            } => vec![format!(
+                "the request carried an image: if {model} takes none, set vision = false in \
+                 [providers.{provider}] (images are then refused before a request) or use a model with vision"
+            )],
             _ => Vec::new(),
         }
     }
+}
+
+/// True when `err` is a provider's refusal of a request whose conversation holds an image (a model without
+/// vision answers 400 or 422, or 413 for an image it finds too large): the user needs to hear about images,
+/// not only the provider's words.
+fn refused_an_image(err: &ModelError, messages: &[crate::protocol::Message]) -> bool {
+    matches!(
+        err,
+        ModelError::Http {
+            status: 400 | 413 | 415 | 422,
+            ..
+        }
+    ) && messages
+        .iter()
+        .any(|m| matches!(m, crate::protocol::Message::Image { .. }))
 }
 
 /// A model error with the hint the user needs: which key to check, where the endpoint comes from.
@@ -120,6 +148,7 @@ fn with_hint(err: ModelError, model: &ModelConfig) -> AgentError {
 pub async fn ask(
     cwd: &std::path::Path,
     prompt: &str,
+    images: Vec<crate::protocol::Image>,
     mut options: SessionOptions,
     sink: &mut dyn Sink,
     approver: &mut dyn Approver,
@@ -129,6 +158,10 @@ pub async fn ask(
     let signals = control.cancel_on_signals();
     let result = async {
         let mut session = AgentSession::open(cwd, options, sink).await?;
+        if let Err(err) = session.attach_images(images) {
+            session.close();
+            return Err(err);
+        }
         let end = session.turn(prompt, sink, approver, &control).await;
         session.shutdown_mcp().await;
         session.close();

@@ -139,6 +139,8 @@ pub struct AgentSession {
     pub(super) resumed: bool,
     /// Turns begun in this process.
     pub(super) turns: u32,
+    /// Images the user gave for the next turn (`ask --image`, a path in chat), sent after its prompt.
+    pub(super) images: Vec<crate::protocol::Image>,
     /// A new session in which nothing happened but model requests that never got an answer: closing it
     /// leaves no trace (no branch, checkout or log), as if it had never started.
     pub(super) untouched: bool,
@@ -275,7 +277,11 @@ impl AgentSession {
         from: StartFrom,
         sink: &mut dyn Sink,
     ) -> Result<AgentSession, AgentError> {
-        let model = options.model;
+        let mut model = options.model;
+        if !options.safety.sandbox.network {
+            // The provider's own search is network use we could not refuse call by call.
+            model.tuning.server_tools.clear();
+        }
         let client = Client::new_tuned(
             model.wire,
             model.base_url.clone(),
@@ -320,6 +326,17 @@ impl AgentSession {
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        // The backend's web_search only where the provider searches nothing itself.
+        if model.tuning.server_tools.is_empty() {
+            if let Some(backend) = own.user.web_search.backend(&env) {
+                tools
+                    .registry
+                    .add(Arc::new(crate::tools::web_search::WebSearch {
+                        backend,
+                        network: tools.sandbox_config.network,
+                    }));
+            }
+        }
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
         let own_hooks = settings
             .as_ref()
@@ -429,6 +446,7 @@ impl AgentSession {
             announced: false,
             resumed,
             turns: 0,
+            images: Vec::new(),
             untouched: !resumed,
             start_failed: false,
             prior_status,
@@ -478,6 +496,26 @@ impl AgentSession {
         }
     }
 
+    /// The largest image the session's model is sent, in bytes (`max_image_size`).
+    pub fn max_image_size(&self) -> u64 {
+        self.model.config.max_image_size
+    }
+
+    /// Gives the next turn `images` (checked by [`crate::tools::image`]), sent to the model after its prompt.
+    /// A model whose provider says `vision = false` refuses them here, before any request.
+    pub fn attach_images(&mut self, images: Vec<crate::protocol::Image>) -> Result<(), AgentError> {
+        if !images.is_empty() && !self.model.config.vision {
+            return Err(AgentError::Config(
+                crate::tools::image::ImageError::NoVision {
+                    model: self.model.config.display_name(),
+                }
+                .to_string(),
+            ));
+        }
+        self.images.extend(images);
+        Ok(())
+    }
+
     /// Compacts the conversation now, whatever its size (`/compact [focus]`): the model summarises all but the
     /// newest exchange, with `focus` as the user's emphasis. False when there was nothing older to replace.
     pub async fn compact(
@@ -519,7 +557,10 @@ impl AgentSession {
 
     /// Switches the model for the next turns (`/model`): a new client, the context window resolved for the new
     /// model, and its key registered for redaction. The conversation stays.
-    pub async fn set_model(&mut self, model: ModelConfig) -> Result<(), AgentError> {
+    pub async fn set_model(&mut self, mut model: ModelConfig) -> Result<(), AgentError> {
+        if !self.tools.sandbox_config.network {
+            model.tuning.server_tools.clear();
+        }
         let link = &mut self.model;
         link.client = Client::new_tuned(
             model.wire,
@@ -936,6 +977,13 @@ impl AgentSession {
         // Best effort: the error itself is what the user needs to see.
         let _ = work.log.fold(&work.store);
         match err {
+            AgentError::Model(err) if super::refused_an_image(&err, &self.conv.messages) => {
+                AgentError::ImageRefused {
+                    source: err,
+                    provider: self.model.config.provider.clone(),
+                    model: self.model.config.display_name(),
+                }
+            }
             AgentError::Model(err) => super::with_hint(err, &self.model.config),
             err => err,
         }
@@ -983,10 +1031,14 @@ impl Toolbox {
             policy,
             sandbox: Arc::new(sandbox),
             sandbox_config,
-            state: Arc::new(SessionState::new(
-                Some(output),
-                vec![model.api_key_env.to_string()],
-            )),
+            state: Arc::new(
+                SessionState::new(Some(output), vec![model.api_key_env.to_string()]).with_images(
+                    crate::tools::image::ImagePolicy {
+                        vision: model.vision,
+                        max_size: model.max_image_size,
+                    },
+                ),
+            ),
             changes: ChangeTracker::new(session.root()),
             run_timeout,
             mcp: Servers::none(),
@@ -1027,6 +1079,7 @@ impl Conversation {
         );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
+        journal::load_images(&mut messages, &|blob| store.read_image(blob));
         Conversation {
             messages,
             schemas,

@@ -74,6 +74,10 @@ pub(super) async fn send(
                 delta: text.to_owned(),
             }),
             StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
+            StreamEvent::WebResults { query, results } => sink.emit(&Event::WebResults {
+                query: query.clone(),
+                results: results.clone(),
+            }),
         }
     };
     let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {

@@ -180,6 +180,9 @@ impl<'t> Turn<'t> {
             });
         }
         self.add_user(prompt)?;
+        for image in std::mem::take(&mut self.s.images) {
+            self.add_image(image, None)?;
+        }
         for text in verdict.context {
             self.add_context("hook", "", format!("UserPromptSubmit hook: {text}"))?;
         }
@@ -579,6 +582,14 @@ impl<'t> Turn<'t> {
 
     /// Appends a model reply and its usage to the session log.
     fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
+        // Shown as they streamed; stored as that same event.
+        for (query, results) in &response.web_searches {
+            let event = LogEvent::WebResults {
+                query: query.clone(),
+                results: results.clone(),
+            };
+            self.s.work.log.append(event.to_json())?;
+        }
         self.s.work.log.append(
             LogEvent::Assistant {
                 content: response.text.clone(),
@@ -621,8 +632,10 @@ impl<'t> Turn<'t> {
     }
 
     /// Appends a tool result to the conversation, and to the log unless it was recorded when shown (a call
-    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged).
-    fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
+    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged); then the
+    /// images it returned.
+    fn push_result(&mut self, call: &ToolCall, mut output: ToolOutput) -> Result<(), AgentError> {
+        let images = std::mem::take(&mut output.images);
         let content = model_view(&output);
         match self.recorded.iter().position(|id| *id == call.id) {
             Some(at) => {
@@ -643,6 +656,32 @@ impl<'t> Turn<'t> {
             tool_call_id: call.id.clone(),
             content,
         });
+        for image in images {
+            self.add_image(image, Some(&call.id))?;
+        }
+        Ok(())
+    }
+
+    /// Adds an image for the model after the last message: stored as a blob of the session log (so `show`
+    /// and `--resume` need no copy of the file), recorded, shown, and added to the conversation. `call` is
+    /// the tool call that returned it; `None` for the user's (`--image`).
+    pub(super) fn add_image(
+        &mut self,
+        mut image: crate::protocol::Image,
+        call: Option<&str>,
+    ) -> Result<(), AgentError> {
+        if let Some(bytes) = crate::tools::image::decode(&image.data) {
+            image.blob = self.s.work.store.write_image(&bytes)?;
+        }
+        let event = Event::Image {
+            source: image.source.clone(),
+            media_type: image.media_type.clone(),
+            bytes: image.bytes,
+            call: call.map(str::to_owned),
+            blob: image.blob.clone(),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        self.s.conv.messages.push(Message::Image { image });
         Ok(())
     }
 

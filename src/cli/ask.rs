@@ -23,6 +23,11 @@ pub struct AskArgs {
     #[arg(required = true, value_name = "PROMPT")]
     prompt: Vec<String>,
 
+    /// Give the model an image (PNG, JPEG, GIF or WebP; at most max_image_size, 5 MiB by default) after the
+    /// prompt; repeatable
+    #[arg(long, value_name = "PATH")]
+    image: Vec<std::path::PathBuf>,
+
     #[command(flatten)]
     pub(super) session: SessionFlags,
 }
@@ -153,6 +158,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let prompt = read_prompt(&args.prompt)?;
     let flags = &args.session;
     let options = flags.options(ctx, flags.resume())?;
+    let images = load_images(ctx, &args.image, &options.model)?;
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     crate::agent::footprint::mark("runtime");
@@ -162,6 +168,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let code = runtime.block_on(agent::ask(
         &cwd,
         &prompt,
+        images,
         options,
         ctx.sink(),
         approver.as_mut(),
@@ -180,6 +187,35 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
             "the agent ended with an unknown status ({other})"
         ))),
     }
+}
+
+/// The images of `--image`, each checked (a PNG, JPEG, GIF or WebP within the cap) before a session starts,
+/// and refused outright when the model's provider says it takes none. Relative paths are the user's, from
+/// the directory the command runs in.
+fn load_images(
+    ctx: &Context,
+    paths: &[std::path::PathBuf],
+    model: &config::ModelConfig,
+) -> Result<Vec<crate::protocol::Image>, CommandError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !model.vision {
+        return Err(CommandError::user(
+            crate::tools::image::ImageError::NoVision {
+                model: model.display_name(),
+            }
+            .to_string(),
+        ));
+    }
+    paths
+        .iter()
+        .map(|path| {
+            let source = path.display().to_string();
+            crate::tools::image::load(&ctx.cwd().join(path), &source, model.max_image_size)
+                .map_err(|e| CommandError::user(e.to_string()))
+        })
+        .collect()
 }
 
 /// The safety flags `ask`, `chat`, `fix` and `acp` share.

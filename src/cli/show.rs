@@ -304,6 +304,22 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 path,
             }),
             journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
+            journal::Event::WebResults { query, results } => {
+                sink.emit(&Event::WebResults { query, results })
+            }
+            journal::Event::Image {
+                blob,
+                media_type,
+                source,
+                bytes,
+                call,
+            } => sink.emit(&Event::Image {
+                source,
+                media_type,
+                bytes,
+                call,
+                blob,
+            }),
             journal::Event::Compaction {
                 replaced,
                 fallback,

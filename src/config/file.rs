@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use toml_edit::{Document, Item, TableLike, Value};
 
+use super::web_search::WebSearchConfig;
 use super::ConfigError;
 use crate::model::{MaxTokensParam, Wire};
 
@@ -43,6 +44,8 @@ pub struct FileConfig {
     pub mcp_startup_wait: Option<Duration>,
     /// Files larger than this many bytes stay out of step 0 (`max_capture_size`).
     pub max_capture_size: Option<u64>,
+    /// Images larger than this many bytes are refused (`max_image_size`).
+    pub max_image_size: Option<u64>,
     /// How many checkouts of discarded sessions are kept for reuse (`worktree_pool`, user file only: it is
     /// disk space on the user's machine).
     pub worktree_pool: Option<u64>,
@@ -65,6 +68,8 @@ pub struct FileConfig {
     /// `[[event_hooks.<Event>]]` (user file only), in the JSON shape of Claude Code's `hooks` object (see
     /// [`super::event_hooks`]).
     pub event_hooks: Option<serde_json::Value>,
+    /// The `[web_search]` table (user file only).
+    pub web_search: WebSearchConfig,
     /// The `[lsp]` table: language servers and diagnostics after edits.
     pub lsp: super::lsp::LspConfig,
 }
@@ -165,6 +170,8 @@ pub struct ProviderTable {
     pub max_tokens_param: Option<MaxTokensParam>,
     pub max_tokens: Option<u32>,
     pub context: ContextConfig,
+    /// `vision`: whether the provider's models take images (`false` refuses them before a request).
+    pub vision: Option<bool>,
     /// Where the table starts, for errors found after parsing (e.g. a new provider without `base_url`).
     pub line: usize,
 }
@@ -202,7 +209,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["hooks", "mode"] => Some(KeyType::String),
         ["hooks", "max_steps"] => Some(KeyType::Count),
         ["hooks", "max_time"] => Some(KeyType::Seconds),
-        ["max_capture_size"] => Some(KeyType::Count),
+        ["max_capture_size" | "max_image_size"] => Some(KeyType::Count),
         ["worktree_pool"] => Some(KeyType::Count),
         ["connect_timeout" | "idle_timeout"] => Some(KeyType::Seconds),
         [key] => context_key_type(key).or_else(|| super::skills::key_type(path)),
@@ -213,6 +220,7 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
                 Some(KeyType::String)
             }
             "max_tokens" => Some(KeyType::Count),
+            "vision" => Some(KeyType::Bool),
             "drop_params" => Some(KeyType::StringList),
             "headers" | "extra_body" => Some(KeyType::Table),
             _ => context_key_type(key),
@@ -221,6 +229,9 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
+        ["web_search", "url" | "key_env"] => Some(KeyType::String),
+        ["web_search", "provider"] => Some(KeyType::Bool),
+        ["web_search", "max_uses"] => Some(KeyType::Count),
         ["lsp", "diagnostics"] => Some(KeyType::Bool),
         ["lsp", "diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
         ["lsp", _, "command"] => Some(KeyType::String),
@@ -264,12 +275,14 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
+            "web_search" => config.web_search = ctx.web_search(item, span)?,
             "lsp" => {
                 let from_repo = ctx.scope == Scope::Repo;
                 config.lsp = super::lsp::parse(item, span, from_repo)
                     .map_err(|p| ctx.error(p.span, &p.key, p.message))?;
             }
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
+            "max_image_size" => config.max_image_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
                     return Err(ctx.error(
@@ -328,13 +341,14 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 }
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
-                        compact, attribution, max_capture_size, worktree_pool, explore_model, \
+                        compact, attribution, max_capture_size, max_image_size, worktree_pool, explore_model, \
                         explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [event_hooks], \
-                        [prices], [providers.<name>], [mcp_servers.<name>], [lsp]";
+                        [prices], [web_search], [providers.<name>], [mcp_servers.<name>], [lsp]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \
-                             drop_params, max_tokens_param, max_tokens, context_window, compact_at, prune, compact";
+                             drop_params, max_tokens_param, max_tokens, vision, context_window, compact_at, prune, \
+                             compact";
 
 /// Where errors point: the file, its text (for line numbers) and which rules apply.
 pub(super) struct Ctx<'a> {
@@ -524,6 +538,38 @@ impl Ctx<'_> {
         Ok(hooks)
     }
 
+    /// The `[web_search]` table (see [`super::web_search`]); user file only: the backend receives every
+    /// query the model writes, which may quote the code, so a repository must not choose it.
+    fn web_search(&self, item: &Item, span: Span) -> Result<WebSearchConfig, ConfigError> {
+        if self.scope == Scope::Repo {
+            return Err(self.error(
+                span,
+                "web_search",
+                "the search backend receives every query: set [web_search] in your own config file",
+            ));
+        }
+        let table = self.table(item, "web_search", span)?;
+        let mut config = WebSearchConfig::default();
+        for (key, item) in table.iter() {
+            let span = span_of(table, key, item);
+            let name = format!("web_search.{key}");
+            match key {
+                "url" => {
+                    let url = self.string(item, &name, span.clone())?;
+                    if let Some(problem) = super::web_search::url_problem(&url) {
+                        return Err(self.error(span, &name, problem));
+                    }
+                    config.url = Some(url);
+                }
+                "key_env" => config.key_env = Some(self.string(item, &name, span)?),
+                "provider" => config.provider = Some(self.boolean(item, &name, span)?),
+                "max_uses" => config.max_uses = Some(self.small_count(item, &name, span)?),
+                _ => return Err(self.unknown(&name, span, super::web_search::KEYS)),
+            }
+        }
+        Ok(config)
+    }
+
     fn provider(&self, name: &str, item: &Item, span: Span) -> Result<ProviderTable, ConfigError> {
         let prefix = format!("providers.{name}");
         let table = self.table(item, &prefix, span.clone())?;
@@ -624,6 +670,7 @@ impl Ctx<'_> {
                     })
             }
             "max_tokens" => provider.max_tokens = Some(self.small_count(item, full, span)?),
+            "vision" => provider.vision = Some(self.boolean(item, full, span)?),
             _ => {
                 if !self.context_key(&mut provider.context, key, full, item, span.clone())? {
                     return Err(self.unknown(full, span, PROVIDER_KEYS));
@@ -900,5 +947,26 @@ chat_template_kwargs = { enable_thinking = false }
         );
         assert_eq!(key_type(&["providers", "x", "nope"]), None);
         assert_eq!(key_type(&["nope"]), None);
+    }
+
+    #[test]
+    fn web_search_comes_from_the_users_file_only() {
+        let text = "[web_search]\nurl = \"http://127.0.0.1:1/s?q={query}\"\nkey_env = \"K\"\nmax_uses = 2\n";
+        let user = parse(Path::new("config.toml"), text, Scope::User).unwrap();
+        assert_eq!(user.web_search.max_uses, Some(2));
+        assert_eq!(user.web_search.key_env.as_deref(), Some("K"));
+        let repo = parse(Path::new(".git-agent.toml"), text, Scope::Repo).unwrap_err();
+        assert!(repo
+            .to_string()
+            .contains("set [web_search] in your own config file"));
+        let bad = parse(
+            Path::new("config.toml"),
+            "[web_search]\nurl = \"http://x/\"\n",
+            Scope::User,
+        );
+        assert!(bad.unwrap_err().to_string().contains("with {query} in it"));
+        assert_eq!(key_type(&["web_search", "url"]), Some(KeyType::String));
+        assert_eq!(key_type(&["max_image_size"]), Some(KeyType::Count));
+        assert_eq!(key_type(&["providers", "x", "vision"]), Some(KeyType::Bool));
     }
 }

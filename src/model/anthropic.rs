@@ -15,7 +15,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
-use super::types::{FinishReason, ModelError, Request, Response, StreamEvent, Tuning};
+use super::types::{
+    image_caption, images_after_tool_results, FinishReason, ModelError, Request, Response,
+    StreamEvent, Tuning,
+};
 use crate::protocol::{Message, ThinkingBlock, ToolCall, Usage};
 use crate::sse::SseEvent;
 
@@ -69,7 +72,7 @@ pub fn request_body(req: &Request) -> Value {
 /// results, or tool results followed by a user message) are merged into one.
 fn messages_json(messages: &[Message]) -> Vec<Value> {
     let mut merged: Vec<(&str, Vec<Value>)> = Vec::new();
-    for message in messages {
+    for message in images_after_tool_results(messages) {
         let (role, blocks) = match message {
             Message::System { .. } => continue,
             Message::User { content } => ("user", text_block(content).into_iter().collect()),
@@ -85,6 +88,15 @@ fn messages_json(messages: &[Message]) -> Vec<Value> {
                 "user",
                 vec![
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content}),
+                ],
+            ),
+            Message::Image { image } => (
+                "user",
+                vec![
+                    json!({"type": "text", "text": image_caption(image)}),
+                    json!({"type": "image", "source": {
+                        "type": "base64", "media_type": image.media_type, "data": image.data,
+                    }}),
                 ],
             ),
         };
@@ -189,6 +201,17 @@ enum WireBlock {
     RedactedThinking {
         data: String,
     },
+    /// A call of a tool the provider runs itself (`web_search`); its input streams like a tool call's.
+    ServerToolUse {
+        #[serde(default)]
+        name: String,
+        input: Option<Value>,
+    },
+    /// What the provider's web search found: `web_search_result` items, or an error object.
+    WebSearchToolResult {
+        #[serde(default)]
+        content: Value,
+    },
     #[serde(other)]
     Other,
 }
@@ -251,6 +274,12 @@ enum BlockKind {
         initial: Option<Value>,
     },
     Thinking(ThinkingBlock),
+    /// A server tool's call: the provider runs it; kept for the query its result is shown with.
+    ServerTool {
+        name: String,
+        json: String,
+        initial: Option<Value>,
+    },
     Other,
 }
 
@@ -264,6 +293,7 @@ pub struct EventParser {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    web_searches: Vec<(String, Vec<crate::protocol::WebResult>)>,
 }
 
 impl EventParser {
@@ -313,7 +343,7 @@ impl EventParser {
                     initial,
                 } => tool_calls.push((ordinal, tool_call(id, name, json, initial))),
                 BlockKind::Thinking(block) => thinking.push(block),
-                BlockKind::Text | BlockKind::Other => {}
+                BlockKind::Text | BlockKind::ServerTool { .. } | BlockKind::Other => {}
             }
         }
         tool_calls.sort_by_key(|(ordinal, _)| *ordinal);
@@ -323,6 +353,7 @@ impl EventParser {
             finish_reason: self.finish_reason,
             usage: self.usage,
             thinking,
+            web_searches: self.web_searches,
         })
     }
 
@@ -392,6 +423,17 @@ impl EventParser {
             WireBlock::RedactedThinking { data } => {
                 BlockKind::Thinking(ThinkingBlock::RedactedThinking { data })
             }
+            WireBlock::ServerToolUse { name, input } => BlockKind::ServerTool {
+                name,
+                json: String::new(),
+                initial: input,
+            },
+            WireBlock::WebSearchToolResult { content } => {
+                let (query, results) = (self.last_search_query(), web_results(&content));
+                self.web_searches.push((query.clone(), results.clone()));
+                events.push(StreamEvent::WebResults { query, results });
+                BlockKind::Other
+            }
             WireBlock::Other => BlockKind::Other,
         };
         self.blocks.push(Block {
@@ -418,7 +460,8 @@ impl EventParser {
             )));
         };
         match (&mut self.blocks[slot].kind, delta) {
-            (BlockKind::Tool { json, .. }, WireDelta::InputJsonDelta { partial_json }) => {
+            (BlockKind::Tool { json, .. }, WireDelta::InputJsonDelta { partial_json })
+            | (BlockKind::ServerTool { json, .. }, WireDelta::InputJsonDelta { partial_json }) => {
                 json.push_str(&partial_json);
             }
             (
@@ -438,6 +481,27 @@ impl EventParser {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The query of the latest web search the provider ran (its result block follows its call block).
+    fn last_search_query(&self) -> String {
+        self.blocks
+            .iter()
+            .rev()
+            .find_map(|block| match &block.kind {
+                BlockKind::ServerTool {
+                    name,
+                    json,
+                    initial,
+                } if name == "web_search" => {
+                    let input = serde_json::from_str::<Value>(json)
+                        .ok()
+                        .or_else(|| initial.clone())?;
+                    Some(input.get("query")?.as_str()?.to_owned())
+                }
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 
     fn add_text(&mut self, text: String, events: &mut Vec<StreamEvent>) {
@@ -478,6 +542,22 @@ fn unfinished_tool(block: &Block) -> Option<&str> {
         BlockKind::Tool { name, .. } if !block.stopped => Some(name),
         _ => None,
     }
+}
+
+/// The results of a `web_search_tool_result` block as titles and URLs (the page text comes encrypted, for
+/// the model only); an error result (`web_search_tool_result_error`) is none.
+fn web_results(content: &Value) -> Vec<crate::protocol::WebResult> {
+    content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "web_search_result")
+        .map(|item| crate::protocol::WebResult {
+            title: item["title"].as_str().unwrap_or_default().to_owned(),
+            url: item["url"].as_str().unwrap_or_default().to_owned(),
+            snippet: String::new(),
+        })
+        .collect()
 }
 
 /// A call with no `input_json_delta` has its whole input in `content_block_start` (usually `{}`).
@@ -805,6 +885,7 @@ mod tests {
                 finish_reason: Some(FinishReason::ToolCalls),
                 usage: Some(end_usage),
                 thinking: vec![],
+                web_searches: vec![],
             }
         );
         for split in 0..=bytes.len() {

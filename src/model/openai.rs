@@ -14,13 +14,19 @@ use serde_json::{json, Value};
 
 use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
 use super::think::{Piece, ThinkSplitter};
-use super::types::{FinishReason, ModelError, Request, Response, StreamEvent, Tuning};
+use super::types::{
+    image_caption, images_after_tool_results, FinishReason, ModelError, Request, Response,
+    StreamEvent, Tuning,
+};
 use crate::protocol::{Message, ToolCall, Usage};
 use crate::sse::SseEvent;
 
 /// Builds the JSON body of a streamed Chat Completions request.
 pub fn request_body(req: &Request) -> Value {
-    let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
+    let messages: Vec<Value> = images_after_tool_results(req.messages)
+        .into_iter()
+        .map(message_json)
+        .collect();
     let mut body = json!({
         "model": req.model,
         "messages": messages,
@@ -79,6 +85,13 @@ fn message_json(message: &Message) -> Value {
             tool_call_id,
             content,
         } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        // Chat Completions takes images only in user messages: a content array with a data URL.
+        Message::Image { image } => json!({"role": "user", "content": [
+            {"type": "text", "text": image_caption(image)},
+            {"type": "image_url", "image_url": {
+                "url": format!("data:{};base64,{}", image.media_type, image.data),
+            }},
+        ]}),
     }
 }
 
@@ -285,6 +298,7 @@ impl ChunkParser {
             finish_reason: self.finish_reason,
             usage: self.usage,
             thinking: Vec::new(),
+            web_searches: Vec::new(),
         })
     }
 

@@ -27,6 +27,9 @@ pub struct Tuning {
     pub max_tokens_param: MaxTokensParam,
     /// The output token limit when the request sets none.
     pub max_tokens: Option<u32>,
+    /// Tools the provider runs itself (Anthropic's `web_search_20250305`), added to every request that
+    /// offers tools; one replaces a function tool of its name.
+    pub server_tools: Vec<serde_json::Value>,
 }
 
 // Header values may hold credentials (a gateway's own key), so only their names are shown.
@@ -39,6 +42,7 @@ impl std::fmt::Debug for Tuning {
             .field("drop_params", &self.drop_params)
             .field("max_tokens_param", &self.max_tokens_param)
             .field("max_tokens", &self.max_tokens)
+            .field("server_tools", &self.server_tools)
             .finish()
     }
 }
@@ -64,6 +68,13 @@ impl Tuning {
         for key in &self.drop_params {
             fields.remove(key);
         }
+        if let Some(serde_json::Value::Array(tools)) = fields.get_mut("tools") {
+            for server in &self.server_tools {
+                let name = server.get("name");
+                tools.retain(|tool| name.is_none() || tool.get("name") != name);
+                tools.push(server.clone());
+            }
+        }
     }
 }
 
@@ -80,6 +91,41 @@ fn merge(target: &mut serde_json::Value, extra: &serde_json::Value) {
         }
         (target, extra) => *target = extra.clone(),
     }
+}
+
+/// The messages in the order a wire format can send them: an image that follows a tool result moves past
+/// the rest of that run of results, because both APIs want a tool call's results straight after the call
+/// (Chat Completions allows only `tool` messages there; Messages wants `tool_result` blocks first in their
+/// user message).
+pub fn images_after_tool_results(messages: &[Message]) -> Vec<&Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut held = Vec::new();
+    let mut in_results = false;
+    for message in messages {
+        match message {
+            Message::Image { .. } if in_results => held.push(message),
+            Message::Image { .. } => out.push(message),
+            Message::Tool { .. } => {
+                in_results = true;
+                out.push(message);
+            }
+            _ => {
+                in_results = false;
+                out.append(&mut held);
+                out.push(message);
+            }
+        }
+    }
+    out.append(&mut held);
+    out
+}
+
+/// The line that tells the model which image follows.
+pub fn image_caption(image: &crate::protocol::Image) -> String {
+    format!(
+        "[image: {} ({}, {} bytes)]",
+        image.source, image.media_type, image.bytes
+    )
 }
 
 /// One request to a model.
@@ -106,6 +152,11 @@ pub enum StreamEvent {
     },
     /// Usage figures for the request.
     Usage(Usage),
+    /// The provider searched the web itself (Anthropic's server tool) and found `results` for `query`.
+    WebResults {
+        query: String,
+        results: Vec<crate::protocol::WebResult>,
+    },
 }
 
 /// Why the model stopped producing output.
@@ -138,6 +189,8 @@ pub struct Response {
     pub usage: Option<Usage>,
     /// Reasoning blocks to keep in the conversation (Anthropic only; store them in [`Message::Assistant`]).
     pub thinking: Vec<ThinkingBlock>,
+    /// The searches the provider ran itself (Anthropic's server tool), each query with what it found.
+    pub web_searches: Vec<(String, Vec<crate::protocol::WebResult>)>,
 }
 
 /// The error returned by a model client's `stream()`.
@@ -185,4 +238,77 @@ pub enum ModelError {
     /// The response could not be understood (malformed JSON, unexpected shape).
     #[error("malformed reply from the model: {0}")]
     Stream(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Image;
+    use serde_json::json;
+
+    fn image(source: &str) -> Message {
+        Message::Image {
+            image: Image {
+                media_type: "image/png".into(),
+                data: "iVBO".into(),
+                source: source.into(),
+                bytes: 3,
+                blob: String::new(),
+            },
+        }
+    }
+
+    fn tool(id: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            content: "r".into(),
+        }
+    }
+
+    #[test]
+    fn an_image_a_tool_returned_follows_the_whole_run_of_results() {
+        let user = Message::User {
+            content: "next".into(),
+        };
+        let messages = [
+            image("given"),
+            tool("a"),
+            image("from a"),
+            tool("b"),
+            user.clone(),
+            image("after text"),
+        ];
+        let order: Vec<&Message> = images_after_tool_results(&messages);
+        let expected = [
+            &messages[0],
+            &messages[1],
+            &messages[3],
+            &messages[2],
+            &messages[4],
+            &messages[5],
+        ];
+        assert_eq!(order, expected);
+        let tail = [tool("a"), image("last")];
+        assert_eq!(images_after_tool_results(&tail), [&tail[0], &tail[1]]);
+    }
+
+    #[test]
+    fn a_server_tool_joins_requests_with_tools_and_replaces_its_namesake() {
+        let tuning = Tuning {
+            server_tools: vec![json!({"type": "web_search_20250305", "name": "web_search"})],
+            ..Tuning::default()
+        };
+        let mut body = json!({"tools": [{"name": "read_file"}, {"name": "web_search"}]});
+        tuning.apply(&mut body, false);
+        assert_eq!(
+            body["tools"],
+            json!([{"name": "read_file"}, {"type": "web_search_20250305", "name": "web_search"}])
+        );
+        let mut summary = json!({"messages": []});
+        tuning.apply(&mut summary, false);
+        assert!(
+            summary.get("tools").is_none(),
+            "a request without tools gets none"
+        );
+    }
 }

@@ -363,6 +363,20 @@ impl Store {
         })
     }
 
+    /// Writes an image of a session as a git blob and returns its id (hex). The log's next fold puts it in
+    /// the log's tree as `images/<id>` (see [`image_entries()`]), so it is pushed, pulled and kept by `gc`
+    /// with the log, and `show` and `--resume` need no copy of the original file.
+    pub fn write_image(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        Ok(self.repo.write_blob(bytes)?.detach().to_string())
+    }
+
+    /// The bytes of an image a session's log recorded by blob id; `None` when the id is not a blob here.
+    pub fn read_image(&self, blob: &str) -> Option<Vec<u8>> {
+        let id = ObjectId::from_hex(blob.as_bytes()).ok()?;
+        let object = self.repo.find_object(id).ok()?;
+        (object.kind == gix::object::Kind::Blob).then(|| object.data.clone())
+    }
+
     /// Deletes session `id`'s log ref and journal.
     pub fn delete_log(&self, id: &str) -> Result<(), StoreError> {
         if let Some(commit) = self.log_commit(id)? {
@@ -404,6 +418,11 @@ impl Store {
             }
             let blob = self.repo.write_blob(&chunk)?.detach();
             editor.upsert(format!("events/{first:010}.jsonl"), EntryKind::Blob, blob)?;
+            for image in image_entries(&lines) {
+                if self.repo.has_object(image) {
+                    editor.upsert(format!("images/{image}"), EntryKind::Blob, image)?;
+                }
+            }
             meta.events = first + lines.len() as u64;
         }
         let clean =
@@ -439,6 +458,30 @@ impl Store {
         crash_point();
         Ok(())
     }
+}
+
+/// The image blobs that events name (`{"type": "image", "blob": "<hex>"}`, also inside a subagent's
+/// `explore` event): the log's tree must hold each, or `gc` would drop it and a push would leave it behind.
+fn image_entries(lines: &[serde_json::Value]) -> Vec<ObjectId> {
+    fn visit(value: &serde_json::Value, out: &mut Vec<ObjectId>) {
+        if value.get("type").and_then(serde_json::Value::as_str) == Some("image") {
+            if let Some(id) = value
+                .get("blob")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
+            {
+                out.push(id);
+            }
+        }
+        if let Some(inner) = value.get("event") {
+            visit(inner, out);
+        }
+    }
+    let mut out = Vec::new();
+    for line in lines {
+        visit(line, &mut out);
+    }
+    out
 }
 
 /// Complete, parseable JSON lines of a journal or chunk whose `seq` is at least `from`, stopping at the first

@@ -297,6 +297,7 @@ fn done(changed: Vec<PathBuf>, verb: &str) -> ToolOutput {
         summary,
         is_error: false,
         changed,
+        ..Default::default()
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub(crate) mod capture;
 pub mod edit;
+pub(crate) mod image;
 pub(crate) mod jobs;
 pub(crate) mod list;
 pub(crate) mod lsp;
@@ -18,6 +19,7 @@ pub(crate) mod skill;
 pub(crate) mod state;
 pub(crate) mod walk;
 pub(crate) mod web_fetch;
+pub(crate) mod web_search;
 pub(crate) mod write;
 
 pub use state::SessionState;
@@ -68,6 +70,8 @@ pub struct ToolOutput {
     /// Repo-relative paths this call wrote or deleted (for the step commit). A tool whose changes are found
     /// by a scan of the checkout ([`Tool::changes_by_scan`], `run`) leaves this empty.
     pub changed: Vec<PathBuf>,
+    /// Images for the model (`read_file` of a PNG, an MCP tool's image), sent after the result's text.
+    pub images: Vec<crate::protocol::Image>,
 }
 
 impl ToolOutput {
@@ -86,7 +90,7 @@ impl ToolOutput {
             content,
             summary,
             is_error: true,
-            changed: Vec::new(),
+            ..Default::default()
         }
     }
 }

@@ -104,6 +104,9 @@ fn read(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
         .take(BINARY_SNIFF as u64)
         .read_to_end(&mut head)
         .map_err(|e| target.io_error("read", &e))?;
+    if let Some(media_type) = super::image::sniff(&head) {
+        return read_image(ctx, file, head, meta.len(), path, media_type);
+    }
     if looks_binary(&head) {
         return Err(format!(
             "'{path}' is a binary file ({}, {} bytes); it cannot be shown as text",
@@ -116,6 +119,50 @@ fn read(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
     // What the model now knows the file to be: an edit is refused if it changes before then.
     ctx.session.saw(&target.rel, window.fingerprint);
     window.into_output(path, offset)
+}
+
+/// An image file as an image for the model (it reads the pixels, not the bytes), when the model takes
+/// images and the file is within the cap; the text result only names it.
+fn read_image(
+    ctx: &ToolContext,
+    mut file: std::fs::File,
+    mut bytes: Vec<u8>,
+    size: u64,
+    path: &str,
+    media_type: &str,
+) -> Result<ToolOutput, String> {
+    let policy = ctx.session.images;
+    if !policy.vision {
+        return Err(format!(
+            "'{path}' is an image ({media_type}, {size} bytes); this model does not take images \
+             (vision = false in its provider's config)"
+        ));
+    }
+    let cap = policy.max_size;
+    if size <= cap {
+        (&mut file)
+            .take(cap + 1 - bytes.len() as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read '{path}': {e}"))?;
+    }
+    let read_size = size.max(bytes.len() as u64);
+    let image = super::image::from_bytes(&bytes, path, cap).map_err(|_| {
+        super::image::ImageError::TooLarge {
+            name: format!("'{path}'"),
+            size: read_size,
+            cap,
+        }
+        .to_string()
+    })?;
+    let summary = format!("image, {}", super::capture::human_size(image.bytes));
+    let content = format!(
+        "'{path}' is an image ({media_type}, {} bytes); it is attached after this result",
+        image.bytes
+    );
+    Ok(ToolOutput {
+        images: vec![image],
+        ..ToolOutput::ok(content, summary)
+    })
 }
 
 /// A name for common binary formats, from their magic numbers; what `file(1)` would say, in short.

@@ -339,7 +339,7 @@ fn report(output: String, outcome: &CommandEnd, elapsed: Duration, complete: boo
         content,
         summary,
         is_error: !ok,
-        changed: Vec::new(),
+        ..Default::default()
     }
 }
 

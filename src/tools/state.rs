@@ -22,6 +22,8 @@ pub struct SessionState {
     /// Environment variables removed from commands on top of the built-in list (the configured key's
     /// variable, for example).
     pub secret_env: Vec<String>,
+    /// Whether the model takes images and how large one may be (`read_file` of an image, MCP images).
+    pub images: super::image::ImagePolicy,
     reads: Mutex<HashMap<PathBuf, u64>>,
     runs: AtomicU32,
     jobs: Mutex<Jobs>,
@@ -45,11 +47,18 @@ impl SessionState {
         SessionState {
             output_dir,
             secret_env,
+            images: super::image::ImagePolicy::default(),
             reads: Mutex::new(HashMap::new()),
             runs: AtomicU32::new(0),
             jobs: Mutex::new(Jobs::default()),
             lsp: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The state with `images` as its image policy.
+    pub fn with_images(mut self, images: super::image::ImagePolicy) -> SessionState {
+        self.images = images;
+        self
     }
 
     /// Gives the tools the session's language servers (once; later calls are ignored).

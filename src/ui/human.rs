@@ -581,6 +581,25 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let text = self.paint("2", &neutralize(&line));
                 self.line(&text);
             }
+            Event::Image {
+                source,
+                media_type,
+                bytes,
+                ..
+            } => {
+                let text = format!(
+                    "image {} ({media_type}, {}) sent to the model",
+                    neutralize(source),
+                    image_size(*bytes)
+                );
+                let painted = self.paint("2", &text);
+                self.line(&painted);
+            }
+            Event::WebResults { query, results } => {
+                let text = web_results_text(query, results);
+                let painted = self.paint("2", &neutralize(&text));
+                self.line(&painted);
+            }
             Event::Prompt { .. }
             | Event::Context { .. }
             | Event::Plan { .. }
@@ -617,6 +636,25 @@ fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
+}
+
+/// An image's size in words: bytes, KB or MB (powers of 1024, as the size cap is given).
+fn image_size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} bytes"),
+        1024..1_048_576 => format!("{:.1} KB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MB", bytes as f64 / 1_048_576.0),
+    }
+}
+
+/// A web search's results as lines for people: the query, then each title and URL (outside text: the caller
+/// neutralises it).
+pub(crate) fn web_results_text(query: &str, results: &[crate::protocol::WebResult]) -> String {
+    let mut text = format!("web search \"{query}\": {} results", results.len());
+    for result in results {
+        text.push_str(&format!("\n  {} <{}>", result.title, result.url));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! Text blocks are the prompt. Embedded context (`resource` with text, which the agent advertises) is
 //! appended as a fenced block naming its file; a `resource_link` is named so the model can read it with its
 //! tools. Paths of `file://` URIs inside the repository are made repository-relative, because the model
-//! works in its own checkout of the repository, where the editor's absolute path does not exist. Images and
-//! audio are not advertised; one that arrives anyway is named, not silently dropped.
+//! works in its own checkout of the repository, where the editor's absolute path does not exist. Images are
+//! taken apart ([`images()`]) and go to the model as images; audio is not advertised, and one that arrives
+//! anyway is named, not silently dropped.
 
 use std::path::Path;
 
@@ -47,11 +48,9 @@ pub(super) fn text(blocks: &[Value], workdir: &Path) -> Result<String, String> {
                     None => context.push_str(&format!("\n\n({shown}: binary content not shown)")),
                 }
             }
-            Some(kind @ ("image" | "audio")) => {
-                prompt.push_str(&format!(
-                    "\n({kind} attached: this agent cannot take {kind}s)"
-                ));
-            }
+            // Sent as images (see `images()`); a steering prompt names them, as it cannot send them.
+            Some("image") => {}
+            Some("audio") => prompt.push_str("\n(audio attached: this agent cannot take audio)"),
             Some(other) => return Err(format!("unknown content block type {other:?}")),
             None => return Err("a content block without \"type\"".into()),
         }
@@ -64,6 +63,29 @@ pub(super) fn text(blocks: &[Value], workdir: &Path) -> Result<String, String> {
         return Err("the prompt is empty: send at least one text block".into());
     }
     Ok(prompt)
+}
+
+/// The prompt's image blocks (`data` in base64, `mimeType`), each checked like every image: its bytes are a
+/// PNG, JPEG, GIF or WebP within `cap` bytes; or why one is not.
+pub(super) fn images(blocks: &[Value], cap: u64) -> Result<Vec<crate::protocol::Image>, String> {
+    let blocks = blocks.iter().filter(|b| b["type"] == "image");
+    blocks
+        .enumerate()
+        .map(|(n, block)| {
+            let name = format!("image {}", n + 1);
+            let data = block["data"]
+                .as_str()
+                .ok_or("an image block without data")?;
+            let bytes = crate::tools::image::decode(data)
+                .ok_or_else(|| format!("the data of {name} is not base64"))?;
+            crate::tools::image::from_bytes(&bytes, &name, cap).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// How many image blocks the prompt has.
+pub(super) fn image_count(blocks: &[Value]) -> usize {
+    blocks.iter().filter(|b| b["type"] == "image").count()
 }
 
 /// A `file://` URI as a path the model can use: repository-relative inside the repository, absolute
@@ -141,9 +163,14 @@ mod tests {
             text.contains("src/my lib.rs:\n````\nfn main() {}\n```x```\n````"),
             "{text}"
         );
-        assert!(
-            text.contains("(image attached: this agent cannot take images)"),
-            "{text}"
+        assert!(!text.contains("image"), "images are sent apart: {text}");
+        let png = json!({"type": "image", "data": "iVBORw0KGgoAAAAA", "mimeType": "image/png"});
+        let taken = images(&[blocks[0].clone(), png], 1024).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].media_type, "image/png");
+        assert_eq!(
+            images(&blocks, 1024).unwrap_err(),
+            "image 1 is not a PNG, JPEG, GIF or WebP image"
         );
         assert!(super::text(&[json!({"type": "text", "text": "  "})], &root).is_err());
         assert!(super::text(&[json!({"type": "video"})], &root).is_err());

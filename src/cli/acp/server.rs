@@ -378,7 +378,7 @@ fn initialize(state: &Shared, params: &Value) -> Value {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             // The MCP client speaks stdio and Streamable HTTP, not the old HTTP+SSE transport.
             "mcpCapabilities": {"http": true, "sse": false},
             "sessionCapabilities": sessions,
@@ -774,7 +774,11 @@ fn prompt(state: &Shared, tasks: &mut JoinSet<()>, id: Value, raw: Value) {
                     );
                     state.peer.respond(&id, json!({"stopReason": "end_turn"}));
                 }
-                Ok(text) => {
+                Ok(mut text) => {
+                    // Images cannot join a turn under way; the model is told one was left out.
+                    if prompt::image_count(&p.prompt) > 0 {
+                        text.push_str("\n(an image was attached while a turn ran; it was not sent: attach it again)");
+                    }
                     busy.control.steer(text);
                     busy.steers.push(id);
                 }
@@ -791,8 +795,19 @@ fn prompt(state: &Shared, tasks: &mut JoinSet<()>, id: Value, raw: Value) {
         }
         None => return state.peer.fail(&id, &not_open(&p.session_id)),
     };
+    let mut open = open;
     let workdir = open.session.store().workdir().to_path_buf();
-    let text = match prompt::text(&p.prompt, &workdir) {
+    let taken = prompt::text(&p.prompt, &workdir).and_then(|text| {
+        if commands::is_command(&text) {
+            return Ok(text);
+        }
+        let images = prompt::images(&p.prompt, open.session.max_image_size())?;
+        open.session
+            .attach_images(images)
+            .map_err(|e| e.to_string())?;
+        Ok(text)
+    });
+    let text = match taken {
         Ok(text) => text,
         Err(message) => {
             sessions.insert(p.session_id, Slot::Idle(open));

@@ -119,6 +119,9 @@ async fn chat(
             }
         } else {
             ui.echo(&line, false);
+            for warning in super::attach_pasted_images(ctx.cwd(), &mut session, &line) {
+                ui.say(&format!("warning: {warning}"), "33");
+            }
             pending = ui.turn(&mut session, &line).await;
         }
         if ui.closed {

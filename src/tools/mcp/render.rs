@@ -1,5 +1,5 @@
-//! A `tools/call` result as the text the model reads: text blocks as they are, images and audio as a
-//! placeholder (the model gets text only), resource links and embedded resources by their URI, and
+//! A `tools/call` result as the text the model reads: text blocks as they are, images by a line that names
+//! them (their data goes to the model as image blocks, see [`Rendered::images`]), audio as a placeholder, resource links and embedded resources by their URI, and
 //! `structuredContent` as JSON unless a text block already carries it. The whole is cut to its head and tail,
 //! as `run` output is, saying how much was cut.
 
@@ -17,6 +17,8 @@ pub struct Rendered {
     pub is_error: bool,
     /// One line for the terminal.
     pub summary: String,
+    /// The image blocks' `mimeType` and base64 `data`, in order: the tool checks and attaches them.
+    pub images: Vec<(String, String)>,
 }
 
 /// Renders a result object.
@@ -50,10 +52,19 @@ pub fn render(result: &Value) -> Rendered {
     } else {
         head_tail(&text)
     };
+    let images = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("image"))
+        .filter_map(|b| {
+            let field = |name: &str| b.get(name).and_then(Value::as_str).map(str::to_owned);
+            Some((field("mimeType").unwrap_or_default(), field("data")?))
+        })
+        .collect();
     Rendered {
         content,
         is_error,
         summary,
+        images,
     }
 }
 
@@ -61,7 +72,16 @@ fn block(block: &Value) -> String {
     let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or_default();
     match field("type") {
         "text" => field("text").to_string(),
-        kind @ ("image" | "audio") => {
+        "image" => {
+            let data = field("data").trim_end();
+            let padding = data.len() - data.trim_end_matches('=').len();
+            format!(
+                "[image: {}, about {} bytes]",
+                or(field("mimeType"), "unknown type"),
+                (data.len() / 4 * 3).saturating_sub(padding)
+            )
+        }
+        kind @ "audio" => {
             let size = field("data").len() / 4 * 3;
             format!(
                 "[{kind}: {}, about {} bytes; not shown]",
@@ -163,9 +183,10 @@ mod tests {
         ]}));
         assert!(!got.is_error);
         assert_eq!(got.summary, "Echo: hi");
+        assert_eq!(got.images, [("image/png".to_owned(), "AAAA".to_owned())]);
         assert_eq!(
             got.content,
-            "Echo: hi\n[image: image/png, about 3 bytes; not shown]\n\
+            "Echo: hi\n[image: image/png, about 3 bytes]\n\
              [resource link: file:///a.txt; name: a.txt; mimeType: text/plain]\n[resource mem://x]\ninside"
         );
         let err = render(

@@ -76,11 +76,14 @@ impl Tool for McpTool {
                     let total = p.total.map(|t| format!("/{t}")).unwrap_or_default();
                     summary.push_str(&format!(" (progress {}{total})", p.progress));
                 }
+                let source = format!("{} image", self.def.name);
+                let (notes, images) = attach_images(&rendered.images, &source, ctx);
                 ToolOutput {
-                    content: rendered.content,
+                    content: rendered.content + &notes,
                     summary,
                     is_error: rendered.is_error,
-                    changed: Vec::new(),
+                    images,
+                    ..Default::default()
                 }
             }
             Called::Cancelled => ToolOutput::error(
@@ -156,4 +159,37 @@ impl Servers {
         let tool = self.find_or_wait(name).await?;
         Some(Arc::new(tool))
     }
+}
+
+/// The images of a result, each checked (its bytes are an image of a known type, within the size cap) and
+/// attached, with a line for each that is not (the model learns why it sees no image).
+fn attach_images(
+    blocks: &[(String, String)],
+    source: &str,
+    ctx: &ToolContext,
+) -> (String, Vec<crate::protocol::Image>) {
+    let policy = ctx.session.images;
+    let mut notes = String::new();
+    let mut images = Vec::new();
+    for (n, (mime, data)) in blocks.iter().enumerate() {
+        let name = format!("{source} {}", n + 1);
+        let checked = if !policy.vision {
+            Err("the model does not take images (vision = false)".to_owned())
+        } else {
+            crate::tools::image::decode(data)
+                .ok_or_else(|| format!("its data is not base64 ({mime})"))
+                .and_then(|bytes| {
+                    crate::tools::image::from_bytes(&bytes, &name, policy.max_size)
+                        .map_err(|e| e.to_string())
+                })
+        };
+        match checked {
+            Ok(image) => {
+                notes.push_str(&format!("\n[{name} is attached as an image]"));
+                images.push(image);
+            }
+            Err(why) => notes.push_str(&format!("\n[{name} not shown: {why}]")),
+        }
+    }
+    (notes, images)
 }

@@ -336,6 +336,12 @@ impl Sink for AcpSink {
             Event::CheckStarted { .. } | Event::Check { .. } | Event::Fixed { .. } => {}
             // Which memory entries were given or written is in the session log (`git agent show`).
             Event::Memory { .. } => {}
+            // The editor gave the images or sees the call that read one; the result text names it.
+            Event::Image { .. } => {}
+            Event::WebResults { query, results } => {
+                let text = crate::ui::human::web_results_text(query, results);
+                self.notice("web search", &text)
+            }
         }
     }
 

@@ -87,12 +87,19 @@ impl SessionFlags {
     /// The flags as a command line without any of them gives them (the hooks start from these), so the
     /// defaults live in one place: the flags' definitions.
     pub(super) fn defaults() -> Result<SessionFlags, CommandError> {
+        SessionFlags::from_words(&[])
+    }
+
+    /// The flags `words` give (`["--sandbox", "read-only"]`), the defaults for the rest: how `exec` turns
+    /// Codex's options into ours through the same definitions.
+    pub(super) fn from_words(words: &[String]) -> Result<SessionFlags, CommandError> {
         use clap::{Args as _, FromArgMatches as _};
         let command = SessionFlags::augment_args(clap::Command::new("defaults"));
+        let argv = std::iter::once("defaults").chain(words.iter().map(String::as_str));
         command
-            .try_get_matches_from(["defaults"])
+            .try_get_matches_from(argv)
             .and_then(|matches| SessionFlags::from_arg_matches(&matches))
-            .map_err(|e| CommandError::internal(format!("the session flags have no defaults: {e}")))
+            .map_err(|e| CommandError::internal(format!("invalid session flags {words:?}: {e}")))
     }
 
     /// The session these flags open: `--resume <id>`, `--continue`, or a new one.
@@ -164,6 +171,12 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         ctx.sink(),
         approver.as_mut(),
     ))?;
+    exit_status(code)
+}
+
+/// The agent's exit status as the command's result (3 unfinished, 130 interrupted), whose reason the sink
+/// has already shown.
+pub(super) fn exit_status(code: i32) -> Result<(), CommandError> {
     match code {
         0 => Ok(()),
         agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),

@@ -10,6 +10,7 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod exec;
 mod fix;
 mod gc;
 mod hook;
@@ -54,6 +55,7 @@ enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
     Chat(chat::ChatArgs),
+    Exec(exec::ExecArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
@@ -129,6 +131,7 @@ pub fn run() -> i32 {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
+        Command::Exec(args) => exec::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),

@@ -9,6 +9,7 @@
 
 pub mod acp;
 pub mod chat;
+pub mod codex;
 mod human;
 mod json;
 

@@ -61,8 +61,12 @@ struct ResumeArgs {
 /// Codex's exec options; global, so they may also follow `resume <id>` (the SDK puts `--image` there).
 #[derive(Debug, Args)]
 struct ExecOptions {
-    /// Print Codex's JSONL events on stdout (also spelled --experimental-json, as the SDK passes it)
-    #[arg(long, global = true, visible_alias = "experimental-json")]
+    /// Print Codex's JSONL events on stdout (what the SDK passes)
+    #[arg(long, global = true)]
+    experimental_json: bool,
+
+    /// The same as --experimental-json (Codex's newer name for it)
+    #[arg(long, global = true)]
     json: bool,
 
     /// Model as <provider>/<model>, or a model of the default provider (openai)
@@ -131,7 +135,7 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         let dir = ctx.cwd().join(dir);
         ctx.set_cwd(dir);
     }
-    if options.json {
+    if options.json || options.experimental_json {
         // First, so that every error after this point reaches the SDK as an event too.
         let dir = ctx.cwd().to_path_buf();
         ctx.set_sink(Box::new(CodexSink::stdout(Some(step_changes(dir)))));

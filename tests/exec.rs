@@ -1,6 +1,7 @@
 //! `git agent exec`: Codex's exec arguments and JSONL events, first with the binary alone (the event shapes
 //! `@openai/codex-sdk` reads, resume on the same branch, the SDK's base URL and key), then driven by the real
-//! SDK (a small Node driver, `tests/exec/driver.mjs`) against the scripted model server.
+//! SDK (a small Node driver, `tests/exec/driver.mjs`) against the scripted model server. And
+//! `ask --output-format stream-json|json`, Claude Code's print-mode output.
 
 use std::fs;
 use std::path::Path;
@@ -341,6 +342,108 @@ fn exec_without_json_prints_as_ask_does() {
     let out = repo.run_agent(&server, &["exec", "say it"]);
     out.assert_code(0);
     assert_eq!(out.stdout().trim(), "plain answer");
+}
+
+#[test]
+fn ask_stream_json_prints_claude_codes_messages_and_a_result() {
+    let repo = TestRepo::new();
+    let server = Server::start(command_file_answer());
+    let out = repo.run_agent(
+        &server,
+        &["ask", "--output-format", "stream-json", "make new.txt"],
+    );
+    out.assert_code(0);
+    let lines = events(&out);
+    let shape: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let kind = l["type"].as_str().unwrap_or("?");
+            match l["message"]["content"][0]["type"].as_str() {
+                Some(block) => format!("{kind}:{block}"),
+                None => kind.to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "system",
+            "assistant:text",
+            "assistant:tool_use",
+            "user:tool_result",
+            "assistant:tool_use",
+            "user:tool_result",
+            "assistant:text",
+            "result",
+        ],
+        "{out}"
+    );
+    let id = session_id(&repo);
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(lines[0]["session_id"], json!(id));
+    let tool_use = &lines[2]["message"]["content"][0];
+    assert_eq!(tool_use["name"], "run");
+    assert_eq!(tool_use["input"], json!({"command": "echo hi"}));
+    let result_block = &lines[3]["message"]["content"][0];
+    assert_eq!(result_block["tool_use_id"], tool_use["id"]);
+    assert_eq!(result_block["is_error"], false);
+    assert!(result_block["content"].as_str().unwrap().contains("hi"));
+    let result = lines.last().unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["result"], "All done.");
+    assert_eq!(result["session_id"], json!(id));
+    assert_eq!(result["num_turns"], 3);
+    for key in ["input_tokens", "cache_read_input_tokens", "output_tokens"] {
+        assert!(result["usage"][key].is_u64(), "{key}: {result}");
+    }
+}
+
+#[test]
+fn ask_output_format_json_prints_the_result_alone_and_failures_as_errors() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text("just this"),
+        Reply::tool_calls(vec![call(
+            "finish",
+            json!({"status": "blocked", "summary": "BLOCKED: no access"}),
+        )]),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--output-format", "json", "say it"]);
+    out.assert_code(0);
+    let lines = events(&out);
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["type"], "result");
+    assert_eq!(lines[0]["result"], "just this");
+    let out = repo.run_agent(&server, &["ask", "--output-format", "json", "deploy"]);
+    out.assert_code(3);
+    let lines = events(&out);
+    assert_eq!(lines[0]["subtype"], "error_during_execution", "{out}");
+    assert_eq!(lines[0]["is_error"], true);
+    assert_eq!(lines[0]["result"], "BLOCKED: no access");
+    // Before any session: a result that is an error, and the error on stderr.
+    let out = repo.run_agent(
+        &server,
+        &[
+            "ask",
+            "--output-format",
+            "stream-json",
+            "--max-cost",
+            "1",
+            "x",
+        ],
+    );
+    out.assert_code(2);
+    let lines = events(&out);
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["is_error"], true);
+    assert_eq!(lines[0]["session_id"], Value::Null);
+    assert!(
+        out.first_stderr_line().starts_with("error: --max-cost"),
+        "{out}"
+    );
+    let out = repo.run_agent(&server, &["ask", "--output-format", "json", "--json", "x"]);
+    out.assert_code(2);
 }
 
 // The real SDK.

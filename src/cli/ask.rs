@@ -23,6 +23,12 @@ pub struct AskArgs {
     #[arg(required = true, value_name = "PROMPT")]
     prompt: Vec<String>,
 
+    /// Print Claude Code's print-mode output on stdout: stream-json (one message a line), or json (the
+    /// final result alone); text is the default
+    #[arg(long, value_name = "FORMAT", default_value = "text", conflicts_with = "json",
+          value_parser = ["text", "json", "stream-json"])]
+    output_format: String,
+
     #[command(flatten)]
     pub(super) session: SessionFlags,
 }
@@ -156,6 +162,13 @@ impl SessionFlags {
 /// Runs `ask`: the agent's exit status becomes the command's (3 unfinished, 130 interrupted), whose reason
 /// the sink has already shown.
 pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
+    let claude_format = args.output_format != "text";
+    if claude_format {
+        // First, so that every error after this point is a `result` on stdout too.
+        let stream = args.output_format == "stream-json";
+        let sink = ui::stream_json::StreamJsonSink::stdout(stream, ctx.cwd());
+        ctx.set_sink(Box::new(sink));
+    }
     let prompt = read_prompt(&args.prompt)?;
     let flags = &args.session;
     let options = flags.options(ctx, flags.resume())?;
@@ -163,7 +176,8 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     crate::agent::footprint::mark("runtime");
     let cwd = ctx.cwd().to_path_buf();
-    let mut approver = ui::approver(flags.yes, flags.json);
+    // A program reads stdout: nobody to ask, as with --json.
+    let mut approver = ui::approver(flags.yes, flags.json || claude_format);
     let code = runtime.block_on(agent::ask(
         &cwd,
         &prompt,

@@ -12,6 +12,7 @@ pub mod chat;
 pub mod codex;
 mod human;
 mod json;
+pub mod stream_json;
 
 use std::io::{self, BufRead, IsTerminal, Write};
 

@@ -106,3 +106,11 @@ impl Context {
         }
     }
 }
+
+/// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and
+/// a second thread would only cost memory.
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}

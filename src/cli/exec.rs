@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::ask::SessionFlags;
-use super::{CommandError, Context, ErrorKind};
+use super::context::{runtime, Context};
+use super::error::{CommandError, ErrorKind};
 use crate::protocol::Never;
 use crate::ui::codex::{CodexSink, StepChanges};
 
@@ -176,7 +177,7 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         .sandbox
         .writable
         .extend(options.add_dir.iter().map(|d| ctx.cwd().join(d)));
-    let runtime = super::runtime()
+    let runtime = runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let cwd = ctx.cwd().to_path_buf();
     // Nobody can answer a question: what would need approval is refused, as in Codex's exec.

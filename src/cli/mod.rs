@@ -216,13 +216,7 @@ pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
     crate::store::git::command(dir)
 }
 
-/// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and
-/// a second thread would only cost memory.
-pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
+pub(crate) use context::runtime;
 
 #[cfg(test)]
 mod tests {

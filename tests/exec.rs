@@ -345,6 +345,78 @@ fn exec_without_json_prints_as_ask_does() {
 }
 
 #[test]
+fn exec_reports_reasoning_as_an_item_and_the_turns_usage_with_cached_tokens() {
+    use crate::common::server::{openai_chunk, openai_events};
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::sse_raw(openai_events(&[
+        openai_chunk(json!({"reasoning_content": "Weighing it."}), None),
+        openai_chunk(json!({"content": "The answer."}), None),
+        openai_chunk(json!({}), Some("stop")),
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "test-model",
+               "choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 100,
+               "prompt_tokens_details": {"cached_tokens": 400}}}),
+    ]))]);
+    let out = exec(&repo, &server, &[], "think");
+    out.assert_code(0);
+    let events = events(&out);
+    assert_eq!(
+        kinds(&events),
+        [
+            "thread.started",
+            "turn.started",
+            "item.completed:reasoning",
+            "item.completed:agent_message",
+            "turn.completed"
+        ],
+        "{out}"
+    );
+    assert_eq!(events[2]["item"]["text"], "Weighing it.");
+    assert_eq!(events[3]["item"]["text"], "The answer.");
+    assert_eq!(
+        events[4]["usage"],
+        json!({"input_tokens": 1000, "cached_input_tokens": 400, "output_tokens": 100,
+               "reasoning_output_tokens": 0})
+    );
+}
+
+#[test]
+fn exec_output_schema_asks_the_model_for_matching_json() {
+    let repo = TestRepo::new();
+    let schema = repo.root().join("schema.json");
+    fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"SCHEMA-FIELD":{"type":"string"}}}"#,
+    )
+    .unwrap();
+    let server = Server::start(vec![Reply::text(r#"{"SCHEMA-FIELD":"x"}"#)]);
+    let out = exec(
+        &repo,
+        &server,
+        &["--output-schema", schema.to_str().unwrap()],
+        "fill it",
+    );
+    out.assert_code(0);
+    let prompt = server.requests()[0].user_texts().join("\n");
+    assert!(
+        prompt.contains("fill it") && prompt.contains("SCHEMA-FIELD"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("JSON Schema"), "{prompt}");
+    assert_eq!(
+        completed(&events(&out), "agent_message")[0]["text"],
+        r#"{"SCHEMA-FIELD":"x"}"#
+    );
+    let missing = exec(&repo, &server, &["--output-schema", "nope.json"], "x");
+    assert_eq!(missing.code(), 1, "{missing}");
+    assert!(
+        missing
+            .first_stderr_line()
+            .starts_with("error: cannot read --output-schema"),
+        "{missing}"
+    );
+}
+
+#[test]
 fn ask_stream_json_prints_claude_codes_messages_and_a_result() {
     let repo = TestRepo::new();
     let server = Server::start(command_file_answer());
@@ -529,6 +601,18 @@ fn the_codex_sdk_runs_a_thread_streams_it_and_resumes_it_on_the_same_branch() {
     assert_eq!(streamed.first(), Some(&"thread.started"), "{result}");
     assert!(streamed.contains(&"item.started"), "{streamed:?}");
     assert_eq!(streamed.last(), Some(&"turn.completed"), "{streamed:?}");
+    let requests = server.requests();
+    let streamed_turn = requests
+        .iter()
+        .find(|r| r.user_texts().iter().any(|t| t.contains("STREAMED-PROMPT")))
+        .expect("the streamed turn reached the model");
+    assert!(
+        streamed_turn
+            .user_texts()
+            .join("\n")
+            .contains("STREAM_SCHEMA_FIELD"),
+        "the turn's outputSchema did not reach the model"
+    );
     // resumeThread(id) from a new Codex instance: the same thread and branch.
     let resumed = &result["resumed"];
     assert_eq!(resumed["threadId"], json!(id));

@@ -3,7 +3,8 @@
 // Run by tests/exec.rs with Node 22; prints one JSON object with what the SDK returned.
 //
 // Usage: node driver.mjs SCENARIO
-//   run-stream-resume  run() a turn, runStreamed() a second on the same thread, resumeThread(id).run() a third
+//   run-stream-resume  run() a turn, runStreamed() a second on the same thread (with an outputSchema),
+//                      resumeThread(id).run() a third
 //   fail               run() a turn that ends unfinished; prints the error the SDK threw
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -28,7 +29,9 @@ async function runStreamResume() {
   const thread = new Codex(codexOptions).startThread(threadOptions);
   const first = await thread.run("make new.txt");
   const streamed = [];
-  const { events } = await thread.runStreamed("STREAMED-PROMPT");
+  // With a turn's outputSchema, which the SDK passes as --output-schema FILE.
+  const outputSchema = { type: "object", properties: { STREAM_SCHEMA_FIELD: { type: "string" } } };
+  const { events } = await thread.runStreamed("STREAMED-PROMPT", { outputSchema });
   for await (const event of events) {
     streamed.push(event.type);
   }

@@ -339,9 +339,12 @@ fn exec_errors_are_events_and_one_line_on_stderr() {
 fn exec_without_json_prints_as_ask_does() {
     let repo = TestRepo::new();
     let server = Server::start(vec![Reply::text("plain answer")]);
-    let out = repo.run_agent(&server, &["exec", "say it"]);
+    let answer = repo.root().join("answer.md");
+    let out = repo.run_agent(&server, &["exec", "-o", answer.to_str().unwrap(), "say it"]);
     out.assert_code(0);
     assert_eq!(out.stdout().trim(), "plain answer");
+    // -o writes the answer to a file too, as Codex's exec does.
+    assert_eq!(fs::read_to_string(&answer).unwrap(), "plain answer");
 }
 
 #[test]

@@ -10,13 +10,14 @@
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use clap::{Args, Subcommand};
 
 use super::ask::SessionFlags;
 use super::context::{runtime, Context};
 use super::error::{CommandError, ErrorKind};
-use crate::protocol::Never;
+use crate::protocol::{Event, Never, Sink};
 use crate::ui::codex::{CodexSink, StepChanges};
 
 /// Run one task for an SDK or a script: Codex's exec options and JSONL events
@@ -101,6 +102,10 @@ struct ExecOptions {
     #[arg(long, short = 'c', global = true, value_name = "key=value")]
     config: Vec<String>,
 
+    /// Write the final answer to FILE as well
+    #[arg(long, short = 'o', global = true, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
+
     /// An image to attach to the prompt (not supported yet: exec refuses it rather than ignore it)
     #[arg(long, short = 'i', global = true, value_name = "FILE")]
     image: Vec<PathBuf>,
@@ -136,11 +141,18 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         let dir = ctx.cwd().join(dir);
         ctx.set_cwd(dir);
     }
-    if options.json || options.experimental_json {
-        // First, so that every error after this point reaches the SDK as an event too.
+    // First, so that every error after this point reaches the SDK as an event too.
+    let inner: Box<dyn Sink> = if options.json || options.experimental_json {
         let dir = ctx.cwd().to_path_buf();
-        ctx.set_sink(Box::new(CodexSink::stdout(Some(step_changes(dir)))));
-    }
+        Box::new(CodexSink::stdout(Some(step_changes(dir))))
+    } else {
+        crate::ui::sink(false)
+    };
+    let answer = Arc::new(Mutex::new(None));
+    ctx.set_sink(Box::new(KeepsAnswer {
+        inner,
+        answer: Arc::clone(&answer),
+    }));
     if !ctx.cwd().is_dir() {
         return Err(CommandError::user(format!(
             "--cd {}: no such directory",
@@ -189,7 +201,47 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         ctx.sink(),
         &mut approver,
     ))?;
+    if let Some(path) = &options.output_last_message {
+        write_answer(&ctx.cwd().join(path), &answer)?;
+    }
     super::ask::exit_status(code)
+}
+
+/// Passes every event on to `inner` and keeps the turn's answer, for `--output-last-message`.
+struct KeepsAnswer {
+    inner: Box<dyn Sink>,
+    answer: Arc<Mutex<Option<String>>>,
+}
+
+impl Sink for KeepsAnswer {
+    fn emit(&mut self, event: &Event<'_>) {
+        if let Event::Done { answer, .. } = event {
+            if let Ok(mut kept) = self.answer.lock() {
+                *kept = Some((*answer).to_owned());
+            }
+        }
+        self.inner.emit(event);
+    }
+
+    fn wants_diffs(&self) -> bool {
+        self.inner.wants_diffs()
+    }
+}
+
+/// Writes the turn's answer to `path` (`-o`), as Codex writes its last message; nothing when there was none.
+fn write_answer(path: &Path, answer: &Mutex<Option<String>>) -> Result<(), CommandError> {
+    let Some(text) = answer.lock().ok().and_then(|a| a.clone()) else {
+        return Ok(());
+    };
+    if text.is_empty() {
+        return Ok(());
+    }
+    std::fs::write(path, text).map_err(|e| {
+        CommandError::user(format!(
+            "cannot write the answer to --output-last-message {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// The prompt argument: `exec PROMPT`, `exec resume ID PROMPT`, or `exec resume --last PROMPT` (where the

@@ -313,6 +313,52 @@ fn exec_ends_an_unfinished_turn_with_turn_failed_and_exit_3() {
 }
 
 #[test]
+fn a_model_error_mid_turn_still_ends_the_turn_in_both_streams() {
+    let repo = TestRepo::new();
+    let script = || {
+        vec![
+            Reply::tool_calls(vec![call("run", json!({"command": "echo hi"}))]),
+            Reply::status(400, "MODEL-REFUSED-THIS"),
+        ]
+    };
+    let server = Server::start(script());
+    let out = exec(&repo, &server, &[], "go");
+    assert_eq!(out.code(), 1, "{out}");
+    let events = events(&out);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "turn.failed", "{out}");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MODEL-REFUSED-THIS"),
+        "{out}"
+    );
+    assert_eq!(completed(&events, "command_execution").len(), 1, "{out}");
+    assert!(out.first_stderr_line().starts_with("error: "), "{out}");
+
+    let server = Server::start(script());
+    let out = repo.run_agent(&server, &["ask", "--output-format", "stream-json", "go"]);
+    assert_eq!(out.code(), 1, "{out}");
+    let lines: Vec<Value> = out
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "result", "{out}");
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap()
+            .contains("MODEL-REFUSED-THIS"),
+        "{out}"
+    );
+    assert!(result["session_id"].is_string(), "{out}");
+}
+
+#[test]
 fn exec_errors_are_events_and_one_line_on_stderr() {
     let repo = TestRepo::new();
     let server = Server::start(vec![]);

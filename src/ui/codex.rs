@@ -314,12 +314,6 @@ impl CodexSink {
             self.message(answer.to_owned());
         }
         self.close_open_items();
-        if let Some(todo) = self.todo.take() {
-            self.item(
-                "item.completed",
-                json!({"id": todo.id, "type": "todo_list", "items": todo.items}),
-            );
-        }
         if *status == Status::Done {
             let u = self.usage;
             self.write(&json!({"type": "turn.completed", "usage": {
@@ -339,8 +333,15 @@ impl CodexSink {
         self.turn = TurnState::Ended;
     }
 
-    /// Items a cut-short turn left open end as failed: the SDK's consumers wait for a terminal state.
+    /// Items a cut-short turn left open end as failed: the SDK's consumers wait for a terminal state. The
+    /// plan's list completes as it stands.
     fn close_open_items(&mut self) {
+        if let Some(todo) = self.todo.take() {
+            self.item(
+                "item.completed",
+                json!({"id": todo.id, "type": "todo_list", "items": todo.items}),
+            );
+        }
         let mut open: Vec<(String, OpenItem)> = self.open.drain().collect();
         open.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, item) in open {
@@ -376,6 +377,24 @@ impl CodexSink {
             }
             _ => self.write(&json!({"type": "error", "message": message})),
         }
+    }
+}
+
+/// A turn that a host error cut short (a model error mid-turn: no `done` follows the `error`) still ends in
+/// the stream, when the command lets go of its sink.
+impl Drop for CodexSink {
+    fn drop(&mut self) {
+        if !self.running() {
+            return;
+        }
+        self.flush_text();
+        self.close_open_items();
+        let message = self
+            .failure
+            .take()
+            .unwrap_or_else(|| "the turn ended without an answer".to_owned());
+        self.write(&json!({"type": "turn.failed", "error": {"message": message}}));
+        self.turn = TurnState::Ended;
     }
 }
 

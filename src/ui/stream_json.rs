@@ -164,6 +164,17 @@ impl StreamJsonSink {
     }
 }
 
+/// A session that a host error cut short (a model error mid-turn: no `done` follows the `error`) still ends
+/// with its `result`, when the command lets go of its sink.
+impl Drop for StreamJsonSink {
+    fn drop(&mut self) {
+        if self.session.is_some() && !self.ended {
+            let reason = self.failure.take().unwrap_or_default();
+            self.result(None, &reason);
+        }
+    }
+}
+
 impl Sink for StreamJsonSink {
     fn emit(&mut self, event: &Event<'_>) {
         match event {

@@ -140,6 +140,7 @@ fn exec_resume_continues_the_same_thread_on_the_same_branch() {
             json!({"path": "second.txt", "content": "2\n"}),
         )]),
         Reply::text("Second done."),
+        Reply::text("Third done."),
     ]);
     let server = Server::start(script);
     let first = exec(&repo, &server, &[], "make new.txt");
@@ -167,6 +168,12 @@ fn exec_resume_continues_the_same_thread_on_the_same_branch() {
         texts.contains("make new.txt") && texts.contains("SECOND-PROMPT"),
         "{texts}"
     );
+    // `resume --last PROMPT`: the newest session, the one word after --last being the prompt.
+    let third = exec(&repo, &server, &["resume", "--last", "THIRD-PROMPT"], "");
+    third.assert_code(0);
+    assert_eq!(self::events(&third)[0]["thread_id"], json!(id), "{third}");
+    let last = server.requests().last().cloned().unwrap();
+    assert!(last.user_texts().join("\n").contains("THIRD-PROMPT"));
 }
 
 #[test]

@@ -47,6 +47,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "ask" => one::<ask::AskArgs>("ask"),
         "acp" => one::<acp::AcpArgs>("acp"),
         "chat" => one::<chat::ChatArgs>("chat"),
+        "exec" => one::<exec::ExecArgs>("exec"),
         "config" => one::<config::ConfigArgs>("config"),
         "log" => one::<log::LogArgs>("log"),
         "show" => one::<show::ShowArgs>("show"),

@@ -214,10 +214,10 @@ struct KeepsAnswer {
 }
 
 impl Sink for KeepsAnswer {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         if let Event::Done { answer, .. } = event {
             if let Ok(mut kept) = self.answer.lock() {
-                *kept = Some((*answer).to_owned());
+                *kept = Some(answer.clone());
             }
         }
         self.inner.emit(event);

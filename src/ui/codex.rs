@@ -269,7 +269,7 @@ impl CodexSink {
         );
     }
 
-    fn plan(&mut self, items: &[crate::protocol::PlanItem<'_>]) {
+    fn plan(&mut self, items: &[crate::protocol::PlanItem]) {
         self.flush_text();
         let items: Value = items
             .iter()
@@ -399,16 +399,16 @@ impl Drop for CodexSink {
 }
 
 impl Sink for CodexSink {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         match event {
             Event::Session { id, .. } => self.start_turn(id),
-            Event::Text(delta) if self.running() => {
+            Event::Text { delta } if self.running() => {
                 if !self.reasoning.is_empty() {
                     self.flush_reasoning();
                 }
                 self.text.push_str(delta);
             }
-            Event::Reasoning(delta) if self.running() => self.reasoning.push_str(delta),
+            Event::Reasoning { delta } if self.running() => self.reasoning.push_str(delta),
             Event::ToolCall {
                 id,
                 name,
@@ -424,19 +424,19 @@ impl Sink for CodexSink {
             } if self.running() => self.tool_result(id, *ok, summary, output),
             Event::Step { commit, files, .. } if self.running() => self.step(commit, files),
             Event::Plan { items, .. } if self.running() => self.plan(items),
-            Event::Usage(usage, _) => self.usage = **usage,
+            Event::Usage { usage, .. } => self.usage = *usage,
             Event::Done { status, answer, .. } if self.running() => self.done(status, answer),
-            Event::Warning(message) if self.running() => self.error_item(message),
+            Event::Warning { message } if self.running() => self.error_item(message),
             Event::Notice { message, .. } => {
                 eprintln!("warning: {}", crate::protocol::neutralize(message));
                 if self.running() {
                     self.error_item(message);
                 }
             }
-            Event::Warning(message) => {
+            Event::Warning { message } => {
                 eprintln!("warning: {}", crate::protocol::neutralize(message));
             }
-            Event::Error(message) => self.error(message),
+            Event::Error { message } => self.error(message),
             // The rest is for people (summary, progress), editors (diffs), the log (transcript events), or
             // inside a subagent, whose call is already an item.
             _ => {}
@@ -512,10 +512,10 @@ mod tests {
 
     fn session(sink: &mut CodexSink) {
         sink.emit(&Event::Session {
-            id: "abc123",
-            branch: "agent/abc123",
-            base: "0000000",
-            model: "openai/test",
+            id: "abc123".into(),
+            branch: "agent/abc123".into(),
+            base: "0000000".into(),
+            model: "openai/test".into(),
         });
     }
 
@@ -524,32 +524,36 @@ mod tests {
         let buffer = Buffer::default();
         let mut sink = CodexSink::new(Box::new(buffer.clone()), None);
         session(&mut sink);
-        sink.emit(&Event::Text("Running it."));
+        sink.emit(&Event::Text {
+            delta: "Running it.".into(),
+        });
         let input = json!({"command": "echo hi"});
         sink.emit(&Event::ToolCall {
-            id: "c1",
-            name: "run",
+            id: "c1".into(),
+            name: "run".into(),
             kind: ToolKind::Execute,
-            label: "echo hi",
-            input: &input,
+            label: "echo hi".into(),
+            input,
             location: None,
         });
         sink.emit(&Event::ToolResult {
-            id: "c1",
+            id: "c1".into(),
             ok: true,
-            summary: "exit 0",
-            output: "hi\n[exit 0 after 0.0 s]\n",
+            summary: "exit 0".into(),
+            output: "hi\n[exit 0 after 0.0 s]\n".into(),
         });
-        sink.emit(&Event::Text("Done."));
+        sink.emit(&Event::Text {
+            delta: "Done.".into(),
+        });
         let usage = Usage {
             input_tokens: 10,
             output_tokens: 3,
             cached_tokens: 4,
         };
-        sink.emit(&Event::Usage(&usage, None));
+        sink.emit(&Event::Usage { usage, cost: None });
         sink.emit(&Event::Done {
-            status: &Status::Done,
-            answer: "Done.",
+            status: Status::Done,
+            answer: "Done.".into(),
             exit_code: 0,
         });
         let events = lines(&buffer);
@@ -580,10 +584,12 @@ mod tests {
         let buffer = Buffer::default();
         let mut sink = CodexSink::new(Box::new(buffer.clone()), None);
         session(&mut sink);
-        sink.emit(&Event::Error("the step limit (1) was reached"));
+        sink.emit(&Event::Error {
+            message: "the step limit (1) was reached".into(),
+        });
         sink.emit(&Event::Done {
-            status: &Status::MaxSteps,
-            answer: "",
+            status: Status::MaxSteps,
+            answer: String::new(),
             exit_code: 3,
         });
         let events = lines(&buffer);

@@ -176,16 +176,16 @@ impl Drop for StreamJsonSink {
 }
 
 impl Sink for StreamJsonSink {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         match event {
             Event::Session { id, model, .. } => self.init(id, model),
-            Event::Text(delta) => {
+            Event::Text { delta } => {
                 if !self.thinking.is_empty() {
                     self.flush();
                 }
                 self.text.push_str(delta);
             }
-            Event::Reasoning(delta) => self.thinking.push_str(delta),
+            Event::Reasoning { delta } => self.thinking.push_str(delta),
             Event::ToolCall {
                 id, name, input, ..
             } => {
@@ -194,13 +194,13 @@ impl Sink for StreamJsonSink {
             }
             Event::ToolResult { id, ok, output, .. } => self.tool_result(id, *ok, output),
             Event::RequestUsage { .. } => self.requests += 1,
-            Event::Usage(usage, cost) => {
-                self.usage = **usage;
+            Event::Usage { usage, cost } => {
+                self.usage = *usage;
                 self.cost = *cost;
             }
             Event::Done { status, answer, .. } => self.result(Some(status), answer),
-            Event::Error(message) => self.error(message),
-            Event::Warning(message) | Event::Notice { message, .. } => {
+            Event::Error { message } => self.error(message),
+            Event::Warning { message } | Event::Notice { message, .. } => {
                 eprintln!("warning: {}", crate::protocol::neutralize(message));
             }
             // For people (summary, progress), editors (diffs), the log, or inside a subagent.
@@ -240,15 +240,15 @@ mod tests {
         let mut sink =
             StreamJsonSink::new(Box::new(buffer.clone()), false, std::path::Path::new("/r"));
         sink.emit(&Event::Session {
-            id: "abc123",
-            branch: "agent/abc123",
-            base: "0",
-            model: "openai/m",
+            id: "abc123".into(),
+            branch: "agent/abc123".into(),
+            base: "0".into(),
+            model: "openai/m".into(),
         });
-        sink.emit(&Event::Text("hi"));
+        sink.emit(&Event::Text { delta: "hi".into() });
         sink.emit(&Event::Done {
-            status: &Status::Done,
-            answer: "hi",
+            status: Status::Done,
+            answer: "hi".into(),
             exit_code: 0,
         });
         let out = lines(&buffer);
@@ -259,7 +259,9 @@ mod tests {
         let buffer = Buffer::default();
         let mut sink =
             StreamJsonSink::new(Box::new(buffer.clone()), true, std::path::Path::new("/r"));
-        sink.emit(&Event::Error("no model endpoint configured"));
+        sink.emit(&Event::Error {
+            message: "no model endpoint configured".into(),
+        });
         let out = lines(&buffer);
         assert_eq!(out[0]["type"], "result");
         assert_eq!(out[0]["is_error"], true);

@@ -142,17 +142,7 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         ctx.set_cwd(dir);
     }
     // First, so that every error after this point reaches the SDK as an event too.
-    let inner: Box<dyn Sink> = if options.json || options.experimental_json {
-        let dir = ctx.cwd().to_path_buf();
-        Box::new(CodexSink::stdout(Some(step_changes(dir))))
-    } else {
-        crate::ui::sink(false)
-    };
-    let answer = Arc::new(Mutex::new(None));
-    ctx.set_sink(Box::new(KeepsAnswer {
-        inner,
-        answer: Arc::clone(&answer),
-    }));
+    let answer = install_sink(ctx, options.json || options.experimental_json);
     if !ctx.cwd().is_dir() {
         return Err(CommandError::user(format!(
             "--cd {}: no such directory",
@@ -172,12 +162,7 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
             "warning: --config {key} is not used by git-agent exec (see docs/integrations.md)"
         );
     }
-    if let Some(url) = mapped.base_url.clone() {
-        ctx.set_env("OPENAI_BASE_URL", url);
-    }
-    if let Some(key) = ctx.env("CODEX_API_KEY").filter(|k| !k.trim().is_empty()) {
-        ctx.set_env("OPENAI_API_KEY", key);
-    }
+    map_provider(ctx, &mapped);
     let mut prompt = read_prompt(prompt_arg(&args))?;
     if let Some(schema) = &options.output_schema {
         prompt.push_str(&schema_instruction(&ctx.cwd().join(schema))?);
@@ -205,6 +190,34 @@ pub fn run(ctx: &mut Context, args: ExecArgs) -> Result<(), CommandError> {
         write_answer(&ctx.cwd().join(path), &answer)?;
     }
     super::ask::exit_status(code)
+}
+
+/// Makes the command's sink: Codex's events with `json`, else `ask`'s output; returns where the turn's answer
+/// will be kept (for `--output-last-message`).
+fn install_sink(ctx: &mut Context, json: bool) -> Arc<Mutex<Option<String>>> {
+    let inner: Box<dyn Sink> = if json {
+        let dir = ctx.cwd().to_path_buf();
+        Box::new(CodexSink::stdout(Some(step_changes(dir))))
+    } else {
+        crate::ui::sink(false)
+    };
+    let answer = Arc::new(Mutex::new(None));
+    ctx.set_sink(Box::new(KeepsAnswer {
+        inner,
+        answer: Arc::clone(&answer),
+    }));
+    answer
+}
+
+/// The SDK's `baseUrl` (`--config openai_base_url=...`) and `apiKey` (`CODEX_API_KEY`) as the `openai`
+/// provider's variables, for this run only: Codex speaks to OpenAI's API, so that is the provider they mean.
+fn map_provider(ctx: &mut Context, mapped: &Mapped) {
+    if let Some(url) = mapped.base_url.clone() {
+        ctx.set_env("OPENAI_BASE_URL", url);
+    }
+    if let Some(key) = ctx.env("CODEX_API_KEY").filter(|k| !k.trim().is_empty()) {
+        ctx.set_env("OPENAI_API_KEY", key);
+    }
 }
 
 /// Passes every event on to `inner` and keeps the turn's answer, for `--output-last-message`.

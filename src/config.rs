@@ -9,7 +9,9 @@
 //! Precedence, highest first: command-line flag, environment, the repository's `.git-agent.toml`, the user's
 //! config file, built-in defaults.
 
+pub mod agent_files;
 pub(crate) mod edit;
+pub mod event_hooks;
 pub(crate) mod file;
 pub(crate) mod mcp;
 pub mod memory;

@@ -533,6 +533,16 @@ pub enum Event {
         parent: String,
         event: Box<Event>,
     },
+    /// An event hook ran (issue 26; not git's hooks): the session event it ran at (`PreToolUse`, ...), its
+    /// command and the file it comes from, how it ended in words (`ok`, `blocked: <reason>`, `exit 1: ...`,
+    /// `timed out after 5s`) and how long it took.
+    Hook {
+        event: String,
+        command: String,
+        source: String,
+        outcome: String,
+        duration_ms: u64,
+    },
 }
 
 impl Event {

@@ -75,3 +75,7 @@ mod hostile;
 mod untrusted_text;
 // `git agent exec`: Codex's exec arguments and JSONL events, and the real @openai/codex-sdk driving it.
 mod exec;
+// Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
+mod event_hooks;
+// Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.
+mod subagents;

@@ -133,6 +133,14 @@ pub enum Event {
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.
     Explore { parent: String, event: Box<Event> },
+    /// An event hook ran (issue 26): [`protocol::Event::Hook`] as stored (see [`record`]).
+    Hook {
+        event: String,
+        command: String,
+        source: String,
+        outcome: String,
+        duration_ms: u64,
+    },
 }
 
 impl Event {

@@ -22,6 +22,7 @@ pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod date;
 pub(crate) mod distill;
+pub(crate) mod event_hooks;
 pub(crate) mod explore;
 pub(crate) mod fix;
 pub(crate) mod footprint;

@@ -3,6 +3,7 @@
 
 mod accept;
 mod acp;
+mod agents;
 mod ask;
 pub mod chat;
 mod config;
@@ -54,6 +55,7 @@ pub struct Cli {
 enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
+    Agents(agents::AgentsArgs),
     Chat(chat::ChatArgs),
     Exec(exec::ExecArgs),
     Config(config::ConfigArgs),
@@ -130,6 +132,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
+        Command::Agents(args) => agents::run(&ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Exec(args) => exec::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),

@@ -46,6 +46,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
     Some(match name {
         "ask" => one::<ask::AskArgs>("ask"),
         "acp" => one::<acp::AcpArgs>("acp"),
+        "agents" => one::<agents::AgentsArgs>("agents"),
         "chat" => one::<chat::ChatArgs>("chat"),
         "exec" => one::<exec::ExecArgs>("exec"),
         "config" => one::<config::ConfigArgs>("config"),

@@ -335,6 +335,20 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 duration_ms,
                 output,
             }),
+            journal::Event::Hook {
+                event,
+                command,
+                source,
+                outcome,
+                duration_ms,
+                ..
+            } => sink.emit(&Event::Hook {
+                event,
+                command,
+                source,
+                outcome,
+                duration_ms,
+            }),
             // A proposal is the `remember` call shown above it.
             journal::Event::Usage { .. }
             | journal::Event::ToolResult { .. }

@@ -62,6 +62,9 @@ pub struct FileConfig {
     pub skills: super::skills::SkillsConfig,
     /// `[prices."provider/model"]` tables (user file only), in file order.
     pub prices: Vec<(String, super::prices::Price)>,
+    /// `[[event_hooks.<Event>]]` (user file only), in the JSON shape of Claude Code's `hooks` object (see
+    /// [`super::event_hooks`]).
+    pub event_hooks: Option<serde_json::Value>,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -277,6 +280,19 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "check_timeout" => config.check_timeout = Some(ctx.seconds(item, key, span)?),
             "mcp_startup_wait" => config.mcp_startup_wait = Some(ctx.seconds(item, key, span)?),
             "hooks" => config.hooks = ctx.hooks(item, span)?,
+            "event_hooks" => {
+                if ctx.scope == Scope::Repo {
+                    return Err(ctx.error(
+                        span,
+                        key,
+                        "event hooks run commands: set them in your own config file, or in .claude/settings.json (which needs `git agent trust`)",
+                    ));
+                }
+                let value = super::event_hooks::toml_to_json(item);
+                super::event_hooks::parse(&value, "event_hooks")
+                    .map_err(|problem| ctx.error(span, key, problem))?;
+                config.event_hooks = Some(value);
+            }
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -300,7 +316,7 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
-                        explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
+                        explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [event_hooks], \
                         [prices], [providers.<name>], [mcp_servers.<name>]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";

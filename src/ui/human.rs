@@ -556,6 +556,25 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             }
             Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { parent, event } => self.nested(parent, event),
+            Event::Hook {
+                event,
+                command,
+                outcome,
+                duration_ms,
+                ..
+            } => {
+                // One dim line: hooks are the user's own machinery, worth seeing but not reading.
+                let command: String = command
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect();
+                let line = format!("hook {event} `{command}`: {outcome} ({duration_ms} ms)");
+                let text = self.paint("2", &neutralize(&line));
+                self.line(&text);
+            }
             Event::Prompt { .. }
             | Event::Context { .. }
             | Event::Plan { .. }

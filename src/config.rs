@@ -13,6 +13,7 @@ pub mod agent_files;
 pub(crate) mod edit;
 pub mod event_hooks;
 pub(crate) mod file;
+pub mod lsp;
 pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;

@@ -55,6 +55,8 @@ mod fix;
 // `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
 // core.hooksPath, husky and lefthook, the pre-commit framework.
 mod hooks;
+// Language servers: diagnostics after edits (pyright), lsp queries and rename (TypeScript, clangd), trust, crashes.
+mod lsp;
 // `git agent trust`: a fresh clone's check and .mcp.json run nothing until trusted; changes need trust again.
 mod trust;
 // One event stream: `show` replays what `ask` printed; logs written before it still show and resume.

@@ -223,7 +223,6 @@ impl Turn<'_> {
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
-        self.report(call, &output)?;
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
             self.s.tools.changes.after_run()?
@@ -232,14 +231,34 @@ impl Turn<'_> {
         } else {
             Vec::new()
         };
+        // The language servers' new problems join the result the model reads, before it is reported.
+        let delta = self.diagnostics(&changed).await?;
+        if let Some(delta) = &delta {
+            output.content.push_str(&delta.render());
+        }
+        self.report(call, &output)?;
+        if let Some(delta) = &delta {
+            self.report_diagnostics(call, delta)?;
+        }
+        super::lsp::warn(&self.s.tools.state, &mut *self.sink);
         if !changed.is_empty() {
+            let why = match &delta {
+                Some(d) if !d.answered.is_empty() => format!(
+                    "{}\ndiagnostics: {} error{} left in the changed files ({})",
+                    self.why.trim_end(),
+                    d.errors_left,
+                    if d.errors_left == 1 { "" } else { "s" },
+                    d.summary()
+                ),
+                _ => self.why.clone(),
+            };
             // A subagent's step names it, in the commit and in the note.
             let (label, why) = match &self.subagent {
                 Some(name) => (
                     format!("[subagent {name}] {label}"),
-                    format!("subagent {name}: {}", self.why),
+                    format!("subagent {name}: {why}"),
                 ),
-                None => (label, self.why.clone()),
+                None => (label, why),
             };
             step::commit(
                 &mut self.s.work,
@@ -251,6 +270,61 @@ impl Turn<'_> {
             )?;
         }
         Ok(output)
+    }
+
+    /// The problems `changed` gained, from their language servers (on a blocking thread: it waits, bounded
+    /// by the diagnostics wait). Each file's text before the call is the branch tip's.
+    async fn diagnostics(
+        &self,
+        changed: &[std::path::PathBuf],
+    ) -> Result<Option<crate::lsp::delta::Delta>, AgentError> {
+        if changed.is_empty() || self.s.tools.state.lsp().is_none() {
+            return Ok(None);
+        }
+        let work = &self.s.work;
+        let old: Vec<Option<String>> = changed
+            .iter()
+            .map(
+                |rel| match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                    Ok(Some((bytes, _))) => String::from_utf8(bytes).ok(),
+                    _ => None,
+                },
+            )
+            .collect();
+        let state = Arc::clone(&self.s.tools.state);
+        let changed = changed.to_vec();
+        tokio::task::spawn_blocking(move || {
+            super::lsp::after_change(&state, &changed, |rel| {
+                let at = changed.iter().position(|c| c == rel)?;
+                old.get(at).cloned().flatten()
+            })
+        })
+        .await
+        .map_err(|e| AgentError::Join(e.to_string()))
+    }
+
+    /// The dim line under the result, the `diagnostics` event and its record in the session log.
+    fn report_diagnostics(
+        &mut self,
+        call: &ToolCall,
+        delta: &crate::lsp::delta::Delta,
+    ) -> Result<(), AgentError> {
+        let lines: Vec<String> = delta
+            .errors
+            .iter()
+            .chain(&delta.warnings)
+            .map(|d| d.line())
+            .collect();
+        let event = Event::Diagnostics {
+            id: call.id.clone(),
+            summary: delta.summary(),
+            errors: delta.error_count,
+            warnings: delta.warning_count,
+            errors_left: delta.errors_left,
+            lines,
+        };
+        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        Ok(())
     }
 
     /// Why a file tool's write must not happen: its path lies inside a submodule of the session's tip, whose

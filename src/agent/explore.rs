@@ -610,8 +610,13 @@ impl Shared<'_> {
             },
         ];
         // Reads of the child are its own: the parent's stale-read guard must not take them for the parent's.
+        let state = SessionState::new(None, self.secret_envs.clone());
+        // The parent's language servers answer the child's `lsp` queries (read-only operations only).
+        if let Some(pool) = self.ctx.session.lsp() {
+            state.set_lsp(Arc::clone(pool));
+        }
         let ctx = ToolContext {
-            session: Arc::new(SessionState::new(None, self.secret_envs.clone())),
+            session: Arc::new(state),
             ..self.ctx.clone()
         };
         let (mut requests, mut calls) = (0u32, 0u32);

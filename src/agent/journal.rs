@@ -42,6 +42,15 @@ pub enum Event {
         commit: String,
         files: Vec<String>,
     },
+    /// What the language servers found new after the call `id`, stored as `protocol::Event::Diagnostics`.
+    Diagnostics {
+        id: String,
+        summary: String,
+        errors: usize,
+        warnings: usize,
+        errors_left: usize,
+        lines: Vec<String>,
+    },
     /// Token usage of one model request.
     Usage {
         input_tokens: u64,

@@ -29,6 +29,7 @@ pub(crate) mod footprint;
 mod guards;
 mod instructions;
 pub(crate) mod journal;
+mod lsp;
 pub mod memory;
 pub(crate) mod plan;
 mod prompt;

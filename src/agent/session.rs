@@ -211,6 +211,8 @@ pub(super) struct Toolbox {
     /// Whether `mcp_later` has servers to start: then the first request waits for the checkout, so they
     /// can start and be waited for (see [`AgentSession::await_mcp`]).
     pub mcp_configured: bool,
+    /// The language servers to attach once a new session's checkout exists (they run in it).
+    pub lsp_later: Option<super::lsp::LspPlan>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -342,6 +344,14 @@ impl AgentSession {
         let skills = SessionSkills::load(&store, caps, sink);
         if let Some(tool) = skills.tool() {
             tools.registry.add(tool);
+        }
+        // Language servers too run in the checkout, and only start when a tool touches a file of theirs.
+        let lsp = super::lsp::plan(&settings, store.common_dir(), sink);
+        lsp.offer(store.workdir(), &mut tools.registry);
+        if pending.is_some() && !session.checkout.is_here() {
+            tools.lsp_later = Some(lsp);
+        } else {
+            lsp.attach(session.root(), &tools.sandbox, &tools.state);
         }
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
@@ -611,6 +621,9 @@ impl AgentSession {
         // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
         self.tools.state.shutdown();
         self.tools.mcp.stop_blocking();
+        if let Some(pool) = self.tools.state.lsp() {
+            pool.shutdown();
+        }
         // A start still under way is finished first, so what it made is kept or rolled back as a whole.
         let _ = self.ready_blocking();
         self.session_end_hooks();
@@ -844,6 +857,9 @@ impl AgentSession {
             self.tools.sandbox = Arc::new(sandbox);
             self.conv.instructions.rebase(root);
         }
+        if let Some(lsp) = self.tools.lsp_later.take() {
+            lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
+        }
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
@@ -978,6 +994,7 @@ impl Toolbox {
             memory: super::memory::SessionMemory::off(),
             mcp_added: Vec::new(),
             mcp_configured: false,
+            lsp_later: None,
         }
     }
 }
@@ -998,11 +1015,13 @@ impl Conversation {
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
+        let lsp = schemas.iter().any(|s| s.name == "lsp");
         let system = system_prompt(
             session,
             &mut instructions,
             &relative_cwd(store, cwd),
             skills,
+            lsp,
         );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
@@ -1228,6 +1247,7 @@ fn system_prompt(
     instructions: &mut Instructions,
     cwd: &Path,
     skills: &str,
+    lsp: bool,
 ) -> String {
     let checkout = session.root().display().to_string();
     let base = session.base.to_string();
@@ -1237,6 +1257,7 @@ fn system_prompt(
         base: &base,
         date: &date::today(),
         here: session.checkout.is_here(),
+        lsp,
     };
     let files = instructions.initial(cwd);
     let mut section = if files.is_empty() {

@@ -16,6 +16,7 @@ mod fix;
 mod gc;
 mod hook;
 mod log;
+mod lsp;
 mod mcp;
 mod memory;
 mod parse;
@@ -77,6 +78,7 @@ enum Command {
     Skill(skill::SkillArgs),
     Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
+    Lsp(lsp::LspArgs),
 }
 
 impl Command {
@@ -154,6 +156,7 @@ pub fn run() -> i32 {
         Command::Skill(args) => skill::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Lsp(args) => lsp::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

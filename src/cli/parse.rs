@@ -68,6 +68,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "skill" => one::<skill::SkillArgs>("skill"),
         "stats" => one::<stats::StatsArgs>("stats"),
         "trust" => one::<trust::TrustArgs>("trust"),
+        "lsp" => one::<lsp::LspArgs>("lsp"),
         _ => return None,
     })
 }

@@ -350,6 +350,22 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 duration_ms,
             }),
             // A proposal is the `remember` call shown above it.
+            // Recorded right after the result it belongs to, so shown where it stands.
+            journal::Event::Diagnostics {
+                id,
+                summary,
+                errors,
+                warnings,
+                errors_left,
+                lines,
+            } => sink.emit(&Event::Diagnostics {
+                id,
+                summary,
+                errors,
+                warnings,
+                errors_left,
+                lines,
+            }),
             journal::Event::Usage { .. }
             | journal::Event::ToolResult { .. }
             | journal::Event::Remember { .. } => {}

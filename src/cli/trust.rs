@@ -67,7 +67,7 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
 fn shown(item: &Item) -> String {
     match item.kind {
         Kind::Check => format!("  {}\n", visible(&item.text)),
-        Kind::McpServers | Kind::EventHooks => item
+        Kind::McpServers | Kind::EventHooks | Kind::LspServers => item
             .text
             .split('\n')
             .map(|line| format!("  | {}\n", visible(line)))

@@ -31,6 +31,8 @@ pub enum Kind {
     /// A file of event hooks (`.claude/settings.json`, `.codex/hooks.json`, ...): the whole file, since
     /// every hook in it is a command a session runs.
     EventHooks,
+    /// The `[lsp]` table of `.git-agent.toml`: language servers sessions start (they run project code).
+    LspServers,
 }
 
 impl Kind {
@@ -40,6 +42,7 @@ impl Kind {
             Kind::Check => "check",
             Kind::McpServers => "mcp-servers",
             Kind::EventHooks => "event-hooks",
+            Kind::LspServers => "lsp-servers",
         }
     }
 
@@ -49,6 +52,7 @@ impl Kind {
             Kind::Check => "check (a shell command run by fix and the git hooks)",
             Kind::McpServers => "MCP servers (programs and endpoints sessions start)",
             Kind::EventHooks => "event hooks (commands sessions run before and after tool calls)",
+            Kind::LspServers => "language servers (programs sessions start on the checkout)",
         }
     }
 }
@@ -87,6 +91,15 @@ impl Item {
         Item {
             kind: Kind::EventHooks,
             source: source.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    /// A repository's `[lsp]` table, whole (as `.git-agent.toml` would hold it alone).
+    pub fn lsp_servers(text: &str) -> Item {
+        Item {
+            kind: Kind::LspServers,
+            source: super::file::REPO_FILE.to_owned(),
             text: text.to_owned(),
         }
     }
@@ -244,7 +257,8 @@ fn ledger_path() -> Option<PathBuf> {
 }
 
 /// Everything the repository at `workdir` now asks to run: its `check` (from `repo_check`, the value of
-/// its `.git-agent.toml`), its `.mcp.json` and its files of event hooks.
+/// its `.git-agent.toml`), its `.mcp.json`, its files of event hooks and the language servers of its
+/// `.git-agent.toml`.
 pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     let mut items = Vec::new();
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
@@ -255,6 +269,12 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     }
     for (source, text) in super::event_hooks::repo_files(workdir) {
         items.push(Item::event_hooks(&source, &text));
+    }
+    let repo_file = workdir.join(super::file::REPO_FILE);
+    if let Ok(config) = super::file::load(&repo_file, super::file::Scope::Repo) {
+        if !config.lsp.servers.is_empty() {
+            items.push(Item::lsp_servers(&config.lsp.text));
+        }
     }
     items
 }

@@ -501,6 +501,12 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 step,
                 files,
             } => self.step(commit, *step, files),
+            Event::Diagnostics { summary, .. } => {
+                // One dim line under the tool line; the problems themselves are in the result.
+                let text = format!("  ⎿ {}", neutralize(summary));
+                let painted = self.paint("2", &text);
+                self.line(&painted);
+            }
             Event::Summary {
                 branch,
                 steps,

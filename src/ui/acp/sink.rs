@@ -322,6 +322,7 @@ impl Sink for AcpSink {
             Event::Session { .. }
             | Event::Progress { .. }
             | Event::Step { .. }
+            | Event::Diagnostics { .. }
             | Event::Usage { .. }
             | Event::Summary { .. }
             | Event::Context { .. }

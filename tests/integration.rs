@@ -78,6 +78,8 @@ mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
 // redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
 mod untrusted_text;
+// `git agent exec`: Codex's exec arguments and JSONL events, and the real @openai/codex-sdk driving it.
+mod exec;
 // Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
 mod event_hooks;
 // Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.

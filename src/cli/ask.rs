@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CommandError, Context, ErrorKind};
+use super::context::{runtime, Context};
+use super::error::{CommandError, ErrorKind};
 use crate::agent::{self, Resume, SessionOptions};
 use crate::config;
 use crate::safety::rules::Rules;
@@ -27,6 +28,12 @@ pub struct AskArgs {
     /// prompt; repeatable
     #[arg(long, value_name = "PATH")]
     image: Vec<std::path::PathBuf>,
+
+    /// Print Claude Code's print-mode output on stdout: stream-json (one message a line), or json (the
+    /// final result alone); text is the default
+    #[arg(long, value_name = "FORMAT", default_value = "text", conflicts_with = "json",
+          value_parser = ["text", "json", "stream-json"])]
+    output_format: String,
 
     #[command(flatten)]
     pub(super) session: SessionFlags,
@@ -92,12 +99,19 @@ impl SessionFlags {
     /// The flags as a command line without any of them gives them (the hooks start from these), so the
     /// defaults live in one place: the flags' definitions.
     pub(super) fn defaults() -> Result<SessionFlags, CommandError> {
+        SessionFlags::from_words(&[])
+    }
+
+    /// The flags `words` give (`["--sandbox", "read-only"]`), the defaults for the rest: how `exec` turns
+    /// Codex's options into ours through the same definitions.
+    pub(super) fn from_words(words: &[String]) -> Result<SessionFlags, CommandError> {
         use clap::{Args as _, FromArgMatches as _};
         let command = SessionFlags::augment_args(clap::Command::new("defaults"));
+        let argv = std::iter::once("defaults").chain(words.iter().map(String::as_str));
         command
-            .try_get_matches_from(["defaults"])
+            .try_get_matches_from(argv)
             .and_then(|matches| SessionFlags::from_arg_matches(&matches))
-            .map_err(|e| CommandError::internal(format!("the session flags have no defaults: {e}")))
+            .map_err(|e| CommandError::internal(format!("invalid session flags {words:?}: {e}")))
     }
 
     /// The session these flags open: `--resume <id>`, `--continue`, or a new one.
@@ -155,16 +169,24 @@ impl SessionFlags {
 /// Runs `ask`: the agent's exit status becomes the command's (3 unfinished, 130 interrupted), whose reason
 /// the sink has already shown.
 pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
+    let claude_format = args.output_format != "text";
+    if claude_format {
+        // First, so that every error after this point is a `result` on stdout too.
+        let stream = args.output_format == "stream-json";
+        let sink = ui::stream_json::StreamJsonSink::stdout(stream, ctx.cwd());
+        ctx.set_sink(Box::new(sink));
+    }
     let prompt = read_prompt(&args.prompt)?;
     let flags = &args.session;
     let options = flags.options(ctx, flags.resume())?;
     let images = load_images(ctx, &args.image, &options.model)?;
-    let runtime = super::runtime()
+    let runtime = runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     crate::agent::footprint::mark("runtime");
     crate::sys::timings::mark("runtime", &[]);
     let cwd = ctx.cwd().to_path_buf();
-    let mut approver = ui::approver(flags.yes, flags.json);
+    // A program reads stdout: nobody to ask, as with --json.
+    let mut approver = ui::approver(flags.yes, flags.json || claude_format);
     let code = runtime.block_on(agent::ask(
         &cwd,
         &prompt,
@@ -173,6 +195,12 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
         ctx.sink(),
         approver.as_mut(),
     ))?;
+    exit_status(code)
+}
+
+/// The agent's exit status as the command's result (3 unfinished, 130 interrupted), whose reason the sink
+/// has already shown.
+pub(super) fn exit_status(code: i32) -> Result<(), CommandError> {
     match code {
         0 => Ok(()),
         agent::EXIT_UNFINISHED => Err(CommandError::shown(ErrorKind::Unfinished)),
@@ -192,7 +220,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
 /// The images of `--image`, each checked (a PNG, JPEG, GIF or WebP within the cap) before a session starts,
 /// and refused outright when the model's provider says it takes none. Relative paths are the user's, from
 /// the directory the command runs in.
-fn load_images(
+pub(super) fn load_images(
     ctx: &Context,
     paths: &[std::path::PathBuf],
     model: &config::ModelConfig,

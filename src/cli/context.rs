@@ -15,6 +15,9 @@ pub struct Context {
     json: bool,
     store: OnceCell<Store>,
     sink: Option<Box<dyn Sink>>,
+    /// Variables a command sets for itself over the environment (`exec` maps Codex's `CODEX_API_KEY` and
+    /// `--config openai_base_url=...` onto the provider's variables).
+    env_overrides: Vec<(String, String)>,
 }
 
 impl Context {
@@ -28,6 +31,7 @@ impl Context {
             json,
             store: OnceCell::new(),
             sink: None,
+            env_overrides: Vec::new(),
         })
     }
 
@@ -38,6 +42,7 @@ impl Context {
             json: false,
             store: OnceCell::new(),
             sink: None,
+            env_overrides: Vec::new(),
         }
     }
 
@@ -48,7 +53,27 @@ impl Context {
     /// A variable of the environment git-agent started with. Secret variables were moved out of the process
     /// environment at start-up (`safety::secrets`), so they are read from memory here, never from `std::env`.
     pub fn env(&self, name: &str) -> Option<String> {
-        crate::safety::secrets::var(name)
+        match self.env_overrides.iter().rev().find(|(n, _)| n == name) {
+            Some((_, value)) => Some(value.clone()),
+            None => crate::safety::secrets::var(name),
+        }
+    }
+
+    /// Makes [`Context::env`] answer `value` for `name` from now on (the process environment is not changed).
+    pub(super) fn set_env(&mut self, name: &str, value: String) {
+        self.env_overrides.push((name.to_owned(), value));
+    }
+
+    /// Moves the context to `cwd` (`exec --cd DIR`), before the repository was opened.
+    pub(super) fn set_cwd(&mut self, cwd: PathBuf) {
+        self.cwd = cwd;
+        self.store = OnceCell::new();
+    }
+
+    /// Sends the command's events, and its errors, to `sink` instead of the default one (`exec`'s Codex
+    /// stream).
+    pub(super) fn set_sink(&mut self, sink: Box<dyn Sink>) {
+        self.sink = Some(sink);
     }
 
     /// True when stdout carries JSON events (`--json`) and nothing else.
@@ -80,4 +105,12 @@ impl Context {
             None => None,
         }
     }
+}
+
+/// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and
+/// a second thread would only cost memory.
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }

@@ -11,6 +11,7 @@ mod context;
 mod diff;
 mod discard;
 mod error;
+mod exec;
 mod fix;
 mod gc;
 mod hook;
@@ -57,6 +58,7 @@ enum Command {
     Acp(acp::AcpArgs),
     Agents(agents::AgentsArgs),
     Chat(chat::ChatArgs),
+    Exec(exec::ExecArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
     Show(show::ShowArgs),
@@ -134,6 +136,7 @@ pub fn run() -> i32 {
         Command::Acp(args) => acp::run(&mut ctx, args),
         Command::Agents(args) => agents::run(&ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
+        Command::Exec(args) => exec::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Show(args) => show::run(&ctx, args),
@@ -221,13 +224,7 @@ pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
     crate::store::git::command(dir)
 }
 
-/// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and
-/// a second thread would only cost memory.
-pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
+pub(crate) use context::runtime;
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "acp" => one::<acp::AcpArgs>("acp"),
         "agents" => one::<agents::AgentsArgs>("agents"),
         "chat" => one::<chat::ChatArgs>("chat"),
+        "exec" => one::<exec::ExecArgs>("exec"),
         "config" => one::<config::ConfigArgs>("config"),
         "log" => one::<log::LogArgs>("log"),
         "show" => one::<show::ShowArgs>("show"),

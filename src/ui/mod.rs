@@ -1,7 +1,9 @@
 //! Front-ends that listen: the terminal renderer ([`HumanSink`], live for `ask` and replaying for `show`), the
 //! `--json` event stream ([`JsonSink`]), the terminal's approval question ([`TerminalApprover`]), the
-//! interactive chat's terminal ([`chat`]: line editor, screen, status line, its sink and approver), and the
-//! Agent Client Protocol's updates and permission requests ([`acp`]).
+//! interactive chat's terminal ([`chat`]: line editor, screen, status line, its sink and approver), the
+//! Agent Client Protocol's updates and permission requests ([`acp`]), and the streams other agents' clients
+//! read: Codex's exec JSONL for `exec` ([`codex`]) and Claude Code's stream-json for `ask --output-format`
+//! ([`stream_json`]).
 //!
 //! Human output of `ask` goes to stderr (the final answer alone goes to stdout, so `ask ... > answer.md`
 //! works); with `--json`, stdout carries one JSON object per event and nothing else (DESIGN section 5).
@@ -9,8 +11,10 @@
 
 pub mod acp;
 pub mod chat;
+pub mod codex;
 mod human;
 mod json;
+pub mod stream_json;
 
 use std::io::{self, BufRead, IsTerminal, Write};
 

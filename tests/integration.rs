@@ -71,3 +71,5 @@ mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
 // redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
 mod untrusted_text;
+// `git agent fleet`: a queue in a bare remote's refs, claims, leases, faults, status, gc and emitted files.
+mod fleet;

@@ -158,6 +158,7 @@ fn worker_loop(store: &Store, shared: &Shared, name: &str) -> Result<(), QueueEr
                 return Ok(());
             }
         }
+        let looking = Instant::now();
         let listing = match queue.list() {
             Ok(listing) => {
                 unreachable_since = None;
@@ -198,6 +199,12 @@ fn worker_loop(store: &Store, shared: &Shared, name: &str) -> Result<(), QueueEr
         match claim_one(&queue, shared, name, &listing, &open)? {
             Some(won) => {
                 shared.claimed.fetch_add(1, Ordering::SeqCst);
+                eprintln!(
+                    "fleet: {name}: claimed task {} (attempt {}, {} ms)",
+                    won.task,
+                    won.record.attempt,
+                    looking.elapsed().as_millis()
+                );
                 run_claimed(&queue, shared, name, won)?;
             }
             None => std::thread::sleep(jittered(shared.args.poll)),
@@ -337,10 +344,6 @@ struct Lease {
 
 /// Runs a claimed task, keeping its lease, and pushes what it made.
 fn run_claimed(queue: &Queue, shared: &Shared, name: &str, won: Won) -> Result<(), QueueError> {
-    eprintln!(
-        "fleet: {name}: claimed task {} (attempt {})",
-        won.task, won.record.attempt
-    );
     let lease = Lease {
         current: Mutex::new(won.claim),
         lost: AtomicBool::new(false),

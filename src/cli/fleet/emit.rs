@@ -279,7 +279,7 @@ fn slurm(args: &EmitArgs) -> String {
     format!(
         "#!/bin/sh\n\
          # git-agent fleet {fleet}: {n} array tasks, each running `git agent fleet work` in a clone of the repository.\n\
-         # Submit from the clone: sbatch this-file (the array is in the header). {key} must be in the environment\n\
+         # Submit from the clone: sbatch this-file (the array is in the header; logs go to the node's /tmp, not the clone). {key} must be in the environment\n\
          # sbatch passes on (--export=ALL, the default). Limits: the cluster's MaxArraySize and the partition's\n\
          # time limit (--time below).\n\
          #SBATCH --job-name=git-agent-fleet-{fleet}\n\
@@ -288,7 +288,7 @@ fn slurm(args: &EmitArgs) -> String {
          #SBATCH --ntasks=1\n\
          #SBATCH --cpus-per-task={jobs}\n\
          #SBATCH --mem={mem}M\n\
-         #SBATCH --output=git-agent-fleet-%A_%a.out\n\
+         #SBATCH --output=/tmp/%x-%A_%a.out\n\
          set -eu\n\
          cd \"${{GIT_AGENT_FLEET_REPO:-$SLURM_SUBMIT_DIR}}\"\n\
          {model}exec {work}\n",

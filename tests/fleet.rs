@@ -733,3 +733,68 @@ fn emitted_slurm_script_runs_the_fleet_under_sbatch() {
     );
     fsck_remote(&remote);
 }
+
+#[test]
+fn checks_decide_passed_or_failed_and_run_only_where_allowed() {
+    let repo = TestRepo::new();
+    let _remote = remote(&repo);
+    let server = Server::start(vec![]);
+    script_tasks(&server, 3);
+    let canary = repo.root().join("canary");
+    let lines = [
+        json!({"id": "t00", "prompt": "marker-t00: write", "check": "test -f out-t00.txt"}),
+        json!({"id": "t01", "prompt": "marker-t01: write", "check": "test -f missing.txt"}),
+        json!({"id": "t02", "prompt": "marker-t02: write", "check": format!("touch {}", canary.display())}),
+    ];
+    let tasks = repo.root().join("checks.jsonl");
+    std::fs::write(&tasks, lines.map(|l| l.to_string()).join("\n")).unwrap();
+    submit(&repo, &server, &tasks, "fp");
+    let out = run_within(
+        &mut repo.agent(
+            &server,
+            &[
+                "fleet", "work", "origin", "--fleet", "fp", "--allow-check", "test -f out-t00.txt",
+                "--allow-check", "test -f missing.txt",
+            ],
+        ),
+        Duration::from_secs(120),
+    );
+    out.assert_code(0);
+    let remote = repo.root().join("remote.git");
+    assert_eq!(result(&remote, "fp", "t00")["outcome"], "passed");
+    assert_eq!(result(&remote, "fp", "t01")["outcome"], "failed");
+    let refused = result(&remote, "fp", "t02");
+    assert_eq!(refused["outcome"], "error");
+    assert!(refused["detail"].as_str().unwrap().contains("not allowed on this worker"), "{refused}");
+    assert!(!canary.exists(), "a check nobody allowed ran");
+    assert_eq!(requests_for(&server, "t02"), 0);
+
+    let pr = repo.run_agent(&server, &["fleet", "pr", "origin", "--fleet", "fp", "--passed", "--dry-run"]);
+    pr.assert_code(0);
+    let session = result(&remote, "fp", "t00")["session"].as_str().unwrap().to_owned();
+    assert_eq!(pr.stdout(), format!("t00\t{session}\n"));
+}
+
+#[test]
+fn a_cancelled_fleet_hands_out_no_more_tasks() {
+    let repo = TestRepo::new();
+    let remote = remote(&repo);
+    let server = Server::start(vec![]);
+    let tasks = tasks_file(&repo, 3);
+    submit(&repo, &server, &tasks, "fx");
+    repo.run_agent(&server, &["fleet", "cancel", "origin", "--fleet", "fx"]).assert_code(0);
+    let out = repo.run_agent(&server, &["fleet", "work", "origin", "--fleet", "fx"]);
+    out.assert_code(0);
+    assert!(out.stderr().contains("was cancelled"), "{out}");
+    assert!(refs(&remote, "refs/agent/fleet/fx/claims/").is_empty());
+    assert!(refs(&remote, "refs/agent/fleet/fx/results/").is_empty());
+    assert!(server.requests().is_empty());
+    let status = repo.run_agent(&server, &["fleet", "status", "origin", "--fleet", "fx"]);
+    assert!(status.stdout().contains("(cancelled)"), "{status}");
+    // gc refuses an unfinished fleet unless forced.
+    let gc = repo.run_agent(&server, &["fleet", "gc", "origin", "--fleet", "fx"]);
+    gc.assert_code(1);
+    assert!(gc.first_stderr_line().contains("is not finished"), "{gc}");
+    repo.run_agent(&server, &["fleet", "gc", "origin", "--fleet", "fx", "--force"]).assert_code(0);
+    assert!(refs(&remote, "refs/agent/fleet/fx/").is_empty());
+}

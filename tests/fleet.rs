@@ -798,3 +798,33 @@ fn a_cancelled_fleet_hands_out_no_more_tasks() {
     repo.run_agent(&server, &["fleet", "gc", "origin", "--fleet", "fx", "--force"]).assert_code(0);
     assert!(refs(&remote, "refs/agent/fleet/fx/").is_empty());
 }
+
+#[test]
+fn a_task_with_a_base_starts_from_that_branch_of_the_remote() {
+    let repo = TestRepo::new();
+    let remote = remote(&repo);
+    let server = Server::start(vec![]);
+    script_tasks(&server, 1);
+    repo.git(&["checkout", "-q", "-b", "release"]);
+    repo.write("release.txt", "r\n");
+    repo.commit_all("release");
+    repo.git(&["push", "-q", "origin", "release"]);
+    repo.git(&["checkout", "-q", "main"]);
+    let tasks = repo.root().join("base.jsonl");
+    std::fs::write(&tasks, json!({"id": "t00", "prompt": "marker-t00: write", "base": "release"}).to_string()).unwrap();
+    submit(&repo, &server, &tasks, "fbase");
+    let out = run_within(
+        &mut repo.agent(&server, &["fleet", "work", "origin", "--fleet", "fbase"]),
+        Duration::from_secs(120),
+    );
+    out.assert_code(0);
+    let r = result(&remote, "fbase", "t00");
+    assert_eq!(r["outcome"], "done", "{r}");
+    let branch = format!("refs/heads/agent/{}", r["session"].as_str().unwrap());
+    assert_eq!(bare(&remote, &["show", &format!("{branch}:release.txt")]), "r\n");
+    assert_eq!(bare(&remote, &["show", &format!("{branch}:out-t00.txt")]), "t00\n");
+    // The base's checkout is gone again; the user's branch and tree are as they were.
+    assert_eq!(repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "main");
+    assert!(!repo.path().join("release.txt").exists());
+    assert_eq!(repo.git(&["worktree", "list"]).lines().filter(|l| l.contains("/fleet/")).count(), 0);
+}

@@ -530,6 +530,17 @@ fn submit_reads_csv_with_a_template_and_refuses_bad_input() {
         again.first_stderr_line().contains("already in fleet fc"),
         "{again}"
     );
+    let none = repo.run_agent(&server, &["fleet", "status", "origin", "--fleet", "nope"]);
+    none.assert_code(1);
+    assert!(
+        none.first_stderr_line()
+            .starts_with("error: no fleet nope on the remote"),
+        "{none}"
+    );
+    // One fleet on the remote: it is the one meant.
+    let only = repo.run_agent(&server, &["fleet", "status", "origin"]);
+    only.assert_code(0);
+    assert!(only.stdout().starts_with("fleet fc on "), "{only}");
 }
 
 #[test]
@@ -753,8 +764,15 @@ fn checks_decide_passed_or_failed_and_run_only_where_allowed() {
         &mut repo.agent(
             &server,
             &[
-                "fleet", "work", "origin", "--fleet", "fp", "--allow-check", "test -f out-t00.txt",
-                "--allow-check", "test -f missing.txt",
+                "fleet",
+                "work",
+                "origin",
+                "--fleet",
+                "fp",
+                "--allow-check",
+                "test -f out-t00.txt",
+                "--allow-check",
+                "test -f missing.txt",
             ],
         ),
         Duration::from_secs(120),
@@ -765,13 +783,33 @@ fn checks_decide_passed_or_failed_and_run_only_where_allowed() {
     assert_eq!(result(&remote, "fp", "t01")["outcome"], "failed");
     let refused = result(&remote, "fp", "t02");
     assert_eq!(refused["outcome"], "error");
-    assert!(refused["detail"].as_str().unwrap().contains("not allowed on this worker"), "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not allowed on this worker"),
+        "{refused}"
+    );
     assert!(!canary.exists(), "a check nobody allowed ran");
     assert_eq!(requests_for(&server, "t02"), 0);
 
-    let pr = repo.run_agent(&server, &["fleet", "pr", "origin", "--fleet", "fp", "--passed", "--dry-run"]);
+    let pr = repo.run_agent(
+        &server,
+        &[
+            "fleet",
+            "pr",
+            "origin",
+            "--fleet",
+            "fp",
+            "--passed",
+            "--dry-run",
+        ],
+    );
     pr.assert_code(0);
-    let session = result(&remote, "fp", "t00")["session"].as_str().unwrap().to_owned();
+    let session = result(&remote, "fp", "t00")["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(pr.stdout(), format!("t00\t{session}\n"));
 }
 
@@ -782,7 +820,8 @@ fn a_cancelled_fleet_hands_out_no_more_tasks() {
     let server = Server::start(vec![]);
     let tasks = tasks_file(&repo, 3);
     submit(&repo, &server, &tasks, "fx");
-    repo.run_agent(&server, &["fleet", "cancel", "origin", "--fleet", "fx"]).assert_code(0);
+    repo.run_agent(&server, &["fleet", "cancel", "origin", "--fleet", "fx"])
+        .assert_code(0);
     let out = repo.run_agent(&server, &["fleet", "work", "origin", "--fleet", "fx"]);
     out.assert_code(0);
     assert!(out.stderr().contains("was cancelled"), "{out}");
@@ -795,7 +834,11 @@ fn a_cancelled_fleet_hands_out_no_more_tasks() {
     let gc = repo.run_agent(&server, &["fleet", "gc", "origin", "--fleet", "fx"]);
     gc.assert_code(1);
     assert!(gc.first_stderr_line().contains("is not finished"), "{gc}");
-    repo.run_agent(&server, &["fleet", "gc", "origin", "--fleet", "fx", "--force"]).assert_code(0);
+    repo.run_agent(
+        &server,
+        &["fleet", "gc", "origin", "--fleet", "fx", "--force"],
+    )
+    .assert_code(0);
     assert!(refs(&remote, "refs/agent/fleet/fx/").is_empty());
 }
 
@@ -811,7 +854,11 @@ fn a_task_with_a_base_starts_from_that_branch_of_the_remote() {
     repo.git(&["push", "-q", "origin", "release"]);
     repo.git(&["checkout", "-q", "main"]);
     let tasks = repo.root().join("base.jsonl");
-    std::fs::write(&tasks, json!({"id": "t00", "prompt": "marker-t00: write", "base": "release"}).to_string()).unwrap();
+    std::fs::write(
+        &tasks,
+        json!({"id": "t00", "prompt": "marker-t00: write", "base": "release"}).to_string(),
+    )
+    .unwrap();
     submit(&repo, &server, &tasks, "fbase");
     let out = run_within(
         &mut repo.agent(&server, &["fleet", "work", "origin", "--fleet", "fbase"]),
@@ -821,10 +868,25 @@ fn a_task_with_a_base_starts_from_that_branch_of_the_remote() {
     let r = result(&remote, "fbase", "t00");
     assert_eq!(r["outcome"], "done", "{r}");
     let branch = format!("refs/heads/agent/{}", r["session"].as_str().unwrap());
-    assert_eq!(bare(&remote, &["show", &format!("{branch}:release.txt")]), "r\n");
-    assert_eq!(bare(&remote, &["show", &format!("{branch}:out-t00.txt")]), "t00\n");
+    assert_eq!(
+        bare(&remote, &["show", &format!("{branch}:release.txt")]),
+        "r\n"
+    );
+    assert_eq!(
+        bare(&remote, &["show", &format!("{branch}:out-t00.txt")]),
+        "t00\n"
+    );
     // The base's checkout is gone again; the user's branch and tree are as they were.
-    assert_eq!(repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "main");
+    assert_eq!(
+        repo.git(&["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main"
+    );
     assert!(!repo.path().join("release.txt").exists());
-    assert_eq!(repo.git(&["worktree", "list"]).lines().filter(|l| l.contains("/fleet/")).count(), 0);
+    assert_eq!(
+        repo.git(&["worktree", "list"])
+            .lines()
+            .filter(|l| l.contains("/fleet/"))
+            .count(),
+        0
+    );
 }

@@ -95,10 +95,7 @@ impl Snapshot {
 fn snapshot(queue: &Queue) -> Result<Snapshot, QueueError> {
     let listing = queue.list()?;
     if listing.meta.is_none() && listing.tasks.is_empty() && listing.results.is_empty() {
-        return Err(QueueError::Refused {
-            what: format!("fleet {}", queue.fleet()),
-            why: "it is not on the remote".into(),
-        });
+        return Err(QueueError::NoFleet(queue.fleet().to_owned()));
     }
     let mut wanted: Vec<String> = listing
         .claims

@@ -176,10 +176,7 @@ fn worker_loop(store: &Store, shared: &Shared, name: &str) -> Result<(), QueueEr
             Err(err) => return Err(err),
         };
         if listing.meta.is_none() && !shared.args.wait {
-            return Err(QueueError::Refused {
-                what: format!("fleet {}", shared.fleet),
-                why: "it is not on the remote (submit it first)".into(),
-            });
+            return Err(QueueError::NoFleet(shared.fleet.clone()));
         }
         if listing.cancel.is_some() {
             eprintln!(
@@ -463,7 +460,11 @@ fn run_and_push(
         cost_usd: report.cost_usd,
         seconds: started.elapsed().as_secs_f64(),
         finished: now(),
-        detail: redacted(&report.last_error),
+        // A finished task's stderr holds its answer's summary, not a reason.
+        detail: match outcome {
+            Outcome::Done | Outcome::Passed => String::new(),
+            _ => redacted(&report.last_error),
+        },
     };
     let updates = final_updates(queue, &result, base)?;
     let pushed = push_holding(queue, name, &won.task, &updates, lease)?;

@@ -26,6 +26,8 @@ pub enum QueueError {
     Invalid(#[from] Invalid),
     #[error("{what} from the remote is refused: {why}")]
     Refused { what: String, why: String },
+    #[error("no fleet {0} on the remote: submit it first with `git agent fleet submit`")]
+    NoFleet(String),
     #[error("could not reach the remote {remote}: {detail}")]
     Unreachable { remote: String, detail: String },
 }

@@ -265,7 +265,9 @@ fn claim_one(
     Ok(None)
 }
 
-/// A number in `0..len` that differs between workers.
+/// A number in `0..len` that differs between workers and between tries, so that workers that listed the
+/// queue at the same moment rarely race for the same task (a fixed place per worker made neighbours collide
+/// again and again as the list shrank).
 fn spread(name: &str, len: usize) -> usize {
     use std::hash::{Hash, Hasher};
     if len == 0 {
@@ -273,6 +275,10 @@ fn spread(name: &str, len: usize) -> usize {
     }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+        .hash(&mut hasher);
     (hasher.finish() % len as u64) as usize
 }
 

@@ -269,6 +269,21 @@ impl<'a> Queue<'a> {
         listing
     }
 
+    /// True when `name` exists on the remote now.
+    pub fn remote_has(&self, name: &str) -> Result<bool, QueueError> {
+        let out = self
+            .git()
+            .args(["ls-remote", "--refs", &self.remote, name])
+            .output()
+            .map_err(StoreError::GitMissing)?;
+        if !out.status.success() {
+            return Err(self.unreachable(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.split_once('\t').is_some_and(|(_, n)| n == name)))
+    }
+
     /// Fetches the objects of `refs` (remote ref names) into the local object store, without creating any
     /// local ref; git's fsck checks run on what arrives.
     pub fn fetch(&self, refs: &[String]) -> Result<(), QueueError> {

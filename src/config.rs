@@ -9,8 +9,11 @@
 //! Precedence, highest first: command-line flag, environment, the repository's `.git-agent.toml`, the user's
 //! config file, built-in defaults.
 
+pub mod agent_files;
 pub(crate) mod edit;
+pub mod event_hooks;
 pub(crate) mod file;
+pub mod lsp;
 pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;

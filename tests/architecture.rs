@@ -20,18 +20,26 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Config builds the model clients' tuning and reads keys through safety's secret store.
     ("config", &["protocol", "safety", "model"]),
     ("store", &["protocol", "safety"]),
+    // Language servers: started like commands (safety, store), configured (config); MCP's JSON-RPC message
+    // shapes are shared through tools/mcp/jsonrpc.rs, a leaf file, so no file cycle comes of it.
+    ("lsp", &["protocol", "safety", "store", "config", "tools"]),
     // Tools never talk to the model.
-    ("tools", &["protocol", "safety", "store", "config", "sse"]),
+    (
+        "tools",
+        &["protocol", "safety", "store", "config", "sse", "lsp"],
+    ),
     (
         "agent",
-        &["protocol", "safety", "config", "model", "tools", "store"],
+        &[
+            "protocol", "safety", "config", "model", "tools", "store", "lsp",
+        ],
     ),
     // Front-ends listen to events and answer approvals; they drive nothing.
     ("ui", &["protocol"]),
     (
         "cli",
         &[
-            "protocol", "safety", "config", "model", "tools", "store", "agent", "ui",
+            "protocol", "safety", "config", "model", "tools", "store", "agent", "ui", "lsp",
         ],
     ),
 ];

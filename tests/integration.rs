@@ -55,8 +55,12 @@ mod fix;
 // `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
 // core.hooksPath, husky and lefthook, the pre-commit framework.
 mod hooks;
+// Language servers: diagnostics after edits (pyright), lsp queries and rename (TypeScript, clangd), trust, crashes.
+mod lsp;
 // `git agent trust`: a fresh clone's check and .mcp.json run nothing until trusted; changes need trust again.
 mod trust;
+// One event stream: `show` replays what `ask` printed; logs written before it still show and resume.
+mod events;
 // Skills: on disk and in refs/agent/skills, the catalog, load_skill, counts, export against the reference
 // validator, push/pull, distill.
 mod skills;
@@ -73,3 +77,7 @@ mod hostile;
 mod untrusted_text;
 // `git agent fleet`: a queue in a bare remote's refs, claims, leases, faults, status, gc and emitted files.
 mod fleet;
+// Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
+mod event_hooks;
+// Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.
+mod subagents;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::protocol::{Event, Sink, ToolCall};
 use crate::store::Withheld;
 
-use super::journal::{self, Event as LogEvent};
+use super::journal;
 use super::session::Workspace;
 use super::AgentError;
 
@@ -33,7 +33,7 @@ pub(super) fn commit(
             w.reason,
             work.session.root().display()
         );
-        sink.emit(&Event::Warning(&warning));
+        sink.emit(&Event::Warning { message: warning });
     }
     let Some(commit) = step.commit else {
         return Ok(());
@@ -43,23 +43,16 @@ pub(super) fn commit(
     let step = work.session.steps;
     let files: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
     work.step_lines.push(journal::step_line(step, &hex, &files));
-    work.log.append(
-        LogEvent::Step {
-            step,
-            commit: hex.clone(),
-            files,
-        }
-        .to_json(),
-    )?;
+    let event = Event::Step {
+        commit: hex,
+        step,
+        files: changed.to_vec(),
+    };
+    journal::record(&mut work.log, sink, event)?;
     // A step is a point worth keeping across a power loss too (see `store::session_log`).
     work.log.sync()?;
     let note = journal::step_note(step, call, label, why);
     work.store.add_note(commit, &note)?;
-    sink.emit(&Event::Step {
-        commit: &hex,
-        step,
-        files: changed,
-    });
     Ok(())
 }
 

@@ -12,9 +12,12 @@ use crate::protocol::{Approver, Cost, Event, Message, Sink, Status, ToolCall, Us
 use crate::store::StoreError;
 use crate::tools::ToolOutput;
 
+use crate::config::event_hooks::HookEvent;
+
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
+use super::event_hooks::MAX_STOP_CONTINUES;
 use super::explore;
 use super::guards::{Budget, Guards};
 use super::journal::Event as LogEvent;
@@ -69,6 +72,10 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The subagent whose calls are being run, named in their step commits.
+    pub(super) subagent: Option<String>,
+    /// The calls whose result is already in the log, recorded when the front-end was shown it.
+    pub(super) recorded: Vec<String>,
 }
 
 /// The turn's budget and what it used.
@@ -110,6 +117,8 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            subagent: None,
+            recorded: Vec::new(),
         }
     }
 
@@ -151,13 +160,72 @@ impl<'t> Turn<'t> {
             self.add_context("plan", "", text)?;
         }
         self.inject_memory(prompt)?;
+        if self.s.turns == 1 {
+            let source = if self.s.resumed { "resume" } else { "startup" };
+            let fields = serde_json::json!({"source": source});
+            let verdict = self
+                .fire(HookEvent::SessionStart, &[source], fields)
+                .await?;
+            for text in verdict.context {
+                self.add_context("hook", "", format!("SessionStart hook: {text}"))?;
+            }
+        }
+        let fields = serde_json::json!({"prompt": prompt});
+        let verdict = self.fire(HookEvent::UserPromptSubmit, &[], fields).await?;
+        if let Some(reason) = verdict.block {
+            // Claude Code's way: a blocked prompt never reaches the model.
+            return Ok(LoopEnd::Stopped {
+                status: Status::Blocked,
+                reason: format!("a UserPromptSubmit event hook blocked the prompt: {reason}"),
+            });
+        }
         self.add_user(prompt)?;
+        for text in verdict.context {
+            self.add_context("hook", "", format!("UserPromptSubmit hook: {text}"))?;
+        }
         self.rounds().await
+    }
+
+    /// The `Stop` hooks, when the turn would end with an answer: one that blocks sends the model back to
+    /// work with its reason (at most [`MAX_STOP_CONTINUES`] times a turn; the budgets bound it too). True
+    /// when the turn goes on.
+    async fn stop_hooks(
+        &mut self,
+        outcome: &LoopEnd,
+        continued: &mut u32,
+    ) -> Result<bool, AgentError> {
+        let message = match outcome {
+            LoopEnd::Answered(text) => text.as_str(),
+            LoopEnd::Finished(finish) => finish.summary.as_str(),
+            _ => return Ok(false),
+        };
+        if !self.s.hooks.has(HookEvent::Stop) {
+            return Ok(false);
+        }
+        let fields = serde_json::json!({
+            "stop_hook_active": *continued > 0,
+            "last_assistant_message": message,
+        });
+        let verdict = self.fire(HookEvent::Stop, &[], fields).await?;
+        let Some(reason) = verdict.block else {
+            return Ok(false);
+        };
+        if *continued >= MAX_STOP_CONTINUES {
+            let warning = format!(
+                "a Stop event hook blocked the end of the turn {MAX_STOP_CONTINUES} times; the turn ends: {reason}"
+            );
+            self.sink.emit(&Event::Warning { message: warning });
+            return Ok(false);
+        }
+        *continued += 1;
+        self.add_context("hook", "", format!("Stop hook: {reason}"))?;
+        Ok(true)
     }
 
     /// The loop proper: one model request and its tool calls per round.
     async fn rounds(&mut self) -> Result<LoopEnd, AgentError> {
         let mut trimmed = false;
+        let mut stop_continues = 0;
         loop {
             if let Some((status, reason)) = self
                 .tally
@@ -214,6 +282,9 @@ impl<'t> Turn<'t> {
             self.s.start_window_probe();
             trimmed = false;
             if let Some(outcome) = self.answered(response).await? {
+                if self.stop_hooks(&outcome, &mut stop_continues).await? {
+                    continue;
+                }
                 return Ok(outcome);
             }
         }
@@ -222,10 +293,27 @@ impl<'t> Turn<'t> {
     /// Sends the conversation, streaming the reply to the front-end.
     async fn request(&mut self) -> Result<Streamed, ModelError> {
         let conv = &self.s.conv;
+        // A command's `allowed-tools` narrows what this turn offers (the agent's own tools stay).
+        let narrowed: Vec<_>;
+        let tools = match &self.s.turn_tools {
+            Some(narrowing) => {
+                narrowed = conv
+                    .schemas
+                    .iter()
+                    .filter(|t| {
+                        super::plan::OwnTool::find(&t.name).is_some()
+                            || crate::config::agent_files::tool_allowed(&narrowing.tools, &t.name)
+                    })
+                    .cloned()
+                    .collect();
+                &narrowed[..]
+            }
+            None => &conv.schemas[..],
+        };
         let request = Request {
             model: &self.s.model.config.model,
             messages: &conv.messages,
-            tools: &conv.schemas,
+            tools,
             max_tokens: None,
         };
         self.tally.requests += 1;
@@ -251,7 +339,7 @@ impl<'t> Turn<'t> {
                 session_cost.add(&self.tally.cost);
                 self.sink.emit(&Event::RequestUsage {
                     request: self.tally.requests,
-                    usage,
+                    usage: *usage,
                     cost,
                     session_cost: session_cost.known(),
                 });
@@ -269,7 +357,7 @@ impl<'t> Turn<'t> {
             return Err(err.into());
         }
         let message = format!("{err}; made room in the context and trying again");
-        self.sink.emit(&Event::Warning(&message));
+        self.sink.emit(&Event::Warning { message });
         Ok(())
     }
 
@@ -367,6 +455,8 @@ impl<'t> Turn<'t> {
                 explored[i]
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
+            } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
+                self.delegate(call).await?
             } else {
                 self.dispatch(call, truncated, &mut round).await?
             };
@@ -389,6 +479,9 @@ impl<'t> Turn<'t> {
         let Some(pending) = self.s.context.prepare(&mut self.s.conv.messages, force) else {
             return Ok(false);
         };
+        let trigger = if force { "manual" } else { "auto" };
+        let fields = serde_json::json!({"trigger": trigger, "custom_instructions": focus.unwrap_or_default()});
+        self.fire(HookEvent::PreCompact, &[trigger], fields).await?;
         let ask = self.s.context.summary_request(
             &pending,
             &self.s.conv.messages,
@@ -420,7 +513,7 @@ impl<'t> Turn<'t> {
             }
             .to_json(),
         )?;
-        self.sink.emit(&Event::Warning(&note));
+        self.sink.emit(&Event::Warning { message: note });
         Ok(true)
     }
 
@@ -456,7 +549,7 @@ impl<'t> Turn<'t> {
             Some(Ok(_)) => Ok(None),
             Some(Err(err)) => {
                 let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
                 Ok(None)
             }
         }
@@ -527,20 +620,25 @@ impl<'t> Turn<'t> {
         Ok(())
     }
 
-    /// Appends a tool result to the conversation and the log.
+    /// Appends a tool result to the conversation, and to the log unless it was recorded when shown (a call
+    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged).
     fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
-        let (ok, summary) = (!output.is_error, output.summary.clone());
-        let content = model_view(output);
-        self.s.work.log.append(
-            LogEvent::ToolResult {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                ok,
-                summary,
-                content: content.clone(),
+        let content = model_view(&output);
+        match self.recorded.iter().position(|id| *id == call.id) {
+            Some(at) => {
+                self.recorded.swap_remove(at);
             }
-            .to_json(),
-        )?;
+            None => self.s.work.log.append(
+                LogEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: !output.is_error,
+                    summary: output.summary,
+                    content: content.clone(),
+                }
+                .to_json(),
+            )?,
+        }
         self.s.conv.messages.push(Message::Tool {
             tool_call_id: call.id.clone(),
             content,
@@ -586,7 +684,7 @@ impl<'t> Turn<'t> {
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
                 );
-                self.sink.emit(&Event::Error(&message));
+                self.sink.emit(&Event::Error { message });
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             LoopEnd::Interrupted(partial) => match self.control.signal() {
@@ -600,7 +698,9 @@ impl<'t> Turn<'t> {
                         "terminated by {name}; running commands were killed; the work so far is on {}",
                         short_branch(&self.s.work.session)
                     );
-                    self.sink.emit(&Event::Error(&message));
+                    self.sink.emit(&Event::Error {
+                        message: message.clone(),
+                    });
                     let answer = if partial.is_empty() { message } else { partial };
                     (Status::Terminated, answer, super::exit_terminated(sig))
                 }
@@ -611,11 +711,11 @@ impl<'t> Turn<'t> {
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");
-            self.sink.emit(&Event::Warning(&message));
+            self.sink.emit(&Event::Warning { message });
         }
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
-        self.sink.emit(&Event::Usage(&usage, cost));
+        self.sink.emit(&Event::Usage { usage, cost });
         let session = &self.s.work.session;
         let base = session
             .step0
@@ -623,16 +723,16 @@ impl<'t> Turn<'t> {
             .to_hex_with_len(7)
             .to_string();
         self.sink.emit(&Event::Summary {
-            branch: short_branch(session),
+            branch: short_branch(session).to_owned(),
             steps: session.steps,
-            base: &base,
-            usage: &usage,
+            base,
+            usage,
             requests: self.tally.requests,
             cost,
         });
         self.sink.emit(&Event::Done {
-            status: &status,
-            answer: &answer,
+            status: status.clone(),
+            answer: answer.clone(),
             exit_code: code,
         });
         TurnEnd {
@@ -688,10 +788,10 @@ impl<'t> Turn<'t> {
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
-fn model_view(output: ToolOutput) -> String {
+pub(super) fn model_view(output: &ToolOutput) -> String {
     if output.is_error && !output.content.starts_with("error") {
         format!("error: {}", output.content)
     } else {
-        output.content
+        output.content.clone()
     }
 }

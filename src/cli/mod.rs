@@ -3,6 +3,7 @@
 
 mod accept;
 mod acp;
+mod agents;
 mod ask;
 pub mod chat;
 mod config;
@@ -15,6 +16,7 @@ mod fleet;
 mod gc;
 mod hook;
 mod log;
+mod lsp;
 mod mcp;
 mod memory;
 mod parse;
@@ -54,6 +56,7 @@ pub struct Cli {
 enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
+    Agents(agents::AgentsArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -75,6 +78,7 @@ enum Command {
     Skill(skill::SkillArgs),
     Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
+    Lsp(lsp::LspArgs),
 }
 
 impl Command {
@@ -130,6 +134,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
+        Command::Agents(args) => agents::run(&ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
@@ -151,6 +156,7 @@ pub fn run() -> i32 {
         Command::Skill(args) => skill::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Lsp(args) => lsp::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,
@@ -169,11 +175,13 @@ fn fail(ctx: Option<&mut Context>, err: CommandError) -> i32 {
     let text = err.text();
     match ctx {
         Some(ctx) if ctx.json() => {
-            ctx.sink().emit(&Event::Error(&text));
+            ctx.sink().emit(&Event::Error {
+                message: text.clone(),
+            });
             print_error(&text);
         }
         Some(ctx) => match ctx.open_sink() {
-            Some(sink) => sink.emit(&Event::Error(&text)),
+            Some(sink) => sink.emit(&Event::Error { message: text }),
             None => print_error(&text),
         },
         None => print_error(&text),

@@ -46,6 +46,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
     Some(match name {
         "ask" => one::<ask::AskArgs>("ask"),
         "acp" => one::<acp::AcpArgs>("acp"),
+        "agents" => one::<agents::AgentsArgs>("agents"),
         "chat" => one::<chat::ChatArgs>("chat"),
         "config" => one::<config::ConfigArgs>("config"),
         "log" => one::<log::LogArgs>("log"),
@@ -66,6 +67,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "skill" => one::<skill::SkillArgs>("skill"),
         "stats" => one::<stats::StatsArgs>("stats"),
         "trust" => one::<trust::TrustArgs>("trust"),
+        "lsp" => one::<lsp::LspArgs>("lsp"),
         _ => return None,
     })
 }

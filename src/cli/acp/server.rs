@@ -433,12 +433,13 @@ async fn new_session(state: &Shared, id: Value, raw: Value) {
         Ok((open, notes)) => {
             let sid = open.session.id().to_owned();
             let sink = sink_for(state, &open.session);
+            let offered = commands::available(&open.session);
             state
                 .sessions
                 .borrow_mut()
                 .insert(sid.clone(), Slot::Idle(open));
             state.peer.respond(&id, json!({"sessionId": sid}));
-            announce(&sink, &notes);
+            announce(&sink, &notes, offered);
         }
         Err(err) => state.peer.fail(&id, &err),
     }
@@ -486,8 +487,9 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
                     return state.peer.fail(&id, &err);
                 }
             }
+            let offered = commands::available(&open.session);
             state.peer.respond(&id, json!({}));
-            announce(&sink, &[]);
+            announce(&sink, &[], offered);
         }
         // Resuming a session whose turn runs: its updates keep coming.
         Here::Running if !replay => state.peer.respond(&id, json!({})),
@@ -543,9 +545,10 @@ async fn open_stored(state: &Shared, id: Value, p: ReattachParams, replay: bool)
             return state.peer.fail(&id, &err);
         }
     }
+    let offered = commands::available(&open.session);
     state.sessions.borrow_mut().insert(sid, Slot::Idle(open));
     state.peer.respond(&id, json!({}));
-    announce(&sink, &notes);
+    announce(&sink, &notes, offered);
 }
 
 /// The stored conversation as updates: `show`'s replay, every call closed at the end (a session that died
@@ -564,13 +567,13 @@ async fn close_quietly(open: Box<Open>) {
 
 /// What a newly attached session tells the client: what went wrong while it opened, the commands, and how
 /// full its context is.
-fn announce(sink: &AcpSink, notes: &[String]) {
+fn announce(sink: &AcpSink, notes: &[String], offered: Value) {
     for note in notes {
         sink.notice("warning", note);
     }
     sink.update(json!({
         "sessionUpdate": "available_commands_update",
-        "availableCommands": commands::available(),
+        "availableCommands": offered,
     }));
 }
 
@@ -676,15 +679,15 @@ fn options(
 struct Notes(Vec<String>);
 
 impl Sink for Notes {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         match event {
-            Event::Warning(text) | Event::Error(text) | Event::Notice { message: text, .. } => {
-                self.0.push((*text).to_owned())
-            }
+            Event::Warning { message: text }
+            | Event::Error { message: text }
+            | Event::Notice { message: text, .. } => self.0.push(text.clone()),
             Event::Mcp {
                 untrusted: Some(text),
                 ..
-            } => self.0.push((*text).to_owned()),
+            } => self.0.push(text.clone()),
             _ => {}
         }
     }

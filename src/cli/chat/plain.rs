@@ -31,7 +31,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             continue;
         }
         let control = TurnControl::new();
-        if let Some(parsed) = commands::parse(&entry) {
+        if let Some(parsed) = commands::parse_for(&entry, &session) {
             let env = Env {
                 session: &mut session,
                 sink: sink.as_mut(),
@@ -45,7 +45,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                     reply.action
                 }
                 Err(err) => {
-                    sink.emit(&Event::Error(&err.text()));
+                    sink.emit(&Event::Error {
+                        message: err.text(),
+                    });
                     code = 1;
                     Action::Continue
                 }
@@ -58,7 +60,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                         reply.action
                     }
                     Err(err) => {
-                        sink.emit(&Event::Error(&err.text()));
+                        sink.emit(&Event::Error {
+                            message: err.text(),
+                        });
                         code = 1;
                         Action::Continue
                     }
@@ -87,7 +91,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
         code = match end {
             Ok(end) => end.exit_code,
             Err(err) => {
-                sink.emit(&Event::Error(&super::super::CommandError::from(err).text()));
+                sink.emit(&Event::Error {
+                    message: super::super::CommandError::from(err).text(),
+                });
                 1
             }
         };
@@ -166,7 +172,9 @@ async fn switch(
             }
             eprintln!("session {} on {}", session.id(), session.branch());
         }
-        Err(err) => sink.emit(&Event::Error(&err.text())),
+        Err(err) => sink.emit(&Event::Error {
+            message: err.text(),
+        }),
     }
     true
 }

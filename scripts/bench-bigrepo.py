@@ -11,12 +11,14 @@ fake server (benchlib/fakesrv.py --calls). Figures per session:
   first_req   start of the agent -> arrival of its first model request (POST /chat/completions) at the server
   first_any   start -> its first request of any kind (the context-window probe GET /v1/models comes first)
   wall, cpu (tree), own_hwm (the agent's own peak RSS), maxrss (largest single process, e.g. a git child)
-Ratios: session wall / the same round's `git worktree add` wall; medians over rounds. "pooled" counts the
+Ratios: session wall / the same round's `git worktree add` wall; medians over rounds. Each session runs with
+GIT_AGENT_TIMINGS, and the per-phase medians of session 1 and session 2 are printed side by side. "pooled" counts the
 sessions that took a checkout from git-agent's worktree pool (the pool held one fewer after the session than
 before it): session 1 must not (the pool is emptied with `gc` first), session 2 must (session 1's discard pooled
 its checkout); a session 2 that did not is reported.
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -27,6 +29,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib"))
 import common  # noqa: E402
 import ptmeasure  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_task", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench-task.py"))
+bench_task = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_task)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, "benchlib")
@@ -63,6 +70,8 @@ def session(agent, repo, work, tag):
     srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=CALLS)
     try:
         spec = agent.task_spec(repo, srv.port, PROMPT, d)
+        timings = os.path.join(d, "timings.jsonl")
+        spec["env"]["GIT_AGENT_TIMINGS"] = timings
         with common.Load() as load:
             r = ptmeasure.run([spec], timeout=1800)[0]
         reqs = srv.requests()
@@ -73,6 +82,7 @@ def session(agent, repo, work, tag):
     r["first_req_s"] = round(min(chat) - r["start_epoch"], 4) if chat else None
     r["first_any_s"] = round(min(q["t"] for q in reqs) - r["start_epoch"], 4) if reqs else None
     r["model_requests"] = len(chat)
+    r["phases"] = bench_task.phase_figures(timings)
     # The session took a pooled checkout if the pool lost one while it ran (its discard puts one back).
     r["pool_before"] = pool_before
     r["reused"] = pool_before > 0 and pooled(repo) == pool_before - 1
@@ -159,6 +169,10 @@ def main():
             print("%-14s" % key + "".join("%13s" % common.fmt(v) for v in vals) +
                   "%14s%8s%8s" % (common.fmt(ratio, "x"), "%d/%d" % (ok, len(rounds)),
                                   "%d/%d" % (reused, len(rounds))))
+    for ag in agents:
+        # The sessions' phases (GIT_AGENT_TIMINGS): where a pooled second session's time goes.
+        states = [(s, [{ag.label: r["%s.%s" % (ag.label, s)]} for r in rounds]) for s in ("s1", "s2")]
+        bench_task.summarize_phases(states, [ag], sys.stdout)
     if len(agents) > 1:
         ref = agents[-1].label
         for ag in agents[:-1]:

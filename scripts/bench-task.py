@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Issue 16, goals 1 and 2: the scripted 3-step task (cat, sed edit, plain-sh test, answer "done") and `--version`,
-agents started directly (not through `git`), A/B in turn, one warm-up each, medians and medians of pair ratios.
+"""Issues 16 and 29: the scripted 3-step task (cat, sed edit, plain-sh test, answer "done") and `--version`,
+agents started directly (not through `git`), A/B in turn, one warm-up each, medians and medians of pair ratios,
+in two host states: quiet, and right after a heavy file-system load.
 
-usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] --agent LABEL=ga:PATH --agent LABEL=nc:PATH ...
+usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] [--fs-load N] [--staged]
+                             --agent LABEL=ga:PATH --agent LABEL=nc:PATH ...
 
-Per run: a fresh fixture repo (greet.py staged; test_greet.sh is plain sh), a fresh fake server
-(benchlib/fakesrv.py), the agent under benchlib/ptmeasure.py:
+Per run: a fresh fixture repo (greet.py and test_greet.sh, plain sh, committed; then the user's work in
+progress: greet.py modified and an untracked notes.txt, so git-agent's step 0 runs; --staged: the issue-16
+fixture, both files staged and nothing committed), a fresh fake server (benchlib/fakesrv.py), the agent under
+benchlib/ptmeasure.py:
   wall     fork of /usr/bin/time -v to its reap
   cpu      user+sys of the agent and every child it waited for (what /usr/bin/time -v reports)
   own_cpu  the agent process alone (/proc/<pid>/stat at exit, 10 ms ticks)
@@ -15,8 +19,17 @@ and for `--version` also
   spawned  the median wall of 50 runs started back to back with posix_spawn and reaped with waitpid, no GNU time
            and no tracer: the runs above carry ~4 ms of their own (a fork of this script, GNU time's exec, the
            tracer's stops), about as long as the --version itself, which pulls every ratio towards 1
+  sys      the kernel time of the agent process alone (own_sys, 10 ms ticks) and of its tree (tree_sys)
+  minflt   the agent process's minor page faults
+  req KB   bytes of the chat requests it sent (the fake server's log)
 Ratios are LABEL / REF per round, then the median over rounds (and the same for every other pair of non-REF agents,
 e.g. new/old).
+
+Host states: the task rounds run first on a quiet host ("quiet"), then again, each run right after this script
+wrote and deleted --fs-load files (default 100,000, 0 skips the state) in 100 folders beside the run folders,
+on the same file system ("after FS load"). git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase
+of the session), and the per-phase medians of both states are printed side by side: the phase's end in ms since
+the process started ("at") and how long it took ("took", for phases with a beginning).
 """
 import argparse
 import json
@@ -31,28 +44,67 @@ import ptmeasure  # noqa: E402
 
 FIELDS = [("wall_s", "wall s"), ("tree_cpu_s", "cpu s"),
           ("own_hwm_kb", "own peak KB"), ("time_maxrss_kb", "maxrss KB")]
+TASK_FIELDS = FIELDS + [("own_sys_s", "own sys s"), ("tree_sys_s", "tree sys s"), ("own_minflt", "minflt"),
+                        ("request_kb", "req KB")]
 VERSION_FIELDS = FIELDS + [("spawned_wall_s", "spawned s")]
 SPAWNS = 50
 
 
-def one_task(agent, work, tag):
+def one_task(agent, work, tag, wip=True):
     d = os.path.join(work, "%s-%s" % (agent.label, tag))
     os.makedirs(d)
     repo = os.path.join(d, "repo")
-    common.make_fixture(repo)
+    common.make_fixture(repo, wip=wip)
     srv = common.FakeServer(os.path.join(d, "requests.jsonl"))
+    timings = os.path.join(d, "timings.jsonl")
     try:
+        spec = agent.task_spec(repo, srv.port, common.PROMPT, d)
+        if agent.kind == "ga":
+            spec["env"]["GIT_AGENT_TIMINGS"] = timings
         with common.Load() as load:
-            r = ptmeasure.run([agent.task_spec(repo, srv.port, common.PROMPT, d)])[0]
+            r = ptmeasure.run([spec])[0]
         reqs = srv.requests()
     finally:
         srv.stop()
     r["other_cores"] = load.other_cores(r["tree_cpu_s"])
     r["loadavg"] = load.load
     r["success"] = common.task_succeeded(repo)
-    r["model_requests"] = sum(1 for q in reqs if q.get("flavour") == "chat")
+    chats = [q for q in reqs if q.get("flavour") == "chat"]
+    r["model_requests"] = len(chats)
+    r["request_kb"] = sum(q.get("bytes", 0) for q in chats) / 1000
     r["requests"] = len(reqs)
+    r["phases"] = phase_figures(timings) if agent.kind == "ga" else {}
     return r
+
+
+def phase_figures(path):
+    """{phase key: (at ms, took ms or None)} from a GIT_AGENT_TIMINGS file; a phase that comes more than once
+    is keyed by its order ("request #2"), a tool also by its name ("tool run #1")."""
+    seen, out = {}, {}
+    try:
+        lines = [json.loads(line) for line in open(path) if line.strip()]
+    except (OSError, ValueError):
+        return out
+    for line in lines:
+        name = line["phase"] + (" " + line["name"] if line.get("name") else "")
+        seen[name] = seen.get(name, 0) + 1
+        out["%s #%d" % (name, seen[name])] = (line.get("ms"), line.get("took_ms"))
+    return {(k[:-3] if seen[k[:-3]] == 1 else k): v for k, v in out.items()}
+
+
+def fs_load(work, n):
+    """Writes n small files in 100 folders under work, then deletes them all: the host state right after a big
+    checkout or a test suite (dentries, inodes, the journal and page cache churned)."""
+    top = os.path.join(work, "fs-load")
+    dirs = [os.path.join(top, "d%02d" % i) for i in range(100)]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    data = b"x" * 200
+    for i in range(n):
+        fd = os.open(os.path.join(dirs[i % 100], "f%06d" % i), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    common.rmtree(top)
 
 
 def one_version(agent, work, tag, key):
@@ -85,6 +137,34 @@ def spawned_wall(spec, n=SPAWNS):
     return common.median(walls)
 
 
+def summarize_phases(states, agents, out):
+    """Per-phase medians of git-agent's timings, the host states side by side."""
+    for a in agents:
+        if a.kind != "ga":
+            continue
+        names = [n for n, _ in states]
+        keys = []
+        for _, rows in states:
+            for r in rows:
+                for k in r[a.label]["phases"]:
+                    if k not in keys:
+                        keys.append(k)
+        if not keys:
+            continue
+        print("\n== %s: phases (GIT_AGENT_TIMINGS), median ms: at = end since start, took = duration ==" % a.label,
+              file=out)
+        print("%-22s" % "phase" + "".join("%20s%10s" % (n[:17] + " at", "took") for n in names), file=out)
+        order = {k: common.median([r[a.label]["phases"].get(k, (None, None))[0] for _, rows in states
+                                   for r in rows]) or 0 for k in keys}
+        for k in sorted(keys, key=lambda k: order[k]):
+            cells = ""
+            for _, rows in states:
+                at = common.median([r[a.label]["phases"].get(k, (None, None))[0] for r in rows])
+                took = common.median([r[a.label]["phases"].get(k, (None, None))[1] for r in rows])
+                cells += "%20s%10s" % (common.fmt(at), common.fmt(took))
+            print("%-22s" % k[:22] + cells, file=out)
+
+
 def summarize(title, rows, agents, ref, out, fields=FIELDS):
     print("\n== %s (median of %d runs; ratios = median of per-round LABEL/%s) ==" % (
         title, len(rows), ref), file=out)
@@ -115,6 +195,9 @@ def main():
     ap.add_argument("--quiet-wait", type=float, default=20, help="wait up to S s for a quiet host before a run")
     ap.add_argument("--quiet-cores", type=float, default=0.5)
     ap.add_argument("--out", help="raw results and run folders (default: a new temp dir, kept)")
+    ap.add_argument("--fs-load", type=int, default=100000,
+                    help="files written and deleted before each run of the second host state (0: no such state)")
+    ap.add_argument("--staged", action="store_true", help="issue 16's fixture: no work in progress, no step 0")
     ap.add_argument("--no-task", action="store_true")
     ap.add_argument("--no-version", action="store_true")
     a = ap.parse_args()
@@ -122,48 +205,61 @@ def main():
     ref = a.ref or agents[-1].label
     work = a.out or tempfile.mkdtemp(prefix="bench-task3.")
     os.makedirs(work, exist_ok=True)
+    wip = not a.staged
     raw = open(os.path.join(work, "raw.jsonl"), "a")
     for ag in agents:  # warm-up (page cache, first-run files): not counted
         if not a.no_version:
             one_version(ag, work, "warmup", True)
             one_version(ag, work, "warmup", False)
         if not a.no_task:
-            w = one_task(ag, work, "warmup")
+            w = one_task(ag, work, "warmup", wip)
             print("warm-up %s: success=%s exit=%s wall=%.3fs requests=%d" % (
                 ag.label, w["success"], w["exit"], w["wall_s"], w["model_requests"]), file=sys.stderr)
-    tasks, versions, versions_nokey = [], [], []
-    for i in range(a.runs):
-        order = agents if i % 2 == 0 else agents[::-1]
-        trow, vrow, nrow = {}, {}, {}
-        for ag in order:
-            if not a.no_version:
-                common.wait_quiet(a.quiet_wait, a.quiet_cores)
-                vrow[ag.label] = one_version(ag, work, str(i), True)
-                nrow[ag.label] = one_version(ag, work, str(i), False)
-            if not a.no_task:
-                common.wait_quiet(a.quiet_wait, a.quiet_cores)
-                t = one_task(ag, work, str(i))
-                trow[ag.label] = t
-                if not t["success"] or t["exit"] != 0:
-                    print("round %d %s: FAILED (exit %s, success %s), see %s" % (
-                        i, ag.label, t["exit"], t["success"], work), file=sys.stderr)
-        raw.write(json.dumps({"round": i, "task": trow, "version": vrow, "version_nokey": nrow}) + "\n")
-        raw.flush()
-        if trow:
-            tasks.append(trow)
-        if vrow:
-            versions.append(vrow)
-            versions_nokey.append(nrow)
-        print("round %d/%d: " % (i + 1, a.runs) + "  ".join(
-            "%s %.3fs %dKB" % (k, v["wall_s"], v["own_hwm_kb"] or 0) for k, v in trow.items()), file=sys.stderr)
+    states = [("quiet", 0)] + ([("after FS load", a.fs_load)] if a.fs_load and not a.no_task else [])
+    tasks = {name: [] for name, _ in states}
+    versions, versions_nokey = [], []
+    for state, load_files in states:
+        for i in range(a.runs):
+            order = agents if i % 2 == 0 else agents[::-1]
+            trow, vrow, nrow = {}, {}, {}
+            for ag in order:
+                if not a.no_version and not load_files:
+                    common.wait_quiet(a.quiet_wait, a.quiet_cores)
+                    vrow[ag.label] = one_version(ag, work, str(i), True)
+                    nrow[ag.label] = one_version(ag, work, str(i), False)
+                if not a.no_task:
+                    common.wait_quiet(a.quiet_wait, a.quiet_cores)
+                    if load_files:
+                        fs_load(work, load_files)
+                    tag = "%s%d" % ("L" if load_files else "", i)
+                    t = one_task(ag, work, tag, wip)
+                    trow[ag.label] = t
+                    if not t["success"] or t["exit"] != 0:
+                        print("%s round %d %s: FAILED (exit %s, success %s), see %s" % (
+                            state, i, ag.label, t["exit"], t["success"], work), file=sys.stderr)
+            raw.write(json.dumps({"state": state, "round": i, "task": trow, "version": vrow,
+                                  "version_nokey": nrow}) + "\n")
+            raw.flush()
+            if trow:
+                tasks[state].append(trow)
+            if vrow:
+                versions.append(vrow)
+                versions_nokey.append(nrow)
+            print("%s round %d/%d: " % (state, i + 1, a.runs) + "  ".join(
+                "%s %.3fs %dKB" % (k, v["wall_s"], v["own_hwm_kb"] or 0) for k, v in trow.items()),
+                file=sys.stderr)
     for ag in agents:
-        if tasks:
-            ok = sum(1 for r in tasks if r[ag.label]["success"] and r[ag.label]["exit"] == 0)
-            print("%s: %d/%d task runs succeeded, %s model requests a run, binary %d bytes" % (
-                ag.label, ok, len(tasks), common.median([r[ag.label]["model_requests"] for r in tasks]),
-                os.path.getsize(ag.path)))
-    if tasks:
-        summarize("3-step task", tasks, agents, ref, sys.stdout)
+        for state, rows in tasks.items():
+            if rows:
+                ok = sum(1 for r in rows if r[ag.label]["success"] and r[ag.label]["exit"] == 0)
+                print("%s, %s: %d/%d task runs succeeded, %s model requests a run, binary %d bytes" % (
+                    ag.label, state, ok, len(rows), common.median([r[ag.label]["model_requests"] for r in rows]),
+                    os.path.getsize(ag.path)))
+    fixture = "issue 16's fixture (staged)" if a.staged else "work in progress in the fixture (step 0 runs)"
+    for state, rows in tasks.items():
+        if rows:
+            summarize("3-step task, %s, %s" % (fixture, state), rows, agents, ref, sys.stdout, TASK_FIELDS)
+    summarize_phases([(state, rows) for state, rows in tasks.items() if rows], agents, sys.stdout)
     if versions:
         print("versions: " + "; ".join("%s: %s" % (k, v["version"]) for k, v in versions[0].items()))
         summarize("--version, a dummy API key in the environment", versions, agents, ref,
@@ -173,8 +269,8 @@ def main():
     print("\nbinary size ratios: " + ", ".join(
         "%s/%s %.2fx" % (ag.label, ref, os.path.getsize(ag.path) / os.path.getsize(
             [x for x in agents if x.label == ref][0].path)) for ag in agents if ag.label != ref))
+    print("command: " + " ".join(sys.argv))
     print("raw results: %s/raw.jsonl" % work)
-
 
 if __name__ == "__main__":
     main()

@@ -1,9 +1,20 @@
 fn main() {
     git_agent::answer_version();
+    // After --version (which must stay as quick as it is): the instant phase timings count from.
+    git_agent::sys::timings::init();
+    git_agent::sys::timings::mark("start", &[]);
     tune_allocator();
     // Before anything else: secret variables leave the environment (see safety::secrets).
     git_agent::safety::secrets::scrub_environment();
-    std::process::exit(git_agent::run());
+    let code = git_agent::run();
+    git_agent::sys::timings::mark(
+        "exit",
+        &[(
+            "code",
+            git_agent::sys::timings::Detail::Count(code.unsigned_abs().into()),
+        )],
+    );
+    std::process::exit(code);
 }
 
 /// glibc's malloc, set for a process that is one of many (issue 16: a fleet of sessions on one machine). By

@@ -81,3 +81,5 @@ mod fleet;
 mod event_hooks;
 // Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.
 mod subagents;
+// Phase timings (GIT_AGENT_TIMINGS): one JSON line per phase with the switch, none without.
+mod timings;

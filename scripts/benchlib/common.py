@@ -136,8 +136,10 @@ def git(*args, cwd=None, check=True, capture=False):
     return r.stdout if capture else r.returncode
 
 
-def make_fixture(path, commit=False):
-    """The task's fixture: greet.py and test_greet.sh (plain sh) staged, committed only with commit=True."""
+def make_fixture(path, commit=False, wip=False):
+    """The task's fixture: greet.py and test_greet.sh (plain sh) staged, committed only with commit=True. With
+    wip=True (issue 29: the user's work in progress, so git-agent's step 0 runs) they are committed, then
+    greet.py is modified (a comment above its line) and an untracked notes.txt is written."""
     os.makedirs(path)
     with open(os.path.join(path, "greet.py"), "w") as f:
         f.write('print("hello world")\n')
@@ -146,8 +148,13 @@ def make_fixture(path, commit=False):
     os.chmod(os.path.join(path, "test_greet.sh"), 0o755)
     git("init", "-q", "-b", "main", ".", cwd=path)
     git("add", "greet.py", "test_greet.sh", cwd=path)
-    if commit:
+    if commit or wip:
         git("commit", "-q", "-m", "fixture", cwd=path)
+    if wip:
+        with open(os.path.join(path, "greet.py"), "w") as f:
+            f.write('# Greets the world.\nprint("hello world")\n')
+        with open(os.path.join(path, "notes.txt"), "w") as f:
+            f.write("greet.py: say hello to the agent\n")
 
 
 def task_succeeded(repo):

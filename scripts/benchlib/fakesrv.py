@@ -13,10 +13,12 @@ The shell tool is the offered tool with a known shell name (`run`, `bash`, `shel
 first one with a `command`/`cmd` parameter.
 
 Every request is logged as one JSON line: method, path, `flavour` ("chat", "models" or "other"), the step
-played and `t`, the absolute time.time() it arrived (for "time to the first model request"). The listen
+played and `t`, the absolute time.time() it arrived (for "time to the first model request"); a chat request
+also its size: `bytes` (the body), `tools_bytes` (its tool list as compact JSON) and `system_bytes` (the
+system prompt's text). `--bodies FILE` keeps the bodies themselves. The listen
 backlog is 1024: the stdlib's 5 drops SYNs when a fleet of 250 agents connects at once.
 
-usage: fakesrv.py --log FILE --port-file FILE [--script JSON | --calls JSON]
+usage: fakesrv.py --log FILE --port-file FILE [--script JSON | --calls JSON] [--bodies FILE]
 """
 import argparse
 import itertools
@@ -111,7 +113,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._json({})
         action, step = decide(body, self.server.steps)
         self._log({"method": "POST", "path": self.path, "flavour": "chat", "step": step,
-                   "stream": bool(body.get("stream"))})
+                   "stream": bool(body.get("stream")), "bytes": len(raw),
+                   "tools_bytes": len(json.dumps(body.get("tools") or [], separators=(",", ":"))),
+                   "system_bytes": sum(len(m.get("content") or "") if isinstance(m.get("content"), str)
+                                       else len(json.dumps(m.get("content")))
+                                       for m in body.get("messages") or [] if m.get("role") == "system")})
+        if self.server.bodies:
+            with _lock, open(self.server.bodies, "ab") as f:
+                f.write(raw + b"\n")
         self._reply(body, action)
 
     def _reply(self, body, action):
@@ -169,9 +178,11 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--script", help="JSON list of shell commands, one per step")
     ap.add_argument("--calls", help="JSON list of named tool calls, one per step")
+    ap.add_argument("--bodies", help="append every chat request's raw body to this file, one a line")
     a = ap.parse_args()
     srv = Server(("127.0.0.1", 0), Handler)
     srv.log_path = a.log
+    srv.bodies = a.bodies
     if a.calls:
         srv.steps = json.loads(a.calls)
     else:

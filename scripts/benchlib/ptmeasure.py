@@ -19,6 +19,8 @@ Fields per run:
   own_cpu_s       utime+stime of the command process alone (/proc/<pid>/stat at exit; 10 ms ticks)
   time_maxrss_kb  GNU time's "Maximum resident set size" (largest single process of the tree)
   time_user_s/time_sys_s/time_wall  GNU time's own figures (10 ms resolution)
+  own_user_s/own_sys_s, own_minflt/own_majflt  the command process alone, from /proc/<pid>/stat at its exit
+  tree_user_s/tree_sys_s, tree_minflt/tree_majflt, tree_nvcsw/tree_nivcsw  the same of the whole tree (wait4)
 
 Library: run(specs) starts every spec at once (a fleet) and returns one result dict per spec.
 CLI:     ptmeasure.py [--cwd DIR] [--stdin FILE] [--stdout FILE] [--stderr FILE] [--json] -- CMD...
@@ -80,6 +82,10 @@ def _proc_exit(pid):
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         out["own_cpu_s"] = (int(fields[11]) + int(fields[12])) / TICK
+        out["own_user_s"] = int(fields[11]) / TICK
+        out["own_sys_s"] = int(fields[12]) / TICK
+        out["own_minflt"] = int(fields[7])
+        out["own_majflt"] = int(fields[9])
     except (OSError, IndexError, ValueError):
         pass
     return out
@@ -233,6 +239,14 @@ def run(specs, timeout=600):
             "tree_cpu_s": round(ru.ru_utime + ru.ru_stime, 6),
             "tree_user_s": round(ru.ru_utime, 6),
             "tree_sys_s": round(ru.ru_stime, 6),
+            "own_user_s": e.get("own_user_s"),
+            "own_sys_s": e.get("own_sys_s"),
+            "own_minflt": e.get("own_minflt"),
+            "own_majflt": e.get("own_majflt"),
+            "tree_minflt": ru.ru_minflt,
+            "tree_majflt": ru.ru_majflt,
+            "tree_nvcsw": ru.ru_nvcsw,
+            "tree_nivcsw": ru.ru_nivcsw,
         }
         r.update(tv)
         results[st["i"]] = r

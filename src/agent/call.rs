@@ -12,6 +12,7 @@ use crate::config::event_hooks::HookEvent;
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
 use crate::safety::redact;
 use crate::safety::{Answer, Decision, Ruling};
+use crate::sys::timings::Detail;
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::event_hooks::{self, Permission, Verdict as HookVerdict};
@@ -219,7 +220,9 @@ impl Turn<'_> {
         if scan {
             self.s.tools.changes.before_run()?;
         }
+        let running = crate::sys::timings::begin();
         let mut output = self.execute(tool, args).await?;
+        crate::sys::timings::end("tool", running, &[("name", Detail::Text(tool.name()))]);
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
@@ -260,6 +263,7 @@ impl Turn<'_> {
                 ),
                 None => (label, why),
             };
+            let committing = crate::sys::timings::begin();
             step::commit(
                 &mut self.s.work,
                 &mut *self.sink,
@@ -268,6 +272,8 @@ impl Turn<'_> {
                 &why,
                 &changed,
             )?;
+            let step = Detail::Count(self.s.work.session.steps.into());
+            crate::sys::timings::end("step commit", committing, &[("step", step)]);
         }
         Ok(output)
     }

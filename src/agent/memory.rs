@@ -143,19 +143,18 @@ impl SessionMemory {
 fn schema() -> ToolSchema {
     ToolSchema {
         name: REMEMBER_TOOL.into(),
-        description: "Propose a fact for this project's memory, which future sessions in this repository are \
-            shown when it is relevant. Worth remembering: what a teammate would want to know next time — a \
-            convention, a pitfall and how to avoid it, a command that works (build, test, lint), where \
-            something lives. Not the task's own progress, nothing about this session only, never secrets. One \
-            fact per call, in a sentence or two that stand on their own. It is kept only if the task completes."
+        description: "Propose a fact for this project's memory, shown to future sessions here when relevant: \
+            what a teammate would want to know next time (a convention, a pitfall and how to avoid it, a command \
+            that works, where something lives). Not this task's progress, never secrets. One fact per call, in a \
+            sentence or two that stand on their own; kept only if the task completes."
             .into(),
         parameters: json!({
             "type": "object",
             "properties": {
-                "text": {"type": "string", "description": "The fact, self-contained (at most 600 characters)"},
+                "text": {"type": "string", "description": "At most 600 characters"},
                 "kind": {"type": "string", "enum": ["fact", "convention", "pitfall", "command"]},
-                "tags": {"type": "array", "items": {"type": "string"}, "description": "A few keywords it is about (file names, tools, areas)"},
-                "why": {"type": "string", "description": "How you know: what you saw or ran"}
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "Files, tools, areas"},
+                "why": {"type": "string", "description": "What you saw or ran"}
             },
             "required": ["text", "why"]
         }),

@@ -204,10 +204,9 @@ pub fn schemas() -> Vec<ToolSchema> {
     vec![
         ToolSchema {
             name: PLAN_TOOL.into(),
-            description: "Record or update your plan for the task: the whole list each time, each item with a \
-                status (pending, in_progress, done, blocked) and an optional note. Keep exactly one item \
-                in_progress while you work. The plan is kept outside the conversation, so it survives when \
-                older messages are summarised. Use it for any task of more than a couple of steps."
+            description: "Record your plan: the whole list each time, each item with a status and an optional \
+                note; keep one item in_progress while you work. The plan survives when older messages are \
+                summarised."
                 .into(),
             parameters: json!({
                 "type": "object",
@@ -217,9 +216,9 @@ pub fn schemas() -> Vec<ToolSchema> {
                         "items": {
                             "type": "object",
                             "properties": {
-                                "step": {"type": "string", "description": "What to do, in a few words"},
+                                "step": {"type": "string", "description": "In a few words"},
                                 "status": {"type": "string", "enum": ["pending", "in_progress", "done", "blocked"]},
-                                "note": {"type": "string", "description": "Optional: a finding, a commit, why it is blocked"}
+                                "note": {"type": "string", "description": "A finding, a commit, why blocked"}
                             },
                             "required": ["step", "status"]
                         }
@@ -230,9 +229,9 @@ pub fn schemas() -> Vec<ToolSchema> {
         },
         ToolSchema {
             name: FINISH_TOOL.into(),
-            description: "End the task. status \"completed\" when the goal is reached, \"blocked\" when it cannot \
-                be reached without the user (say what is missing). The summary is the final answer the user \
-                reads: what you changed and anything they must know."
+            description: "End the task: \"completed\" when the goal is reached, \"blocked\" when it needs the \
+                user (say what is missing). The summary is the answer the user reads: what you changed and what \
+                they must know."
                 .into(),
             parameters: json!({
                 "type": "object",

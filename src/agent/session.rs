@@ -285,7 +285,9 @@ impl AgentSession {
             model.tuning.clone(),
         )?;
         super::footprint::mark("client");
+        let opening = crate::sys::timings::begin();
         let store = Store::open(cwd)?;
+        crate::sys::timings::end("store open", opening, &[]);
         super::footprint::mark("repository");
         register_secrets(&model, &store);
         let env = |name: &str| crate::safety::secrets::var(name);

@@ -127,6 +127,7 @@ impl SessionFlags {
                 settings.user.path.display()
             )));
         }
+        crate::sys::timings::mark("config", &[]);
         Ok(SessionOptions {
             model,
             max_steps: self.max_steps,
@@ -155,6 +156,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let runtime = super::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     crate::agent::footprint::mark("runtime");
+    crate::sys::timings::mark("runtime", &[]);
     let cwd = ctx.cwd().to_path_buf();
     let mut approver = ui::approver(flags.yes, flags.json);
     let code = runtime.block_on(agent::ask(

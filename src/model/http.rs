@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::retry::parse_retry_after;
 use super::types::{ModelError, Request, Response, StreamEvent, Tuning};
 use crate::sse::{SseDecoder, SseEvent};
+use crate::sys::timings::Detail;
 
 /// How much of an error body is read: enough for any JSON error, not a whole HTML error page.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -143,17 +144,24 @@ impl Endpoint {
         mut parser: P,
         on_event: &mut (dyn FnMut(&StreamEvent) + Send),
     ) -> Result<Response, ModelError> {
-        let mut builder = self.transport.post(url, body.to_string());
+        let body = body.to_string();
+        let sending = crate::sys::timings::begin();
+        let size = [("bytes", Detail::Count(body.len() as u64))];
+        crate::sys::timings::mark("request", &size);
+        let mut builder = self.transport.post(url, body);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
         let mut response = self.transport.send(self.authorize(builder)?, url).await?;
-        if content_type(response.headers()).starts_with("application/json") {
+        let reply = if content_type(response.headers()).starts_with("application/json") {
             let body = self.transport.read_body(&mut response, usize::MAX).await?;
             parser.push_whole(&body)?.iter().for_each(on_event);
-            return parser.into_response();
-        }
-        self.transport.read_sse(response, parser, on_event).await
+            parser.into_response()
+        } else {
+            self.transport.read_sse(response, parser, on_event).await
+        };
+        crate::sys::timings::end("reply", sending, &[]);
+        reply
     }
 
     /// A JSON answer to a metadata request (a GET, or a POST of `body`), or `None` on any failure: these

@@ -66,27 +66,36 @@ impl Isolation {
 pub fn probe() -> &'static Isolation {
     static PROBED: OnceLock<Isolation> = OnceLock::new();
     PROBED.get_or_init(|| {
-        if std::env::var("GIT_AGENT_ISOLATION").as_deref() == Ok("off") {
-            return Isolation::Shared {
-                why: "GIT_AGENT_ISOLATION=off".into(),
-            };
-        }
-        if let Err(why) = crate::sys::isolate::namespace_support() {
-            return Isolation::Shared { why };
-        }
-        let root = crate::sys::process::is_root();
-        let mut last = String::new();
-        for user in [false, true] {
-            if !user && !root {
-                continue;
-            }
-            match try_namespace(user) {
-                Ok(()) => return Isolation::Namespace { user },
-                Err(e) => last = e,
-            }
-        }
-        Isolation::Shared { why: last }
+        let probing = crate::sys::timings::begin();
+        let isolation = probe_once();
+        let namespace = crate::sys::timings::Detail::Flag(isolation.is_namespace());
+        crate::sys::timings::end("isolation", probing, &[("namespace", namespace)]);
+        isolation
     })
+}
+
+/// The probe proper (see [`probe()`]).
+fn probe_once() -> Isolation {
+    if std::env::var("GIT_AGENT_ISOLATION").as_deref() == Ok("off") {
+        return Isolation::Shared {
+            why: "GIT_AGENT_ISOLATION=off".into(),
+        };
+    }
+    if let Err(why) = crate::sys::isolate::namespace_support() {
+        return Isolation::Shared { why };
+    }
+    let root = crate::sys::process::is_root();
+    let mut last = String::new();
+    for user in [false, true] {
+        if !user && !root {
+            continue;
+        }
+        match try_namespace(user) {
+            Ok(()) => return Isolation::Namespace { user },
+            Err(e) => last = e,
+        }
+    }
+    Isolation::Shared { why: last }
 }
 
 fn try_namespace(user: bool) -> Result<(), String> {

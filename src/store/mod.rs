@@ -56,6 +56,7 @@ mod tests;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod watch;
 
+use crate::sys::timings::Detail;
 use std::path::{Path, PathBuf};
 
 pub use changes::{ChangeTracker, Detection};
@@ -419,9 +420,13 @@ impl Store {
         } else {
             Checkout::Linked(self.checkout_path(id))
         };
+        let capturing = crate::sys::timings::begin();
         let (session, capture) = self.start_branch(id, options, checkout)?;
+        let captured = Detail::Flag(session.step0.is_some());
+        crate::sys::timings::end("step 0", capturing, &[("captured", captured)]);
         let mut reused = false;
         if let Checkout::Linked(root) = &session.checkout {
+            let writing = crate::sys::timings::begin();
             let made = match self.pool_take(root, session.tip, progress) {
                 Ok(true) => {
                     reused = true;
@@ -434,6 +439,7 @@ impl Store {
                 let _ = self.delete_branch(&session.branch, session.tip);
                 return Err(err);
             }
+            crate::sys::timings::end("checkout", writing, &[("pooled", Detail::Flag(reused))]);
         }
         Ok(Started {
             session,

@@ -149,6 +149,7 @@ impl SessionLog {
 
     /// Moves the journal's events and the current [`Meta`] into the ref, then empties the journal.
     pub fn fold(&mut self, store: &Store) -> Result<(), StoreError> {
+        let folding = crate::sys::timings::begin();
         self.sync()?;
         self.meta.updated = now();
         store.fold_journal(&mut self.meta, &self.path)?;
@@ -156,6 +157,7 @@ impl SessionLog {
             .set_len(0)
             .map_err(StoreError::io("truncate", &self.path))?;
         crash_point();
+        crate::sys::timings::end("fold", folding, &[]);
         Ok(())
     }
 }

@@ -22,6 +22,7 @@ pub mod signal;
 pub mod stdio;
 pub mod term;
 pub mod time;
+pub mod timings;
 
 /// True where the Linux layer is built: namespaces, Landlock, seccomp, inotify, pidfd.
 pub const LINUX_LAYER: bool = cfg!(all(target_os = "linux", not(git_agent_portable)));

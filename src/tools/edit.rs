@@ -40,25 +40,22 @@ impl Tool for EditFile {
     }
 
     fn description(&self) -> &str {
-        "Replace text in an existing file. `old_string` must match the file exactly (whitespace and \
-         indentation included, without the line numbers read_file shows) and occur exactly once; include \
-         enough surrounding lines to make it unique, or set `replace_all` to change every occurrence. For \
-         several changes to one file, pass `edits` (a list of {old_string, new_string, replace_all}) instead: \
-         they apply in order, all or none. Read the file first: an edit to a file that changed since you \
-         read it is refused. To create a file or rewrite all of it, use write_file."
+        "Replace text in a file. `old_string` must match exactly (indentation included, without read_file's \
+         line numbers) and occur once: add surrounding lines to make it unique, or set `replace_all`. Several \
+         changes to one file: `edits`, applied in order, all or none. Read the file first: an edit to a file \
+         changed since is refused. To create or rewrite a file, use write_file."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File path relative to the repository root"},
-                "old_string": {"type": "string", "description": "The exact text to replace"},
-                "new_string": {"type": "string", "description": "The text to put in its place"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"},
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean"},
                 "edits": {
                     "type": "array",
-                    "description": "Several replacements in this file, applied in order, all or none",
                     "items": {
                         "type": "object",
                         "properties": {

@@ -307,17 +307,16 @@ impl Tool for Job {
     }
 
     fn description(&self) -> &str {
-        "Manage background jobs started by `run` (servers, watchers, or `background: true`). action `output` \
-         returns what job `id` printed since you last looked and whether it is still running; `stop` stops it \
-         (SIGTERM, then SIGKILL, whole process group); `list` shows all jobs."
+        "Background jobs of `run`. `output` (the default action): what job `id` printed since you last looked, \
+         and whether it still runs; `stop`: SIGTERM, then SIGKILL, to its whole process group; `list`: all jobs."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["output", "stop", "list"], "description": "What to do (default output)"},
-                "id": {"type": "integer", "minimum": 1, "description": "The job number `run` gave"}
+                "action": {"type": "string", "enum": ["output", "stop", "list"]},
+                "id": {"type": "integer", "minimum": 1}
             }
         })
     }

@@ -25,19 +25,18 @@ impl Tool for ListFiles {
     }
 
     fn description(&self) -> &str {
-        "List the files under a directory of the repository (recursively), skipping files ignored by \
-         .gitignore, like `rg --files`. Paths are relative to the repository root, sorted. `pattern` filters \
-         with a glob such as `src/**/*.rs` or `*.md` (a glob without `/` matches file names at any depth; \
-         a leading `!` excludes); `type` by ripgrep file type (`rust`, `py`, ...)."
+        "List files under a directory, recursively and sorted, skipping .gitignored ones (like `rg --files`). \
+         `pattern` is a glob such as `src/**/*.rs` (without `/` it matches names at any depth; `!` excludes); \
+         `type` a ripgrep file type (rust, py, ...)."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Directory relative to the repository root (default: the root)"},
-                "pattern": {"type": "string", "description": "Glob filter relative to the repository root, e.g. `src/**/*.rs`"},
-                "type": {"type": "string", "description": "File type as in ripgrep: rust, py, js, ts, go, md, ..."},
+                "path": {"type": "string", "description": "Directory (default: the root)"},
+                "pattern": {"type": "string"},
+                "type": {"type": "string"},
                 "hidden": {"type": "boolean", "description": "Include hidden files (default true)"}
             }
         })

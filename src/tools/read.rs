@@ -34,19 +34,18 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file in the repository. Lines come numbered like `cat -n` (the numbers are not part of the \
-         file). Reads up to 2000 lines from `offset` (1-based); when more remain, the output says which offset \
-         to use next. Lines longer than 2000 characters are cut. Binary files are refused; a directory is \
-         answered with its entries."
+        "Read a text file, lines numbered like `cat -n` (the numbers are not in the file). Reads up to 2000 \
+         lines from `offset`; the output says where to go on. Lines over 2000 characters are cut. A directory \
+         gives its entries."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File path relative to the repository root"},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)"}
+                "path": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "Lines to read"}
             },
             "required": ["path"]
         })

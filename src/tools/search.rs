@@ -42,29 +42,26 @@ impl Tool for Search {
     }
 
     fn description(&self) -> &str {
-        "Search file contents in the repository, like ripgrep (`rg -n`). `pattern` is a regular expression \
-         (Rust regex syntax) unless `literal` is true. Files ignored by .gitignore, hidden files (unless \
-         `hidden`) and binary files are skipped. Output is `path:line:text` (context lines `path-line-text`), \
-         sorted by path and line, up to `max_results` matching lines (default 100). Narrow with `path` (a \
-         directory or file), `glob` (e.g. `*.rs`, `src/**/*.ts`, `!*_test.go`) and `type` (rust, py, js, ...); \
-         `files_with_matches` lists only the files."
+        "Search file contents like `rg -n`: `pattern` is a Rust regex, or plain text with `literal`. Skips \
+         .gitignored, binary and (unless `hidden`) hidden files. Output `path:line:text` (context lines \
+         `path-line-text`), sorted, up to `max_results` lines (default 100). Narrow with `path`, `glob` and \
+         `type` (a ripgrep type: rust, py, ...); `files_with_matches` lists only the files."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regular expression, or plain text when `literal` is true"},
-                "literal": {"type": "boolean", "description": "Treat `pattern` as plain text (default false)"},
-                "case": {"type": "string", "enum": ["sensitive", "insensitive", "smart"], "description": "Case matching; smart = insensitive unless the pattern has an uppercase letter (default sensitive)"},
-                "case_insensitive": {"type": "boolean", "description": "Same as case=insensitive"},
-                "path": {"type": "string", "description": "Directory or file to search, relative to the repository root (default: the root)"},
-                "glob": {"type": "string", "description": "Only search files matching this glob (relative to the repository root), e.g. `*.rs` or `src/**/*.ts`; `!` excludes. A list is accepted too"},
-                "type": {"type": "string", "description": "Only search files of this ripgrep type: rust, py, js, ts, go, c, cpp, java, md, ..."},
-                "hidden": {"type": "boolean", "description": "Search hidden files and directories too (default false)"},
-                "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines of context before and after each match (default 0)"},
-                "files_with_matches": {"type": "boolean", "description": "List only the paths of matching files (default false)"},
-                "max_results": {"type": "integer", "minimum": 1, "description": "Maximum matching lines (or files) to show (default 100)"}
+                "pattern": {"type": "string"},
+                "literal": {"type": "boolean"},
+                "case": {"type": "string", "enum": ["sensitive", "insensitive", "smart"], "description": "Default sensitive; smart: insensitive unless the pattern has an uppercase letter"},
+                "path": {"type": "string", "description": "Directory or file (default: the root)"},
+                "glob": {"type": "string", "description": "e.g. `*.rs`, `src/**/*.ts`, `!*_test.go` (a list too)"},
+                "type": {"type": "string"},
+                "hidden": {"type": "boolean"},
+                "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines around each match"},
+                "files_with_matches": {"type": "boolean"},
+                "max_results": {"type": "integer", "minimum": 1}
             },
             "required": ["pattern"]
         })

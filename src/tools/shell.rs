@@ -46,22 +46,20 @@ impl Tool for Run {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command with bash in the repository root, e.g. to build, run tests, or use git. stdin is \
-         empty; stdout and stderr come back together, with the exit code. Long output keeps its first and last \
-         16 KiB (the full output is saved to a file whose path is given). The command is killed (with \
-         everything it started) after the timeout; processes still running in the background when it exits \
-         are killed too. Servers and watchers (`npm run dev`, `flask run`, `uvicorn`, ...), or any command with \
-         `background: true`, run as background jobs instead: you get the first output and a job id for the \
-         `job` tool."
+        "Run a bash command in the repository root (build, tests, git). stdin is empty; stdout and stderr \
+         come back together with the exit code. Long output keeps its first and last 16 KiB (the rest is saved \
+         to a file named there). The command and all it started are killed at the timeout, and what it left \
+         running when it exits. Servers and watchers (`npm run dev`, `flask run`, ...) or `background: true` \
+         run as background jobs: you get the first output and a job id for `job`."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "The bash command line"},
-                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Timeout in seconds (default set by the session)"},
-                "background": {"type": "boolean", "description": "Run as a background job (for servers and watchers); default: detected from the command"}
+                "command": {"type": "string"},
+                "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600},
+                "background": {"type": "boolean", "description": "Default: detected from the command"}
             },
             "required": ["command"]
         })

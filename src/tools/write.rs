@@ -20,16 +20,16 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Create a file, or replace a file's whole content, in the repository. Parent directories are created. \
-         To change part of an existing file, prefer edit_file."
+        "Create a file or replace its whole content (parent directories are created). To change part of a \
+         file, use edit_file."
     }
 
     fn parameters(&self) -> serde_json::Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "File path relative to the repository root"},
-                "content": {"type": "string", "description": "The complete new content of the file"}
+                "path": {"type": "string"},
+                "content": {"type": "string"}
             },
             "required": ["path", "content"]
         })

@@ -80,6 +80,8 @@ mod hostile;
 mod untrusted_text;
 // `git agent exec`: Codex's exec arguments and JSONL events, and the real @openai/codex-sdk driving it.
 mod exec;
+// `git agent fleet`: a queue in a bare remote's refs, claims, leases, faults, status, gc and emitted files.
+mod fleet;
 // Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
 mod event_hooks;
 // Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.

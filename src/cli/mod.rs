@@ -13,6 +13,7 @@ mod discard;
 mod error;
 mod exec;
 mod fix;
+mod fleet;
 mod gc;
 mod hook;
 mod log;
@@ -69,6 +70,7 @@ enum Command {
     Pr(pr::PrArgs),
     Discard(discard::DiscardArgs),
     Fix(fix::FixArgs),
+    Fleet(fleet::FleetArgs),
     Hook(hook::HookArgs),
     Gc(gc::GcArgs),
     Mcp(mcp::McpArgs),
@@ -147,6 +149,7 @@ pub fn run() -> i32 {
         Command::Pr(args) => pr::run(&ctx, args),
         Command::Discard(args) => discard::run(&ctx, args),
         Command::Fix(args) => fix::run(&mut ctx, args),
+        Command::Fleet(args) => fleet::run(&ctx, args),
         Command::Hook(args) => hook::run(&mut ctx, args),
         Command::Gc(args) => gc::run(&ctx, args),
         Command::Mcp(args) => mcp::run(&ctx, args),

@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{CommandError, Context};
 use crate::safety::redact;
-use crate::store::share::PUSH_REFSPECS;
+use crate::store::share::{remote_notes_ref, remote_review_ref, NOTES_REFS, PUSH_REFSPECS};
 
 /// Push sessions, memory and skills (refs/agent/*), session branches (agent/*), notes and review records to a remote
 ///
@@ -23,26 +23,110 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
     let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
     refs.extend(&notes);
     refuse_leaks(store, &refs)?;
-    let mut cmd = super::git_inherit(store.workdir());
-    cmd.args(["push", &args.remote]);
-    cmd.args(PUSH_REFSPECS);
-    cmd.args(notes.iter().map(|n| format!("{n}:{n}")));
-    let status = cmd.status().map_err(|e| {
-        CommandError::internal(format!(
-            "could not run git ({e}): make sure git is installed"
-        ))
-    })?;
-    if !status.success() {
-        return Err(
-            CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
-                format!(
-                    "if the remote has sessions, notes or memory you lack, run `git agent pull {}` first",
-                    args.remote
-                ),
-            ),
-        );
+    // Notes are one ref per kind that every clone writes: a concurrent push moves the remote's notes first and
+    // ours is refused ("fetch first"). Theirs is then merged into ours and the push tried again, with back-off,
+    // until it converges (issue 27: 16 clones pushing at once).
+    let mut delay = std::time::Duration::from_millis(100);
+    let start = std::time::Instant::now();
+    let mut only_notes = false;
+    loop {
+        let mut cmd = super::git_inherit(store.workdir());
+        cmd.args(["push", "--porcelain", &args.remote]);
+        // After the first try only the notes are behind: the other refs went through.
+        if !only_notes {
+            cmd.args(PUSH_REFSPECS);
+        }
+        cmd.args(notes.iter().map(|n| format!("{n}:{n}")));
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| {
+                CommandError::internal(format!(
+                    "could not run git ({e}): make sure git is installed"
+                ))
+            })?;
+        if out.status.success() {
+            eprint!("{}", String::from_utf8_lossy(&out.stderr));
+            return Ok(());
+        }
+        let behind = notes_behind(&out.stdout);
+        if behind && start.elapsed() < NOTES_GIVE_UP && merge_their_notes(store, &args.remote)? {
+            only_notes = true;
+            std::thread::sleep(crate::store::fleet::queue::jittered(delay));
+            delay = (delay * 2).min(std::time::Duration::from_secs(4));
+            continue;
+        }
+        show_rejections(&out);
+        break;
     }
-    Ok(())
+    Err(
+        CommandError::user(format!("git push to {} failed (see above)", args.remote)).hint(
+            format!(
+            "if the remote has sessions, notes or memory you lack, run `git agent pull {}` first",
+            args.remote
+        ),
+        ),
+    )
+}
+
+/// How long a push whose notes keep being refused merges theirs and tries again.
+const NOTES_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// True when every ref the push refused is a notes ref that moved on the remote, or was being moved (the
+/// others went through).
+fn notes_behind(porcelain: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(porcelain);
+    let refused: Vec<&str> = text.lines().filter(|l| l.starts_with('!')).collect();
+    !refused.is_empty()
+        && refused.iter().all(|line| {
+            let dst = line
+                .split('\t')
+                .nth(1)
+                .and_then(|r| r.split_once(':'))
+                .map_or("", |(_, d)| d);
+            // "[remote rejected] (failed to update ref)": another push held the remote's ref lock.
+            let raced = ["(fetch first)", "(non-fast-forward)", "[remote rejected]"];
+            NOTES_REFS.contains(&dst) && raced.iter().any(|why| line.contains(why))
+        })
+}
+
+/// Fetches the remote's notes (quarantined, as a pull does) and merges them into ours; false when the remote
+/// is no named remote (its notes have no place to land) or nothing could be merged.
+fn merge_their_notes(store: &crate::store::Store, remote: &str) -> Result<bool, CommandError> {
+    let named = !remote.is_empty()
+        && remote
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !remote.starts_with(['.', '-']);
+    if !named {
+        return Ok(false);
+    }
+    let notes = remote_notes_ref(remote);
+    let fetched = store.fetch_quarantined(remote, &[format!("+refs/notes/agent*:{notes}*")])?;
+    if !fetched.refused.is_empty() {
+        return Ok(false);
+    }
+    if let Some(theirs) = store.ref_target(&notes)? {
+        store.merge_notes(theirs)?;
+    }
+    if let Some(theirs) = store.ref_target(&remote_review_ref(remote))? {
+        store.merge_review_notes(theirs)?;
+    }
+    Ok(true)
+}
+
+/// git's own words for a failed push: its stderr, and the refused refs of its porcelain output.
+fn show_rejections(out: &std::process::Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines() {
+        eprintln!("{line}");
+    }
+    for line in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('!'))
+    {
+        eprintln!("{}", crate::safety::quote::visible(line));
+    }
 }
 
 /// Refuses when an object reachable from `refs` (and not already published) holds a known secret.

@@ -28,6 +28,7 @@
 mod changes;
 mod checkout;
 pub(crate) mod commit;
+pub mod fleet;
 pub(crate) mod git;
 pub(crate) mod hunks;
 pub(crate) mod land;

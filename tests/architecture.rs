@@ -783,12 +783,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "store/watch.rs",
     ],
     &[
-        "store/memory/check.rs",
-        "store/memory/index.rs",
-        "store/memory/merge.rs",
-        "store/memory.rs",
-    ],
-    &[
         "tools/edit.rs",
         "tools/jobs.rs",
         "tools/list.rs",
@@ -800,12 +794,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "tools/state.rs",
         "tools/walk.rs",
         "tools/write.rs",
-    ],
-    &[
-        "tools/mcp/client.rs",
-        "tools/mcp/http.rs",
-        "tools/mcp/mod.rs",
-        "tools/mcp/stdio.rs",
     ],
 ];
 

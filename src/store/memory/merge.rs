@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gix::objs::tree::EntryKind;
 
-use super::{
-    entry_path, index, parse_entry, round_confidence, Entry, EntryStatus, Kind, Source, Store,
-    StoreError, Summary, Version, ATTEMPTS,
+use super::entry::{
+    entry_path, parse_entry, round_confidence, Entry, EntryStatus, Kind, Source, Version, ATTEMPTS,
 };
-use crate::store::{crash_point, ObjectId};
+use super::index::{self, Summary};
+use crate::store::{crash_point, ObjectId, Store, StoreError};
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

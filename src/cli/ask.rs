@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use crate::agent::{self, Resume, SessionOptions};
 use crate::config;
 use crate::safety::rules::Rules;
@@ -152,7 +153,7 @@ pub fn run(ctx: &mut Context, args: AskArgs) -> Result<(), CommandError> {
     let prompt = read_prompt(&args.prompt)?;
     let flags = &args.session;
     let options = flags.options(ctx, flags.resume())?;
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     crate::agent::footprint::mark("runtime");
     let cwd = ctx.cwd().to_path_buf();

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::safety::redact;
 use crate::store::share::PUSH_REFSPECS;
 
@@ -23,7 +24,7 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
     let mut refs = vec!["--glob=refs/agent/*", "--glob=refs/heads/agent/*"];
     refs.extend(&notes);
     refuse_leaks(store, &refs)?;
-    let mut cmd = super::git_inherit(store.workdir());
+    let mut cmd = super::context::git_inherit(store.workdir());
     cmd.args(["push", &args.remote]);
     cmd.args(PUSH_REFSPECS);
     cmd.args(notes.iter().map(|n| format!("{n}:{n}")));

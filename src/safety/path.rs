@@ -191,20 +191,14 @@ fn resolve_existing_prefix(path: &Path, user_path: &str) -> Result<PathBuf, Path
 /// The first component of `rel` that git refuses to record in a tree, and why; `symlink` says whether the
 /// last component is a symlink (a `.gitmodules` link is refused, as git does).
 ///
-/// The rules are git's `verify_path` with both `core.protectHFS` and `core.protectNTFS` on (git's default
-/// on macOS and Windows, and what `git fsck` checks everywhere), because a branch is pushed and checked out
-/// on other systems: `.git` in any case; names HFS+ reads as `.git` once it drops ignorable code points
-/// (zero-width joiners, direction marks, U+FEFF); names NTFS reads as `.git` (trailing dots and spaces, the
-/// 8.3 short name `git~1`, an alternate data stream `.git::$INDEX_ALLOCATION`), also as a part between
-/// backslashes, which are separators on Windows. The character-level comparisons are gix's
-/// (`gix::validate`), the same gix applies when it writes trees.
+/// The rules are the one tree-path policy's ([`super::tree_path::component_rule()`], git's `verify_path`
+/// with both `core.protectHFS` and `core.protectNTFS` on, which is git's default on macOS and Windows and
+/// what `git fsck` checks everywhere), because a branch is pushed and checked out on other systems. Unlike
+/// a tree that lands, a file the session writes here may have a backslash in its name (git on Linux records
+/// it), so the backslash is judged as Windows reads it: each part between backslashes is a name too (`.git\x`
+/// and `x\git~1` are `.git` there).
 pub fn git_refuses(rel: &Path, symlink: bool) -> Option<(String, &'static str)> {
-    use gix::validate::path::component::{Error, Mode, Options};
-    let options = Options {
-        protect_windows: false,
-        protect_hfs: true,
-        protect_ntfs: true,
-    };
+    use super::tree_path::{component_rule, EntryKind, Rule};
     let parts: Vec<_> = rel.components().collect();
     for (i, part) in parts.iter().enumerate() {
         let name = match part {
@@ -218,14 +212,18 @@ pub fn git_refuses(rel: &Path, symlink: bool) -> Option<(String, &'static str)> 
             Component::RootDir | Component::Prefix(_) => continue,
         };
         let lossy = name.to_string_lossy();
-        let mode = (symlink && i + 1 == parts.len()).then_some(Mode::Symlink);
-        // `.git\x` is `.git` on Windows; so is `x\git~1`. Other backslashes are ordinary characters on Unix.
-        for piece in std::iter::once(lossy.as_ref()).chain(lossy.split('\\')) {
-            let bytes = gix::bstr::BStr::new(piece.as_bytes());
-            let why = match gix::validate::path::component(bytes, mode, options) {
-                Err(Error::DotGitDir) => "it would be read as .git on macOS or Windows",
-                Err(Error::SymlinkedGitModules) => "a .gitmodules symlink",
-                Err(Error::Empty | Error::Relative) if piece.len() == lossy.len() => {
+        let kind = if symlink && i + 1 == parts.len() {
+            EntryKind::Symlink
+        } else {
+            EntryKind::File
+        };
+        for piece in std::iter::once(name.as_encoded_bytes())
+            .chain(name.as_encoded_bytes().split(|b| *b == b'\\'))
+        {
+            let why = match component_rule(piece, kind) {
+                Some(Rule::DotGit) => "it would be read as .git on macOS or Windows",
+                Some(Rule::SymlinkedGitmodules) => "a .gitmodules symlink",
+                Some(Rule::Empty | Rule::DotComponent) if piece.len() == name.len() => {
                     "not a file name"
                 }
                 _ => continue,

@@ -140,21 +140,27 @@ fn rule_for(path: &[u8], kind: EntryKind) -> Option<Rule> {
     }
     let parts: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
     let last = parts.len() - 1;
-    for (i, part) in parts.iter().enumerate() {
-        if part.is_empty() {
-            return Some(Rule::Empty);
-        }
-        if *part == b"." || *part == b".." {
-            return Some(Rule::DotComponent);
-        }
-        if is_dotgit(part) {
-            return Some(Rule::DotGit);
-        }
-        if i == last && kind == EntryKind::Symlink && is_dotgitmodules(part) {
-            return Some(Rule::SymlinkedGitmodules);
-        }
+    parts.iter().enumerate().find_map(|(i, part)| {
+        let kind = if i == last { kind } else { EntryKind::Other };
+        component_rule(part, kind)
+    })
+}
+
+/// The rule that refuses one path component (a name between slashes), if any: empty, `.` or `..`, `.git`
+/// in some spelling, or (when `kind` is a symlink) `.gitmodules` in some spelling. The whole-path rules
+/// (absolute, backslash, below a gitlink) are not checked here.
+pub fn component_rule(part: &[u8], kind: EntryKind) -> Option<Rule> {
+    if part.is_empty() {
+        Some(Rule::Empty)
+    } else if part == b"." || part == b".." {
+        Some(Rule::DotComponent)
+    } else if is_dotgit(part) {
+        Some(Rule::DotGit)
+    } else if kind == EntryKind::Symlink && is_dotgitmodules(part) {
+        Some(Rule::SymlinkedGitmodules)
+    } else {
+        None
     }
-    None
 }
 
 /// `.git` as git's `verify_dotfile`, `is_hfs_dotgit` and `is_ntfs_dotgit` read a component.

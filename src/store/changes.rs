@@ -13,12 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::repo::StoreError;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::rules::Rules;
 use super::scan::Scan;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::watch::{Fallback, Watcher};
-use super::StoreError;
 
 /// Finds the files a shell command changed in a checkout; see the module docs.
 pub struct ChangeTracker {

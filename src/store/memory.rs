@@ -39,8 +39,9 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 
+use super::repo::{crash_point, sanitize, Store, StoreError};
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use gix::ObjectId;
 
 pub use entry::{
     entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,

@@ -15,8 +15,9 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 
+use super::repo::{crash_point, sanitize, Store, StoreError};
 use super::snapshot::{edit_ref, full_name, write_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use gix::ObjectId;
 
 /// The notes ref of git-agent.
 pub const NOTES_REF: &str = "refs/notes/agent";

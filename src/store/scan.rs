@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
-use super::{Session, Store, StoreError};
+use super::repo::{Session, Store, StoreError};
 
 /// What a file looked like on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,9 +28,10 @@ use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 
+use super::repo::{crash_point, sanitize, Store, StoreError};
 use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
 use crate::safety::tree_path;
+use gix::ObjectId;
 
 pub use shared::{Stats, MAX_BYTES, MAX_FILES, SKILLS_REF};
 

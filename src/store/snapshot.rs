@@ -16,7 +16,8 @@ use gix::refs::{FullName, Target};
 use crate::safety::redact;
 use crate::safety::withhold::{self, Withheld};
 
-use super::{ObjectId, Session, Store, StoreError};
+use super::repo::{Session, Store, StoreError};
+use gix::ObjectId;
 
 impl Store {
     /// Commit the user's uncommitted work as `HEAD + changes` (staged changes, tracked files modified, deleted
@@ -42,7 +43,7 @@ impl Store {
         let mut capture = Capture::default();
         let mut paths = Vec::new();
         for path in super::status::user_changes(&self.repo)? {
-            let rel = super::checkout::as_path(path.as_ref()).to_path_buf();
+            let rel = super::repo::as_path(path.as_ref()).to_path_buf();
             match std::fs::symlink_metadata(self.workdir.join(&rel)) {
                 Ok(md) if md.is_file() && md.len() > max_file_size => {
                     capture.skipped.push((rel, md.len()));
@@ -74,7 +75,7 @@ impl Store {
                 message.push_str(&format!("- {} ({size} bytes)\n", path.display()));
             }
         }
-        let message = with_trailers(&super::sanitize(&message), id, 0);
+        let message = with_trailers(&super::repo::sanitize(&message), id, 0);
         capture.commit = Some(write_commit(&self.repo, tree, head, &message)?);
         Ok(capture)
     }
@@ -112,14 +113,14 @@ impl Store {
             return Ok(step);
         }
         let number = s.steps + 1;
-        let message = super::sanitize(&message(&step.withheld));
+        let message = super::repo::sanitize(&message(&step.withheld));
         let commit = write_commit(
             &checkout,
             tree,
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
-        super::crash_point();
+        super::repo::crash_point();
         self.record_tips(&s.id, Some(s.tip), commit)?;
         let moved = cas_branch(
             &checkout,
@@ -144,7 +145,7 @@ impl Store {
             }
             return Err(err);
         }
-        super::crash_point();
+        super::repo::crash_point();
         s.tip = commit;
         s.steps = number;
         step.commit = Some(commit);

@@ -732,19 +732,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "config/trust.rs",
         "config.rs",
     ],
-    &[
-        "tools/edit.rs",
-        "tools/jobs.rs",
-        "tools/list.rs",
-        "tools/mod.rs",
-        "tools/process.rs",
-        "tools/read.rs",
-        "tools/search.rs",
-        "tools/shell.rs",
-        "tools/state.rs",
-        "tools/walk.rs",
-        "tools/write.rs",
-    ],
 ];
 
 #[test]

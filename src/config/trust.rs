@@ -63,7 +63,7 @@ impl Item {
     pub fn check(command: &str) -> Item {
         Item {
             kind: Kind::Check,
-            source: super::file::REPO_FILE.to_owned(),
+            source: super::syntax::REPO_FILE.to_owned(),
             text: command.to_owned(),
         }
     }
@@ -72,7 +72,7 @@ impl Item {
     pub fn mcp_servers(bytes: &[u8]) -> Item {
         Item {
             kind: Kind::McpServers,
-            source: super::mcp::PROJECT_FILE.to_owned(),
+            source: super::syntax::PROJECT_FILE.to_owned(),
             text: String::from_utf8_lossy(bytes).into_owned(),
         }
     }
@@ -236,7 +236,7 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
         items.push(Item::check(command));
     }
-    if let Ok(bytes) = std::fs::read(workdir.join(super::mcp::PROJECT_FILE)) {
+    if let Ok(bytes) = std::fs::read(workdir.join(super::syntax::PROJECT_FILE)) {
         items.push(Item::mcp_servers(&bytes));
     }
     items

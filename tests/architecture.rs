@@ -708,20 +708,19 @@ fn edges_within(
 
 /// The cycles found when this check was written (issue 24, item 2), each to be broken by moving shared
 /// items down. The list may only shrink: a cycle not inside one of these, or a file joining one, fails.
-const KNOWN_CYCLES: &[&[&str]] = &[&[
-    "agent/call.rs",
-    "agent/context.rs",
-    "agent/explore.rs",
-    "agent/guards.rs",
-    "agent/journal.rs",
-    "agent/memory/policy.rs",
-    "agent/memory.rs",
-    "agent/mod.rs",
-    "agent/plan.rs",
-    "agent/session.rs",
-    "agent/step.rs",
-    "agent/turn.rs",
-]];
+const KNOWN_CYCLES: &[&[&str]] = &[
+    // The turn pipeline: a `Turn` borrows the session that makes it, and `call`, `explore`, `memory` and
+    // `step` add `impl Turn` blocks. Breaking it is issue 24 item 2's pipeline with owned state (one
+    // tool-call pipeline instead of `impl Turn` in four files), not a move of shared items.
+    &[
+        "agent/call.rs",
+        "agent/explore.rs",
+        "agent/memory.rs",
+        "agent/session.rs",
+        "agent/step.rs",
+        "agent/turn.rs",
+    ],
+];
 
 #[test]
 fn no_file_depends_on_itself_through_others() {

@@ -13,12 +13,13 @@ use crate::safety::redact;
 use crate::safety::{Answer, Decision};
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
+use super::error::AgentError;
 use super::guards::{Effect, Verdict};
 use super::instructions;
 use super::journal::Event as LogEvent;
 use super::plan::{Finish, OwnTool, Plan};
+use super::step;
 use super::turn::Turn;
-use super::{step, AgentError};
 
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]

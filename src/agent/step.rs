@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use crate::protocol::{Event, Sink, ToolCall};
 use crate::store::Withheld;
 
+use super::error::AgentError;
 use super::journal::{self, Event as LogEvent};
 use super::session::Workspace;
-use super::AgentError;
 
 /// Commits `changed` (checkout-relative) as the session's next step; `label` and `why` (the model's text
 /// before the call) go into the message and the note. Withheld files stay in the checkout, with a warning.

@@ -15,13 +15,14 @@ use crate::tools::ToolOutput;
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
+use super::error::{AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 use super::explore;
 use super::guards::{Budget, Guards};
 use super::journal::Event as LogEvent;
 use super::plan::Finish;
 use super::session::{short_branch, AgentSession};
 use super::stream::{self, Streamed};
-use super::{trim, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
+use super::trim;
 
 /// How a turn ended, for the front-end.
 #[derive(Debug, Clone, PartialEq)]
@@ -602,7 +603,11 @@ impl<'t> Turn<'t> {
                     );
                     self.sink.emit(&Event::Error(&message));
                     let answer = if partial.is_empty() { message } else { partial };
-                    (Status::Terminated, answer, super::exit_terminated(sig))
+                    (
+                        Status::Terminated,
+                        answer,
+                        super::error::exit_terminated(sig),
+                    )
                 }
                 _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
             },

@@ -10,24 +10,21 @@ use super::*;
 /// `git status`, the index file's bytes and every work tree file with its bytes.
 pub(super) type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
 
-/// A temp dir holding a repository, removed on drop (shared with the tests of the store's other modules).
+/// A temp dir holding a repository, removed on drop (tempfile's `TempDir`; shared with the tests of the store's
+/// other modules).
 pub(super) struct TestRepo {
     dir: PathBuf,
+    _temp: tempfile::TempDir,
 }
 
 impl TestRepo {
     pub(super) fn new(name: &str) -> TestRepo {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "git-agent-store-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = std::fs::canonicalize(dir).unwrap();
-        let repo = TestRepo { dir };
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("git-agent-store-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = std::fs::canonicalize(temp.path()).unwrap();
+        let repo = TestRepo { dir, _temp: temp };
         repo.git(&["init", "-q", "-b", "main"]);
         repo.git(&["config", "user.name", "Test User"]);
         repo.git(&["config", "user.email", "test@example.com"]);
@@ -80,12 +77,6 @@ impl TestRepo {
         collect(&self.dir, &self.dir, &mut files);
         files.sort();
         (status, index, files)
-    }
-}
-
-impl Drop for TestRepo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

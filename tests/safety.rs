@@ -525,10 +525,10 @@ fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
                 "{notice}"
             );
             assert!(
-                out.stderr()
+                out.full_stderr()
                     .contains("warning: commands run without a private /proc"),
                 "{}",
-                out.stderr()
+                out.full_stderr()
             );
         }
         // Whatever the command saw, nothing of the key reaches the model, git objects or notes.

@@ -33,20 +33,18 @@ mod merge;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
 
 use gix::objs::tree::EntryKind;
-use gix::refs::transaction::{PreviousValue, RefEdit};
-use gix::refs::Target;
 
-use super::repo::{crash_point, sanitize, Store, StoreError};
-use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
+use super::repo::{sanitize, Store, StoreError};
+use super::snapshot::{write_commit, write_merge_commit};
+use super::transaction::Proposal;
 use gix::ObjectId;
 
 pub use entry::{
     entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,
 };
-use entry::{parse_entry, shard_of, ATTEMPTS};
+use entry::{parse_entry, shard_of};
 pub use index::Summary;
 pub use merge::Merged;
 
@@ -228,58 +226,31 @@ impl Store {
         &self,
         mut edit: impl FnMut(&MemoryView<'_>) -> Result<Option<MemoryEdit>, StoreError>,
     ) -> Result<Option<ObjectId>, StoreError> {
-        let mut last_err = None;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                // Spread the retries of writers that collided so they do not collide again in lockstep.
-                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
-                std::thread::sleep(Duration::from_millis(jitter));
-            }
-            let current = self.memory_tip()?;
-            let view = MemoryView {
-                store: self,
-                tree: self.memory_tree(current)?,
-                summaries: std::cell::OnceCell::new(),
-            };
-            let Some(change) = edit(&view)? else {
-                return Ok(None);
-            };
-            let tree = self.apply_edit(view.tree, &change)?;
-            if Some(tree) == view.tree {
-                return Ok(None);
-            }
-            let message = sanitize(&change.message);
-            let commit = write_commit(&self.repo, tree, current, &message)?;
-            crash_point();
-            match self.swap_memory(current, commit, &message) {
-                Ok(()) => {
-                    crash_point();
-                    return Ok(Some(commit));
+        self.transact(
+            MEMORY_REF,
+            || StoreError::Busy(MEMORY_REF.to_owned()),
+            |current| {
+                let view = MemoryView {
+                    store: self,
+                    tree: self.memory_tree(current)?,
+                    summaries: std::cell::OnceCell::new(),
+                };
+                let Some(change) = edit(&view)? else {
+                    return Ok(Proposal::Done(None));
+                };
+                let tree = self.apply_edit(view.tree, &change)?;
+                if Some(tree) == view.tree {
+                    return Ok(Proposal::Done(None));
                 }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| {
-            StoreError::Refused(format!(
-                "{MEMORY_REF} stayed busy: another process holds it; if none runs, remove {MEMORY_REF}.lock"
-            ))
-        }))
-    }
-
-    /// Moves the memory ref from `expected` to `new`, failing if someone else moved it.
-    fn swap_memory(
-        &self,
-        expected: Option<ObjectId>,
-        new: ObjectId,
-        message: &str,
-    ) -> Result<(), StoreError> {
-        let previous = match expected {
-            Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
-            None => PreviousValue::MustNotExist,
-        };
-        let first_line = message.lines().next().unwrap_or_default();
-        let edit = RefEdit::update(full_name(MEMORY_REF)?, new, previous, first_line);
-        edit_ref(&self.repo, edit)
+                let message = sanitize(&change.message);
+                let commit = write_commit(&self.repo, tree, current, &message)?;
+                Ok(Proposal::Move {
+                    commit,
+                    reflog: first_line(&message),
+                    then: Some(commit),
+                })
+            },
+        )
     }
 
     /// The tree of memory commit `commit`.
@@ -521,3 +492,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests;
+
+/// The first line of a commit message: what a reflog entry says.
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or_default().to_owned()
+}

@@ -53,6 +53,7 @@ pub mod stage;
 mod status;
 #[cfg(test)]
 mod tests;
+mod transaction;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod watch;
 

@@ -58,8 +58,9 @@ pub enum StoreError {
     SessionBusy(String),
     #[error("the session log at {0} is damaged ({1}): inspect it with `git log -p` on its ref")]
     CorruptLog(ObjectId, &'static str),
-    #[error("refs/notes/agent stayed busy: another process holds it; if none runs, remove refs/notes/agent.lock")]
-    NotesBusy,
+    /// Every attempt of a transaction on the ref lost to another writer ([`Store::transact()`](super::Store::transact)).
+    #[error("{0} stayed busy: another process holds it; if none runs, remove {0}.lock")]
+    Busy(String),
     #[error(
         "git storage error: could not prepare reference edit of {name}: {lock} exists (another git process is \
          writing there, or one was killed while it did; waited {:.1} s)\n\

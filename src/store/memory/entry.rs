@@ -5,10 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{sanitize, sanitize_record, StoreError};
 
-/// How often a write starts over after losing a compare-and-swap before giving up. Each attempt is a few
-/// milliseconds; 4 processes writing at once settle in a handful.
-pub(super) const ATTEMPTS: u32 = 200;
-
 /// What an entry is about.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use crate::protocol::{Event, Sink, ToolCall};
-use crate::store::Withheld;
 
 use super::error::AgentError;
 use super::journal::{self, Event as LogEvent};
@@ -23,9 +22,12 @@ pub(super) fn commit(
 ) -> Result<(), AgentError> {
     let step = work
         .store
-        .commit_step(&mut work.session, changed, |withheld| {
-            message(label, withheld)
-        })?;
+        // The label names what the model asked for (a path of its choosing): one line of plain prose.
+        .commit_step(
+            &mut work.session,
+            changed,
+            &crate::protocol::commit_subject(label),
+        )?;
     for w in &step.withheld {
         let warning = format!(
             "{} was not committed: {}; it stays in the checkout ({})",
@@ -61,18 +63,4 @@ pub(super) fn commit(
         files: changed,
     });
     Ok(())
-}
-
-/// A step's commit message: the call's label, then the files withheld from the commit and why (the store
-/// redacts the whole message before writing it).
-fn message(label: &str, withheld: &[Withheld]) -> String {
-    // The label names what the model asked for (a path of its choosing): one line of plain prose.
-    let mut message = crate::protocol::commit_subject(label);
-    if !withheld.is_empty() {
-        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
-        for w in withheld {
-            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
-        }
-    }
-    message
 }

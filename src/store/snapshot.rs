@@ -85,8 +85,9 @@ impl Store {
     ///
     /// Every file first passes the withholding policy ([`withhold::decide()`]): environment and key files,
     /// files holding a known secret value and files with a secret format their committed version lacked stay
-    /// in the checkout and out of the commit. `message` gets those (empty when none) and returns the commit
-    /// message, which is redacted before it is written.
+    /// in the checkout and out of the commit. The commit message is `subject` (what the step did, one line)
+    /// and, when files were withheld, their list: the store says what it left out, and the message is
+    /// redacted before it is written.
     ///
     /// [`StepCommit::commit`] is `None`, and nothing is committed, if the resulting tree equals the tip's tree, so
     /// callers may pass paths that merely *might* have changed. Fails with [`StoreError::BranchMoved`] if the
@@ -95,7 +96,7 @@ impl Store {
         &self,
         s: &mut Session,
         changed: &[PathBuf],
-        message: impl FnOnce(&[Withheld]) -> String,
+        subject: &str,
     ) -> Result<StepCommit, StoreError> {
         let mut step = StepCommit::default();
         if changed.is_empty() {
@@ -113,7 +114,7 @@ impl Store {
             return Ok(step);
         }
         let number = s.steps + 1;
-        let message = super::repo::sanitize(&message(&step.withheld));
+        let message = super::repo::sanitize(&step_message(subject, &step.withheld));
         let commit = write_commit(
             &checkout,
             tree,
@@ -185,6 +186,19 @@ pub struct Capture {
     pub commit: Option<ObjectId>,
     /// Files left out for their size, with their size in bytes (work-tree relative).
     pub skipped: Vec<(PathBuf, u64)>,
+}
+
+/// A step's commit message: `subject`, then the files the withholding policy kept out of the commit and
+/// why, so `git log` tells a reader where a file the agent wrote went.
+fn step_message(subject: &str, withheld: &[Withheld]) -> String {
+    let mut message = subject.to_owned();
+    if !withheld.is_empty() {
+        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+        for w in withheld {
+            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
+        }
+    }
+    message
 }
 
 /// What [`Store::commit_step()`] did.

@@ -8,7 +8,7 @@
 //! through [`Untrusted`].
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
@@ -274,6 +274,35 @@ pub struct McpServerState {
     pub stderr: Vec<String>,
 }
 
+impl<'de> Deserialize<'de> for McpServerState {
+    /// Reads a stored state back; its `state` is one of the three names, and anything else (written by a
+    /// newer version) reads as `failed`, the state that claims nothing.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<McpServerState, D::Error> {
+        #[derive(Deserialize)]
+        struct Stored {
+            name: String,
+            state: String,
+            tools: usize,
+            #[serde(default)]
+            error: Option<String>,
+            #[serde(default)]
+            stderr: Vec<String>,
+        }
+        let stored = Stored::deserialize(d)?;
+        Ok(McpServerState {
+            name: stored.name,
+            state: match stored.state.as_str() {
+                "starting" => "starting",
+                "connected" => "connected",
+                _ => "failed",
+            },
+            tools: stored.tools,
+            error: stored.error,
+            stderr: stored.stderr,
+        })
+    }
+}
+
 /// One project-memory entry as front-ends show it, for [`Event::Memory`] (and as the session log records
 /// the entries a session was given).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -287,82 +316,105 @@ pub struct MemoryItem {
 }
 
 /// Something that happened in a session, in order. The agent emits them; a [`Sink`] shows them.
-#[derive(Debug)]
-pub enum Event<'a> {
+///
+/// Owned and serialisable, so it can be stored and replayed: its serialised form (a `type` tag and the fields
+/// named as DESIGN section 5 names them) reads back as the same event. `--json` prints that form
+/// ([`Event::to_json`]), except that the two usage events share the type `usage` there and are told apart
+/// by `scope`, and a subagent's event is printed as the event itself with a `parent` member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
     Session {
-        id: &'a str,
-        branch: &'a str,
-        base: &'a str,
-        model: &'a str,
+        id: String,
+        branch: String,
+        base: String,
+        model: String,
     },
-    Text(&'a str),
-    Reasoning(&'a str),
+    /// Streamed assistant text.
+    Text {
+        delta: String,
+    },
+    /// Streamed reasoning (not the answer; not in the JSON contract).
+    Reasoning {
+        delta: String,
+    },
     ToolCall {
-        id: &'a str,
-        name: &'a str,
+        id: String,
+        name: String,
         /// What the tool is (ACP shows calls by kind); [`ToolKind::Other`] for a call naming no tool.
         kind: ToolKind,
-        label: &'a str,
-        input: &'a serde_json::Value,
+        label: String,
+        input: serde_json::Value,
         /// The file or directory the call works on, as the model named it (checkout-relative), if it names one.
-        location: Option<Location<'a>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        location: Option<Location>,
     },
     /// What an editing call did to one text file, just before its [`Event::ToolResult`]; only for a sink that
     /// [wants diffs](Sink::wants_diffs) (ACP shows edits as diffs). Not in the JSON contract.
     Diff {
-        id: &'a str,
+        id: String,
         /// Checkout-relative.
-        path: &'a Path,
+        path: PathBuf,
         /// The file as the step before left it; `None` when the call created it.
-        old: Option<&'a str>,
-        new: &'a str,
+        old: Option<String>,
+        new: String,
     },
     ToolResult {
-        id: &'a str,
+        id: String,
         ok: bool,
-        summary: &'a str,
-        /// What the model got back (capped as the tool caps it); editors show it under the call.
-        output: &'a str,
+        summary: String,
+        /// What the model got back (capped as the tool caps it); editors show it under the call. Not in the
+        /// `--json` contract, which names the result only.
+        #[serde(default)]
+        output: String,
     },
     /// The safety decision on a tool call, made before it runs (audit: refused calls are recorded too).
     Permission {
-        id: &'a str,
-        tool: &'a str,
+        id: String,
+        tool: String,
         /// `allow`, `deny` or `approved`.
-        decision: &'a str,
+        decision: String,
         /// The rule that decided (`Run(cargo test*)`, `guard:git-force-push`, `default`, ...).
-        rule: &'a str,
-        reason: &'a str,
+        rule: String,
+        reason: String,
     },
     Step {
-        commit: &'a str,
+        commit: String,
         step: u32,
-        files: &'a [PathBuf],
+        files: Vec<PathBuf>,
     },
     /// The usage of one model request (`request` counts from 1), as soon as it is known, with what the
     /// request cost in USD (`None`: the model has no price) and what the session has cost so far.
     RequestUsage {
         request: u32,
-        usage: &'a Usage,
+        #[serde(flatten)]
+        usage: Usage,
+        #[serde(rename = "cost_usd")]
         cost: Option<f64>,
+        #[serde(rename = "session_cost_usd")]
         session_cost: Option<f64>,
     },
     /// The session's total usage and cost (`None`: unknown), once at the end.
-    Usage(&'a Usage, Option<f64>),
+    Usage {
+        #[serde(flatten)]
+        usage: Usage,
+        #[serde(rename = "cost_usd")]
+        cost: Option<f64>,
+    },
     /// The end-of-session lines for a person: branch, steps, tokens and how to review (not in `--json`).
     Summary {
-        branch: &'a str,
+        branch: String,
         steps: u32,
         /// The commit the review starts from (step 0 or the base), abbreviated.
-        base: &'a str,
-        usage: &'a Usage,
+        base: String,
+        usage: Usage,
         requests: u32,
         /// What the session cost in USD; `None` when a request's model had no price.
         cost: Option<f64>,
     },
     Done {
-        status: &'a Status,
-        answer: &'a str,
+        status: Status,
+        answer: String,
         exit_code: i32,
     },
     /// How the session's MCP servers stand: once when they start, then when one fails or all have settled
@@ -371,21 +423,22 @@ pub enum Event<'a> {
     Mcp {
         connected: usize,
         total: usize,
-        servers: &'a [McpServerState],
-        untrusted: Option<&'a str>,
+        servers: Vec<McpServerState>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        untrusted: Option<String>,
     },
     /// Project memory: `action` is `injected` (entries given to the model at the session's start), `added` or
     /// `updated` (proposals of a completed session written as entries), `skipped` (a proposal that repeats a
     /// forgotten entry) or `proposed` (proposals kept for `git agent memory accept`, with `memory.auto = false`).
     Memory {
-        action: &'a str,
-        entries: &'a [MemoryItem],
+        action: String,
+        entries: Vec<MemoryItem>,
     },
     /// Long work under way (a checkout of a large tree): `done` of `total` items. Sent after the first second
     /// of such work, a few times a second, and once more when it ends (`done == total`).
     Progress {
         /// What is being done: `checkout`.
-        what: &'a str,
+        what: String,
         done: u64,
         total: u64,
     },
@@ -393,57 +446,65 @@ pub enum Event<'a> {
     /// `agent/<id>`, ...); attempt 0 is the first run, before any fix.
     CheckStarted {
         attempt: u32,
-        command: &'a str,
-        tree: &'a str,
+        command: String,
+        tree: String,
     },
     /// How a run of the check ended: `end` in words (`exit 1`, `timed out after 30m`), `code` when it exited,
     /// `output` the head and tail of what it printed.
     Check {
         attempt: u32,
-        command: &'a str,
-        tree: &'a str,
+        command: String,
+        tree: String,
         passed: bool,
-        end: &'a str,
+        end: String,
+        #[serde(rename = "exit_code")]
         code: Option<i32>,
         duration_ms: u64,
-        output: &'a str,
+        output: String,
     },
     /// How `git agent fix` ended: whether the check passes on `branch`, after how many of the model's
     /// attempts and steps, and the signs that the fix weakened the check (`path: what`). Before `done`.
+    #[serde(rename = "fix")]
     Fixed {
         passed: bool,
-        branch: &'a str,
+        branch: String,
         attempts: u32,
         steps: u32,
-        findings: &'a [String],
+        findings: Vec<String>,
     },
     /// Something the user should know that does not end the session (e.g. a retried request).
-    Warning(&'a str),
+    Warning {
+        message: String,
+    },
     /// A warning scripts see too (`--json` type `notice`): a safety measure that could not be applied and
     /// what stands in for it. `topic` names the measure (`isolation`, `sandbox`).
     Notice {
-        topic: &'a str,
-        message: &'a str,
+        topic: String,
+        message: String,
     },
-    Error(&'a str),
+    Error {
+        message: String,
+    },
     // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
     // the same code as a live session. The agent does not emit these today; none is in the JSON contract.
     /// A prompt from the user.
-    Prompt(&'a str),
+    Prompt {
+        content: String,
+    },
     /// A message the agent itself added to the conversation: `kind` is `instructions` (a deeper AGENTS.md,
     /// named by `path`), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
     Context {
-        kind: &'a str,
-        path: &'a str,
-        content: &'a str,
+        kind: String,
+        path: String,
+        content: String,
     },
     /// The plan after an update: `done` of `total` items, the plan as text, one line per item, and its items
     /// (for front-ends that show a plan as a list). Emitted live after each `plan_update`, and by transcripts.
     Plan {
         done: usize,
         total: usize,
-        text: &'a str,
-        items: &'a [PlanItem<'a>],
+        text: String,
+        items: Vec<PlanItem>,
     },
     /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
     /// context window.
@@ -454,43 +515,94 @@ pub enum Event<'a> {
         tokens_after: u64,
     },
     /// A turn ended with `status`.
-    TurnEnd(&'a Status),
+    TurnEnd {
+        status: Status,
+    },
     /// Another run continued the session.
     Resumed,
     /// `git agent undo` moved the branch back `steps` steps, to commit `to`.
     Undone {
         steps: u32,
-        to: &'a str,
+        to: String,
     },
     /// `git agent discard` removed the session's checkout and branch.
     Discarded,
     /// An event of a subagent (the child loop of an `explore` call), marked with the id of the call that
     /// started it: its tool calls and results, and the usage of its requests.
     Nested {
-        parent: &'a str,
-        event: &'a Event<'a>,
+        parent: String,
+        event: Box<Event>,
     },
+}
+
+impl Event {
+    /// The `--json` line of this event (DESIGN section 5): its serialised form, `None` for events outside
+    /// the contract. A request's usage says `scope: request`, the session's `scope: session`; a subagent's
+    /// event is the event itself with a `parent` member.
+    pub fn to_json(&self) -> Option<serde_json::Value> {
+        match self {
+            Event::Nested { parent, event } => {
+                let mut value = event.to_json()?;
+                value["parent"] = serde_json::json!(parent);
+                return Some(value);
+            }
+            // Not part of the JSON contract (DESIGN section 5): reasoning is not the answer, scripts see the
+            // outcome and not the retries, the summary repeats `usage` and `done` for a person, diffs are for
+            // editors, a check's result says all a script needs of its start, and a transcript's history
+            // markers are not emitted live.
+            Event::Reasoning { .. }
+            | Event::Warning { .. }
+            | Event::Summary { .. }
+            | Event::Diff { .. }
+            | Event::CheckStarted { .. }
+            | Event::Prompt { .. }
+            | Event::Context { .. }
+            | Event::Plan { .. }
+            | Event::Compaction { .. }
+            | Event::TurnEnd { .. }
+            | Event::Resumed
+            | Event::Undone { .. }
+            | Event::Discarded => return None,
+            _ => {}
+        }
+        let mut value = serde_json::to_value(self).ok()?;
+        match self {
+            Event::RequestUsage { .. } => {
+                value["type"] = "usage".into();
+                value["scope"] = "request".into();
+            }
+            Event::Usage { .. } => value["scope"] = "session".into(),
+            Event::ToolResult { .. } => {
+                if let Some(fields) = value.as_object_mut() {
+                    fields.remove("output");
+                }
+            }
+            _ => {}
+        }
+        Some(value)
+    }
 }
 
 /// Where a tool call works: a path as the model gave it (checkout-relative) and, when the tool takes one,
 /// the line it starts at (1-based).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Location<'a> {
-    pub path: &'a str,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    pub path: String,
     pub line: Option<u32>,
 }
 
 /// One item of the plan, for [`Event::Plan`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PlanItem<'a> {
-    pub step: &'a str,
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub step: String,
     pub status: PlanStatus,
     /// Why it is blocked, or what is left (may be empty).
-    pub note: &'a str,
+    pub note: String,
 }
 
 /// Where one plan item stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     Pending,
     InProgress,
@@ -500,7 +612,7 @@ pub enum PlanStatus {
 
 /// Where a session's events go: the terminal, `--json` lines, an editor.
 pub trait Sink: Send {
-    fn emit(&mut self, event: &Event<'_>);
+    fn emit(&mut self, event: &Event);
 
     /// True when the sink shows what editing calls did as diffs ([`Event::Diff`]); the agent reads the files
     /// for that only then.
@@ -770,6 +882,175 @@ fn reads_as_git_syntax(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `--json` lines are the serialised events, with the names and types DESIGN section 5 and the
+    /// tests promise (they were a hand mapping before issue 24).
+    #[test]
+    fn json_lines_are_the_serialised_events() {
+        let usage = Usage {
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_tokens: 0,
+        };
+        let request = Event::RequestUsage {
+            request: 1,
+            usage,
+            cost: None,
+            session_cost: Some(0.5),
+        };
+        assert_eq!(
+            request.to_json(),
+            Some(
+                serde_json::json!({"type": "usage", "scope": "request", "request": 1,
+                "input_tokens": 10, "output_tokens": 2, "cached_tokens": 0,
+                "cost_usd": null, "session_cost_usd": 0.5})
+            )
+        );
+        let total = Event::Usage { usage, cost: None };
+        assert_eq!(
+            total.to_json(),
+            Some(
+                serde_json::json!({"type": "usage", "scope": "session", "input_tokens": 10,
+                "output_tokens": 2, "cached_tokens": 0, "cost_usd": null})
+            )
+        );
+        let result = Event::ToolResult {
+            id: "c1".into(),
+            ok: true,
+            summary: "3 lines".into(),
+            output: "the whole output".into(),
+        };
+        let nested = Event::Nested {
+            parent: "c0".into(),
+            event: Box::new(result),
+        };
+        assert_eq!(
+            nested.to_json(),
+            Some(
+                serde_json::json!({"type": "tool_result", "id": "c1", "ok": true,
+                "summary": "3 lines", "parent": "c0"})
+            )
+        );
+        let done = Event::Done {
+            status: Status::MaxSteps,
+            answer: "a".into(),
+            exit_code: 3,
+        };
+        assert_eq!(
+            done.to_json(),
+            Some(
+                serde_json::json!({"type": "done", "status": "max_steps", "answer": "a",
+                "exit_code": 3})
+            )
+        );
+        let check = Event::Check {
+            attempt: 0,
+            command: "make".into(),
+            tree: "the working tree".into(),
+            passed: false,
+            end: "exit 2".into(),
+            code: Some(2),
+            duration_ms: 5,
+            output: "x".into(),
+        };
+        let check = check.to_json().unwrap_or_default();
+        assert_eq!(
+            (&check["type"], &check["exit_code"]),
+            (&"check".into(), &2.into())
+        );
+        let error = Event::Error {
+            message: "m".into(),
+        };
+        assert_eq!(
+            error.to_json(),
+            Some(serde_json::json!({"type": "error", "message": "m"}))
+        );
+        for outside in [
+            Event::Reasoning { delta: "r".into() },
+            Event::Warning {
+                message: "w".into(),
+            },
+            Event::Resumed,
+        ] {
+            assert_eq!(outside.to_json(), None, "{outside:?}");
+        }
+    }
+
+    /// What is stored reads back as the same event, every variant with data in it included.
+    #[test]
+    fn events_read_back_as_they_were_written() {
+        let usage = Usage {
+            input_tokens: 7,
+            output_tokens: 1,
+            cached_tokens: 3,
+        };
+        let events = [
+            Event::Text { delta: "hi".into() },
+            Event::ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                kind: ToolKind::Read,
+                label: "read a.rs".into(),
+                input: serde_json::json!({"path": "a.rs"}),
+                location: Some(Location {
+                    path: "a.rs".into(),
+                    line: Some(1),
+                }),
+            },
+            Event::ToolResult {
+                id: "c1".into(),
+                ok: true,
+                summary: "1 line".into(),
+                output: "x".into(),
+            },
+            Event::RequestUsage {
+                request: 2,
+                usage,
+                cost: Some(0.25),
+                session_cost: None,
+            },
+            Event::Usage { usage, cost: None },
+            Event::Mcp {
+                connected: 1,
+                total: 1,
+                servers: vec![McpServerState {
+                    name: "git".into(),
+                    state: "connected",
+                    tools: 3,
+                    error: None,
+                    stderr: vec![],
+                }],
+                untrusted: None,
+            },
+            Event::Plan {
+                done: 0,
+                total: 1,
+                text: "[ ] a".into(),
+                items: vec![PlanItem {
+                    step: "a".into(),
+                    status: PlanStatus::InProgress,
+                    note: String::new(),
+                }],
+            },
+            Event::TurnEnd {
+                status: Status::Loop,
+            },
+            Event::Resumed,
+            Event::Nested {
+                parent: "c0".into(),
+                event: Box::new(Event::Step {
+                    commit: "abc".into(),
+                    step: 1,
+                    files: vec!["a.rs".into()],
+                }),
+            },
+        ];
+        for event in events {
+            let stored = serde_json::to_string(&event).unwrap_or_default();
+            let read: Event = serde_json::from_str(&stored).unwrap_or(Event::Discarded);
+            assert_eq!(read, event, "{stored}");
+        }
+    }
 
     #[test]
     fn amounts_for_people() {

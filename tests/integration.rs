@@ -57,6 +57,8 @@ mod fix;
 mod hooks;
 // `git agent trust`: a fresh clone's check and .mcp.json run nothing until trusted; changes need trust again.
 mod trust;
+// One event stream: `show` replays what `ask` printed; logs written before it still show and resume.
+mod events;
 // Skills: on disk and in refs/agent/skills, the catalog, load_skill, counts, export against the reference
 // validator, push/pull, distill.
 mod skills;

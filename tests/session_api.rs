@@ -18,7 +18,7 @@ use crate::common::{agent_commits, call, trailer, Reply, Server, TestRepo, API_K
 /// user types or presses Ctrl-C while a turn runs).
 struct Front {
     seen: Vec<String>,
-    on: Box<dyn FnMut(&Event<'_>) + Send>,
+    on: Box<dyn FnMut(&Event) + Send>,
 }
 
 impl Front {
@@ -26,7 +26,7 @@ impl Front {
         Front::acting(|_| {})
     }
 
-    fn acting(on: impl FnMut(&Event<'_>) + Send + 'static) -> Front {
+    fn acting(on: impl FnMut(&Event) + Send + 'static) -> Front {
         Front {
             seen: Vec::new(),
             on: Box::new(on),
@@ -35,7 +35,7 @@ impl Front {
 }
 
 impl Sink for Front {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         let line = match event {
             Event::Session { id, .. } => format!("session {id}"),
             Event::ToolCall { name, kind, .. } => format!("call {name} {kind:?}"),
@@ -44,8 +44,8 @@ impl Sink for Front {
             Event::Done {
                 status, exit_code, ..
             } => format!("done {status} {exit_code}"),
-            Event::Warning(text) => format!("warning {text}"),
-            Event::Error(text) => format!("error {text}"),
+            Event::Warning { message: text } => format!("warning {text}"),
+            Event::Error { message: text } => format!("error {text}"),
             _ => String::new(),
         };
         if !line.is_empty() {
@@ -215,7 +215,7 @@ fn steered_text_joins_the_running_turn() {
     let mut steered = false;
     // The user types while the first answer streams.
     let mut front = Front::acting(move |event| {
-        if matches!(event, Event::Text(_)) && !steered {
+        if matches!(event, Event::Text { .. }) && !steered {
             steered = true;
             steering.steer("also mention the README");
         }
@@ -254,7 +254,7 @@ fn a_cancel_ends_one_turn_and_the_session_lives_on() {
     let canceller = control.clone();
     // Ctrl-C (or ACP's session/cancel) as soon as the command is shown.
     let mut front = Front::acting(move |event| {
-        if matches!(event, Event::ToolCall { name: "run", .. }) {
+        if matches!(event, Event::ToolCall { name, .. } if name == "run") {
             canceller.cancel();
         }
     });

@@ -16,7 +16,7 @@ use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 use super::error::AgentError;
 use super::guards::{Effect, Verdict};
 use super::instructions;
-use super::journal::Event as LogEvent;
+use super::journal;
 use super::plan::{Finish, OwnTool, Plan};
 use super::step;
 use super::turn::Turn;
@@ -24,7 +24,7 @@ use super::turn::Turn;
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]
 pub(super) struct Round {
-    /// Messages to add after the results: `(kind, path, text)` as in [`LogEvent::Context`].
+    /// Messages to add after the results: `(kind, path, text)` as in [`journal::Event::Context`].
     pub context: Vec<(&'static str, String, String)>,
     /// The loop guard's reason to stop.
     pub stop: Option<String>,
@@ -83,7 +83,7 @@ impl Turn<'_> {
 
     fn remind(&mut self, round: &mut Round, text: String) {
         let first = text.lines().next().unwrap_or_default().to_owned();
-        self.sink.emit(&Event::Warning(&first));
+        self.sink.emit(&Event::Warning { message: first });
         round.context.push(("reminder", String::new(), text));
     }
 
@@ -103,38 +103,32 @@ impl Turn<'_> {
                 // (ACP, --json) must never get a result for a call it never saw.
                 let label = format!("{} (rejected)", call.name);
                 self.sink.emit(&Event::ToolCall {
-                    id: &call.id,
-                    name: &call.name,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
                     kind: own.kind(),
-                    label: &label,
-                    input: &serde_json::Value::Null,
+                    label,
+                    input: serde_json::Value::Null,
                     location: None,
                 });
-                return Ok(self.reported(call, ToolOutput::error(message)));
+                return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = own.label(&args);
         self.sink.emit(&Event::ToolCall {
-            id: &call.id,
-            name: &call.name,
+            id: call.id.clone(),
+            name: call.name.clone(),
             kind: own.kind(),
-            label: &label,
-            input: &args,
+            label,
+            input: args.clone(),
             location: None,
         });
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
                 Ok(plan) => {
-                    self.s.work.log.append(
-                        LogEvent::Plan {
-                            items: plan.items.clone(),
-                        }
-                        .to_json(),
-                    )?;
+                    journal::record(&mut self.s.work.log, &mut *self.sink, plan.event())?;
                     self.s.conv.plan = plan;
                     self.guards.plan_updated();
                     let plan = &self.s.conv.plan;
-                    plan.show(&mut *self.sink);
                     let summary = format!("{} of {} done", plan.done(), plan.items.len());
                     ToolOutput::ok(format!("plan updated: {summary}"), summary)
                 }
@@ -160,7 +154,7 @@ impl Turn<'_> {
                 Err(message) => ToolOutput::error(message),
             },
         };
-        Ok(self.reported(call, output))
+        self.reported(call, output)
     }
 
     /// A file tool reached a directory (its argument `arg`): bring in project instructions found there for
@@ -191,33 +185,33 @@ impl Turn<'_> {
             Err(message) => {
                 let label = format!("{} (rejected)", call.name);
                 self.sink.emit(&Event::ToolCall {
-                    id: &call.id,
-                    name: &call.name,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
                     kind: ToolKind::Other,
-                    label: &label,
-                    input: &serde_json::Value::Null,
+                    label,
+                    input: serde_json::Value::Null,
                     location: None,
                 });
-                return Ok(self.reported(call, ToolOutput::error(message)));
+                return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = tool.label(&args);
         self.sink.emit(&Event::ToolCall {
-            id: &call.id,
-            name: tool.name(),
+            id: call.id.clone(),
+            name: tool.name().to_owned(),
             kind: tool.kind(),
-            label: &label,
-            input: &args,
+            label: label.clone(),
+            input: args.clone(),
             location: tool.location(&args),
         });
         let decision = self.decide(tool.as_ref(), call, &args, &label).await;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
-            return Ok(self.reported(call, output));
+            return self.reported(call, output);
         }
         let scan = tool.changes_by_scan();
         if let Some(refusal) = self.inside_submodule(tool.as_ref(), &args) {
-            return Ok(self.reported(call, ToolOutput::error(refusal)));
+            return self.reported(call, ToolOutput::error(refusal));
         }
         if scan {
             self.s.tools.changes.before_run()?;
@@ -226,7 +220,7 @@ impl Turn<'_> {
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
-        self.report(call, &output);
+        self.report(call, &output)?;
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
             self.s.tools.changes.after_run()?
@@ -301,11 +295,11 @@ impl Turn<'_> {
                 .settle(&request.subject, decision, answer);
         }
         self.sink.emit(&Event::Permission {
-            id: &call.id,
-            tool: tool.name(),
-            decision: decision.outcome.as_str(),
-            rule: &decision.rule,
-            reason: &decision.reason,
+            id: call.id.clone(),
+            tool: tool.name().to_owned(),
+            decision: decision.outcome.as_str().to_owned(),
+            rule: decision.rule.clone(),
+            reason: decision.reason.clone(),
         });
         decision
     }
@@ -367,26 +361,31 @@ impl Turn<'_> {
                 Ok(None) => None,
             };
             self.sink.emit(&Event::Diff {
-                id: &call.id,
-                path: rel,
-                old: old.as_deref(),
-                new: &new,
+                id: call.id.clone(),
+                path: rel.clone(),
+                old,
+                new,
             });
         }
     }
 
-    fn report(&mut self, call: &ToolCall, output: &ToolOutput) {
-        self.sink.emit(&Event::ToolResult {
-            id: &call.id,
+    /// Records the result of a call the front-end was shown, in the log and on the screen at once, before the
+    /// step it may make: both then tell the result, then the step.
+    fn report(&mut self, call: &ToolCall, output: &ToolOutput) -> Result<(), AgentError> {
+        let event = Event::ToolResult {
+            id: call.id.clone(),
             ok: !output.is_error,
-            summary: &output.summary,
-            output: &output.content,
-        });
+            summary: output.summary.clone(),
+            output: super::turn::model_view(output),
+        };
+        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
+        Ok(())
     }
 
-    fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> ToolOutput {
-        self.report(call, &output);
-        output
+    fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> Result<ToolOutput, AgentError> {
+        self.report(call, &output)?;
+        Ok(output)
     }
 }
 

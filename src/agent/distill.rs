@@ -127,6 +127,8 @@ fn unfence(text: &str) -> String {
 /// steps and turn ends; the explorer's own steps are left out (its summary is the call's result).
 pub fn transcript(events: &[serde_json::Value]) -> String {
     let mut out = String::new();
+    // The calls' tool names by id: a result recorded as the screen showed it names its call only.
+    let mut names: Vec<(String, String)> = Vec::new();
     for event in events.iter().filter_map(Event::from_json) {
         match event {
             Event::User { content } => out.push_str(&format!("\n## User\n{}\n", content.trim())),
@@ -141,15 +143,20 @@ pub fn transcript(events: &[serde_json::Value]) -> String {
                 for call in tool_calls {
                     let args = crate::tools::short(call.arguments.trim(), 400);
                     out.push_str(&format!("-> {} {args}\n", call.name));
+                    names.push((call.id, call.name));
                 }
             }
             Event::ToolResult {
+                tool_call_id,
                 name,
                 ok,
                 summary,
                 content,
-                ..
             } => {
+                let name = match names.iter().find(|(id, _)| *id == tool_call_id) {
+                    Some((_, called)) if name.is_empty() => called.clone(),
+                    _ => name,
+                };
                 let head = head(&content, RESULT_HEAD);
                 let mark = if ok { "ok" } else { "failed" };
                 out.push_str(&format!("<- {name} {mark}: {summary}\n{head}\n"));
@@ -250,5 +257,30 @@ mod tests {
             "---\nname: a\n---\n"
         );
         assert_eq!(unfence("---\nx\n"), "---\nx\n");
+    }
+
+    /// A result recorded as the screen showed it (`id`, `output`, no tool name) is named by its call.
+    #[test]
+    fn a_result_recorded_as_shown_is_named_by_its_call() {
+        let call = Event::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: "7".into(),
+                name: "search".into(),
+                arguments: "{}".into(),
+            }],
+            thinking: vec![],
+        };
+        let shown = crate::protocol::Event::ToolResult {
+            id: "7".into(),
+            ok: true,
+            summary: "2 matches".into(),
+            output: "a.rs:1".into(),
+        };
+        let events = [
+            call.to_json(),
+            serde_json::to_value(&shown).unwrap_or_default(),
+        ];
+        assert!(transcript(&events).contains("<- search ok: 2 matches\na.rs:1"));
     }
 }

@@ -167,11 +167,11 @@ impl Turn<'_> {
                 Err(_) => "explore (rejected)".to_owned(),
             };
             self.sink.emit(&Event::ToolCall {
-                id: &call.id,
-                name: TOOL,
+                id: call.id.clone(),
+                name: TOOL.to_owned(),
                 kind: ToolKind::Search,
-                label: &label,
-                input: &input,
+                label,
+                input,
                 location: None,
             });
             tasks.push(task);
@@ -261,12 +261,14 @@ impl Turn<'_> {
                     run.output
                 }
             };
-            self.sink.emit(&Event::ToolResult {
-                id: &call.id,
+            let event = Event::ToolResult {
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
-            });
+                summary: output.summary.clone(),
+                output: super::turn::model_view(&output),
+            };
+            super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+            self.recorded.push(call.id.clone());
             outputs.push(output);
         }
         self.charge(requests, spent, &usage, &cost);
@@ -351,9 +353,9 @@ impl Shared<'_> {
                 });
                 self.emit(
                     parent,
-                    &Event::RequestUsage {
+                    Event::RequestUsage {
                         request: requests,
-                        usage,
+                        usage: *usage,
                         cost,
                         session_cost,
                     },
@@ -465,12 +467,12 @@ impl Shared<'_> {
         let input = args.clone().unwrap_or(serde_json::Value::Null);
         self.emit(
             parent,
-            &Event::ToolCall {
-                id: &call.id,
-                name: &call.name,
+            Event::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
                 kind: tool.as_ref().map_or(ToolKind::Other, |t| t.kind()),
-                label: &label,
-                input: &input,
+                label: label.clone(),
+                input,
                 location: None,
             },
         );
@@ -489,11 +491,11 @@ impl Shared<'_> {
         };
         self.emit(
             parent,
-            &Event::ToolResult {
-                id: &call.id,
+            Event::ToolResult {
+                id: call.id.clone(),
                 ok: !output.is_error,
-                summary: &output.summary,
-                output: &output.content,
+                summary: output.summary.clone(),
+                output: output.content.clone(),
             },
         );
         output
@@ -543,9 +545,12 @@ impl Shared<'_> {
         output
     }
 
-    fn emit(&self, parent: &str, event: &Event<'_>) {
+    fn emit(&self, parent: &str, event: Event) {
         if let Ok(mut sink) = self.sink.lock() {
-            sink.emit(&Event::Nested { parent, event });
+            sink.emit(&Event::Nested {
+                parent: parent.to_owned(),
+                event: Box::new(event),
+            });
         }
     }
 }

@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, Plan};
-use crate::protocol::{MemoryItem, Message, ThinkingBlock, ToolCall};
+use crate::protocol::{self, MemoryItem, Message, Sink, ThinkingBlock, ToolCall};
+use crate::store::{SessionLog, StoreError};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,12 +24,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         thinking: Vec<ThinkingBlock>,
     },
-    /// The result of one tool call, as the model saw it.
+    /// The result of one tool call, as the model saw it. The lines [`record()`] writes name the call `id`
+    /// and the content `output`, and leave the tool's name to the call.
     ToolResult {
+        #[serde(alias = "id")]
         tool_call_id: String,
+        #[serde(default)]
         name: String,
         ok: bool,
         summary: String,
+        #[serde(alias = "output")]
         content: String,
     },
     /// A step commit on the session's branch.
@@ -79,7 +84,8 @@ pub enum Event {
         tree: String,
         passed: bool,
         end: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// `exit_code` in the lines [`record()`] writes.
+        #[serde(default, alias = "exit_code", skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
         duration_ms: u64,
         output: String,
@@ -138,6 +144,20 @@ impl Event {
     pub fn from_json(value: &serde_json::Value) -> Option<Event> {
         serde_json::from_value(value.clone()).ok()
     }
+}
+
+/// Emits one fact once: appends `event` to the session log, then hands the same event to the front-end, so
+/// the log and the screen get it in the same order (issue 24: the agent wrote each fact twice by hand).
+/// Facts move here one kind at a time (steps, plans and checks so far); [`Event`] still reads their lines,
+/// which have the fields it has always read.
+pub fn record(
+    log: &mut SessionLog,
+    sink: &mut dyn Sink,
+    event: protocol::Event,
+) -> Result<(), StoreError> {
+    log.append(serde_json::to_value(&event).unwrap_or(serde_json::Value::Null))?;
+    sink.emit(&event);
+    Ok(())
 }
 
 /// What a tool call that never got its result is told on resume.

@@ -174,7 +174,7 @@ impl Turn<'_> {
             Ok(entries) => entries,
             Err(err) => {
                 let message = format!("project memory not used: {err}");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
                 return Ok(());
             }
         };
@@ -204,8 +204,8 @@ impl Turn<'_> {
         self.add_context("memory", "", message(&items, &origins))?;
         self.s.tools.memory.injected = items.iter().map(|i| i.id.clone()).collect();
         self.sink.emit(&Event::Memory {
-            action: "injected",
-            entries: &items,
+            action: "injected".to_owned(),
+            entries: items.clone(),
         });
         Ok(())
     }
@@ -290,7 +290,7 @@ impl Turn<'_> {
         {
             let message =
                 format!("could not update the confidence of the memory entries used: {err}");
-            self.sink.emit(&Event::Warning(&message));
+            self.sink.emit(&Event::Warning { message });
         }
     }
 
@@ -311,7 +311,7 @@ impl Turn<'_> {
                 Ok(written) => written,
                 Err(err) => {
                     let message = format!("could not write a proposal to project memory: {err}");
-                    self.sink.emit(&Event::Warning(&message));
+                    self.sink.emit(&Event::Warning { message });
                     // Kept: a later turn, or `git agent memory accept`, writes it.
                     self.s.tools.memory.pending.push(p);
                     continue;
@@ -326,7 +326,7 @@ impl Turn<'_> {
             };
             if let Err(err) = self.s.work.log.append(event.to_json()) {
                 let message = format!("could not record a memory write in the session log: {err}");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
             }
             shown.push((written.action(), entry_item(&written)));
         }
@@ -338,8 +338,8 @@ impl Turn<'_> {
                 .collect();
             if !items.is_empty() {
                 self.sink.emit(&Event::Memory {
-                    action,
-                    entries: &items,
+                    action: action.to_owned(),
+                    entries: items.clone(),
                 });
             }
         }
@@ -358,8 +358,8 @@ impl Turn<'_> {
             })
             .collect();
         self.sink.emit(&Event::Memory {
-            action: "proposed",
-            entries: &items,
+            action: "proposed".to_owned(),
+            entries: items.clone(),
         });
         let message = format!(
             "memory.auto is off: {} proposal{} kept; write {} with `git agent memory accept {}`",
@@ -368,7 +368,7 @@ impl Turn<'_> {
             if items.len() == 1 { "it" } else { "them" },
             self.s.work.session.id
         );
-        self.sink.emit(&Event::Warning(&message));
+        self.sink.emit(&Event::Warning { message });
     }
 }
 

@@ -119,28 +119,33 @@ impl Plan {
             .count()
     }
 
-    /// Tells `sink` what the plan is now ([`Event::Plan`]).
+    /// Tells `sink` what the plan is now.
     pub fn show(&self, sink: &mut dyn Sink) {
-        let items: Vec<PlanItem<'_>> = self
+        sink.emit(&self.event());
+    }
+
+    /// What the plan is now, as an event ([`Event::Plan`]).
+    pub fn event(&self) -> Event {
+        let items: Vec<PlanItem> = self
             .items
             .iter()
             .map(|item| PlanItem {
-                step: item.step.trim(),
+                step: item.step.trim().to_owned(),
                 status: match item.status {
                     Status::Pending => PlanStatus::Pending,
                     Status::InProgress => PlanStatus::InProgress,
                     Status::Done => PlanStatus::Done,
                     Status::Blocked => PlanStatus::Blocked,
                 },
-                note: item.note.trim(),
+                note: item.note.trim().to_owned(),
             })
             .collect();
-        sink.emit(&Event::Plan {
+        Event::Plan {
             done: self.done(),
             total: self.items.len(),
-            text: &self.render(),
-            items: &items,
-        });
+            text: self.render(),
+            items,
+        }
     }
 
     /// The plan as a checklist, one item a line.

@@ -544,7 +544,7 @@ impl AgentSession {
             self.conv.schemas = schemas;
         }
         for warning in self.tools.mcp.take_warnings() {
-            sink.emit(&Event::Warning(&warning));
+            sink.emit(&Event::Warning { message: warning });
         }
         let status = self.tools.mcp.status();
         if status.is_news(self.tools.mcp_shown.as_ref()) {
@@ -839,14 +839,14 @@ impl Toolbox {
         let (policy, sandbox, scratch) = safety_for(store, session, safety);
         if let Some(warning) = &sandbox.fallback {
             sink.emit(&Event::Notice {
-                topic: "sandbox",
-                message: warning,
+                topic: "sandbox".to_owned(),
+                message: warning.to_owned(),
             });
         }
         if let Some(warning) = sandbox.isolation_warning() {
             sink.emit(&Event::Notice {
-                topic: "isolation",
-                message: &warning,
+                topic: "isolation".to_owned(),
+                message: warning.clone(),
             });
         }
         let output = store
@@ -1192,7 +1192,9 @@ fn start_mcp(
     let user = match settings {
         Ok(settings) => settings.user,
         Err(err) => {
-            sink.emit(&Event::Warning(&format!("MCP servers not started: {err}")));
+            sink.emit(&Event::Warning {
+                message: format!("MCP servers not started: {err}"),
+            });
             return Servers::none();
         }
     };
@@ -1208,7 +1210,7 @@ fn start_mcp(
                 "{}: {error}; its MCP servers are not used",
                 project.path.display()
             );
-            sink.emit(&Event::Warning(&message));
+            sink.emit(&Event::Warning { message });
         }
     }
     let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
@@ -1283,7 +1285,7 @@ fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
     sink.emit(&Event::Mcp {
         connected: status.connected(),
         total: status.total(),
-        servers: &states,
-        untrusted,
+        servers: states.clone(),
+        untrusted: untrusted.map(str::to_owned),
     });
 }

@@ -38,7 +38,9 @@ impl SessionSkills {
     pub(super) fn load(store: &Store, caps: CatalogCaps, sink: &mut dyn Sink) -> SessionSkills {
         let catalog = Catalog::load(store, dirs::home_dir().as_deref());
         for problem in &catalog.problems {
-            sink.emit(&Event::Warning(&problem.to_string()));
+            sink.emit(&Event::Warning {
+                message: problem.to_string(),
+            });
         }
         SessionSkills {
             catalog: Arc::new(catalog),
@@ -96,7 +98,7 @@ impl SessionSkills {
                 "could not count the use of skill {}: {err}",
                 names.join(", ")
             );
-            sink.emit(&Event::Warning(&message));
+            sink.emit(&Event::Warning { message });
         }
     }
 }

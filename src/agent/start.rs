@@ -75,7 +75,7 @@ impl Pending {
                         let (done, total) = self.progress.get();
                         if total > 0 {
                             shown = true;
-                            sink.emit(&Event::Progress { what: "checkout", done, total });
+                            sink.emit(&Event::Progress { what: "checkout".to_owned(), done, total });
                         }
                     }
                 }
@@ -84,7 +84,7 @@ impl Pending {
         if shown {
             let (_, total) = self.progress.get();
             sink.emit(&Event::Progress {
-                what: "checkout",
+                what: "checkout".to_owned(),
                 done: total,
                 total,
             });
@@ -110,7 +110,7 @@ pub(super) fn announce(started: &Started, max: u64, sink: &mut dyn Sink) {
              the agent's checkout has its committed version, if any",
             path.display()
         );
-        sink.emit(&Event::Warning(&warning));
+        sink.emit(&Event::Warning { message: warning });
     }
 }
 
@@ -118,5 +118,5 @@ pub(super) fn announce(started: &Started, max: u64, sink: &mut dyn Sink) {
 pub(super) struct Quiet;
 
 impl Sink for Quiet {
-    fn emit(&mut self, _event: &Event<'_>) {}
+    fn emit(&mut self, _event: &Event) {}
 }

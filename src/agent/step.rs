@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::protocol::{Event, Sink, ToolCall};
 
 use super::error::AgentError;
-use super::journal::{self, Event as LogEvent};
+use super::journal;
 use super::session::Workspace;
 
 /// Commits `changed` (checkout-relative) as the session's next step; `label` and `why` (the model's text
@@ -35,7 +35,7 @@ pub(super) fn commit(
             w.reason,
             work.session.root().display()
         );
-        sink.emit(&Event::Warning(&warning));
+        sink.emit(&Event::Warning { message: warning });
     }
     let Some(commit) = step.commit else {
         return Ok(());
@@ -45,22 +45,15 @@ pub(super) fn commit(
     let step = work.session.steps;
     let files: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
     work.step_lines.push(journal::step_line(step, &hex, &files));
-    work.log.append(
-        LogEvent::Step {
-            step,
-            commit: hex.clone(),
-            files,
-        }
-        .to_json(),
-    )?;
+    let event = Event::Step {
+        commit: hex,
+        step,
+        files: changed.to_vec(),
+    };
+    journal::record(&mut work.log, sink, event)?;
     // A step is a point worth keeping across a power loss too (see `store::session_log`).
     work.log.sync()?;
     let note = journal::step_note(step, call, label, why);
     work.store.add_note(commit, &note)?;
-    sink.emit(&Event::Step {
-        commit: &hex,
-        step,
-        files: changed,
-    });
     Ok(())
 }

@@ -32,10 +32,10 @@ pub(super) struct SessionLine {
 impl SessionLine {
     fn emit(&self, sink: &mut dyn Sink) {
         sink.emit(&Event::Session {
-            id: &self.id,
-            branch: &self.branch,
-            base: &self.base,
-            model: &self.model,
+            id: self.id.clone(),
+            branch: self.branch.clone(),
+            base: self.base.clone(),
+            model: self.model.clone(),
         });
     }
 }
@@ -66,9 +66,13 @@ pub(super) async fn send(
                 if let Ok(mut partial) = partial.lock() {
                     partial.push_str(text);
                 }
-                sink.emit(&Event::Text(text));
+                sink.emit(&Event::Text {
+                    delta: text.to_owned(),
+                });
             }
-            StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning(text)),
+            StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning {
+                delta: text.to_owned(),
+            }),
             StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
         }
     };
@@ -83,7 +87,7 @@ pub(super) async fn send(
             attempt + 1,
             retry.max_attempts,
         );
-        sink.emit(&Event::Warning(&message));
+        sink.emit(&Event::Warning { message });
     };
     let response = tokio::select! {
         response = client.stream_with_retries(request, &mut on_event, retry, &mut on_retry) => response?,

@@ -70,6 +70,8 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The calls whose result is already in the log, recorded when the front-end was shown it.
+    pub(super) recorded: Vec<String>,
 }
 
 /// The turn's budget and what it used.
@@ -111,6 +113,7 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            recorded: Vec::new(),
         }
     }
 
@@ -252,7 +255,7 @@ impl<'t> Turn<'t> {
                 session_cost.add(&self.tally.cost);
                 self.sink.emit(&Event::RequestUsage {
                     request: self.tally.requests,
-                    usage,
+                    usage: *usage,
                     cost,
                     session_cost: session_cost.known(),
                 });
@@ -270,7 +273,7 @@ impl<'t> Turn<'t> {
             return Err(err.into());
         }
         let message = format!("{err}; made room in the context and trying again");
-        self.sink.emit(&Event::Warning(&message));
+        self.sink.emit(&Event::Warning { message });
         Ok(())
     }
 
@@ -421,7 +424,7 @@ impl<'t> Turn<'t> {
             }
             .to_json(),
         )?;
-        self.sink.emit(&Event::Warning(&note));
+        self.sink.emit(&Event::Warning { message: note });
         Ok(true)
     }
 
@@ -457,7 +460,7 @@ impl<'t> Turn<'t> {
             Some(Ok(_)) => Ok(None),
             Some(Err(err)) => {
                 let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&Event::Warning(&message));
+                self.sink.emit(&Event::Warning { message });
                 Ok(None)
             }
         }
@@ -528,20 +531,25 @@ impl<'t> Turn<'t> {
         Ok(())
     }
 
-    /// Appends a tool result to the conversation and the log.
+    /// Appends a tool result to the conversation, and to the log unless it was recorded when shown (a call
+    /// that never ran, being cancelled or stopped by a guard before it was shown, is only logged).
     fn push_result(&mut self, call: &ToolCall, output: ToolOutput) -> Result<(), AgentError> {
-        let (ok, summary) = (!output.is_error, output.summary.clone());
-        let content = model_view(output);
-        self.s.work.log.append(
-            LogEvent::ToolResult {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                ok,
-                summary,
-                content: content.clone(),
+        let content = model_view(&output);
+        match self.recorded.iter().position(|id| *id == call.id) {
+            Some(at) => {
+                self.recorded.swap_remove(at);
             }
-            .to_json(),
-        )?;
+            None => self.s.work.log.append(
+                LogEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: !output.is_error,
+                    summary: output.summary,
+                    content: content.clone(),
+                }
+                .to_json(),
+            )?,
+        }
         self.s.conv.messages.push(Message::Tool {
             tool_call_id: call.id.clone(),
             content,
@@ -587,7 +595,7 @@ impl<'t> Turn<'t> {
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
                 );
-                self.sink.emit(&Event::Error(&message));
+                self.sink.emit(&Event::Error { message });
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             LoopEnd::Interrupted(partial) => match self.control.signal() {
@@ -601,7 +609,9 @@ impl<'t> Turn<'t> {
                         "terminated by {name}; running commands were killed; the work so far is on {}",
                         short_branch(&self.s.work.session)
                     );
-                    self.sink.emit(&Event::Error(&message));
+                    self.sink.emit(&Event::Error {
+                        message: message.clone(),
+                    });
                     let answer = if partial.is_empty() { message } else { partial };
                     (
                         Status::Terminated,
@@ -616,11 +626,11 @@ impl<'t> Turn<'t> {
         if let Err(err) = self.close_log(&status, &answer) {
             // The work is on the branch and the events are in the journal; the next start folds them.
             let message = format!("could not save the session log: {err}");
-            self.sink.emit(&Event::Warning(&message));
+            self.sink.emit(&Event::Warning { message });
         }
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
-        self.sink.emit(&Event::Usage(&usage, cost));
+        self.sink.emit(&Event::Usage { usage, cost });
         let session = &self.s.work.session;
         let base = session
             .step0
@@ -628,16 +638,16 @@ impl<'t> Turn<'t> {
             .to_hex_with_len(7)
             .to_string();
         self.sink.emit(&Event::Summary {
-            branch: short_branch(session),
+            branch: short_branch(session).to_owned(),
             steps: session.steps,
-            base: &base,
-            usage: &usage,
+            base,
+            usage,
             requests: self.tally.requests,
             cost,
         });
         self.sink.emit(&Event::Done {
-            status: &status,
-            answer: &answer,
+            status: status.clone(),
+            answer: answer.clone(),
             exit_code: code,
         });
         TurnEnd {
@@ -693,10 +703,10 @@ impl<'t> Turn<'t> {
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
-fn model_view(output: ToolOutput) -> String {
+pub(super) fn model_view(output: &ToolOutput) -> String {
     if output.is_error && !output.content.starts_with("error") {
         format!("error: {}", output.content)
     } else {
-        output.content
+        output.content.clone()
     }
 }

@@ -221,8 +221,8 @@ pub(super) async fn judge(
     let sink = ctx.sink();
     sink.emit(&Event::CheckStarted {
         attempt: 0,
-        command: &check.command,
-        tree: &tree,
+        command: check.command.clone(),
+        tree: tree.clone(),
     });
     // The user's own tree, as they would run the check themselves: no sandbox yet.
     let run = check
@@ -272,8 +272,8 @@ pub(super) async fn repair(
 fn nothing_to_fix(ctx: &mut Context, check: &Check, tree: &str) {
     if ctx.json() {
         ctx.sink().emit(&Event::Done {
-            status: &Status::Done,
-            answer: "",
+            status: Status::Done.clone(),
+            answer: "".to_owned(),
             exit_code: 0,
         });
     } else {
@@ -300,17 +300,24 @@ pub(super) fn report(
         summary(ctx.store()?, check, end, accept_command)
     };
     let sink = ctx.sink();
-    sink.emit(&Event::Usage(&end.usage, end.cost.known()));
+    sink.emit(&Event::Usage {
+        usage: end.usage,
+        cost: end.cost.known(),
+    });
     sink.emit(&Event::Fixed {
         passed: end.passed,
-        branch: &end.branch,
+        branch: end.branch.clone(),
         attempts: end.attempts,
         steps: end.steps,
-        findings: &findings,
+        findings: findings.clone(),
     });
     sink.emit(&Event::Done {
-        status: &end.status,
-        answer: if in_hook { "" } else { &end.answer },
+        status: end.status.clone(),
+        answer: if in_hook {
+            "".to_owned()
+        } else {
+            end.answer.clone()
+        },
         exit_code: end.exit_code,
     });
     // After `done`, which ends the streamed text's last line.

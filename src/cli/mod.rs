@@ -113,11 +113,13 @@ fn fail(ctx: Option<&mut Context>, err: CommandError) -> i32 {
     let text = err.text();
     match ctx {
         Some(ctx) if ctx.json() => {
-            ctx.sink().emit(&Event::Error(&text));
+            ctx.sink().emit(&Event::Error {
+                message: text.clone(),
+            });
             print_error(&text);
         }
         Some(ctx) => match ctx.open_sink() {
-            Some(sink) => sink.emit(&Event::Error(&text)),
+            Some(sink) => sink.emit(&Event::Error { message: text }),
             None => print_error(&text),
         },
         None => print_error(&text),

@@ -144,15 +144,15 @@ struct HeldStep {
 impl HeldStep {
     fn emit(self, sink: &mut dyn Sink) {
         sink.emit(&Event::Step {
-            commit: &self.commit,
+            commit: self.commit,
             step: self.step,
-            files: &self.files,
+            files: self.files,
         });
     }
 }
 
 /// The `tool_call` event of a stored call, labelled as the tool labels it live, handed to `emit`.
-fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>)) {
+fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(Event)) {
     let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
     let tool = crate::tools::find(&call.name);
     let own = OwnTool::find(&call.name);
@@ -169,17 +169,17 @@ fn tool_call(call: &crate::protocol::ToolCall, emit: &mut dyn FnMut(&Event<'_>))
                 .or_else(|| own_label(args))
         })
         .unwrap_or_else(|| format!("{} {}", call.name, crate::tools::short(&call.arguments, 80)));
-    let input = input.as_ref().unwrap_or(&serde_json::Value::Null);
-    emit(&Event::ToolCall {
-        id: &call.id,
-        name: &call.name,
+    let input = input.unwrap_or(serde_json::Value::Null);
+    emit(Event::ToolCall {
+        id: call.id.clone(),
+        name: call.name.clone(),
         kind: tool
             .map(|t| t.kind())
             .or_else(|| own.map(OwnTool::kind))
             .unwrap_or(ToolKind::Other),
-        label: &label,
+        label,
+        location: tool.and_then(|t| t.location(&input)),
         input,
-        location: tool.and_then(|t| t.location(input)),
     });
 }
 
@@ -200,10 +200,10 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
         {
             let summary = crate::tools::short(summary, 120);
             sink.emit(&Event::ToolResult {
-                id: tool_call_id,
+                id: tool_call_id.to_owned(),
                 ok: *ok,
-                summary: &summary,
-                output: content,
+                summary,
+                output: content.to_owned(),
             });
             if let Some(step) = held.take() {
                 step.emit(sink);
@@ -214,17 +214,19 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
             step.emit(sink);
         }
         match event {
-            journal::Event::User { content } => sink.emit(&Event::Prompt(&content)),
+            journal::Event::User { content } => sink.emit(&Event::Prompt { content }),
             journal::Event::Assistant {
                 content,
                 tool_calls,
                 ..
             } => {
                 if !content.trim().is_empty() {
-                    sink.emit(&Event::Text(content.trim_end()));
+                    sink.emit(&Event::Text {
+                        delta: content.trim_end().to_owned(),
+                    });
                 }
                 for call in &tool_calls {
-                    tool_call(call, &mut |event| sink.emit(event));
+                    tool_call(call, &mut |event| sink.emit(&event));
                 }
             }
             journal::Event::Explore { parent, event } => match *event {
@@ -232,8 +234,8 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                     for call in &tool_calls {
                         tool_call(call, &mut |event| {
                             sink.emit(&Event::Nested {
-                                parent: &parent,
-                                event,
+                                parent: parent.clone(),
+                                event: Box::new(event),
                             })
                         });
                     }
@@ -245,13 +247,13 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                     content,
                     ..
                 } => sink.emit(&Event::Nested {
-                    parent: &parent,
-                    event: &Event::ToolResult {
-                        id: &tool_call_id,
+                    parent,
+                    event: Box::new(Event::ToolResult {
+                        id: tool_call_id,
                         ok,
-                        summary: &summary,
-                        output: &content,
-                    },
+                        summary,
+                        output: content,
+                    }),
                 }),
                 _ => {}
             },
@@ -267,24 +269,26 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 });
             }
             journal::Event::End { status, .. } => {
-                sink.emit(&Event::TurnEnd(&Status::parse(&status)));
+                sink.emit(&Event::TurnEnd {
+                    status: Status::parse(&status),
+                });
             }
             journal::Event::Resume {} => sink.emit(&Event::Resumed),
             journal::Event::Undo { to, steps, .. } => {
-                sink.emit(&Event::Undone { steps, to: &to });
+                sink.emit(&Event::Undone { steps, to });
             }
             journal::Event::Discard { .. } => sink.emit(&Event::Discarded),
             // The memory message is listed entry by entry by its `memory` event.
             journal::Event::Context { kind, .. } if kind == "memory" => {}
             journal::Event::Memory { entries, .. } => sink.emit(&Event::Memory {
-                action: "injected",
-                entries: &entries,
+                action: "injected".to_owned(),
+                entries,
             }),
             journal::Event::MemoryWrite {
                 id, action, text, ..
             } => sink.emit(&Event::Memory {
-                action: &action,
-                entries: &[crate::protocol::MemoryItem {
+                action,
+                entries: vec![crate::protocol::MemoryItem {
                     id,
                     kind: String::new(),
                     text,
@@ -296,9 +300,9 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 path,
                 content,
             } => sink.emit(&Event::Context {
-                kind: &kind,
-                path: &path,
-                content: &crate::tools::short(&content, 100),
+                content: crate::tools::short(&content, 100),
+                kind,
+                path,
             }),
             journal::Event::Plan { items } => crate::agent::plan::Plan { items }.show(sink),
             journal::Event::Compaction {
@@ -324,13 +328,13 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 output,
             } => sink.emit(&Event::Check {
                 attempt,
-                command: &command,
-                tree: &tree,
+                command,
+                tree,
                 passed,
-                end: &end,
+                end,
                 code,
                 duration_ms,
-                output: &output,
+                output,
             }),
             // A proposal is the `remember` call shown above it.
             journal::Event::Usage { .. }

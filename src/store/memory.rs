@@ -48,8 +48,7 @@ use entry::{parse_entry, shard_of};
 pub use index::Summary;
 pub use merge::Merged;
 
-/// The ref that holds project memory.
-pub const MEMORY_REF: &str = "refs/agent/memory";
+pub use entry::MEMORY_REF;
 
 /// Where `git agent pull` fetches a remote's memory before merging it into ours. Outside `refs/agent/`, so
 /// `git agent push` (which pushes `refs/agent/*`) never sends it back.

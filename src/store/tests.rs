@@ -752,3 +752,72 @@ fn a_stale_lock_is_named_in_words() {
         .is_none());
     assert_eq!(std::fs::read(&lock).unwrap(), b"");
 }
+
+// ---- The transaction primitive (store/transaction.rs) ----
+
+/// A commit of the empty tree on `parent`, saying `message`.
+fn empty_commit_on(store: &Store, parent: Option<ObjectId>, message: &str) -> ObjectId {
+    let tree = store.tip_tree(None).unwrap();
+    super::snapshot::write_commit(&store.repo, tree, parent, message).unwrap()
+}
+
+/// A writer that moves the ref between another's read and swap makes that one start over on the new
+/// tip: nothing it wrote is lost, and the second attempt builds on it.
+#[test]
+fn a_lost_swap_starts_over_on_the_new_tip() {
+    let repo = TestRepo::with_commit("transact-lost");
+    let store = repo.store();
+    let name = "refs/agent/test";
+    let mut seen = Vec::new();
+    let moved = store
+        .transact(
+            name,
+            || StoreError::Busy(name.into()),
+            |tip| {
+                seen.push(tip);
+                if seen.len() == 1 {
+                    // Another writer gets there first.
+                    let theirs = empty_commit_on(&store, None, "theirs");
+                    repo.git(&["update-ref", name, &theirs.to_string()]);
+                }
+                let commit = empty_commit_on(&store, tip, "ours");
+                Ok(super::transaction::Proposal::Move {
+                    commit,
+                    reflog: "ours".into(),
+                    then: commit,
+                })
+            },
+        )
+        .unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], None);
+    let theirs = seen[1].expect("the second attempt sees the other writer's commit");
+    assert_eq!(store.ref_target(name).unwrap(), Some(moved));
+    let parent = repo.git(&["rev-parse", &format!("{moved}^")]);
+    assert_eq!(parent.trim(), theirs.to_string());
+}
+
+/// A lock file nobody removes is reported as stale within seconds, for every ref the store moves
+/// (memory's ref waited out 200 rounds of gix's lock timeout before it went through this primitive).
+#[test]
+fn a_stale_lock_is_reported_soon() {
+    let repo = TestRepo::with_commit("transact-stale");
+    let store = repo.store();
+    std::fs::create_dir_all(repo.path(".git/refs/agent")).unwrap();
+    std::fs::write(repo.path(".git/refs/agent/memory.lock"), "").unwrap();
+    let started = std::time::Instant::now();
+    let err = store
+        .update_memory(|_| {
+            Ok(Some(crate::store::memory::MemoryEdit {
+                message: "remember: x".into(),
+                put: Vec::new(),
+                remove: vec!["00000000".into()],
+            }))
+        })
+        .expect_err("the lock stays");
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{err}"
+    );
+}

@@ -64,11 +64,11 @@ impl Tool for ReadFile {
         Some("path")
     }
 
-    fn location<'a>(&self, args: &'a serde_json::Value) -> Option<Location<'a>> {
+    fn location(&self, args: &serde_json::Value) -> Option<Location> {
         let path = args.get("path")?.as_str()?;
         let line = args.get("offset").and_then(|n| n.as_u64());
         Some(Location {
-            path,
+            path: path.to_owned(),
             line: Some(line.map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))),
         })
     }

@@ -108,9 +108,12 @@ pub trait Tool: Send + Sync {
     fn label(&self, args: &serde_json::Value) -> String;
     /// Where a call works, for front-ends that link to it (ACP's `locations`): its path argument, and the
     /// line it starts at when the tool takes one.
-    fn location<'a>(&self, args: &'a serde_json::Value) -> Option<Location<'a>> {
+    fn location(&self, args: &serde_json::Value) -> Option<Location> {
         let path = self.path_arg().and_then(|arg| args.get(arg))?.as_str()?;
-        Some(Location { path, line: None })
+        Some(Location {
+            path: path.to_owned(),
+            line: None,
+        })
     }
     /// Runs the call. `args` has already been parsed as JSON (but not validated against the schema).
     fn execute(&self, ctx: &ToolContext, args: &serde_json::Value) -> ToolOutput;

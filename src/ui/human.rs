@@ -276,7 +276,7 @@ impl<W: Write + Send> HumanSink<W> {
 
     /// A subagent's event: live, each of its tool calls as a dim line under the call that started it; in a
     /// replay, counted and shown as one line before that call's result.
-    fn nested(&mut self, parent: &str, event: &Event<'_>) {
+    fn nested(&mut self, parent: &str, event: &Event) {
         let Event::ToolCall { name, label, .. } = event else {
             return;
         };
@@ -384,9 +384,9 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
-    fn history(&mut self, event: &Event<'_>) {
+    fn history(&mut self, event: &Event) {
         match event {
-            Event::Prompt(text) => {
+            Event::Prompt { content: text } => {
                 let mut lines = String::from("\n");
                 for line in text.lines() {
                     lines.push_str("> ");
@@ -427,7 +427,7 @@ impl<W: Write + Send> HumanSink<W> {
                     "context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
                 ));
             }
-            Event::TurnEnd(status) => self.marker(status.as_str()),
+            Event::TurnEnd { status } => self.marker(status.as_str()),
             Event::Resumed => {
                 self.line("");
                 self.marker("resumed");
@@ -446,12 +446,12 @@ impl<W: Write + Send> HumanSink<W> {
 }
 
 impl<W: Write + Send> Sink for HumanSink<W> {
-    fn emit(&mut self, event: &Event<'_>) {
-        if let Event::Reasoning(text) = event {
+    fn emit(&mut self, event: &Event) {
+        if let Event::Reasoning { delta: text } = event {
             self.reasoning(text);
             return;
         }
-        if !matches!(event, Event::RequestUsage { .. } | Event::Usage(..)) {
+        if !matches!(event, Event::RequestUsage { .. } | Event::Usage { .. }) {
             self.end_reasoning();
         }
         match event {
@@ -465,8 +465,8 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 let painted = self.paint("2", &neutralize(&text));
                 self.line(&painted);
             }
-            Event::Text(delta) => self.text(delta),
-            Event::Reasoning(_) | Event::RequestUsage { .. } | Event::Usage(..) => {}
+            Event::Text { delta } => self.text(delta),
+            Event::Reasoning { .. } | Event::RequestUsage { .. } | Event::Usage { .. } => {}
             // `fix` prints its own ending, with the commands that take the fix.
             Event::Fixed { .. } => {}
             // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
@@ -518,7 +518,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&text);
             }
             Event::Done { answer, .. } => self.done(answer),
-            Event::Warning(message) | Event::Notice { message, .. } => {
+            Event::Warning { message } | Event::Notice { message, .. } => {
                 let text = self.paint("33", &format!("warning: {}", neutralize(message)));
                 self.line(&text);
             }
@@ -549,18 +549,18 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 total,
                 servers,
                 untrusted,
-            } => self.mcp(*connected, *total, servers, *untrusted),
-            Event::Error(message) => {
+            } => self.mcp(*connected, *total, servers, untrusted.as_deref()),
+            Event::Error { message } => {
                 let text = format!("error: {}", neutralize(message));
                 self.line(&text);
             }
             Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { parent, event } => self.nested(parent, event),
-            Event::Prompt(_)
+            Event::Prompt { .. }
             | Event::Context { .. }
             | Event::Plan { .. }
             | Event::Compaction { .. }
-            | Event::TurnEnd(_)
+            | Event::TurnEnd { .. }
             | Event::Resumed
             | Event::Undone { .. }
             | Event::Discarded => self.history(event),
@@ -598,7 +598,7 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
 
-    fn replayed(events: &[Event<'_>]) -> String {
+    fn replayed(events: &[Event]) -> String {
         let mut sink = HumanSink::replay(Vec::new(), false);
         for event in events {
             sink.emit(event);
@@ -608,32 +608,40 @@ mod tests {
 
     #[test]
     fn a_replay_sets_replies_and_prompts_apart_and_names_step_files() {
-        let files = [std::path::PathBuf::from("a.txt"), "b\u{1b}[2J.txt".into()];
+        let files = vec![std::path::PathBuf::from("a.txt"), "b\u{1b}[2J.txt".into()];
         let text = replayed(&[
-            Event::Prompt("goal\nsecond"),
-            Event::Text("I will."),
+            Event::Prompt {
+                content: "goal\nsecond".into(),
+            },
+            Event::Text {
+                delta: "I will.".into(),
+            },
             Event::ToolCall {
-                id: "1",
-                name: "write_file",
+                id: "1".into(),
+                name: "write_file".into(),
                 kind: crate::protocol::ToolKind::Edit,
-                label: "write a.txt",
-                input: &serde_json::Value::Null,
+                label: "write a.txt".into(),
+                input: serde_json::Value::Null,
                 location: None,
             },
             Event::ToolResult {
-                id: "1",
+                id: "1".into(),
                 ok: false,
-                summary: "no \u{7}bell",
-                output: "",
+                summary: "no \u{7}bell".into(),
+                output: String::new(),
             },
             Event::Step {
-                commit: "0123456789",
+                commit: "0123456789".into(),
                 step: 1,
-                files: &files,
+                files,
             },
-            Event::TurnEnd(&crate::protocol::Status::Done),
+            Event::TurnEnd {
+                status: crate::protocol::Status::Done,
+            },
             Event::Resumed,
-            Event::Text("tail"),
+            Event::Text {
+                delta: "tail".into(),
+            },
         ]);
         let expected = [
             "",

@@ -21,7 +21,6 @@ use crate::store::{ObjectId, StartFrom, StoreError};
 
 use super::check::{Check, CheckRun};
 use super::control::TurnControl;
-use super::journal::Event as LogEvent;
 use super::{AgentError, AgentSession, SessionOptions, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 
 pub use audit::Finding;
@@ -94,7 +93,9 @@ async fn attempts(
     approver: &mut dyn Approver,
     control: &TurnControl,
 ) -> Result<FixEnd, AgentError> {
-    session.record_check(0, &fix.tree, &fix.check.command, first)?;
+    // The first run was shown when it ran, before there was a session to log it in.
+    let shown = &mut super::start::Quiet;
+    session.record_check(0, &fix.tree, &fix.check.command, first, shown)?;
     let budget = session.limits;
     let started = Instant::now();
     let tree = format!("agent/{}", session.id());
@@ -188,8 +189,8 @@ async fn run_check(
     let command = &fix.check.command;
     sink.emit(&Event::CheckStarted {
         attempt,
-        command,
-        tree,
+        command: command.to_owned(),
+        tree: tree.to_owned(),
     });
     let root = session.session().root().to_path_buf();
     let sandbox = std::sync::Arc::clone(&session.tools.sandbox);
@@ -198,23 +199,27 @@ async fn run_check(
         .run(&root, Some(sandbox.as_ref()), control)
         .await
         .map_err(|err| StoreError::Refused(err.to_string()))?;
-    emit_check(sink, attempt, command, tree, &run);
-    session.record_check(attempt, tree, command, &run)?;
+    session.record_check(attempt, tree, command, &run, sink)?;
     Ok(run)
 }
 
 /// Shows a run of the check.
 pub fn emit_check(sink: &mut dyn Sink, attempt: u32, command: &str, tree: &str, run: &CheckRun) {
-    sink.emit(&Event::Check {
+    sink.emit(&check_event(attempt, command, tree, run));
+}
+
+/// A run of the check as an event ([`Event::Check`]).
+fn check_event(attempt: u32, command: &str, tree: &str, run: &CheckRun) -> Event {
+    Event::Check {
         attempt,
-        command,
-        tree,
+        command: command.to_owned(),
+        tree: tree.to_owned(),
         passed: run.passed,
-        end: &run.end,
+        end: run.end.clone(),
         code: run.code,
         duration_ms: millis(run.duration),
-        output: &run.output,
-    });
+        output: run.output.clone(),
+    }
 }
 
 /// What stands for the last run when the turn was interrupted before the check ran again.
@@ -232,25 +237,17 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl AgentSession {
-    /// Records a run of the check in the session log (see [`LogEvent::Check`]).
+    /// Records a run of the check in the session log and shows it on `sink` (see [`super::journal::Event::Check`]).
     fn record_check(
         &mut self,
         attempt: u32,
         tree: &str,
         command: &str,
         run: &CheckRun,
+        sink: &mut dyn Sink,
     ) -> Result<(), AgentError> {
-        let event = LogEvent::Check {
-            attempt,
-            command: command.to_owned(),
-            tree: tree.to_owned(),
-            passed: run.passed,
-            end: run.end.clone(),
-            code: run.code,
-            duration_ms: millis(run.duration),
-            output: run.output.clone(),
-        };
-        self.work.log.append(event.to_json())?;
+        let event = check_event(attempt, command, tree, run);
+        super::journal::record(&mut self.work.log, sink, event)?;
         Ok(())
     }
 
@@ -267,7 +264,7 @@ impl AgentSession {
 struct TurnSink<'a>(&'a mut dyn Sink);
 
 impl Sink for TurnSink<'_> {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         if !matches!(event, Event::Done { .. } | Event::Summary { .. }) {
             self.0.emit(event);
         }

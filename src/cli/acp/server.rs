@@ -694,15 +694,15 @@ fn options(
 struct Notes(Vec<String>);
 
 impl Sink for Notes {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         match event {
-            Event::Warning(text) | Event::Error(text) | Event::Notice { message: text, .. } => {
-                self.0.push((*text).to_owned())
-            }
+            Event::Warning { message: text }
+            | Event::Error { message: text }
+            | Event::Notice { message: text, .. } => self.0.push(text.clone()),
             Event::Mcp {
                 untrusted: Some(text),
                 ..
-            } => self.0.push((*text).to_owned()),
+            } => self.0.push(text.clone()),
             _ => {}
         }
     }

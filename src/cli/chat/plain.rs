@@ -46,7 +46,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                     reply.action
                 }
                 Err(err) => {
-                    sink.emit(&Event::Error(&err.text()));
+                    sink.emit(&Event::Error {
+                        message: err.text(),
+                    });
                     code = 1;
                     Action::Continue
                 }
@@ -59,7 +61,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                         reply.action
                     }
                     Err(err) => {
-                        sink.emit(&Event::Error(&err.text()));
+                        sink.emit(&Event::Error {
+                            message: err.text(),
+                        });
                         code = 1;
                         Action::Continue
                     }
@@ -88,9 +92,9 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
         code = match end {
             Ok(end) => end.exit_code,
             Err(err) => {
-                sink.emit(&Event::Error(
-                    &super::super::error::CommandError::from(err).text(),
-                ));
+                sink.emit(&Event::Error {
+                    message: super::super::error::CommandError::from(err).text(),
+                });
                 1
             }
         };
@@ -169,7 +173,9 @@ async fn switch(
             }
             eprintln!("session {} on {}", session.id(), session.branch());
         }
-        Err(err) => sink.emit(&Event::Error(&err.text())),
+        Err(err) => sink.emit(&Event::Error {
+            message: err.text(),
+        }),
     }
     true
 }

@@ -49,7 +49,7 @@ pub(super) async fn reload(
                 "{}\nhint: resume with `git agent chat --resume {id}`",
                 err.text()
             );
-            sink.emit(&crate::protocol::Event::Error(&text));
+            sink.emit(&crate::protocol::Event::Error { message: text });
             None
         }
     }

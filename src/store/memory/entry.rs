@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{sanitize, sanitize_record, StoreError};
 
+/// The ref that holds project memory.
+pub const MEMORY_REF: &str = "refs/agent/memory";
+
 /// What an entry is about.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -18,9 +18,9 @@ use gix::objs::tree::EntryKind;
 
 use super::entry::{
     entry_path, parse_entry, round_confidence, Entry, EntryStatus, Kind, Source, Version,
+    MEMORY_REF,
 };
 use super::index::{self, Summary};
-use super::MEMORY_REF;
 use crate::store::transaction::Proposal;
 use crate::store::{ObjectId, Store, StoreError};
 

@@ -116,10 +116,10 @@ impl AcpSink {
         kind: ToolKind,
         label: &str,
         input: &Value,
-        at: Option<Location>,
+        at: Option<&Location>,
     ) {
         let locations: Vec<Value> = at
-            .map(|at| self.location(at.path, at.line))
+            .map(|at| self.location(&at.path, at.line))
             .into_iter()
             .collect();
         self.update(json!({
@@ -184,7 +184,7 @@ impl AcpSink {
         }));
     }
 
-    fn plan(&self, items: &[PlanItem<'_>]) {
+    fn plan(&self, items: &[PlanItem]) {
         let entries: Vec<Value> = items
             .iter()
             .map(|item| {
@@ -254,18 +254,18 @@ impl AcpSink {
 }
 
 impl Sink for AcpSink {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         match event {
-            Event::Text(delta) => {
+            Event::Text { delta } => {
                 self.reply.push_str(delta);
                 self.update(
                     json!({"sessionUpdate": "agent_message_chunk", "content": text_block(delta)}),
                 );
             }
-            Event::Reasoning(delta) => self.update(
+            Event::Reasoning { delta } => self.update(
                 json!({"sessionUpdate": "agent_thought_chunk", "content": text_block(delta)}),
             ),
-            Event::Prompt(text) => {
+            Event::Prompt { content: text } => {
                 self.update(
                     json!({"sessionUpdate": "user_message_chunk", "content": text_block(text)}),
                 );
@@ -278,10 +278,10 @@ impl Sink for AcpSink {
                 input,
                 location,
                 ..
-            } => self.tool_call(id, *kind, label, input, *location),
+            } => self.tool_call(id, *kind, label, input, location.as_ref()),
             Event::Permission { id, decision, .. } if *decision != "deny" => self.running(id),
             Event::Permission { .. } => {}
-            Event::Diff { id, path, old, new } => self.diff(id, path, *old, new),
+            Event::Diff { id, path, old, new } => self.diff(id, path, old.as_deref(), new),
             Event::ToolResult {
                 id,
                 ok,
@@ -304,23 +304,25 @@ impl Sink for AcpSink {
                     self.message(&text);
                 }
             }
-            Event::TurnEnd(_) => self.close_open("the session stopped before this call finished"),
-            Event::Warning(text) | Event::Notice { message: text, .. } => {
+            Event::TurnEnd { .. } => {
+                self.close_open("the session stopped before this call finished")
+            }
+            Event::Warning { message: text } | Event::Notice { message: text, .. } => {
                 self.notice("warning", text)
             }
-            Event::Error(text) => self.notice("error", text),
+            Event::Error { message: text } => self.notice("error", text),
             Event::Mcp {
                 connected,
                 total,
                 servers,
                 untrusted,
-            } => self.mcp(*connected, *total, servers, *untrusted),
+            } => self.mcp(*connected, *total, servers, untrusted.as_deref()),
             // The branch and its commits are the client's to look at with git; the rest is for a terminal
             // or the session log.
             Event::Session { .. }
             | Event::Progress { .. }
             | Event::Step { .. }
-            | Event::Usage(..)
+            | Event::Usage { .. }
             | Event::Summary { .. }
             | Event::Context { .. }
             | Event::Compaction { .. }

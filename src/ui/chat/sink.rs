@@ -85,12 +85,12 @@ impl ChatSink {
 }
 
 impl Sink for ChatSink {
-    fn emit(&mut self, event: &Event<'_>) {
+    fn emit(&mut self, event: &Event) {
         {
             let mut t = lock(&self.term);
             match event {
                 // The status line says all of these, and the chat's header named the session.
-                Event::Session { .. } | Event::Summary { .. } | Event::Usage(..) => return,
+                Event::Session { .. } | Event::Summary { .. } | Event::Usage { .. } => return,
                 Event::RequestUsage {
                     usage,
                     session_cost,
@@ -108,7 +108,7 @@ impl Sink for ChatSink {
                     t.status.steps = *step;
                     t.show_status();
                 }
-                Event::Reasoning(text) => {
+                Event::Reasoning { delta: text } => {
                     if !self.in_reasoning {
                         t.reasoning.clear();
                     }
@@ -117,7 +117,7 @@ impl Sink for ChatSink {
                 _ => {}
             }
         }
-        self.in_reasoning = matches!(event, Event::Reasoning(_));
+        self.in_reasoning = matches!(event, Event::Reasoning { .. });
         self.human.emit(event);
     }
 }

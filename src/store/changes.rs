@@ -195,7 +195,8 @@ fn tracked_files(root: &Path) -> Option<u32> {
         .then(|| u32::from_be_bytes([header[8], header[9], header[10], header[11]]))
 }
 
-/// Internals a user has no use for, on stderr when `GIT_AGENT_DEBUG` is set.
+/// Internals a user has no use for, on stderr when `GIT_AGENT_DEBUG` is set (only the watcher has any).
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 fn debug(message: std::fmt::Arguments<'_>) {
     if std::env::var_os("GIT_AGENT_DEBUG").is_some_and(|v| !v.is_empty()) {
         eprintln!("debug: {message}");

@@ -130,7 +130,7 @@ impl ChangeTracker {
         Ok(changed)
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux", not(git_agent_portable)))]
     pub(super) fn force_fallback(&mut self) {
         #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some(State {

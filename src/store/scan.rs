@@ -16,7 +16,9 @@
 //! ignore file, a directory modified too recently to trust its timestamp) falls back to the full walk.
 
 use std::cmp::Ordering;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};

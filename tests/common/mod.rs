@@ -167,7 +167,10 @@ impl Drop for TestRepo {
 /// What a run of the binary produced.
 pub struct Output {
     pub status: ExitStatus,
+    /// Standard output without the [`PORTABLE_NOTICES`]' `notice` events (portable configuration only).
     pub stdout: String,
+    /// Standard output exactly as the binary wrote it.
+    pub full_stdout: String,
     /// Standard error without the [`PORTABLE_NOTICES`] (in the portable configuration; see [`without_notices`]).
     pub stderr: String,
     /// Standard error exactly as the binary wrote it.
@@ -192,6 +195,22 @@ pub fn without_notices(stderr: &str) -> String {
     stderr
         .split_inclusive('\n')
         .filter(|line| !PORTABLE_NOTICES.iter().any(|n| line.starts_with(n)))
+        .collect()
+}
+
+/// `stdout` without the `--json` `notice` events of [`PORTABLE_NOTICES`] in the portable configuration.
+pub fn without_notice_events(stdout: &str) -> String {
+    if !cfg!(git_agent_portable) {
+        return stdout.to_string();
+    }
+    stdout
+        .split_inclusive('\n')
+        .filter(|line| {
+            !(line.contains("\"type\":\"notice\"")
+                && PORTABLE_NOTICES
+                    .iter()
+                    .any(|n| line.contains(n.trim_start_matches("warning: "))))
+        })
         .collect()
 }
 
@@ -275,9 +294,11 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
         thread::sleep(Duration::from_millis(20));
     };
     let full_stderr = stderr.join().expect("drain stderr");
+    let full_stdout = stdout.join().expect("drain stdout");
     Output {
         status,
-        stdout: stdout.join().expect("drain stdout"),
+        stdout: without_notice_events(&full_stdout),
+        full_stdout,
         stderr: without_notices(&full_stderr),
         full_stderr,
     }

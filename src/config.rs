@@ -9,9 +9,12 @@
 //! Precedence, highest first: command-line flag, environment, the repository's `.git-agent.toml`, the user's
 //! config file, built-in defaults.
 
+pub mod agent_files;
 pub(crate) mod edit;
 mod error;
+pub mod event_hooks;
 pub(crate) mod file;
+pub mod lsp;
 pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;

@@ -25,6 +25,7 @@
 pub mod agent;
 pub(crate) mod cli;
 pub mod config;
+pub mod lsp;
 pub mod model;
 pub mod protocol;
 pub mod safety;

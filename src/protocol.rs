@@ -527,11 +527,32 @@ pub enum Event {
     },
     /// `git agent discard` removed the session's checkout and branch.
     Discarded,
+    /// What the language servers found new after a file-changing call (`id`), shown under its result:
+    /// `summary` (`2 new errors`), the counts before any cap, the errors the changed files still have, and
+    /// the listed problems as `path:line:col severity message`.
+    Diagnostics {
+        id: String,
+        summary: String,
+        errors: usize,
+        warnings: usize,
+        errors_left: usize,
+        lines: Vec<String>,
+    },
     /// An event of a subagent (the child loop of an `explore` call), marked with the id of the call that
     /// started it: its tool calls and results, and the usage of its requests.
     Nested {
         parent: String,
         event: Box<Event>,
+    },
+    /// An event hook ran (issue 26; not git's hooks): the session event it ran at (`PreToolUse`, ...), its
+    /// command and the file it comes from, how it ended in words (`ok`, `blocked: <reason>`, `exit 1: ...`,
+    /// `timed out after 5s`) and how long it took.
+    Hook {
+        event: String,
+        command: String,
+        source: String,
+        outcome: String,
+        duration_ms: u64,
     },
 }
 

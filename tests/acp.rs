@@ -1561,3 +1561,44 @@ fn raw_a_huge_message_is_refused_and_costs_no_memory() {
     assert!(peak_kb < 80 * 1024, "peak RSS {peak_kb} kB");
     acp.finish(&repo);
 }
+
+#[test]
+fn raw_a_command_from_a_file_is_listed_and_runs_as_a_prompt() {
+    let repo = TestRepo::new();
+    repo.write(".claude/commands/fix-issue.md", crate::subagents::FIX_ISSUE);
+    repo.commit_all("a command");
+    let server = Server::start(vec![Reply::text("fixing 7")]);
+    let mut acp = Raw::start(&repo, &server, &[]);
+    acp.initialize();
+    let new = acp.request("session/new", json!({"cwd": repo.path(), "mcpServers": []}));
+    let sid = acp.answer(new).pop().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listed =
+        acp.until(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update");
+    let commands = listed.last().unwrap()["params"]["update"]["availableCommands"].clone();
+    let fix = commands
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "fix-issue")
+        .unwrap_or_else(|| panic!("{commands}"));
+    assert_eq!(fix["description"], "Fix an issue by number");
+    assert_eq!(fix["input"]["hint"], "<issue number>");
+
+    let id = acp.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/fix-issue 7"}]}),
+    );
+    let answer = acp.answer(id).pop().unwrap();
+    assert_eq!(stop_reason(&answer), "end_turn");
+    let texts = server.requests()[0].user_texts();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t == "Fix issue #7 following our conventions (issue 7)."),
+        "{texts:?}"
+    );
+    acp.finish(&repo);
+}

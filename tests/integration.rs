@@ -55,6 +55,8 @@ mod fix;
 // `git agent hook`: real git hooks (pre-commit, pre-push) running the check and the agent; chaining,
 // core.hooksPath, husky and lefthook, the pre-commit framework.
 mod hooks;
+// Language servers: diagnostics after edits (pyright), lsp queries and rename (TypeScript, clangd), trust, crashes.
+mod lsp;
 // `git agent trust`: a fresh clone's check and .mcp.json run nothing until trusted; changes need trust again.
 mod trust;
 // One event stream: `show` replays what `ask` printed; logs written before it still show and resume.
@@ -73,3 +75,7 @@ mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
 // redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
 mod untrusted_text;
+// Event hooks (issue 26): Claude Code's and Codex's hook files around a session's calls, under trust.
+mod event_hooks;
+// Subagents (`agent` tool, `git agent agents`) and commands from files in ask and piped chat.
+mod subagents;

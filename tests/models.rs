@@ -582,7 +582,7 @@ fn a_bad_config_names_file_line_and_key() {
     assert_eq!(
         out.first_stderr_line(),
         format!(
-            "error: {}:2: idel_timeout: unknown key (known keys: model, connect_timeout, idle_timeout, context_window, compact_at, prune, compact, attribution, max_capture_size, worktree_pool, explore_model, explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [prices], [providers.<name>], [mcp_servers.<name>])",
+            "error: {}:2: idel_timeout: unknown key (known keys: model, connect_timeout, idle_timeout, context_window, compact_at, prune, compact, attribution, max_capture_size, worktree_pool, explore_model, explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [event_hooks], [prices], [providers.<name>], [mcp_servers.<name>], [lsp])",
             path.display()
         )
     );

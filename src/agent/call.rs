@@ -8,12 +8,14 @@
 use std::mem;
 use std::sync::Arc;
 
+use crate::config::event_hooks::HookEvent;
 use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
 use crate::safety::redact;
-use crate::safety::{Answer, Decision};
+use crate::safety::{Answer, Decision, Ruling};
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
 use super::error::AgentError;
+use super::event_hooks::{self, Permission, Verdict as HookVerdict};
 use super::guards::{Effect, Verdict};
 use super::instructions;
 use super::journal;
@@ -60,6 +62,7 @@ impl Turn<'_> {
             },
         };
         let output = self.call_tool(tool.as_ref(), call, truncated).await?;
+        self.post_tool_use(call, &output, round).await?;
         let effect = match tool.as_deref() {
             Some(tool) if tool.kind() == ToolKind::Edit => Effect::Edit,
             Some(tool) => tool.command_arg().map_or(Effect::Other, Effect::Command),
@@ -174,7 +177,7 @@ impl Turn<'_> {
 
     /// Runs one registry tool call and commits what it changed. Failures the model can fix come back as error
     /// output.
-    async fn call_tool(
+    pub(super) async fn call_tool(
         &mut self,
         tool: Option<&Arc<dyn Tool>>,
         call: &ToolCall,
@@ -195,6 +198,7 @@ impl Turn<'_> {
                 return self.reported(call, ToolOutput::error(message));
             }
         };
+        let mut args = args;
         let label = tool.label(&args);
         self.sink.emit(&Event::ToolCall {
             id: call.id.clone(),
@@ -204,7 +208,7 @@ impl Turn<'_> {
             input: args.clone(),
             location: tool.location(&args),
         });
-        let decision = self.decide(tool.as_ref(), call, &args, &label).await;
+        let decision = self.decide(tool.as_ref(), call, &mut args, &label).await?;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
             return self.reported(call, output);
@@ -220,7 +224,6 @@ impl Turn<'_> {
         if tool.kind() == ToolKind::Edit && !output.is_error && self.sink.wants_diffs() {
             self.show_diffs(call, &output.changed);
         }
-        self.report(call, &output)?;
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
             self.s.tools.changes.after_run()?
@@ -229,17 +232,100 @@ impl Turn<'_> {
         } else {
             Vec::new()
         };
+        // The language servers' new problems join the result the model reads, before it is reported.
+        let delta = self.diagnostics(&changed).await?;
+        if let Some(delta) = &delta {
+            output.content.push_str(&delta.render());
+        }
+        self.report(call, &output)?;
+        if let Some(delta) = &delta {
+            self.report_diagnostics(call, delta)?;
+        }
+        super::lsp::warn(&self.s.tools.state, &mut *self.sink);
         if !changed.is_empty() {
+            let why = match &delta {
+                Some(d) if !d.answered.is_empty() => format!(
+                    "{}\ndiagnostics: {} error{} left in the changed files ({})",
+                    self.why.trim_end(),
+                    d.errors_left,
+                    if d.errors_left == 1 { "" } else { "s" },
+                    d.summary()
+                ),
+                _ => self.why.clone(),
+            };
+            // A subagent's step names it, in the commit and in the note.
+            let (label, why) = match &self.subagent {
+                Some(name) => (
+                    format!("[subagent {name}] {label}"),
+                    format!("subagent {name}: {why}"),
+                ),
+                None => (label, why),
+            };
             step::commit(
                 &mut self.s.work,
                 &mut *self.sink,
                 call,
                 &label,
-                &self.why,
+                &why,
                 &changed,
             )?;
         }
         Ok(output)
+    }
+
+    /// The problems `changed` gained, from their language servers (on a blocking thread: it waits, bounded
+    /// by the diagnostics wait). Each file's text before the call is the branch tip's.
+    async fn diagnostics(
+        &self,
+        changed: &[std::path::PathBuf],
+    ) -> Result<Option<crate::lsp::delta::Delta>, AgentError> {
+        if changed.is_empty() || self.s.tools.state.lsp().is_none() {
+            return Ok(None);
+        }
+        let work = &self.s.work;
+        let old: Vec<Option<String>> = changed
+            .iter()
+            .map(
+                |rel| match work.store.blob_at(work.session.tip, &rel.to_string_lossy()) {
+                    Ok(Some((bytes, _))) => String::from_utf8(bytes).ok(),
+                    _ => None,
+                },
+            )
+            .collect();
+        let state = Arc::clone(&self.s.tools.state);
+        let changed = changed.to_vec();
+        tokio::task::spawn_blocking(move || {
+            super::lsp::after_change(&state, &changed, |rel| {
+                let at = changed.iter().position(|c| c == rel)?;
+                old.get(at).cloned().flatten()
+            })
+        })
+        .await
+        .map_err(|e| AgentError::Join(e.to_string()))
+    }
+
+    /// The dim line under the result, the `diagnostics` event and its record in the session log.
+    fn report_diagnostics(
+        &mut self,
+        call: &ToolCall,
+        delta: &crate::lsp::delta::Delta,
+    ) -> Result<(), AgentError> {
+        let lines: Vec<String> = delta
+            .errors
+            .iter()
+            .chain(&delta.warnings)
+            .map(|d| d.line())
+            .collect();
+        let event = Event::Diagnostics {
+            id: call.id.clone(),
+            summary: delta.summary(),
+            errors: delta.error_count,
+            warnings: delta.warning_count,
+            errors_left: delta.errors_left,
+            lines,
+        };
+        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        Ok(())
     }
 
     /// Why a file tool's write must not happen: its path lies inside a submodule of the session's tip, whose
@@ -265,17 +351,66 @@ impl Turn<'_> {
         ))
     }
 
-    /// The policy's decision on a call, with the front-end's approver asked when no rule settles it, and
-    /// shown (audit: refused calls are recorded too).
+    /// The decision on a call: the `PreToolUse` event hooks first (they may refuse it, change its input, or
+    /// ask for or give the approval), then the policy, with the front-end's approver asked when no rule
+    /// settles it; shown (audit: refused calls are recorded too). The one place every call's permission is
+    /// decided, so a hook sees every call the model makes.
     async fn decide(
         &mut self,
         tool: &dyn Tool,
         call: &ToolCall,
-        args: &serde_json::Value,
+        args: &mut serde_json::Value,
         label: &str,
-    ) -> Decision {
-        let mut decision = self.s.tools.policy.check(&tool.checked(args));
+    ) -> Result<Decision, AgentError> {
+        if let Some(narrowing) = &self.s.turn_tools {
+            if !crate::config::agent_files::tool_allowed(&narrowing.tools, tool.name()) {
+                let decision = Decision {
+                    outcome: Ruling::Deny,
+                    rule: "allowed-tools".into(),
+                    reason: format!(
+                        "{} allows only {}",
+                        narrowing.by,
+                        narrowing.tools.join(", ")
+                    ),
+                };
+                self.sink.emit(&Event::Permission {
+                    id: call.id.clone(),
+                    tool: tool.name().to_owned(),
+                    decision: decision.outcome.as_str().to_owned(),
+                    rule: decision.rule.clone(),
+                    reason: decision.reason.clone(),
+                });
+                return Ok(decision);
+            }
+        }
+        let hooks = self.pre_tool_use(tool.name(), call, args).await?;
+        let mut decision = match &hooks.block {
+            Some(reason) => Decision {
+                outcome: Ruling::Deny,
+                rule: "event-hook".into(),
+                reason: reason.clone(),
+            },
+            None => self.s.tools.policy.check(&tool.checked(args)),
+        };
+        match hooks.permission {
+            // A hook may ask for the user's word on a call the rules allow, never wave through one they deny.
+            Some(Permission::Ask) if decision.outcome == Ruling::Allow => {
+                decision.outcome = Ruling::Ask;
+                decision.rule = "event-hook".into();
+                decision.reason = "an event hook asks for your approval".into();
+            }
+            Some(Permission::Allow) if decision.needs_approval() => {
+                decision.outcome = Ruling::Approved;
+                decision.rule = "event-hook".into();
+            }
+            _ => {}
+        }
         if decision.needs_approval() {
+            let message = format!("git-agent needs your permission to use {}", tool.name());
+            let fields =
+                serde_json::json!({"message": message, "notification_type": "permission_prompt"});
+            self.fire(HookEvent::Notification, &["permission_prompt"], fields)
+                .await?;
             let subject = tool
                 .command_arg()
                 .and_then(|arg| args.get(arg))
@@ -301,7 +436,117 @@ impl Turn<'_> {
             rule: decision.rule.clone(),
             reason: decision.reason.clone(),
         });
-        decision
+        Ok(decision)
+    }
+
+    /// The `PreToolUse` hooks of a call; `args` become the `updatedInput` a hook gave.
+    async fn pre_tool_use(
+        &mut self,
+        tool: &str,
+        call: &ToolCall,
+        args: &mut serde_json::Value,
+    ) -> Result<HookVerdict, AgentError> {
+        let fields = event_hooks::tool_fields(tool, &call.id, args);
+        let names = event_hooks::tool_names(tool);
+        let verdict = self.fire(HookEvent::PreToolUse, &names, fields).await?;
+        if let Some(input) = &verdict.updated_input {
+            *args = event_hooks::from_claude_input(tool, input.clone());
+        }
+        Ok(verdict)
+    }
+
+    /// The `PostToolUse` (or, for a failed call, `PostToolUseFailure`) hooks of a call: what they say for the
+    /// model (`additionalContext`, a block's reason) joins the round's context.
+    async fn post_tool_use(
+        &mut self,
+        call: &ToolCall,
+        output: &ToolOutput,
+        round: &mut Round,
+    ) -> Result<(), AgentError> {
+        let event = if output.is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        let names = event_hooks::tool_names(&call.name);
+        if self.s.hooks.matching(event, &names).is_empty() {
+            return Ok(());
+        }
+        let args = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+        let mut fields = event_hooks::tool_fields(&call.name, &call.id, &args);
+        fields["tool_response"] = serde_json::json!({
+            "content": output.content,
+            "summary": output.summary,
+            "success": !output.is_error,
+        });
+        if output.is_error {
+            fields["error"] = serde_json::json!(output.content);
+        }
+        let verdict = self.fire(event, &names, fields).await?;
+        let name = event.as_str();
+        for text in verdict.context {
+            round
+                .context
+                .push(("hook", String::new(), format!("{name} hook: {text}")));
+        }
+        if let Some(reason) = verdict.block {
+            round
+                .context
+                .push(("hook", String::new(), format!("{name} hook: {reason}")));
+        }
+        Ok(())
+    }
+
+    /// Runs the hooks of `event` that match `names` with the event's JSON (`fields` added to the common
+    /// ones); each run is shown and recorded. Nothing is started when no hook matches.
+    pub(super) async fn fire(
+        &mut self,
+        event: HookEvent,
+        names: &[&str],
+        fields: serde_json::Value,
+    ) -> Result<HookVerdict, AgentError> {
+        let hooks = self.s.hooks.matching(event, names);
+        if hooks.is_empty() {
+            return Ok(HookVerdict::default());
+        }
+        let work = &self.s.work;
+        // Before a new session's checkout exists, the hooks run in the user's work tree, which it copies.
+        let dir = match work.pending {
+            Some(_) => work.store.workdir().to_path_buf(),
+            None => work.session.root().to_path_buf(),
+        };
+        let base = event_hooks::Base {
+            session_id: &work.session.id,
+            cwd: &dir,
+            agent_branch: super::session::short_branch(&work.session),
+            step_commit: work.session.tip.to_string(),
+        };
+        let input = base.input(event, fields);
+        let sandbox = Arc::clone(&self.s.tools.sandbox);
+        let runs = event_hooks::run_async(hooks, input, dir, sandbox).await;
+        let verdict = event_hooks::judge(event, runs, event == HookEvent::PreToolUse);
+        for (run, outcome) in &verdict.runs {
+            self.record_hook(event, run, outcome)?;
+        }
+        Ok(verdict)
+    }
+
+    fn record_hook(
+        &mut self,
+        event: HookEvent,
+        run: &event_hooks::HookRun,
+        outcome: &str,
+    ) -> Result<(), AgentError> {
+        // One fact once: the session log and the front-end get the same event (`show` replays it).
+        let event = Event::Hook {
+            event: event.as_str().to_owned(),
+            command: run.hook.command.clone(),
+            source: run.hook.source.clone(),
+            outcome: outcome.to_owned(),
+            duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        Ok(())
     }
 
     /// Puts a question to the front-end's approver, in safety's terms; a cancel while it is open answers it.

@@ -25,6 +25,7 @@ use std::task::Poll;
 
 use serde_json::json;
 
+use crate::config::agent_files::{self, AgentDef};
 use crate::config::prices::Price;
 use crate::config::{ModelConfig, Settings};
 use crate::model::retry::RetryPolicy;
@@ -39,6 +40,7 @@ use super::guards::Budget;
 use super::journal::Event as LogEvent;
 use super::stream;
 use super::turn::Turn;
+use crate::config::event_hooks::HookEvent;
 
 /// The tool's name.
 pub const TOOL: &str = "explore";
@@ -85,6 +87,35 @@ impl Explorer {
             _ => None,
         };
         Ok(Explorer { own, max_steps })
+    }
+}
+
+/// The tool that hands a task to a subagent defined in a file.
+pub const AGENT_TOOL: &str = "agent";
+/// The most model requests one subagent task may make (the session's budgets bound it too).
+const AGENT_MAX_STEPS: u32 = 30;
+
+/// The `agent` tool's schema, naming the subagents the session has.
+pub fn agent_schema(agents: &[AgentDef]) -> ToolSchema {
+    let list: Vec<String> = agents
+        .iter()
+        .map(|a| format!("- {}: {}", a.name, a.description))
+        .collect();
+    let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+    ToolSchema {
+        name: AGENT_TOOL.into(),
+        description: format!(
+            "Hand a task to a subagent: it works with its own instructions, context and tools and answers              with a summary; a subagent that may edit commits its changes to this session's branch. It sees              nothing of this conversation, so say everything it needs. The subagents:\n{}",
+            list.join("\n")
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "enum": names, "description": "The subagent"},
+                "task": {"type": "string", "description": "What it should do, with the names, paths and hints it needs"}
+            },
+            "required": ["name", "task"]
+        }),
     }
 }
 
@@ -135,6 +166,8 @@ struct Shared<'a> {
     control: &'a TurnControl,
     /// Environment variables whose values must stay out of child tool output (the key's).
     secret_envs: Vec<String>,
+    /// The session's event hooks: an explorer's calls meet the same `PreToolUse` hooks as the session's.
+    hooks: super::event_hooks::HookPlace,
 }
 
 /// What one child did.
@@ -215,6 +248,14 @@ impl Turn<'_> {
                 sandbox: Arc::clone(&s.tools.sandbox),
             },
             secret_envs: vec![s.model.config.api_key_env.clone()],
+            hooks: super::event_hooks::HookPlace {
+                hooks: s.hooks.clone(),
+                session_id: s.work.session.id.clone(),
+                dir: s.work.session.root().to_path_buf(),
+                agent_branch: super::session::short_branch(&s.work.session).to_owned(),
+                step_commit: s.work.session.tip.to_string(),
+                sandbox: Arc::clone(&s.tools.sandbox),
+            },
             policy: Mutex::new(&mut s.tools.policy),
             sink: Mutex::new(&mut *self.sink),
             used: Mutex::new((requests, spent)),
@@ -276,6 +317,279 @@ impl Turn<'_> {
     }
 }
 
+impl Turn<'_> {
+    /// Runs one `agent` call: the named subagent works on the task in a loop of its own (its system prompt,
+    /// its tools, its model if it names one) until it answers. Its calls go through the same path as the
+    /// session's (policy, approvals, event hooks, step commits naming it); its requests count against the
+    /// turn's budgets; its transcript is logged under the call, as an explorer's is.
+    pub(super) async fn delegate(&mut self, call: &ToolCall) -> Result<ToolOutput, AgentError> {
+        let args: serde_json::Value =
+            serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+        let name = args["name"].as_str().unwrap_or_default().to_owned();
+        let task = args["task"].as_str().unwrap_or_default().to_owned();
+        let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
+        self.sink.emit(&Event::ToolCall {
+            id: call.id.clone(),
+            name: AGENT_TOOL.to_owned(),
+            kind: ToolKind::Other,
+            label,
+            input: args,
+            location: None,
+        });
+        let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
+            _ if task.trim().is_empty() => ToolOutput::error(
+                "missing required string argument `task`: what the subagent should do",
+            ),
+            None => ToolOutput::error(format!(
+                "there is no subagent '{name}'; the subagents are: {}",
+                self.s
+                    .agents
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some(agent) => {
+                let previous = self.subagent.replace(agent.name.clone());
+                // The subagent's text becomes the reason in its steps' notes; the parent's is kept for its own.
+                let why = self.why.clone();
+                let output = self.subagent_loop(call, &agent, &task).await;
+                self.subagent = previous;
+                self.why = why;
+                let output = output?;
+                let fields = json!({"agent_name": agent.name, "stop_hook_active": false});
+                self.fire(HookEvent::SubagentStop, &[&agent.name], fields)
+                    .await?;
+                output
+            }
+        };
+        let event = Event::ToolResult {
+            id: call.id.clone(),
+            ok: !output.is_error,
+            summary: output.summary.clone(),
+            output: super::turn::model_view(&output),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
+        Ok(output)
+    }
+
+    /// The subagent's loop, from the task to its answer.
+    async fn subagent_loop(
+        &mut self,
+        call: &ToolCall,
+        agent: &AgentDef,
+        task: &str,
+    ) -> Result<ToolOutput, AgentError> {
+        let own = match &agent.model {
+            Some(spec) => match child_client(spec, self.s.work.store.workdir(), &self.s.model) {
+                Ok(own) => Some(own),
+                Err(message) => return Ok(ToolOutput::error(message)),
+            },
+            None => None,
+        };
+        let tools: Vec<Arc<dyn Tool>> = self
+            .s
+            .tools
+            .registry
+            .iter()
+            .filter(|t| {
+                agent
+                    .tools
+                    .as_ref()
+                    .is_none_or(|list| agent_files::tool_allowed(list, t.name()))
+            })
+            .cloned()
+            .collect();
+        let schemas: Vec<ToolSchema> = tools.iter().map(|t| t.schema()).collect();
+        let root = self.s.work.session.root().display().to_string();
+        let mut messages = vec![
+            Message::System {
+                content: format!(
+                    "{}\n\nYou are the subagent '{}' of git-agent, a coding agent, working in the repository                      checked out at {root}. Paths are relative to it. When you are done, answer without                      calling tools: what you did or found, citing path:line. The agent sees only that answer.",
+                    agent.prompt, agent.name
+                ),
+            },
+            Message::User {
+                content: task.to_owned(),
+            },
+        ];
+        self.log_child(
+            call,
+            LogEvent::User {
+                content: task.to_owned(),
+            },
+        )?;
+        let mut requests = 0u32;
+        loop {
+            let (used, spent) = self.used();
+            if let Some((_, reason)) = self.budget().exceeded(used, spent) {
+                return Ok(ToolOutput::error(format!(
+                    "the subagent {} stopped before it answered: the session's budget ran out ({reason})",
+                    agent.name
+                )));
+            }
+            requests += 1;
+            let last = requests >= AGENT_MAX_STEPS;
+            let offered: &[ToolSchema] = if last { &[] } else { &schemas };
+            let sent = match &own {
+                Some((client, model)) => {
+                    let request = Request {
+                        model: &model.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
+                    stream::quietly(client, &self.s.model.retry, &request, self.control).await
+                }
+                None => {
+                    let link = &self.s.model;
+                    let request = Request {
+                        model: &link.config.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
+                    stream::quietly(&link.client, &link.retry, &request, self.control).await
+                }
+            };
+            let response = match sent {
+                None => return Ok(ToolOutput::error("interrupted by the user")),
+                Some(Err(err)) => {
+                    return Ok(ToolOutput::error(format!(
+                        "the subagent {}'s model request failed: {err}",
+                        agent.name
+                    )))
+                }
+                Some(Ok(response)) => response,
+            };
+            let mut usage = Usage::default();
+            let mut cost = Cost::default();
+            if let Some(u) = &response.usage {
+                usage.add(u);
+                let price = own
+                    .as_ref()
+                    .map_or(self.s.model.config.price, |(_, m)| m.price);
+                cost.add_request(price.map(|p| p.cost(u)));
+            }
+            let tokens = usage.input_tokens + usage.output_tokens;
+            self.charge(used + 1, spent + tokens, &usage, &cost);
+            self.log_child(
+                call,
+                LogEvent::Assistant {
+                    content: response.text.clone(),
+                    tool_calls: response.tool_calls.clone(),
+                    thinking: Vec::new(),
+                },
+            )?;
+            messages.push(Message::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking,
+            });
+            if response.tool_calls.is_empty() || last {
+                let answer = response.text.trim();
+                if answer.is_empty() {
+                    return Ok(ToolOutput::error(format!(
+                        "the subagent {} answered with nothing",
+                        agent.name
+                    )));
+                }
+                let summary = format!("{}: {requests} request{}", agent.name, plural(requests));
+                return Ok(ToolOutput::ok(answer.to_owned(), summary));
+            }
+            self.why.clone_from(&response.text);
+            for child in &response.tool_calls {
+                let tool = tools.iter().find(|t| t.name() == child.name).cloned();
+                let output = match tool {
+                    Some(tool) => {
+                        // The session's path records the result as it is shown: at the top of the log, where
+                        // a resume skips it (its call is the subagent's, not the session's).
+                        let output = self.call_tool(Some(&tool), child, false).await?;
+                        self.recorded.retain(|id| *id != child.id);
+                        output
+                    }
+                    None => {
+                        let refusal = ToolOutput::error(format!(
+                            "`{}` is not among the tools of the subagent {} ({}); say in your answer what \
+                             should be done instead",
+                            child.name,
+                            agent.name,
+                            tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                        ));
+                        self.sink.emit(&Event::ToolCall {
+                            id: child.id.clone(),
+                            name: child.name.clone(),
+                            kind: ToolKind::Other,
+                            label: format!("{} (refused)", child.name),
+                            input: serde_json::Value::Null,
+                            location: None,
+                        });
+                        self.sink.emit(&Event::ToolResult {
+                            id: child.id.clone(),
+                            ok: false,
+                            summary: refusal.summary.clone(),
+                            output: refusal.content.clone(),
+                        });
+                        self.log_child(
+                            call,
+                            LogEvent::ToolResult {
+                                tool_call_id: child.id.clone(),
+                                name: child.name.clone(),
+                                ok: false,
+                                summary: refusal.summary.clone(),
+                                content: refusal.content.clone(),
+                            },
+                        )?;
+                        refusal
+                    }
+                };
+                messages.push(Message::Tool {
+                    tool_call_id: child.id.clone(),
+                    content: output.content,
+                });
+            }
+        }
+    }
+
+    /// Logs an event of a subagent under the call that started it (never part of the session's own
+    /// conversation on resume).
+    fn log_child(&mut self, call: &ToolCall, event: LogEvent) -> Result<(), AgentError> {
+        let nested = LogEvent::Explore {
+            parent: call.id.clone(),
+            event: Box::new(event),
+        };
+        self.s.work.log.append(nested.to_json())?;
+        Ok(())
+    }
+}
+
+/// The client of a subagent that names its own model (`provider/model`), resolved as the session's is.
+fn child_client(
+    spec: &str,
+    workdir: &std::path::Path,
+    main: &super::session::ModelLink,
+) -> Result<(Client, ModelConfig), String> {
+    let env = |name: &str| crate::safety::secrets::var(name);
+    let settings = Settings::load(workdir, &env).unwrap_or_default();
+    let model = settings
+        .resolve(Some(spec), &env)
+        .map_err(|err| format!("the subagent's model '{spec}' cannot be used: {err}"))?;
+    if let Some(key) = &model.api_key {
+        crate::safety::redact::register(key, &model.api_key_env);
+    }
+    let client = Client::new_tuned(
+        model.wire,
+        model.base_url.clone(),
+        model.api_key.clone(),
+        main.timeouts().0,
+        main.timeouts().1,
+        model.tuning.clone(),
+    )
+    .map_err(|err| format!("the subagent's model '{spec}' cannot be used: {err}"))?;
+    Ok((client, model))
+}
+
 impl Shared<'_> {
     /// One child loop, from the task to its summary.
     async fn run(&self, parent: &str, task: &str) -> Run {
@@ -296,8 +610,13 @@ impl Shared<'_> {
             },
         ];
         // Reads of the child are its own: the parent's stale-read guard must not take them for the parent's.
+        let state = SessionState::new(None, self.secret_envs.clone());
+        // The parent's language servers answer the child's `lsp` queries (read-only operations only).
+        if let Some(pool) = self.ctx.session.lsp() {
+            state.set_lsp(Arc::clone(pool));
+        }
         let ctx = ToolContext {
-            session: Arc::new(SessionState::new(None, self.secret_envs.clone())),
+            session: Arc::new(state),
             ..self.ctx.clone()
         };
         let (mut requests, mut calls) = (0u32, 0u32);
@@ -486,7 +805,10 @@ impl Shared<'_> {
             (Some(_), None) => ToolOutput::error("the arguments must be a JSON object"),
             (Some(tool), Some(args)) => {
                 looked_at.push(label);
-                self.checked_run(tool, args, ctx).await
+                match self.hooked(parent, tool.name(), &call.id, args).await {
+                    Ok(args) => self.checked_run(tool, args, ctx).await,
+                    Err(refusal) => refusal,
+                }
             }
         };
         self.emit(
@@ -543,6 +865,38 @@ impl Shared<'_> {
             ));
         }
         output
+    }
+
+    /// The session's `PreToolUse` hooks on a child's call: the arguments to run it with, or the refusal.
+    async fn hooked(
+        &self,
+        parent: &str,
+        tool: &str,
+        call_id: &str,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, ToolOutput> {
+        let Some(verdict) = self.hooks.pre_tool_use(tool, call_id, &args).await else {
+            return Ok(args);
+        };
+        for (run, outcome) in &verdict.runs {
+            let event = Event::Hook {
+                event: HookEvent::PreToolUse.as_str().to_owned(),
+                command: run.hook.command.clone(),
+                source: run.hook.source.clone(),
+                outcome: outcome.clone(),
+                duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+            };
+            self.emit(parent, event);
+        }
+        if let Some(reason) = verdict.block {
+            return Err(ToolOutput::error(format!(
+                "blocked by event-hook: {reason}"
+            )));
+        }
+        Ok(match verdict.updated_input {
+            Some(input) => super::event_hooks::from_claude_input(tool, input),
+            None => args,
+        })
     }
 
     fn emit(&self, parent: &str, event: Event) {

@@ -42,6 +42,15 @@ pub enum Event {
         commit: String,
         files: Vec<String>,
     },
+    /// What the language servers found new after the call `id`, stored as `protocol::Event::Diagnostics`.
+    Diagnostics {
+        id: String,
+        summary: String,
+        errors: usize,
+        warnings: usize,
+        errors_left: usize,
+        lines: Vec<String>,
+    },
     /// Token usage of one model request.
     Usage {
         input_tokens: u64,
@@ -133,6 +142,14 @@ pub enum Event {
     /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
     /// results and usage); never part of the session's own conversation.
     Explore { parent: String, event: Box<Event> },
+    /// An event hook ran (issue 26): [`protocol::Event::Hook`] as stored (see [`record`]).
+    Hook {
+        event: String,
+        command: String,
+        source: String,
+        outcome: String,
+        duration_ms: u64,
+    },
 }
 
 impl Event {

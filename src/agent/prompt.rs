@@ -14,7 +14,17 @@ pub struct Environment<'a> {
     pub date: &'a str,
     /// `--here`: the checkout is the user's own work tree.
     pub here: bool,
+    /// The `lsp`, `rename` and `replace_symbol` tools are offered.
+    pub lsp: bool,
 }
+
+/// When to ask the language server rather than search text (only said when its tools are offered).
+const LSP_RULES: &str = "
+- To find where a symbol is defined, used, implemented or called, prefer lsp (definition, references, \
+implementations, incoming_calls) over search: it follows the language, not the spelling. Use search for text, \
+comments and files the server does not know.
+- To rename a symbol, use rename (every file in one step); edits report the new errors the language server \
+found: fix them before you go on.";
 
 const IDENTITY: &str = "\
 You are git-agent, a coding agent working inside a git repository on the user's behalf. You are given a goal \
@@ -42,6 +52,9 @@ finish with status \"blocked\" and say what is missing.
 pub fn system_prompt(env: &Environment<'_>, instructions: &str) -> String {
     let mut prompt = String::with_capacity(IDENTITY.len() + instructions.len() + 256);
     prompt.push_str(IDENTITY);
+    if env.lsp {
+        prompt.push_str(LSP_RULES);
+    }
     if !instructions.is_empty() {
         prompt.push_str("\n\n");
         prompt.push_str(instructions.trim_end());

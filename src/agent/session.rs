@@ -88,6 +88,14 @@ pub(super) fn add_spend(meta: &mut Meta, usage: &Usage, cost: &Cost) {
     meta.cost_usd = total.known();
 }
 
+/// The tools a turn may use, as a command's `allowed-tools` names them.
+#[derive(Clone, Debug)]
+pub(super) struct Narrowing {
+    /// What narrowed them, for refusals: `/fix-issue`.
+    pub by: String,
+    pub tools: Vec<String>,
+}
+
 /// Which session `--resume` / `--continue` means.
 #[derive(Debug, Clone)]
 pub enum Resume {
@@ -116,6 +124,14 @@ pub struct AgentSession {
     pub(super) skills: SessionSkills,
     /// How `explore` calls run.
     pub(super) explore: Explorer,
+    /// The event hooks the session runs (issue 26).
+    pub(super) hooks: super::event_hooks::SessionHooks,
+    /// Subagents defined in files, which the `agent` tool hands tasks to.
+    pub(super) agents: Vec<crate::config::agent_files::AgentDef>,
+    /// Commands defined in files: a prompt `/name args` runs one.
+    file_commands: Vec<crate::config::agent_files::FileCommand>,
+    /// The tools this turn may use (a command's `allowed-tools`): `None` for all.
+    pub(super) turn_tools: Option<Narrowing>,
     /// The `session` event, shown once the model first answers.
     pub(super) line: SessionLine,
     /// The model has answered at least once in this process.
@@ -161,6 +177,13 @@ pub(super) struct ModelLink {
     idle_timeout: Duration,
 }
 
+impl ModelLink {
+    /// The connect and idle timeouts the session's clients are made with.
+    pub(super) fn timeouts(&self) -> (Duration, Duration) {
+        (self.connect_timeout, self.idle_timeout)
+    }
+}
+
 /// What tool calls run with.
 pub(super) struct Toolbox {
     pub registry: Registry,
@@ -189,6 +212,8 @@ pub(super) struct Toolbox {
     /// Whether `mcp_later` has servers to start: then the first request waits for the checkout, so they
     /// can start and be waited for (see [`AgentSession::await_mcp`]).
     pub mcp_configured: bool,
+    /// The language servers to attach once a new session's checkout exists (they run in it).
+    pub lsp_later: Option<super::lsp::LspPlan>,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -295,9 +320,39 @@ impl AgentSession {
         let (safety, run_timeout) = (options.safety, options.run_timeout);
         let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
+        let own_hooks = settings
+            .as_ref()
+            .ok()
+            .and_then(|s| s.user.event_hooks.as_ref());
+        let (hooks, notices) =
+            super::event_hooks::SessionHooks::load(store.workdir(), store.common_dir(), own_hooks);
+        for message in &notices {
+            sink.emit(&Event::Notice {
+                topic: "event-hooks".to_owned(),
+                message: message.clone(),
+            });
+        }
+        let home = dirs::home_dir();
+        let (agents, problems) =
+            crate::config::agent_files::load_agents(store.workdir(), home.as_deref());
+        for problem in &problems {
+            sink.emit(&Event::Warning {
+                message: format!("subagent skipped: {problem}"),
+            });
+        }
+        let file_commands =
+            crate::config::agent_files::load_commands(store.workdir(), home.as_deref());
         let skills = SessionSkills::load(&store, caps, sink);
         if let Some(tool) = skills.tool() {
             tools.registry.add(tool);
+        }
+        // Language servers too run in the checkout, and only start when a tool touches a file of theirs.
+        let lsp = super::lsp::plan(&settings, store.common_dir(), sink);
+        lsp.offer(store.workdir(), &mut tools.registry);
+        if pending.is_some() && !session.checkout.is_here() {
+            tools.lsp_later = Some(lsp);
+        } else {
+            lsp.attach(session.root(), &tools.sandbox, &tools.state);
         }
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
@@ -324,7 +379,7 @@ impl AgentSession {
         let conv = Conversation::load(
             &store,
             &session,
-            offered(&tools),
+            offered(&tools, &agents),
             &events,
             cwd,
             &instructions_root,
@@ -366,6 +421,10 @@ impl AgentSession {
             line,
             skills,
             explore,
+            hooks,
+            agents,
+            file_commands,
+            turn_tools: None,
             announced: false,
             resumed,
             turns: 0,
@@ -388,6 +447,9 @@ impl AgentSession {
         approver: &mut dyn Approver,
         control: &TurnControl,
     ) -> Result<TurnEnd, AgentError> {
+        let (expanded, tools) = self.expand_command(prompt).unzip();
+        let prompt = expanded.as_deref().unwrap_or(prompt);
+        self.turn_tools = tools.flatten();
         self.begin(prompt)?;
         let mut turn = Turn::new(self, sink, approver, control);
         let result = match turn.run(prompt).await {
@@ -538,7 +600,7 @@ impl AgentSession {
         if self.tools.mcp.is_empty() {
             return;
         }
-        let schemas = offered(&self.tools);
+        let schemas = offered(&self.tools, &self.agents);
         if schemas != self.conv.schemas {
             self.context.accounting.set_schemas(&schemas);
             self.conv.schemas = schemas;
@@ -560,8 +622,12 @@ impl AgentSession {
         // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
         self.tools.state.shutdown();
         self.tools.mcp.stop_blocking();
+        if let Some(pool) = self.tools.state.lsp() {
+            pool.shutdown();
+        }
         // A start still under way is finished first, so what it made is kept or rolled back as a whole.
         let _ = self.ready_blocking();
+        self.session_end_hooks();
         let work = &mut self.work;
         if self.start_failed {
             // Best effort: the start's own error is what the user needs to see; it cleaned up after itself.
@@ -579,6 +645,54 @@ impl AgentSession {
         if let Some(scratch) = self.tools.scratch.take() {
             scratch.remove();
         }
+    }
+
+    /// Runs the `SessionEnd` hooks of a session that did something (their answers cannot change it any
+    /// more: they are run, not read).
+    fn session_end_hooks(&self) {
+        use crate::config::event_hooks::HookEvent;
+        if self.untouched || self.start_failed || !self.hooks.has(HookEvent::SessionEnd) {
+            return;
+        }
+        let hooks = self.hooks.matching(HookEvent::SessionEnd, &["other"]);
+        let session = &self.work.session;
+        let base = super::event_hooks::Base {
+            session_id: &session.id,
+            cwd: session.root(),
+            agent_branch: short_branch(session),
+            step_commit: session.tip.to_string(),
+        };
+        let input = base.input(
+            HookEvent::SessionEnd,
+            serde_json::json!({"reason": "other"}),
+        );
+        super::event_hooks::run_all(hooks, &input, session.root(), Some(&self.tools.sandbox));
+    }
+
+    /// A prompt `/name args` naming a command defined in a file: its expanded prompt, and the tools it
+    /// allows (with the command, for refusals); `None` for any other prompt.
+    fn expand_command(&self, prompt: &str) -> Option<(String, Option<Narrowing>)> {
+        let rest = prompt.trim().strip_prefix('/')?;
+        let (name, args) = match rest.find(char::is_whitespace) {
+            Some(at) => (&rest[..at], rest[at..].trim()),
+            None => (rest, ""),
+        };
+        let command = self.file_commands.iter().find(|c| c.name == name)?;
+        let tools = command.allowed_tools.clone().map(|tools| Narrowing {
+            by: format!("/{name}"),
+            tools,
+        });
+        Some((command.expand(args), tools))
+    }
+
+    /// The commands defined in files (`.claude/commands`, `.agents/commands`, repository and home).
+    pub fn file_commands(&self) -> &[crate::config::agent_files::FileCommand] {
+        &self.file_commands
+    }
+
+    /// The subagents defined in files.
+    pub fn agents(&self) -> &[crate::config::agent_files::AgentDef] {
+        &self.agents
     }
 
     /// The session's id (6 hex characters).
@@ -744,6 +858,9 @@ impl AgentSession {
             self.tools.sandbox = Arc::new(sandbox);
             self.conv.instructions.rebase(root);
         }
+        if let Some(lsp) = self.tools.lsp_later.take() {
+            lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
+        }
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
@@ -878,6 +995,7 @@ impl Toolbox {
             memory: super::memory::SessionMemory::off(),
             mcp_added: Vec::new(),
             mcp_configured: false,
+            lsp_later: None,
         }
     }
 }
@@ -898,11 +1016,13 @@ impl Conversation {
         for path in journal::loaded_instructions(events) {
             instructions.already_loaded(&path);
         }
+        let lsp = schemas.iter().any(|s| s.name == "lsp");
         let system = system_prompt(
             session,
             &mut instructions,
             &relative_cwd(store, cwd),
             skills,
+            lsp,
         );
         let mut messages = vec![Message::System { content: system }];
         messages.extend(journal::rebuild(events));
@@ -1128,6 +1248,7 @@ fn system_prompt(
     instructions: &mut Instructions,
     cwd: &Path,
     skills: &str,
+    lsp: bool,
 ) -> String {
     let checkout = session.root().display().to_string();
     let base = session.base.to_string();
@@ -1137,6 +1258,7 @@ fn system_prompt(
         base: &base,
         date: &date::today(),
         here: session.checkout.is_here(),
+        lsp,
     };
     let files = instructions.initial(cwd);
     let mut section = if files.is_empty() {
@@ -1170,11 +1292,14 @@ pub(super) fn short_branch(session: &Session) -> &str {
 
 /// What the model is offered: the registry's tools, `plan_update` and `finish`, then the MCP tools (last, so
 /// the stable part of the request comes first for prompt caches, and servers joining change only its end).
-fn offered(tools: &Toolbox) -> Vec<ToolSchema> {
+fn offered(tools: &Toolbox, agents: &[crate::config::agent_files::AgentDef]) -> Vec<ToolSchema> {
     let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
     schemas.extend(plan::schemas());
     schemas.extend(tools.memory.schemas());
     schemas.push(explore::schema());
+    if !agents.is_empty() {
+        schemas.push(explore::agent_schema(agents));
+    }
     schemas.extend(tools.mcp.offered());
     schemas
 }

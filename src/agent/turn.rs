@@ -12,10 +12,13 @@ use crate::protocol::{Approver, Cost, Event, Message, Sink, Status, ToolCall, Us
 use crate::store::StoreError;
 use crate::tools::ToolOutput;
 
+use crate::config::event_hooks::HookEvent;
+
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
 use super::error::{AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
+use super::event_hooks::MAX_STOP_CONTINUES;
 use super::explore;
 use super::guards::{Budget, Guards};
 use super::journal::Event as LogEvent;
@@ -70,6 +73,8 @@ pub(super) struct Turn<'t> {
     pub(super) guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
     pub(super) why: String,
+    /// The subagent whose calls are being run, named in their step commits.
+    pub(super) subagent: Option<String>,
     /// The calls whose result is already in the log, recorded when the front-end was shown it.
     pub(super) recorded: Vec<String>,
 }
@@ -113,6 +118,7 @@ impl<'t> Turn<'t> {
             control,
             guards: Guards::default(),
             why: String::new(),
+            subagent: None,
             recorded: Vec::new(),
         }
     }
@@ -155,13 +161,72 @@ impl<'t> Turn<'t> {
             self.add_context("plan", "", text)?;
         }
         self.inject_memory(prompt)?;
+        if self.s.turns == 1 {
+            let source = if self.s.resumed { "resume" } else { "startup" };
+            let fields = serde_json::json!({"source": source});
+            let verdict = self
+                .fire(HookEvent::SessionStart, &[source], fields)
+                .await?;
+            for text in verdict.context {
+                self.add_context("hook", "", format!("SessionStart hook: {text}"))?;
+            }
+        }
+        let fields = serde_json::json!({"prompt": prompt});
+        let verdict = self.fire(HookEvent::UserPromptSubmit, &[], fields).await?;
+        if let Some(reason) = verdict.block {
+            // Claude Code's way: a blocked prompt never reaches the model.
+            return Ok(LoopEnd::Stopped {
+                status: Status::Blocked,
+                reason: format!("a UserPromptSubmit event hook blocked the prompt: {reason}"),
+            });
+        }
         self.add_user(prompt)?;
+        for text in verdict.context {
+            self.add_context("hook", "", format!("UserPromptSubmit hook: {text}"))?;
+        }
         self.rounds().await
+    }
+
+    /// The `Stop` hooks, when the turn would end with an answer: one that blocks sends the model back to
+    /// work with its reason (at most [`MAX_STOP_CONTINUES`] times a turn; the budgets bound it too). True
+    /// when the turn goes on.
+    async fn stop_hooks(
+        &mut self,
+        outcome: &LoopEnd,
+        continued: &mut u32,
+    ) -> Result<bool, AgentError> {
+        let message = match outcome {
+            LoopEnd::Answered(text) => text.as_str(),
+            LoopEnd::Finished(finish) => finish.summary.as_str(),
+            _ => return Ok(false),
+        };
+        if !self.s.hooks.has(HookEvent::Stop) {
+            return Ok(false);
+        }
+        let fields = serde_json::json!({
+            "stop_hook_active": *continued > 0,
+            "last_assistant_message": message,
+        });
+        let verdict = self.fire(HookEvent::Stop, &[], fields).await?;
+        let Some(reason) = verdict.block else {
+            return Ok(false);
+        };
+        if *continued >= MAX_STOP_CONTINUES {
+            let warning = format!(
+                "a Stop event hook blocked the end of the turn {MAX_STOP_CONTINUES} times; the turn ends: {reason}"
+            );
+            self.sink.emit(&Event::Warning { message: warning });
+            return Ok(false);
+        }
+        *continued += 1;
+        self.add_context("hook", "", format!("Stop hook: {reason}"))?;
+        Ok(true)
     }
 
     /// The loop proper: one model request and its tool calls per round.
     async fn rounds(&mut self) -> Result<LoopEnd, AgentError> {
         let mut trimmed = false;
+        let mut stop_continues = 0;
         loop {
             if let Some((status, reason)) = self
                 .tally
@@ -218,6 +283,9 @@ impl<'t> Turn<'t> {
             self.s.start_window_probe();
             trimmed = false;
             if let Some(outcome) = self.answered(response).await? {
+                if self.stop_hooks(&outcome, &mut stop_continues).await? {
+                    continue;
+                }
                 return Ok(outcome);
             }
         }
@@ -226,10 +294,27 @@ impl<'t> Turn<'t> {
     /// Sends the conversation, streaming the reply to the front-end.
     async fn request(&mut self) -> Result<Streamed, ModelError> {
         let conv = &self.s.conv;
+        // A command's `allowed-tools` narrows what this turn offers (the agent's own tools stay).
+        let narrowed: Vec<_>;
+        let tools = match &self.s.turn_tools {
+            Some(narrowing) => {
+                narrowed = conv
+                    .schemas
+                    .iter()
+                    .filter(|t| {
+                        super::plan::OwnTool::find(&t.name).is_some()
+                            || crate::config::agent_files::tool_allowed(&narrowing.tools, &t.name)
+                    })
+                    .cloned()
+                    .collect();
+                &narrowed[..]
+            }
+            None => &conv.schemas[..],
+        };
         let request = Request {
             model: &self.s.model.config.model,
             messages: &conv.messages,
-            tools: &conv.schemas,
+            tools,
             max_tokens: None,
         };
         self.tally.requests += 1;
@@ -371,6 +456,8 @@ impl<'t> Turn<'t> {
                 explored[i]
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
+            } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
+                self.delegate(call).await?
             } else {
                 self.dispatch(call, truncated, &mut round).await?
             };
@@ -393,6 +480,9 @@ impl<'t> Turn<'t> {
         let Some(pending) = self.s.context.prepare(&mut self.s.conv.messages, force) else {
             return Ok(false);
         };
+        let trigger = if force { "manual" } else { "auto" };
+        let fields = serde_json::json!({"trigger": trigger, "custom_instructions": focus.unwrap_or_default()});
+        self.fire(HookEvent::PreCompact, &[trigger], fields).await?;
         let ask = self.s.context.summary_request(
             &pending,
             &self.s.conv.messages,

@@ -3,6 +3,7 @@
 
 mod accept;
 mod acp;
+mod agents;
 mod ask;
 pub mod chat;
 mod config;
@@ -14,6 +15,7 @@ mod fix;
 mod gc;
 mod hook;
 mod log;
+mod lsp;
 mod mcp;
 mod memory;
 mod parse;
@@ -75,6 +77,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Ask(args) => ask::run(&mut ctx, args),
         Command::Acp(args) => acp::run(&mut ctx, args),
+        Command::Agents(args) => agents::run(&ctx, args),
         Command::Chat(args) => chat::run(&mut ctx, args),
         Command::Config(args) => config::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
@@ -95,6 +98,7 @@ pub fn run() -> i32 {
         Command::Skill(args) => skill::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Trust(args) => trust::run(&ctx, args),
+        Command::Lsp(args) => lsp::run(&ctx, args),
     };
     match result {
         Ok(()) => 0,

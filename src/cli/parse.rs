@@ -9,8 +9,8 @@
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 
 use super::{
-    accept, acp, ask, chat, config, diff, discard, fix, gc, hook, log, mcp, memory, pr, pull, push,
-    review, show, skill, stats, trust, undo,
+    accept, acp, agents, ask, chat, config, diff, discard, fix, gc, hook, log, lsp, mcp, memory,
+    pr, pull, push, review, show, skill, stats, trust, undo,
 };
 
 /// A git-native coding agent: `git agent ask "goal"` works on a scratch branch, one commit per step
@@ -31,6 +31,7 @@ pub struct Cli {
 pub(super) enum Command {
     Ask(ask::AskArgs),
     Acp(acp::AcpArgs),
+    Agents(agents::AgentsArgs),
     Chat(chat::ChatArgs),
     Config(config::ConfigArgs),
     Log(log::LogArgs),
@@ -51,6 +52,7 @@ pub(super) enum Command {
     Skill(skill::SkillArgs),
     Stats(stats::StatsArgs),
     Trust(trust::TrustArgs),
+    Lsp(lsp::LspArgs),
 }
 
 impl Command {
@@ -100,6 +102,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
     Some(match name {
         "ask" => one::<ask::AskArgs>("ask"),
         "acp" => one::<acp::AcpArgs>("acp"),
+        "agents" => one::<agents::AgentsArgs>("agents"),
         "chat" => one::<chat::ChatArgs>("chat"),
         "config" => one::<config::ConfigArgs>("config"),
         "log" => one::<log::LogArgs>("log"),
@@ -120,6 +123,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "skill" => one::<skill::SkillArgs>("skill"),
         "stats" => one::<stats::StatsArgs>("stats"),
         "trust" => one::<trust::TrustArgs>("trust"),
+        "lsp" => one::<lsp::LspArgs>("lsp"),
         _ => return None,
     })
 }

@@ -336,7 +336,37 @@ pub(super) fn replay(events: &[serde_json::Value], sink: &mut dyn Sink) {
                 duration_ms,
                 output,
             }),
+            journal::Event::Hook {
+                event,
+                command,
+                source,
+                outcome,
+                duration_ms,
+                ..
+            } => sink.emit(&Event::Hook {
+                event,
+                command,
+                source,
+                outcome,
+                duration_ms,
+            }),
             // A proposal is the `remember` call shown above it.
+            // Recorded right after the result it belongs to, so shown where it stands.
+            journal::Event::Diagnostics {
+                id,
+                summary,
+                errors,
+                warnings,
+                errors_left,
+                lines,
+            } => sink.emit(&Event::Diagnostics {
+                id,
+                summary,
+                errors,
+                warnings,
+                errors_left,
+                lines,
+            }),
             journal::Event::Usage { .. }
             | journal::Event::ToolResult { .. }
             | journal::Event::Remember { .. } => {}

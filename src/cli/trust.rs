@@ -21,7 +21,8 @@ use crate::safety::quote::visible;
 /// Show what this repository asks git-agent to run, and trust it
 ///
 /// A repository can ask git-agent to run things: a `check` in .git-agent.toml (run by `fix` and the git
-/// hooks) and the MCP servers of .mcp.json (started by sessions). None of it runs until you trust its exact
+/// hooks), the MCP servers of .mcp.json (started by sessions) and the event hooks of .claude/settings.json,
+/// .claude/settings.local.json and .codex/hooks.json (run by sessions around tool calls). None of it runs until you trust its exact
 /// content in this repository; a change (a pull, a branch switch) needs trust again. Without --list this
 /// prints each item, with control characters made visible, and records your trust in it as it is now.
 /// Trust is kept in your own state directory, never in the repository. A check you give with --check or
@@ -39,7 +40,7 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
     let settings = Settings::load(ctx.cwd(), &env)?;
     let items = trust::asked(store.workdir(), settings.repo.check.as_deref());
     if items.is_empty() {
-        println!("this repository asks git-agent to run nothing (no check in .git-agent.toml, no .mcp.json)");
+        println!("this repository asks git-agent to run nothing (no check in .git-agent.toml, no .mcp.json, no event hooks)");
         return Ok(());
     }
     let ledger = Ledger::for_repo(store.common_dir());
@@ -67,7 +68,7 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
 fn shown(item: &Item) -> String {
     match item.kind {
         Kind::Check => format!("  {}\n", visible(&item.text)),
-        Kind::McpServers => item
+        Kind::McpServers | Kind::EventHooks | Kind::LspServers => item
             .text
             .split('\n')
             .map(|line| format!("  | {}\n", visible(line)))

@@ -54,6 +54,11 @@ pub struct FileConfig {
     pub skills: super::skills::SkillsConfig,
     /// `[prices."provider/model"]` tables (user file only), in file order.
     pub prices: Vec<(String, super::prices::Price)>,
+    /// `[[event_hooks.<Event>]]` (user file only), in the JSON shape of Claude Code's `hooks` object (see
+    /// [`super::event_hooks`]).
+    pub event_hooks: Option<serde_json::Value>,
+    /// The `[lsp]` table: language servers and diagnostics after edits.
+    pub lsp: super::lsp::LspConfig,
 }
 
 /// The `[hooks]` table: what the git hooks that `git agent hook install` writes do.
@@ -195,6 +200,12 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
         ["mcp_servers", _, rest @ ..] => super::mcp::key_type(rest),
         ["memory", key] => super::memory::key_type(key),
         ["prices", _, key] => super::prices::key_type(key),
+        ["lsp", "diagnostics"] => Some(KeyType::Bool),
+        ["lsp", "diagnostics_wait" | "startup_timeout"] => Some(KeyType::Seconds),
+        ["lsp", _, "command"] => Some(KeyType::String),
+        ["lsp", _, "args" | "extensions" | "root_markers"] => Some(KeyType::StringList),
+        ["lsp", _, "enabled"] => Some(KeyType::Bool),
+        ["lsp", _, "initialization_options"] => Some(KeyType::Table),
         _ => super::skills::key_type(path),
     }
 }
@@ -232,6 +243,11 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "mcp_servers" => config.mcp_servers = ctx.mcp_servers(item, span)?,
             "memory" => config.memory = super::memory::parse(&ctx, item, span)?,
             "prices" => config.prices = super::prices::parse(&ctx, item, span)?,
+            "lsp" => {
+                let from_repo = ctx.scope == Scope::Repo;
+                config.lsp = super::lsp::parse(item, span, from_repo)
+                    .map_err(|p| ctx.error(p.span, &p.key, p.message))?;
+            }
             "max_capture_size" => config.max_capture_size = Some(ctx.count(item, key, span)?),
             "worktree_pool" => {
                 if ctx.scope == Scope::Repo {
@@ -256,6 +272,19 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
             "check_timeout" => config.check_timeout = Some(ctx.seconds(item, key, span)?),
             "mcp_startup_wait" => config.mcp_startup_wait = Some(ctx.seconds(item, key, span)?),
             "hooks" => config.hooks = ctx.hooks(item, span)?,
+            "event_hooks" => {
+                if ctx.scope == Scope::Repo {
+                    return Err(ctx.error(
+                        span,
+                        key,
+                        "event hooks run commands: set them in your own config file, or in .claude/settings.json (which needs `git agent trust`)",
+                    ));
+                }
+                let value = super::event_hooks::toml_to_json(item);
+                super::event_hooks::parse(&value, "event_hooks")
+                    .map_err(|problem| ctx.error(span, key, problem))?;
+                config.event_hooks = Some(value);
+            }
             "providers" => {
                 let table = ctx.table(item, key, span)?;
                 for (name, item) in table.iter() {
@@ -279,8 +308,8 @@ pub fn parse(path: &Path, text: &str, scope: Scope) -> Result<FileConfig, Config
 
 const TOP_KEYS: &str = "model, connect_timeout, idle_timeout, context_window, compact_at, prune, \
                         compact, attribution, max_capture_size, worktree_pool, explore_model, \
-                        explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], \
-                        [prices], [providers.<name>], [mcp_servers.<name>]";
+                        explore_max_steps, check, check_timeout, mcp_startup_wait, [retry], [skills], [hooks], [memory], [event_hooks], \
+                        [prices], [providers.<name>], [mcp_servers.<name>], [lsp]";
 const RETRY_KEYS: &str = "max_attempts, base_delay, max_delay, max_retry_after";
 const HOOK_KEYS: &str = "mode, max_steps, max_time";
 const PROVIDER_KEYS: &str = "kind, base_url, api_key_env, api_key_command, headers, extra_body, \

@@ -28,6 +28,11 @@ pub enum Kind {
     Check,
     /// A `.mcp.json`: the whole file, since every server in it is a command or an endpoint.
     McpServers,
+    /// A file of event hooks (`.claude/settings.json`, `.codex/hooks.json`, ...): the whole file, since
+    /// every hook in it is a command a session runs.
+    EventHooks,
+    /// The `[lsp]` table of `.git-agent.toml`: language servers sessions start (they run project code).
+    LspServers,
 }
 
 impl Kind {
@@ -36,6 +41,8 @@ impl Kind {
         match self {
             Kind::Check => "check",
             Kind::McpServers => "mcp-servers",
+            Kind::EventHooks => "event-hooks",
+            Kind::LspServers => "lsp-servers",
         }
     }
 
@@ -44,6 +51,8 @@ impl Kind {
         match self {
             Kind::Check => "check (a shell command run by fix and the git hooks)",
             Kind::McpServers => "MCP servers (programs and endpoints sessions start)",
+            Kind::EventHooks => "event hooks (commands sessions run before and after tool calls)",
+            Kind::LspServers => "language servers (programs sessions start on the checkout)",
         }
     }
 }
@@ -74,6 +83,24 @@ impl Item {
             kind: Kind::McpServers,
             source: super::syntax::PROJECT_FILE.to_owned(),
             text: String::from_utf8_lossy(bytes).into_owned(),
+        }
+    }
+
+    /// A repository file of event hooks (`source`, relative to the work tree), whole.
+    pub fn event_hooks(source: &str, text: &str) -> Item {
+        Item {
+            kind: Kind::EventHooks,
+            source: source.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    /// A repository's `[lsp]` table, whole (as `.git-agent.toml` would hold it alone).
+    pub fn lsp_servers(text: &str) -> Item {
+        Item {
+            kind: Kind::LspServers,
+            source: super::syntax::REPO_FILE.to_owned(),
+            text: text.to_owned(),
         }
     }
 
@@ -230,7 +257,8 @@ fn ledger_path() -> Option<PathBuf> {
 }
 
 /// Everything the repository at `workdir` now asks to run: its `check` (from `repo_check`, the value of
-/// its `.git-agent.toml`) and its `.mcp.json`.
+/// its `.git-agent.toml`), its `.mcp.json`, its files of event hooks and the language servers of its
+/// `.git-agent.toml`.
 pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     let mut items = Vec::new();
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
@@ -238,6 +266,15 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     }
     if let Ok(bytes) = std::fs::read(workdir.join(super::syntax::PROJECT_FILE)) {
         items.push(Item::mcp_servers(&bytes));
+    }
+    for (source, text) in super::event_hooks::repo_files(workdir) {
+        items.push(Item::event_hooks(&source, &text));
+    }
+    let repo_file = workdir.join(super::syntax::REPO_FILE);
+    if let Ok(config) = super::file::load(&repo_file, super::syntax::Scope::Repo) {
+        if !config.lsp.servers.is_empty() {
+            items.push(Item::lsp_servers(&config.lsp.text));
+        }
     }
     items
 }

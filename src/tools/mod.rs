@@ -8,6 +8,7 @@ pub(crate) mod capture;
 pub mod edit;
 pub(crate) mod jobs;
 pub(crate) mod list;
+pub(crate) mod lsp;
 pub(crate) mod mcp;
 pub(crate) mod process;
 pub(crate) mod read;

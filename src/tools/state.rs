@@ -24,6 +24,8 @@ pub struct SessionState {
     reads: Mutex<HashMap<PathBuf, u64>>,
     runs: AtomicU32,
     jobs: Mutex<Jobs>,
+    /// The session's language servers, once the session has set them up (the `lsp` tools use them).
+    lsp: std::sync::OnceLock<std::sync::Arc<crate::lsp::pool::Pool>>,
 }
 
 /// A content fingerprint: cheap to compute and to compare, and collisions only matter for a model racing
@@ -45,7 +47,18 @@ impl SessionState {
             reads: Mutex::new(HashMap::new()),
             runs: AtomicU32::new(0),
             jobs: Mutex::new(Jobs::default()),
+            lsp: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Gives the tools the session's language servers (once; later calls are ignored).
+    pub fn set_lsp(&self, pool: std::sync::Arc<crate::lsp::pool::Pool>) {
+        let _ = self.lsp.set(pool);
+    }
+
+    /// The session's language servers, if it has any.
+    pub fn lsp(&self) -> Option<&std::sync::Arc<crate::lsp::pool::Pool>> {
+        self.lsp.get()
     }
 
     /// Remembers what the model now knows `rel` to contain (after a read, an edit or a write).

@@ -501,6 +501,12 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 step,
                 files,
             } => self.step(commit, *step, files),
+            Event::Diagnostics { summary, .. } => {
+                // One dim line under the tool line; the problems themselves are in the result.
+                let text = format!("  ⎿ {}", neutralize(summary));
+                let painted = self.paint("2", &text);
+                self.line(&painted);
+            }
             Event::Summary {
                 branch,
                 steps,
@@ -556,6 +562,25 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             }
             Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { parent, event } => self.nested(parent, event),
+            Event::Hook {
+                event,
+                command,
+                outcome,
+                duration_ms,
+                ..
+            } => {
+                // One dim line: hooks are the user's own machinery, worth seeing but not reading.
+                let command: String = command
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect();
+                let line = format!("hook {event} `{command}`: {outcome} ({duration_ms} ms)");
+                let text = self.paint("2", &neutralize(&line));
+                self.line(&text);
+            }
             Event::Prompt { .. }
             | Event::Context { .. }
             | Event::Plan { .. }

@@ -21,9 +21,10 @@ const OFFERED: &[&str] = &[
     "diff", "undo", "accept", "compact", "context", "model", "plan", "sessions",
 ];
 
-/// `availableCommands`: name, description, and the argument hint when the command takes arguments.
-pub(super) fn available() -> Value {
-    let commands: Vec<Value> = COMMANDS
+/// `availableCommands`: name, description, and the argument hint when the command takes arguments; then
+/// the commands defined in files, which run as prompts.
+pub(super) fn available(session: &AgentSession) -> Value {
+    let mut commands: Vec<Value> = COMMANDS
         .iter()
         .filter(|c| OFFERED.contains(&c.name))
         .map(|c| {
@@ -34,6 +35,16 @@ pub(super) fn available() -> Value {
             command
         })
         .collect();
+    for c in session.file_commands() {
+        if COMMANDS.iter().any(|b| b.name == c.name) {
+            continue;
+        }
+        let mut command = json!({"name": c.name, "description": c.description});
+        if !c.argument_hint.is_empty() {
+            command["input"] = json!({"hint": c.argument_hint});
+        }
+        commands.push(command);
+    }
     json!(commands)
 }
 
@@ -51,7 +62,7 @@ pub(super) async fn run(
     control: &TurnControl,
     cwd: &Path,
 ) -> Option<String> {
-    let parsed = chat::parse(text)?;
+    let parsed = chat::parse_for(text, session)?;
     if let Parsed::Known(command, _) = &parsed {
         if !OFFERED.contains(&command.name) {
             return Some(format!(

@@ -451,12 +451,13 @@ async fn new_session(state: &Shared, id: Value, raw: Value) {
         Ok((open, notes)) => {
             let sid = open.session.id().to_owned();
             let sink = sink_for(state, &open.session);
+            let offered = commands::available(&open.session);
             state
                 .sessions
                 .borrow_mut()
                 .insert(sid.clone(), Slot::Idle(open));
             state.peer.respond(&id, json!({"sessionId": sid}));
-            announce(&sink, &notes);
+            announce(&sink, &notes, offered);
         }
         Err(err) => state.peer.fail(&id, &err),
     }
@@ -504,8 +505,9 @@ async fn reattach(state: &Shared, id: Value, raw: Value, replay: bool) {
                     return state.peer.fail(&id, &err);
                 }
             }
+            let offered = commands::available(&open.session);
             state.peer.respond(&id, json!({}));
-            announce(&sink, &[]);
+            announce(&sink, &[], offered);
         }
         // Resuming a session whose turn runs: its updates keep coming.
         Here::Running if !replay => state.peer.respond(&id, json!({})),
@@ -561,9 +563,10 @@ async fn open_stored(state: &Shared, id: Value, p: ReattachParams, replay: bool)
             return state.peer.fail(&id, &err);
         }
     }
+    let offered = commands::available(&open.session);
     state.sessions.borrow_mut().insert(sid, Slot::Idle(open));
     state.peer.respond(&id, json!({}));
-    announce(&sink, &notes);
+    announce(&sink, &notes, offered);
 }
 
 /// The stored conversation as updates: `show`'s replay, every call closed at the end (a session that died
@@ -582,13 +585,13 @@ async fn close_quietly(open: Box<Open>) {
 
 /// What a newly attached session tells the client: what went wrong while it opened, the commands, and how
 /// full its context is.
-fn announce(sink: &AcpSink, notes: &[String]) {
+fn announce(sink: &AcpSink, notes: &[String], offered: Value) {
     for note in notes {
         sink.notice("warning", note);
     }
     sink.update(json!({
         "sessionUpdate": "available_commands_update",
-        "availableCommands": commands::available(),
+        "availableCommands": offered,
     }));
 }
 

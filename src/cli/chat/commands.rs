@@ -117,9 +117,31 @@ pub fn parse(line: &str) -> Option<Parsed<'_>> {
     })
 }
 
-/// The names Tab completes.
+/// [`parse`] for a chat on `session`: `/name` of a command defined in a file (`.claude/commands/*.md`) is
+/// not a slash command of the chat but a prompt, which the session expands (a built-in name wins).
+pub fn parse_for<'a>(line: &'a str, session: &AgentSession) -> Option<Parsed<'a>> {
+    match parse(line)? {
+        Parsed::Unknown { name, .. } if session.file_commands().iter().any(|c| c.name == name) => {
+            None
+        }
+        parsed => Some(parsed),
+    }
+}
+
+/// The names of the built-in commands.
 pub fn names() -> Vec<String> {
     COMMANDS.iter().map(|c| c.name.to_owned()).collect()
+}
+
+/// The names Tab completes in a chat on `session`: the built-in commands, then those defined in files.
+pub fn names_for(session: &AgentSession) -> Vec<String> {
+    let mut names = names();
+    for command in session.file_commands() {
+        if !names.contains(&command.name) {
+            names.push(command.name.clone());
+        }
+    }
+    names
 }
 
 /// Commands that `name` may have meant: those it begins, or at most two edits away.
@@ -211,7 +233,7 @@ pub async fn run(parsed: &Parsed<'_>, env: Env<'_>) -> Result<Reply, CommandErro
         Parsed::Unknown { name, close } => return Err(unknown(name, close)),
     };
     match command.name {
-        "help" => Ok(Reply::text(help())),
+        "help" => Ok(Reply::text(help(env.session.file_commands()))),
         "diff" => diff(env.session, args),
         "undo" => undo(env.session, args),
         "accept" => {
@@ -256,8 +278,8 @@ fn unknown(name: &str, close: &[&str]) -> CommandError {
     }
 }
 
-/// The table, then the keys of the terminal chat.
-fn help() -> String {
+/// The table, the commands defined in files, then the keys of the terminal chat.
+fn help(own: &[crate::config::agent_files::FileCommand]) -> String {
     let width = COMMANDS
         .iter()
         .map(|c| c.name.len() + 1 + c.args.len())
@@ -271,6 +293,22 @@ fn help() -> String {
             format!("{} {}", c.name, c.args)
         };
         out.push_str(&format!("  /{usage:<width$}  {}\n", c.description));
+    }
+    let own: Vec<_> = own
+        .iter()
+        .filter(|c| !COMMANDS.iter().any(|b| b.name == c.name))
+        .collect();
+    if !own.is_empty() {
+        out.push_str("commands from files:\n");
+        for c in own {
+            let usage = format!("{} {}", c.name, c.argument_hint);
+            out.push_str(&format!(
+                "  /{:<width$}  {} ({})\n",
+                usage.trim_end(),
+                crate::protocol::neutralize(&c.description),
+                c.source
+            ));
+        }
     }
     out.push_str(
         "keys:\n  Enter sends; Alt-Enter, Ctrl-J or a trailing \\ adds a line; Tab completes a command\n  \
@@ -633,7 +671,7 @@ mod tests {
         ] {
             assert!(names.iter().any(|n| n == wanted), "/{wanted} missing");
         }
-        let text = help();
+        let text = help(&[]);
         for c in COMMANDS {
             assert!(text.contains(&format!("/{}", c.name)), "{text}");
         }

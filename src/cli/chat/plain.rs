@@ -32,7 +32,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             continue;
         }
         let control = TurnControl::new();
-        if let Some(parsed) = commands::parse(&entry) {
+        if let Some(parsed) = commands::parse_for(&entry, &session) {
             let env = Env {
                 session: &mut session,
                 sink: sink.as_mut(),

@@ -42,7 +42,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
     let history = History::new(session.store().common_dir());
     let raw = RawMode::enter(STDIN)
         .map_err(|e| CommandError::internal(format!("cannot set up the terminal: {e}")))?;
-    let mut ui = Ui::new(history)?;
+    let mut ui = Ui::new(history, commands::names_for(&session))?;
     ui.start(&session, resumed);
     let session = chat(&mut ui, ctx, flags, session).await;
     lock(&ui.screen).finish();
@@ -76,7 +76,7 @@ async fn chat(
                 None => return Some(session),
             },
         };
-        if let Some(parsed) = commands::parse(&line) {
+        if let Some(parsed) = commands::parse_for(&line, &session) {
             ui.echo(&line, false);
             let control = TurnControl::new();
             let mut sink = ChatSink::new(Arc::clone(&ui.term));
@@ -152,7 +152,7 @@ struct Ui {
 }
 
 impl Ui {
-    fn new(history: History) -> Result<Ui, CommandError> {
+    fn new(history: History, names: Vec<String>) -> Result<Ui, CommandError> {
         let setup =
             |e: io::Error| CommandError::internal(format!("cannot set up the terminal: {e}"));
         let (reader, keys) = Reader::spawn(STDIN).map_err(setup)?;
@@ -167,7 +167,7 @@ impl Ui {
         Ok(Ui {
             term: Term::new(Arc::clone(&screen)),
             screen,
-            editor: Editor::new(history.load(), commands::names()),
+            editor: Editor::new(history.load(), names),
             history,
             keys,
             reader,

@@ -322,6 +322,7 @@ impl Sink for AcpSink {
             Event::Session { .. }
             | Event::Progress { .. }
             | Event::Step { .. }
+            | Event::Diagnostics { .. }
             | Event::Usage { .. }
             | Event::Summary { .. }
             | Event::Context { .. }
@@ -330,7 +331,7 @@ impl Sink for AcpSink {
             | Event::Undone { .. }
             | Event::Discarded => {}
             // An explorer's own calls: the editor sees the `explore` call and its summary, as the model does.
-            Event::Nested { .. } => {}
+            Event::Nested { .. } | Event::Hook { .. } => {}
             // `git agent fix`'s check runs; an ACP session never runs that loop, so they do not arise here.
             Event::CheckStarted { .. } | Event::Check { .. } | Event::Fixed { .. } => {}
             // Which memory entries were given or written is in the session log (`git agent show`).

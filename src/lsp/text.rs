@@ -1,0 +1,32 @@
+//! Small text helpers of what servers send, shown to the model and the terminal.
+
+use std::hash::Hasher;
+use std::path::Path;
+
+/// Cuts `line` to at most `max` characters, saying how long it was.
+pub fn cut_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        None => line.to_string(),
+        Some((end, _)) => format!(
+            "{} [... line cut: {} chars in total]",
+            &line[..end],
+            line.chars().count()
+        ),
+    }
+}
+
+/// A checkout-relative path for output, `.` for the checkout itself.
+pub fn display_rel(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        ".".to_string()
+    } else {
+        rel.display().to_string()
+    }
+}
+
+/// A content fingerprint, to tell whether a server already has a text.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
+}

@@ -11,6 +11,7 @@
 
 pub mod agent_files;
 pub(crate) mod edit;
+mod error;
 pub mod event_hooks;
 pub(crate) mod file;
 pub mod lsp;
@@ -18,6 +19,7 @@ pub(crate) mod mcp;
 pub mod memory;
 pub mod prices;
 pub(crate) mod skills;
+mod syntax;
 pub mod trust;
 pub mod web_search;
 
@@ -29,8 +31,10 @@ use std::time::Duration;
 
 use crate::model::retry::RetryPolicy;
 use crate::model::{MaxTokensParam, Tuning};
+pub use error::ConfigError;
 pub use file::ContextConfig;
-use file::{FileConfig, ProviderTable, Scope, REPO_FILE};
+use file::{FileConfig, ProviderTable};
+use syntax::{Scope, REPO_FILE};
 
 /// The provider used when a model name carries no known provider prefix.
 pub const DEFAULT_PROVIDER: &str = "openai";
@@ -138,37 +142,6 @@ pub const PRESETS: &[Preset] = &[
     local("lmstudio", "http://127.0.0.1:1234/v1", "LMSTUDIO_BASE_URL"),
 ];
 
-/// The error returned by [`resolve()`], [`Settings::load`] and [`Settings::resolve`].
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("no model endpoint configured: set OPENAI_API_KEY (for api.openai.com) or OPENAI_BASE_URL (for an OpenAI-compatible server such as llama.cpp, vLLM or Ollama)")]
-    NoEndpoint,
-    #[error("no API key for provider '{provider}': set {env}")]
-    NoKey { provider: String, env: String },
-    #[error("invalid model '{0}': expected <provider>/<model> or <model>")]
-    BadModel(String),
-    /// A settings file has an unknown key or a bad value.
-    #[error("{}:{line}: {}{message}", .path.display(), if .key.is_empty() { String::new() } else { format!("{key}: ") })]
-    File {
-        path: PathBuf,
-        line: usize,
-        key: String,
-        message: String,
-    },
-    #[error("cannot read {}: {message}", .path.display())]
-    Io { path: PathBuf, message: String },
-    #[error("provider '{provider}' has no base_url\nhint: add base_url to [providers.{provider}] in {}", .path.display())]
-    NoBaseUrl { provider: String, path: PathBuf },
-    /// The configured `api_key_command` failed; its output is never shown (it may be a key).
-    #[error("the api_key_command of provider '{provider}' failed: {message}")]
-    KeyCommand { provider: String, message: String },
-    #[error("invalid {name}: {message}")]
-    Env { name: String, message: String },
-    /// `config get|set` was given a key that names no setting, or a value it cannot take.
-    #[error("{}{message}", if .key.is_empty() { String::new() } else { format!("{key}: ") })]
-    Key { key: String, message: String },
-}
-
 /// The default of `max_image_size`: 5 MiB, Anthropic's limit per image and so the strictest provider's.
 pub const DEFAULT_MAX_IMAGE_SIZE: u64 = 5 * 1024 * 1024;
 
@@ -247,6 +220,29 @@ pub fn repo_config_path(cwd: &Path) -> Option<PathBuf> {
 pub struct Settings {
     pub user: FileConfig,
     pub repo: FileConfig,
+}
+
+impl Settings {
+    /// Memory's settings: the repo file over the user file over the defaults; `None` when `enabled = false`.
+    pub fn memory(&self) -> Option<memory::MemorySettings> {
+        self.repo.memory.over(&self.user.memory)
+    }
+
+    /// The price of `provider/model`: the user's `[prices]` entry, else the built-in table; `None` when
+    /// neither knows it.
+    pub fn price(&self, provider: &str, model: &str) -> Option<prices::Price> {
+        prices::lookup(&self.user.prices, provider, model)
+    }
+
+    /// The caps of the skill catalog: each key from the repository's file, else the user's, else the default.
+    pub fn catalog_caps(&self) -> skills::CatalogCaps {
+        self.repo.skills.caps_over(self.user.skills)
+    }
+
+    /// The explore subagent's model (`None`: the session's) and its request budget per call.
+    pub fn explore(&self) -> (Option<String>, u32) {
+        self.repo.explore.over(&self.user.explore)
+    }
 }
 
 impl Settings {

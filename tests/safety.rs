@@ -494,7 +494,7 @@ fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
         )
         .expect("the command wrote its findings");
         assert!(dumped.contains("probed"), "{dumped}");
-        let events = json_events(out.stdout());
+        let events = json_events(&out.full_stdout);
         let notice = events
             .iter()
             .find(|e| e["type"] == "notice" && e["topic"] == "isolation");
@@ -525,10 +525,10 @@ fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
                 "{notice}"
             );
             assert!(
-                out.stderr()
+                out.full_stderr()
                     .contains("warning: commands run without a private /proc"),
                 "{}",
-                out.stderr()
+                out.full_stderr()
             );
         }
         // Whatever the command saw, nothing of the key reaches the model, git objects or notes.

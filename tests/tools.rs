@@ -297,6 +297,10 @@ fn name_status(repo: &TestRepo, commit: &str) -> String {
 /// A small checkout is scanned after each command, never watched: closing an inotify instance that holds
 /// watches costs the kernel's grace period (~15 ms), more than scanning a few files a command.
 #[test]
+#[cfg_attr(
+    git_agent_portable,
+    ignore = "needs inotify: the portable configuration never watches, so there is no choice to check"
+)]
 fn a_small_checkout_is_scanned_not_watched() {
     let repo = TestRepo::new();
     let server = Server::start(vec![
@@ -365,7 +369,8 @@ fn run_changes_become_steps_without_ignored_files() {
             "M\tmoved/sub/a.txt\n",
         ]
     );
-    if cfg!(target_os = "linux") {
+    // The portable configuration has no inotify: it finds the same changes by scanning.
+    if cfg!(all(target_os = "linux", not(git_agent_portable))) {
         // Found from events each time, not by the fallback scan.
         let stderr = out.stderr();
         assert_eq!(stderr.matches("from inotify events").count(), 3, "{stderr}");

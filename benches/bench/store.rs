@@ -81,7 +81,7 @@ pub fn commit() {
         assert!(String::from_utf8_lossy(&status.stdout).contains(&rel));
         let t = Instant::now();
         store
-            .commit_step(&mut s, &changed, |_| format!("step {i}"))
+            .commit_step(&mut s, &changed, &format!("step {i}"))
             .unwrap()
             .commit
             .expect("a change");

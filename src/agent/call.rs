@@ -15,13 +15,14 @@ use crate::safety::{Answer, Decision, Ruling};
 use crate::sys::timings::Detail;
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
+use super::error::AgentError;
 use super::event_hooks::{self, Permission, Verdict as HookVerdict};
 use super::guards::{Effect, Verdict};
 use super::instructions;
 use super::journal;
 use super::plan::{Finish, OwnTool, Plan};
+use super::step;
 use super::turn::Turn;
-use super::{step, AgentError};
 
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]

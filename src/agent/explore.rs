@@ -35,11 +35,11 @@ use crate::safety::Policy;
 use crate::tools::{SessionState, Tool, ToolContext, ToolOutput};
 
 use super::control::TurnControl;
+use super::error::AgentError;
 use super::guards::Budget;
 use super::journal::Event as LogEvent;
 use super::stream;
 use super::turn::Turn;
-use super::AgentError;
 use crate::config::event_hooks::HookEvent;
 
 /// The tool's name.

@@ -27,13 +27,12 @@ use crate::store::memory::{Source, Summary};
 use crate::store::session_log::now;
 use crate::tools::ToolOutput;
 
+use super::error::AgentError;
 use super::journal::Event as LogEvent;
 use super::turn::Turn;
-use super::AgentError;
 use policy::{Proposal, SessionEnd, Written};
 
-/// The name of the memory tool.
-pub const REMEMBER_TOOL: &str = "remember";
+pub use super::plan::REMEMBER_TOOL;
 
 /// The first line of the memory message.
 /// Said before the entries: they are quoted notes, not instructions (issue 22, finding 7: an entry's
@@ -159,12 +158,6 @@ fn schema() -> ToolSchema {
             "required": ["text", "why"]
         }),
     }
-}
-
-/// The label of a `remember` call.
-pub fn label(args: &serde_json::Value) -> String {
-    let text = args["text"].as_str().unwrap_or("?");
-    format!("remember: {}", crate::tools::short(text, 70))
 }
 
 impl Turn<'_> {

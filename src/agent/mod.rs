@@ -22,6 +22,7 @@ pub(crate) mod context;
 pub(crate) mod control;
 pub(crate) mod date;
 pub(crate) mod distill;
+mod error;
 pub(crate) mod event_hooks;
 pub(crate) mod explore;
 pub(crate) mod fix;
@@ -41,107 +42,13 @@ mod stream;
 mod trim;
 mod turn;
 
-use crate::config::ModelConfig;
-use crate::model::ModelError;
 use crate::protocol::{Approver, Sink};
-use crate::store::StoreError;
 
 pub use context::Settings as ContextSettings;
 pub use control::TurnControl;
+pub use error::{exit_terminated, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 pub use session::{record_undo, AgentSession, Resume, SafetyOptions, SessionOptions, Undone};
 pub use turn::TurnEnd;
-
-/// Exit code when the task stopped unfinished (budget, loop guard, blocked).
-pub const EXIT_UNFINISHED: i32 = 3;
-/// Exit code when the user interrupted.
-pub const EXIT_INTERRUPTED: i32 = 130;
-/// Exit code when SIGTERM (143) or SIGHUP (129) ended the session: 128 + the signal, as a shell reports a
-/// process killed by it, so `timeout` and CI runners see what they expect.
-pub fn exit_terminated(signal: i32) -> i32 {
-    128 + signal
-}
-
-/// The error returned by [`AgentSession`]'s methods and [`ask()`]: host failures that end a turn. Failures the
-/// model can fix are tool results, never errors.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error("{source}")]
-    Auth {
-        source: ModelError,
-        env: String,
-        provider: String,
-    },
-    #[error("{source}")]
-    Unreachable { source: ModelError, env: String },
-    #[error("a tool task failed: {0}")]
-    Join(String),
-    /// The provider refused a request that carried an image: the model may take none.
-    #[error("{source}")]
-    ImageRefused {
-        source: ModelError,
-        provider: String,
-        model: String,
-    },
-    /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
-    #[error("{0}")]
-    Config(String),
-}
-
-impl AgentError {
-    /// What the user can do about it, apart from the message (printed as `hint:` lines).
-    pub fn hints(&self) -> Vec<String> {
-        match self {
-            AgentError::Auth { env, provider, .. } => {
-                vec![format!("check {env}, the API key of the '{provider}' provider")]
-            }
-            AgentError::Unreachable { env, .. } => vec![format!(
-                "is the model server running? The endpoint comes from {env} (or the provider's default)"
-            )],
-            AgentError::ImageRefused {
-                provider, model, ..
-            } => vec![format!(
-                "the request carried an image: if {model} takes none, set vision = false in \
-                 [providers.{provider}] (images are then refused before a request) or use a model with vision"
-            )],
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// True when `err` is a provider's refusal of a request whose conversation holds an image (a model without
-/// vision answers 400 or 422, or 413 for an image it finds too large): the user needs to hear about images,
-/// not only the provider's words.
-fn refused_an_image(err: &ModelError, messages: &[crate::protocol::Message]) -> bool {
-    matches!(
-        err,
-        ModelError::Http {
-            status: 400 | 413 | 415 | 422,
-            ..
-        }
-    ) && messages
-        .iter()
-        .any(|m| matches!(m, crate::protocol::Message::Image { .. }))
-}
-
-/// A model error with the hint the user needs: which key to check, where the endpoint comes from.
-fn with_hint(err: ModelError, model: &ModelConfig) -> AgentError {
-    match err {
-        ModelError::Auth { .. } => AgentError::Auth {
-            source: err,
-            env: model.api_key_env.clone(),
-            provider: model.provider.clone(),
-        },
-        ModelError::Connect { refused: true, .. } => AgentError::Unreachable {
-            source: err,
-            env: model.base_url_env.clone(),
-        },
-        err => AgentError::Model(err),
-    }
-}
 
 /// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C, SIGTERM and SIGHUP
 /// wired to its cancel, close. Returns the process exit code.

@@ -11,6 +11,15 @@ use serde_json::json;
 
 use crate::protocol::{Event, PlanItem, PlanStatus, Sink, ToolKind, ToolSchema};
 
+/// The name of the memory tool (see [`super::memory`]).
+pub const REMEMBER_TOOL: &str = "remember";
+
+/// The label of a `remember` call.
+fn remember_label(args: &serde_json::Value) -> String {
+    let text = args["text"].as_str().unwrap_or("?");
+    format!("remember: {}", crate::tools::short(text, 70))
+}
+
 /// The name of the plan tool.
 pub const PLAN_TOOL: &str = "plan_update";
 /// The name of the outcome tool.
@@ -31,7 +40,7 @@ impl OwnTool {
         match name {
             PLAN_TOOL => Some(OwnTool::Plan),
             FINISH_TOOL => Some(OwnTool::Finish),
-            super::memory::REMEMBER_TOOL => Some(OwnTool::Remember),
+            REMEMBER_TOOL => Some(OwnTool::Remember),
             _ => None,
         }
     }
@@ -49,7 +58,7 @@ impl OwnTool {
         match self {
             OwnTool::Plan => "plan".to_owned(),
             OwnTool::Finish => format!("finish {}", args["status"].as_str().unwrap_or("?")),
-            OwnTool::Remember => super::memory::label(args),
+            OwnTool::Remember => remember_label(args),
         }
     }
 }

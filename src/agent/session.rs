@@ -41,6 +41,7 @@ use crate::tools::{Registry, SessionState};
 
 use super::context::{ContextState, Settings};
 use super::control::TurnControl;
+use super::error::AgentError;
 use super::explore::{self, Explorer};
 use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
@@ -49,7 +50,7 @@ use super::skills::SessionSkills;
 use super::start::{self as starting, Pending};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
-use super::{date, prompt, AgentError};
+use super::{date, prompt};
 
 /// How to open a session.
 #[derive(Debug)]
@@ -977,14 +978,14 @@ impl AgentSession {
         // Best effort: the error itself is what the user needs to see.
         let _ = work.log.fold(&work.store);
         match err {
-            AgentError::Model(err) if super::refused_an_image(&err, &self.conv.messages) => {
+            AgentError::Model(err) if super::error::refused_an_image(&err, &self.conv.messages) => {
                 AgentError::ImageRefused {
                     source: err,
                     provider: self.model.config.provider.clone(),
                     model: self.model.config.display_name(),
                 }
             }
-            AgentError::Model(err) => super::with_hint(err, &self.model.config),
+            AgentError::Model(err) => super::error::with_hint(err, &self.model.config),
             err => err,
         }
     }

@@ -5,11 +5,10 @@
 use std::path::PathBuf;
 
 use crate::protocol::{Event, Sink, ToolCall};
-use crate::store::Withheld;
 
+use super::error::AgentError;
 use super::journal;
 use super::session::Workspace;
-use super::AgentError;
 
 /// Commits `changed` (checkout-relative) as the session's next step; `label` and `why` (the model's text
 /// before the call) go into the message and the note. Withheld files stay in the checkout, with a warning.
@@ -23,9 +22,12 @@ pub(super) fn commit(
 ) -> Result<(), AgentError> {
     let step = work
         .store
-        .commit_step(&mut work.session, changed, |withheld| {
-            message(label, withheld)
-        })?;
+        // The label names what the model asked for (a path of its choosing): one line of plain prose.
+        .commit_step(
+            &mut work.session,
+            changed,
+            &crate::protocol::commit_subject(label),
+        )?;
     for w in &step.withheld {
         let warning = format!(
             "{} was not committed: {}; it stays in the checkout ({})",
@@ -54,18 +56,4 @@ pub(super) fn commit(
     let note = journal::step_note(step, call, label, why);
     work.store.add_note(commit, &note)?;
     Ok(())
-}
-
-/// A step's commit message: the call's label, then the files withheld from the commit and why (the store
-/// redacts the whole message before writing it).
-fn message(label: &str, withheld: &[Withheld]) -> String {
-    // The label names what the model asked for (a path of its choosing): one line of plain prose.
-    let mut message = crate::protocol::commit_subject(label);
-    if !withheld.is_empty() {
-        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
-        for w in withheld {
-            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
-        }
-    }
-    message
 }

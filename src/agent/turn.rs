@@ -17,6 +17,7 @@ use crate::config::event_hooks::HookEvent;
 use super::call::Round;
 use super::context::Facts;
 use super::control::TurnControl;
+use super::error::{AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 use super::event_hooks::MAX_STOP_CONTINUES;
 use super::explore;
 use super::guards::{Budget, Guards};
@@ -24,7 +25,7 @@ use super::journal::Event as LogEvent;
 use super::plan::Finish;
 use super::session::{short_branch, AgentSession};
 use super::stream::{self, Streamed};
-use super::{trim, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
+use super::trim;
 
 /// How a turn ended, for the front-end.
 #[derive(Debug, Clone, PartialEq)]
@@ -741,7 +742,11 @@ impl<'t> Turn<'t> {
                         message: message.clone(),
                     });
                     let answer = if partial.is_empty() { message } else { partial };
-                    (Status::Terminated, answer, super::exit_terminated(sig))
+                    (
+                        Status::Terminated,
+                        answer,
+                        super::error::exit_terminated(sig),
+                    )
                 }
                 _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
             },

@@ -12,7 +12,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::agent::journal::Event;
 use crate::config::file::Attribution;
 use crate::protocol::{self, Untrusted};
@@ -246,7 +247,7 @@ pub(super) struct Range {
 impl Range {
     pub(super) fn of(store: &Store, log: &LogContents) -> Result<Range, CommandError> {
         let meta = &log.meta;
-        let tip = super::session_tip(store, meta)?;
+        let tip = super::context::session_tip(store, meta)?;
         let parse = |hex: &str| {
             ObjectId::from_hex(hex.as_bytes())
                 .map_err(|e| CommandError::internal(format!("bad commit in the session log: {e}")))

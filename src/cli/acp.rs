@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{CommandError, Context};
-use crate::safety::sandbox::SandboxConfig;
+use super::context::Context;
+use super::error::CommandError;
+use server::Defaults;
 
 /// Serve the Agent Client Protocol (v1) on stdin and stdout, for editors
 ///
@@ -54,20 +55,6 @@ pub struct AcpArgs {
     no_resume: bool,
 }
 
-/// What every session of this process starts with.
-#[derive(Debug, Clone)]
-struct Defaults {
-    model: Option<String>,
-    max_steps: u32,
-    max_tokens: Option<u64>,
-    run_timeout: Duration,
-    allow: Vec<String>,
-    deny: Vec<String>,
-    sandbox: SandboxConfig,
-    /// `sessionCapabilities.resume` is offered.
-    resume: bool,
-}
-
 /// Runs the server until the client closes stdin. Bad options fail before the protocol starts, as any
 /// command's do.
 pub fn run(_ctx: &mut Context, args: AcpArgs) -> Result<(), CommandError> {
@@ -83,7 +70,7 @@ pub fn run(_ctx: &mut Context, args: AcpArgs) -> Result<(), CommandError> {
         deny: args.safety.deny,
         resume: !args.no_resume,
     };
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let (input, output) = stdio::take()
         .map_err(|e| CommandError::internal(format!("cannot take over stdin and stdout: {e}")))?;

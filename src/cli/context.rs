@@ -1,5 +1,5 @@
 //! What every subcommand is given: the directory it runs in, the environment, the repository (opened once,
-//! when first needed) and where its events go.
+//! when first needed) and where its events go; and the small helpers every subcommand shares.
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
@@ -105,6 +105,30 @@ impl Context {
             None => None,
         }
     }
+}
+
+/// Where the session's branch points now, or why there is nothing to look at (`discard` removed it).
+pub(crate) fn session_tip(
+    store: &Store,
+    meta: &crate::store::Meta,
+) -> Result<crate::store::ObjectId, CommandError> {
+    store.branch_tip(&meta.branch)?.ok_or_else(|| {
+        CommandError::user(format!(
+            "session {} was discarded: its branch {} is gone",
+            meta.id, meta.branch
+        ))
+    })
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
+pub(crate) fn when(secs: i64) -> String {
+    crate::agent::date::datetime(secs)
+}
+
+/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),
+/// cleaned of variables that would redirect it (see [`crate::store::git`]).
+pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
+    crate::store::git::command(dir)
 }
 
 /// Returns a runtime for the async parts (HTTP streaming). One thread: the agent does one thing at a time and

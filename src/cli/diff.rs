@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use crate::safety::tree_path::{check_str, EntryKind, Refusal};
 
 /// Show the session's change: from step 0 (your captured changes) or the base, to the tip
@@ -26,7 +27,7 @@ pub fn run(ctx: &Context, args: DiffArgs) -> Result<(), CommandError> {
     let meta = store
         .read_meta(&id)?
         .ok_or_else(|| CommandError::user(format!("no session {id:?}")))?;
-    let tip = super::session_tip(store, &meta)?;
+    let tip = super::context::session_tip(store, &meta)?;
     // The agent's change starts after step 0: your own captured work is not presented as the agent's.
     let from = match (&meta.step0, args.all) {
         (Some(step0), false) => step0.clone(),
@@ -39,7 +40,7 @@ pub fn run(ctx: &Context, args: DiffArgs) -> Result<(), CommandError> {
     if !refused.is_empty() && shown.is_empty() {
         return Ok(());
     }
-    let mut cmd = super::git_inherit(store.workdir());
+    let mut cmd = super::context::git_inherit(store.workdir());
     cmd.arg("diff");
     if args.stat {
         cmd.arg("--stat");

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::agent::journal::Event;
 
 /// Remove the session's checkout and branch; the session log stays

@@ -248,7 +248,7 @@ mod tests {
             "no session \"zz\": `git agent log` lists the sessions"
         );
         assert!(err.hints().is_empty());
-        let err = CommandError::from(StoreError::NotesBusy);
+        let err = CommandError::from(StoreError::Busy("refs/notes/agent".into()));
         assert_eq!(err.kind(), ErrorKind::Internal);
         assert!(
             err.message().starts_with("refs/notes/agent"),

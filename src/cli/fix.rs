@@ -15,7 +15,8 @@ use clap::Args;
 
 use super::accept;
 use super::ask::SessionFlags;
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use crate::agent::check::{self, Check, CheckRun};
 use crate::agent::fix::{self as fixing, FixEnd, FixOptions};
 use crate::agent::{self, TurnControl};
@@ -94,7 +95,7 @@ pub fn run(ctx: &mut Context, args: FixArgs) -> Result<(), CommandError> {
         ));
     }
     let check = resolve_check(ctx, args.check.as_deref())?;
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let control = TurnControl::new();
     let code = runtime.block_on(async {

@@ -3,7 +3,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 
 /// Remove pooled checkouts and leftovers of sessions that are gone
 ///

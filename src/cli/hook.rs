@@ -25,8 +25,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::ask::SessionFlags;
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use super::fix::{self, Judged, Target};
-use super::{CommandError, Context, ErrorKind};
 use crate::agent::check::{duration_words, Check};
 use crate::agent::TurnControl;
 use crate::config::file::HookMode;
@@ -563,7 +564,7 @@ fn run_hook(
         hooks.max_steps.unwrap_or(HOOK_MAX_STEPS),
         hooks.max_time.unwrap_or(HOOK_MAX_TIME),
     );
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let control = TurnControl::new();
     let hook = Hook {

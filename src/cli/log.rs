@@ -4,7 +4,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::protocol::Untrusted;
 
 /// List sessions, newest first: id, date, status, steps, cost, first line of the prompt
@@ -37,7 +38,7 @@ pub fn run(ctx: &Context, args: LogArgs) -> Result<(), CommandError> {
         let line = format!(
             "{}  {}  {status:<11} {:>3} step{}  {:>8}  {prompt}",
             meta.id,
-            super::when(meta.created),
+            super::context::when(meta.created),
             meta.steps,
             if meta.steps == 1 { " " } else { "s" },
             crate::protocol::format_usd(meta.cost_usd),

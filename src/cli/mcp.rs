@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use crate::config::mcp::{self as mcp_config, Entry, McpConfig, Origin, PROJECT_FILE};
 use crate::config::Settings;
 use crate::tools::mcp::{self, render, Failure, ServerSpec, Started, TransportSpec};
@@ -579,7 +580,7 @@ fn sample_value(property: &Value) -> Value {
 
 /// Runs a future on the command's runtime.
 fn run_async<T>(future: impl std::future::Future<Output = T>) -> Result<T, CommandError> {
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     Ok(runtime.block_on(future))
 }

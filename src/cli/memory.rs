@@ -9,7 +9,8 @@ use std::io::Write;
 
 use clap::{Args, Subcommand};
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::agent::memory::policy::{self, Proposal, Written};
 use crate::protocol::Untrusted;
 use crate::store::memory::{
@@ -208,8 +209,8 @@ fn describe(entry: &Entry) -> String {
         if entry.uses == 1 { "" } else { "s" },
         entry.successes,
         entry.failures,
-        super::when(entry.created),
-        super::when(entry.updated)
+        super::context::when(entry.created),
+        super::context::when(entry.updated)
     ));
     if !entry.reason.is_empty() {
         out.push_str(&format!("reason: {}\n", neutralize(&entry.reason)));
@@ -526,7 +527,7 @@ fn log(store: &Store, prefix: Option<&str>, max_count: Option<usize>) -> Result<
         eprintln!("no memory yet: nothing to show");
         return Ok(());
     }
-    let mut cmd = super::git_inherit(store.workdir());
+    let mut cmd = super::context::git_inherit(store.workdir());
     cmd.args(["log", "--date=short", "--format=%h %ad %s"]);
     if let Some(n) = max_count {
         cmd.arg(format!("--max-count={n}"));

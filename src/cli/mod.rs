@@ -32,68 +32,11 @@ mod stats;
 mod trust;
 mod undo;
 
-use clap::{Parser, Subcommand};
-
 pub use context::Context;
 pub use error::{CommandError, ErrorKind};
+use parse::Command;
 
 use crate::protocol::Event;
-
-/// A git-native coding agent: `git agent ask "goal"` works on a scratch branch, one commit per step
-#[derive(Debug, Parser)]
-#[command(
-    name = "git-agent",
-    bin_name = "git agent",
-    version,
-    propagate_version = true
-)]
-#[command(after_help = "See 'git help agent' (man git-agent) for the full manual.")]
-pub struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    Ask(ask::AskArgs),
-    Acp(acp::AcpArgs),
-    Agents(agents::AgentsArgs),
-    Chat(chat::ChatArgs),
-    Exec(exec::ExecArgs),
-    Config(config::ConfigArgs),
-    Log(log::LogArgs),
-    Show(show::ShowArgs),
-    Diff(diff::DiffArgs),
-    Undo(undo::UndoArgs),
-    Accept(accept::AcceptArgs),
-    Review(review::ReviewArgs),
-    Pr(pr::PrArgs),
-    Discard(discard::DiscardArgs),
-    Fix(fix::FixArgs),
-    Fleet(fleet::FleetArgs),
-    Hook(hook::HookArgs),
-    Gc(gc::GcArgs),
-    Mcp(mcp::McpArgs),
-    Memory(memory::MemoryArgs),
-    Push(push::PushArgs),
-    Pull(pull::PullArgs),
-    Skill(skill::SkillArgs),
-    Stats(stats::StatsArgs),
-    Trust(trust::TrustArgs),
-    Lsp(lsp::LspArgs),
-}
-
-impl Command {
-    /// True when the command was asked for JSON events on stdout.
-    fn json(&self) -> bool {
-        match self {
-            Command::Ask(args) => args.session.json,
-            Command::Chat(args) => args.session.json,
-            Command::Fix(args) => args.session.json,
-            _ => false,
-        }
-    }
-}
 
 /// Answers a lone `--version` (or `-V`) and exits, before clap builds its command tree and before anything
 /// else is set up: that tree is most of what a start-up touches, and `--version` is what scripts and package
@@ -203,35 +146,9 @@ fn print_error(text: &str) {
     }
 }
 
-/// Where the session's branch points now, or why there is nothing to look at (`discard` removed it).
-pub(crate) fn session_tip(
-    store: &crate::store::Store,
-    meta: &crate::store::Meta,
-) -> Result<crate::store::ObjectId, CommandError> {
-    store.branch_tip(&meta.branch)?.ok_or_else(|| {
-        CommandError::user(format!(
-            "session {} was discarded: its branch {} is gone",
-            meta.id, meta.branch
-        ))
-    })
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM` (UTC).
-pub(crate) fn when(secs: i64) -> String {
-    crate::agent::date::datetime(secs)
-}
-
-/// A git command run in `dir` with the user's stdout and stderr (so pagers, colour and hooks behave as in git),
-/// cleaned of variables that would redirect it (see [`crate::store::git`]).
-pub(crate) fn git_inherit(dir: &std::path::Path) -> std::process::Command {
-    crate::store::git::command(dir)
-}
-
-pub(crate) use context::runtime;
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::parse::Cli;
     use clap::CommandFactory;
 
     #[test]

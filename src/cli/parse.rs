@@ -6,9 +6,68 @@
 //! anything else (`--help`, `help ask`, a typo to suggest a fix for) goes through the whole tree. The tests
 //! check that each subcommand alone renders and parses exactly as it does inside the tree.
 
-use clap::{Args, FromArgMatches};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 
-use super::Cli;
+use super::{
+    accept, acp, agents, ask, chat, config, diff, discard, exec, fix, fleet, gc, hook, log, lsp,
+    mcp, memory, pr, pull, push, review, show, skill, stats, trust, undo,
+};
+
+/// A git-native coding agent: `git agent ask "goal"` works on a scratch branch, one commit per step
+#[derive(Debug, Parser)]
+#[command(
+    name = "git-agent",
+    bin_name = "git agent",
+    version,
+    propagate_version = true
+)]
+#[command(after_help = "See 'git help agent' (man git-agent) for the full manual.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Command {
+    Ask(ask::AskArgs),
+    Acp(acp::AcpArgs),
+    Agents(agents::AgentsArgs),
+    Chat(chat::ChatArgs),
+    Exec(exec::ExecArgs),
+    Config(config::ConfigArgs),
+    Log(log::LogArgs),
+    Show(show::ShowArgs),
+    Diff(diff::DiffArgs),
+    Undo(undo::UndoArgs),
+    Accept(accept::AcceptArgs),
+    Review(review::ReviewArgs),
+    Pr(pr::PrArgs),
+    Discard(discard::DiscardArgs),
+    Fix(fix::FixArgs),
+    Fleet(fleet::FleetArgs),
+    Hook(hook::HookArgs),
+    Gc(gc::GcArgs),
+    Mcp(mcp::McpArgs),
+    Memory(memory::MemoryArgs),
+    Push(push::PushArgs),
+    Pull(pull::PullArgs),
+    Skill(skill::SkillArgs),
+    Stats(stats::StatsArgs),
+    Trust(trust::TrustArgs),
+    Lsp(lsp::LspArgs),
+}
+
+impl Command {
+    /// True when the command was asked for JSON events on stdout.
+    pub(super) fn json(&self) -> bool {
+        match self {
+            Command::Ask(args) => args.session.json,
+            Command::Chat(args) => args.session.json,
+            Command::Fix(args) => args.session.json,
+            _ => false,
+        }
+    }
+}
 
 /// The command line as [`Cli`], or clap's error (help and version requests included).
 pub(super) fn parse() -> Result<Cli, clap::Error> {
@@ -37,12 +96,11 @@ fn top() -> clap::Command {
         .arg_required_else_help(true)
 }
 
-/// Subcommand `name` on its own, as the derive on [`super::Command`] builds it inside the tree.
+/// Subcommand `name` on its own, as the derive on [`Command`] builds it inside the tree.
 fn subcommand(name: &str) -> Option<clap::Command> {
     fn one<A: Args>(name: &'static str) -> clap::Command {
         A::augment_args(clap::Command::new(name))
     }
-    use super::*;
     Some(match name {
         "ask" => one::<ask::AskArgs>("ask"),
         "acp" => one::<acp::AcpArgs>("acp"),

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::accept::{parse_note, Range};
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
 use crate::agent::journal::Event;
 use crate::store::review::REVIEW_REF;
 use crate::store::{LogContents, ObjectId, Store};
@@ -166,7 +167,7 @@ fn push(store: &Store, range: &Range, remote: &str, branch: &str) -> Result<(), 
     let mut scan = vec![tip.as_str(), log_ref.as_str()];
     scan.extend(&notes);
     super::push::refuse_leaks(store, &scan)?;
-    let mut cmd = super::git_inherit(store.workdir());
+    let mut cmd = super::context::git_inherit(store.workdir());
     cmd.args(["push", remote])
         .arg(format!("{tip}:refs/heads/{branch}"))
         .arg(format!("{log_ref}:{log_ref}"));

@@ -10,7 +10,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::protocol::Untrusted;
 use crate::safety::tree_path::shown;
 use crate::store::memory::{memory_fetch_refspec, remote_memory_ref};

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::safety::redact;
 use crate::store::share::{remote_notes_ref, remote_review_ref, NOTES_REFS, PUSH_REFSPECS};
 
@@ -30,7 +31,7 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
     let start = std::time::Instant::now();
     let mut only_notes = false;
     loop {
-        let mut cmd = super::git_inherit(store.workdir());
+        let mut cmd = super::context::git_inherit(store.workdir());
         cmd.args(["push", "--porcelain", &args.remote]);
         // After the first try only the notes are behind: the other refs went through.
         if !only_notes {

@@ -15,7 +15,9 @@ use clap::{Args, FromArgMatches};
 use serde::Deserialize;
 
 use super::accept::{self, Range};
-use super::{CommandError, Context, ErrorKind};
+use super::context::Context;
+use super::error::{CommandError, ErrorKind};
+use super::review_tty::Unit;
 use crate::safety::tree_path::{check_str, shown, EntryKind};
 use crate::store::hunks::{FileChange, Hunk};
 use crate::store::land::Side;
@@ -60,18 +62,6 @@ pub struct ReviewArgs {
     /// Then resume the session so the agent revises what was left (optional prompt)
     #[arg(long, value_name = "PROMPT", num_args = 0..=1, default_missing_value = "")]
     send: Option<String>,
-}
-
-/// One decision on a unit of the change: a hunk (possibly split or edited) or a whole path.
-pub(super) struct Unit {
-    /// Index into the change's files.
-    pub file: usize,
-    /// The hunk, or `None` for the whole path (every hunk, or a path that is not text).
-    pub hunk: Option<Hunk>,
-    /// The hunk's place among the path's hunks as `--list` numbers them (split parts keep their hunk's).
-    pub index: Option<usize>,
-    pub verdict: Verdict,
-    pub comment: Option<String>,
 }
 
 pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {

@@ -7,12 +7,23 @@
 use std::io::{BufRead, Write};
 use std::process::Stdio;
 
-use super::review::Unit;
-use super::CommandError;
+use super::error::CommandError;
 use crate::store::hunks::{FileChange, Hunk};
 use crate::store::review::Verdict;
 use crate::store::Store;
 use crate::ui::neutralize;
+
+/// One decision on a unit of the change: a hunk (possibly split or edited) or a whole path.
+pub(super) struct Unit {
+    /// Index into the change's files.
+    pub file: usize,
+    /// The hunk, or `None` for the whole path (every hunk, or a path that is not text).
+    pub hunk: Option<Hunk>,
+    /// The hunk's place among the path's hunks as `--list` numbers them (split parts keep their hunk's).
+    pub index: Option<usize>,
+    pub verdict: Verdict,
+    pub comment: Option<String>,
+}
 
 const HELP: &str = "\
 y - take this hunk

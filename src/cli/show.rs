@@ -13,7 +13,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::agent::journal;
 use crate::agent::plan::OwnTool;
 use crate::protocol::{Event, Sink, Status, ToolKind};
@@ -88,14 +89,14 @@ fn review_lines(store: &crate::store::Store, meta: &Meta) -> Result<Vec<String>,
                     "  {verdict} {}{hunk} ({}, {}){comment}",
                     d.path,
                     d.reviewer,
-                    super::when(d.at)
+                    super::context::when(d.at)
                 ));
             }
             Record::Sent { ids, at, .. } => lines.push(format!(
                 "  {} comment{} sent to the model ({})",
                 ids.len(),
                 if ids.len() == 1 { "" } else { "s" },
-                super::when(*at)
+                super::context::when(*at)
             )),
         }
     }
@@ -125,7 +126,7 @@ fn heading(m: &Meta) -> [String; 2] {
             } else {
                 ""
             },
-            super::when(m.created),
+            super::context::when(m.created),
             m.input_tokens,
             m.output_tokens,
             crate::protocol::format_usd(m.cost_usd)

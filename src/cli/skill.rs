@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::agent::distill;
 use crate::config;
 use crate::model::Client;
@@ -598,7 +599,7 @@ fn distill_session(
     )
     .map_err(|e| CommandError::internal(e.to_string()))?;
     eprintln!("distilling session {id} with {} ...", model.display_name());
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let retry = settings.retry_policy();
     let distilled = runtime

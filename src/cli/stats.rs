@@ -7,7 +7,8 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::protocol::format_usd;
 use crate::store::Meta;
 

@@ -12,7 +12,8 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 use crate::config::trust::{self, Item, Kind, Ledger, Standing};
 use crate::config::Settings;
 use crate::safety::quote::visible;

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{CommandError, Context};
+use super::context::Context;
+use super::error::CommandError;
 
 /// Move the session's branch back N steps (default 1) and update its checkout
 ///

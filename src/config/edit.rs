@@ -6,8 +6,9 @@
 
 use toml_edit::{DocumentMut, Item, Table, TableLike, Value};
 
-use super::file::{key_type, KeyType};
-use super::ConfigError;
+use super::error::ConfigError;
+use super::file::key_type;
+use super::syntax::KeyType;
 
 /// Splits a dotted key (`providers.local.base_url`) and checks it names a known setting.
 pub fn key_path(key: &str) -> Result<Vec<&str>, ConfigError> {

@@ -5,8 +5,8 @@
 
 use toml_edit::Item;
 
-use super::file::{span_of, Ctx, KeyType, Span};
-use super::{ConfigError, Settings};
+use super::error::ConfigError;
+use super::syntax::{span_of, Ctx, KeyType, Span};
 
 /// How many skills the system prompt lists by default.
 pub const DEFAULT_MAX_LISTED: u64 = 50;
@@ -80,10 +80,11 @@ impl Ctx<'_> {
     }
 }
 
-impl Settings {
-    /// The caps of the skill catalog: each key from the repository's file, else the user's, else the default.
-    pub fn catalog_caps(&self) -> CatalogCaps {
-        let (repo, user) = (self.repo.skills, self.user.skills);
+impl SkillsConfig {
+    /// The caps of the skill catalog: each key from this table (the repository's file), else `user`'s, else
+    /// the default.
+    pub fn caps_over(self, user: SkillsConfig) -> CatalogCaps {
+        let repo = self;
         let pick = |r: Option<u64>, u: Option<u64>, d: u64| {
             usize::try_from(r.or(u).unwrap_or(d)).unwrap_or(usize::MAX)
         };
@@ -92,79 +93,20 @@ impl Settings {
             max_bytes: pick(repo.max_bytes, user.max_bytes, DEFAULT_MAX_BYTES),
         }
     }
+}
 
-    /// The explore subagent's model (`None`: the session's) and its request budget per call.
-    pub fn explore(&self) -> (Option<String>, u32) {
-        let model = self
-            .repo
-            .explore
-            .model
-            .clone()
-            .or(self.user.explore.model.clone());
+impl ExploreConfig {
+    /// The explore subagent's model (`None`: the session's) and its request budget per call: this table (the
+    /// repository's file) over `user`'s.
+    pub fn over(&self, user: &ExploreConfig) -> (Option<String>, u32) {
+        let model = self.model.clone().or(user.model.clone());
         let steps = self
-            .repo
-            .explore
             .max_steps
-            .or(self.user.explore.max_steps)
+            .or(user.max_steps)
             .unwrap_or(DEFAULT_EXPLORE_STEPS);
         (model, steps)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::file::{parse, Scope};
-    use super::*;
-    use std::path::Path;
-
-    #[test]
-    fn keys_are_read_checked_and_merged_repo_over_user() {
-        let user = parse(
-            Path::new("/u/config.toml"),
-            "explore_model = \"openai/mini\"\nexplore_max_steps = 8\n[skills]\nmax_listed = 10\n",
-            Scope::User,
-        )
-        .unwrap();
-        let repo = parse(
-            Path::new("/r/.git-agent.toml"),
-            "[skills]\nmax_bytes = 2000\n",
-            Scope::Repo,
-        )
-        .unwrap();
-        let settings = Settings { user, repo };
-        assert_eq!(settings.explore(), (Some("openai/mini".into()), 8));
-        assert_eq!(
-            settings.catalog_caps(),
-            CatalogCaps {
-                max_listed: 10,
-                max_bytes: 2000
-            }
-        );
-        assert_eq!(Settings::default().explore(), (None, DEFAULT_EXPLORE_STEPS));
-        let err = parse(Path::new("/u/c.toml"), "[skills]\nmax = 1\n", Scope::User)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains(
-                "/u/c.toml:2: skills.max: unknown key (known keys: max_listed, max_bytes)"
-            ),
-            "{err}"
-        );
-        let err = parse(
-            Path::new("/u/c.toml"),
-            "explore_max_steps = 0\n",
-            Scope::User,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("explore_max_steps: expected a whole number of at least 1"),
-            "{err}"
-        );
-        assert_eq!(key_type(&["skills", "max_bytes"]), Some(KeyType::Count));
-        assert_eq!(
-            super::super::file::key_type(&["explore_model"]),
-            Some(KeyType::String)
-        );
-    }
-}
+mod tests;

@@ -72,7 +72,7 @@ impl Item {
     pub fn check(command: &str) -> Item {
         Item {
             kind: Kind::Check,
-            source: super::file::REPO_FILE.to_owned(),
+            source: super::syntax::REPO_FILE.to_owned(),
             text: command.to_owned(),
         }
     }
@@ -81,7 +81,7 @@ impl Item {
     pub fn mcp_servers(bytes: &[u8]) -> Item {
         Item {
             kind: Kind::McpServers,
-            source: super::mcp::PROJECT_FILE.to_owned(),
+            source: super::syntax::PROJECT_FILE.to_owned(),
             text: String::from_utf8_lossy(bytes).into_owned(),
         }
     }
@@ -99,7 +99,7 @@ impl Item {
     pub fn lsp_servers(text: &str) -> Item {
         Item {
             kind: Kind::LspServers,
-            source: super::file::REPO_FILE.to_owned(),
+            source: super::syntax::REPO_FILE.to_owned(),
             text: text.to_owned(),
         }
     }
@@ -264,14 +264,14 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
         items.push(Item::check(command));
     }
-    if let Ok(bytes) = std::fs::read(workdir.join(super::mcp::PROJECT_FILE)) {
+    if let Ok(bytes) = std::fs::read(workdir.join(super::syntax::PROJECT_FILE)) {
         items.push(Item::mcp_servers(&bytes));
     }
     for (source, text) in super::event_hooks::repo_files(workdir) {
         items.push(Item::event_hooks(&source, &text));
     }
-    let repo_file = workdir.join(super::file::REPO_FILE);
-    if let Ok(config) = super::file::load(&repo_file, super::file::Scope::Repo) {
+    let repo_file = workdir.join(super::syntax::REPO_FILE);
+    if let Ok(config) = super::file::load(&repo_file, super::syntax::Scope::Repo) {
         if !config.lsp.servers.is_empty() {
             items.push(Item::lsp_servers(&config.lsp.text));
         }

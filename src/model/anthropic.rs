@@ -671,7 +671,7 @@ impl AnthropicClient {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::protocol::ToolSchema;
     use crate::sse::SseDecoder;
@@ -783,7 +783,7 @@ mod tests {
 
     /// A recorded-style stream: text, two tool calls whose arguments arrive in pieces (CJK and emoji split
     /// across them), a ping and an event type this client does not know.
-    const RAW_STREAM: &str = concat!(
+    pub(crate) const RAW_STREAM: &str = concat!(
         "event: message_start\n",
         r#"data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":0,"cache_read_input_tokens":100,"output_tokens":1}}}"#,
         "\n\nevent: content_block_start\n",
@@ -1022,154 +1022,5 @@ mod tests {
         ])
         .expect_err("no such block");
         assert!(err.to_string().contains("never started"), "{err}");
-    }
-
-    mod http {
-        use super::*;
-        use crate::model::http::test_server::{http_response, http_response_with, serve_all};
-        use crate::model::retry::RetryPolicy;
-        use crate::model::{Client, Wire};
-
-        const KEY: &str = "sk-ant-test-secret";
-
-        fn client(url: String) -> Client {
-            Client::new(
-                Wire::AnthropicMessages,
-                url,
-                Some(KEY.into()),
-                Duration::from_secs(2),
-                Duration::from_secs(5),
-            )
-            .expect("client")
-        }
-
-        fn request(messages: &[Message]) -> Request<'_> {
-            Request {
-                model: "claude-sonnet-4-5",
-                messages,
-                tools: &[],
-                max_tokens: None,
-            }
-        }
-
-        fn sse_ok() -> String {
-            http_response("200 OK", "text/event-stream", RAW_STREAM)
-        }
-
-        #[tokio::test]
-        async fn streams_and_sends_headers() {
-            let (root, server) = serve_all(vec![sse_ok()], Duration::ZERO);
-            let client = client(root);
-            let messages = [Message::User {
-                content: "hi".into(),
-            }];
-            let mut events = Vec::new();
-            let response = client
-                .stream(&request(&messages), &mut |event: &StreamEvent| {
-                    events.push(event.clone())
-                })
-                .await
-                .expect("stream ok");
-            assert_eq!(response.tool_calls.len(), 2);
-            assert_eq!(events.len(), 6);
-            let request = server.join().expect("server").remove(0);
-            assert!(request.starts_with("POST /v1/messages "), "{request}");
-            assert!(request.contains(&format!("x-api-key: {KEY}")));
-            assert!(request.contains("anthropic-version: 2023-06-01"));
-            assert!(!request.contains("authorization:"));
-            assert!(!format!("{client:?}").contains(KEY));
-        }
-
-        #[test]
-        fn retrying_future_is_send() {
-            fn assert_send<T: Send>(_: &T) {}
-            let client = client("http://127.0.0.1:9".into());
-            let req = request(&[]);
-            let mut on_event = |_: &StreamEvent| {};
-            let mut on_retry = |_: &ModelError, _: Duration, _: u32| {};
-            let policy = RetryPolicy::default();
-            assert_send(&client.stream_with_retries(&req, &mut on_event, &policy, &mut on_retry));
-        }
-
-        #[test]
-        fn endpoint_with_and_without_version() {
-            let endpoint = |base: &str| client(base.into()).endpoint();
-            assert_eq!(
-                endpoint("https://api.anthropic.com"),
-                "https://api.anthropic.com/v1/messages"
-            );
-            assert_eq!(
-                endpoint("https://proxy.example/v1/"),
-                "https://proxy.example/v1/messages"
-            );
-        }
-
-        #[tokio::test]
-        async fn rate_limited_then_success() {
-            let limited = http_response_with(
-                "429 Too Many Requests",
-                "application/json",
-                &["retry-after: 1"],
-                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
-            );
-            let (root, server) = serve_all(vec![limited, sse_ok()], Duration::ZERO);
-            let client = client(root);
-            let messages = [Message::User {
-                content: "hi".into(),
-            }];
-            let mut retries = Vec::new();
-            let started = std::time::Instant::now();
-            let response = client
-                .stream_with_retries(
-                    &request(&messages),
-                    &mut |_: &StreamEvent| {},
-                    &RetryPolicy::default(),
-                    &mut |err: &ModelError, wait: Duration, attempt: u32| {
-                        retries.push((err.to_string(), wait, attempt))
-                    },
-                )
-                .await
-                .expect("second attempt succeeds");
-            assert!(started.elapsed() >= Duration::from_secs(1));
-            assert_eq!(response.tool_calls.len(), 2);
-            assert_eq!(
-                retries,
-                vec![(
-                    "model request failed (HTTP 429): slow down".to_string(),
-                    Duration::from_secs(1),
-                    1
-                )]
-            );
-            assert_eq!(server.join().expect("server").len(), 2);
-        }
-
-        #[tokio::test]
-        async fn auth_error_not_retried_and_key_redacted() {
-            let body = format!(
-                r#"{{"type":"error","error":{{"type":"authentication_error","message":"invalid x-api-key {KEY}"}}}}"#
-            );
-            let (root, _server) = serve_all(
-                vec![http_response("401 Unauthorized", "application/json", &body)],
-                Duration::ZERO,
-            );
-            let messages = [Message::User {
-                content: "hi".into(),
-            }];
-            let mut retried = false;
-            let err = client(root)
-                .stream_with_retries(
-                    &request(&messages),
-                    &mut |_: &StreamEvent| {},
-                    &RetryPolicy::default(),
-                    &mut |_: &ModelError, _: Duration, _: u32| retried = true,
-                )
-                .await
-                .expect_err("401");
-            assert!(!retried);
-            assert_eq!(
-                err.to_string(),
-                "authentication failed (HTTP 401): invalid x-api-key <redacted>"
-            );
-        }
     }
 }

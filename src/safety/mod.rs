@@ -9,6 +9,7 @@
 //! the answer to [`Policy::settle()`]. This module decides; it never reads or writes the terminal.
 
 pub(crate) mod beneath;
+mod call;
 pub(crate) mod guard;
 pub mod isolate;
 pub(crate) mod mcp;
@@ -25,6 +26,7 @@ pub(crate) mod withhold;
 
 use std::path::{Path, PathBuf};
 
+pub use call::{Action, Call, Kind};
 use guard::GuardEnv;
 use rules::Rules;
 
@@ -95,43 +97,6 @@ impl Decision {
             self.rule, self.reason
         )
     }
-}
-
-/// A tool call as the policy sees it. Plain data, so safety knows no tool: the tool says what kind it is and
-/// which of its arguments is a command line or a path (`tools::Tool::checked`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Call<'a> {
-    /// The tool's name, for rules that name one tool (`read_file`, `run`) and for messages.
-    pub tool: &'a str,
-    pub kind: Kind,
-    pub action: Action<'a>,
-}
-
-/// What kind of tool makes a call, as the rule families see it: `Read(...)` covers reading and searching tools,
-/// `Edit(...)` editing ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Read,
-    Edit,
-    Other,
-}
-
-/// What a call acts on, as far as the rules and the guard care.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action<'a> {
-    /// A shell command line: the guard inspects it and the `Run(...)` rules match its commands.
-    Command(&'a str),
-    /// The file or directory the call works on: path rules and the sensitive-file check.
-    Path(&'a str),
-    /// Nothing but the tool itself.
-    Other,
-    /// A tool of an MCP server (see [`mcp`]): `Mcp(<server>/<tool>)` rules, and approval unless the server
-    /// marks it read-only.
-    Mcp {
-        server: &'a str,
-        tool: &'a str,
-        read_only: bool,
-    },
 }
 
 /// The user's answer to a question about a risky call, as far as the decision goes. (The front-ends' own

@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use super::{Action, Call, Kind};
+use super::call::{Action, Call, Kind};
 
 /// The error returned by [`Rule::parse()`].
 #[derive(Debug, thiserror::Error)]

@@ -1043,4 +1043,67 @@ mod tests {
         assert!(cmds[0].words[2].brace);
         assert!(!cmds[0].words[0].brace);
     }
+
+    /// A seeded xorshift: random enough to explore, and a failure reproduces.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// `count` random picks of `pieces`, joined.
+    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
+        let len = next(state) % count;
+        let mut bytes = Vec::new();
+        for _ in 0..len {
+            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
+        }
+        bytes
+    }
+
+    /// Property (issue 24, item 7): the guard's parser takes any line the model could write (quotes and
+    /// substitutions left open, heredocs, nesting) without a panic, and reads it the same way twice.
+    #[test]
+    fn random_lines_parse_without_a_panic() {
+        const PIECES: &[&[u8]] = &[
+            b"rm",
+            b" -rf",
+            b" ",
+            b"\"",
+            b"'",
+            b"\\",
+            b"$",
+            b"$(",
+            b")",
+            b"`",
+            b"${X",
+            b"}",
+            b"|",
+            b"&&",
+            b"||",
+            b";",
+            b"&",
+            b"<<EOF\n",
+            b"EOF",
+            b"\n",
+            b"(",
+            b"{",
+            b"#",
+            b"=",
+            b"*",
+            b"~",
+            b"bash -c ",
+            "\u{e9}".as_bytes(),
+        ];
+        let mut state = 0xD1B5_4A32_D192_ED03;
+        for _ in 0..2_000 {
+            let bytes = random_input(&mut state, PIECES, 16);
+            let line = String::from_utf8_lossy(&bytes);
+            let first = parse(&line, 0).map(|s| s.commands.len());
+            let again = parse(&line, 0).map(|s| s.commands.len());
+            assert_eq!(first.is_ok(), again.is_ok(), "{line:?}");
+            assert_eq!(first.ok(), again.ok(), "{line:?}");
+        }
+    }
 }

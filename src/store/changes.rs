@@ -13,12 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::repo::StoreError;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::rules::Rules;
 use super::scan::Scan;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::watch::{Fallback, Watcher};
-use super::StoreError;
 
 /// Finds the files a shell command changed in a checkout; see the module docs.
 pub struct ChangeTracker {
@@ -130,7 +130,7 @@ impl ChangeTracker {
         Ok(changed)
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux", not(git_agent_portable)))]
     pub(super) fn force_fallback(&mut self) {
         #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some(State {
@@ -195,7 +195,8 @@ fn tracked_files(root: &Path) -> Option<u32> {
         .then(|| u32::from_be_bytes([header[8], header[9], header[10], header[11]]))
 }
 
-/// Internals a user has no use for, on stderr when `GIT_AGENT_DEBUG` is set.
+/// Internals a user has no use for, on stderr when `GIT_AGENT_DEBUG` is set (only the watcher has any).
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 fn debug(message: std::fmt::Arguments<'_>) {
     if std::env::var_os("GIT_AGENT_DEBUG").is_some_and(|v| !v.is_empty()) {
         eprintln!("debug: {message}");

@@ -27,7 +27,8 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::{Flags, Mode, Stat};
 use gix::progress::{Count, NestedProgress, Progress as GixProgress, StepShared, Unit};
 
-use super::{ObjectId, Store, StoreError};
+use super::repo::{as_path, Store, StoreError};
+use gix::ObjectId;
 
 /// How far a long checkout is: files written of total. Cheap to clone; shared with whoever shows it.
 #[derive(Clone, Debug, Default)]
@@ -64,7 +65,7 @@ impl Store {
             self.forget_missing_checkouts();
             self.register_checkout(root, start)?;
         }
-        super::crash_point();
+        super::repo::crash_point();
         let checked_out = self.open_checkout(root).and_then(|checkout| {
             let worktree = checkout.worktree().ok_or_else(|| {
                 StoreError::Refused(format!("{} has no work tree", root.display()))
@@ -263,7 +264,7 @@ impl Store {
             }
             _ => {}
         }
-        super::crash_point();
+        super::repo::crash_point();
         for path in leftovers {
             remove_path(root, path.as_bstr())?;
         }
@@ -451,12 +452,6 @@ pub(super) fn remove_path(root: &Path, rel: &BStr) -> Result<(), StoreError> {
         dir = d.parent();
     }
     Ok(())
-}
-
-/// A repository-relative path as the file system spells it (unix: the bytes as they are).
-pub(super) fn as_path(rel: &BStr) -> &Path {
-    use std::os::unix::ffi::OsStrExt;
-    Path::new(std::ffi::OsStr::from_bytes(rel))
 }
 
 /// A failed checkout in words: what, where, and the causes gix gives, without debug structures.

@@ -20,7 +20,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::land::Side;
-use super::{ObjectId, Store, StoreError};
+use super::repo::{Store, StoreError};
+use gix::ObjectId;
 
 /// What [`Store::commit_paths()`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]

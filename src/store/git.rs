@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{Store, StoreError};
+use super::repo::{Store, StoreError};
 
 /// Variables that point git at another repository, work tree, index, object store or ref namespace, or that
 /// only mean something inside the git process that set them (`GIT_PREFIX` of an alias, the quarantine of a

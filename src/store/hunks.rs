@@ -13,7 +13,8 @@
 use similar::{DiffOp, TextDiff};
 
 use super::land::Side;
-use super::{ObjectId, Store, StoreError};
+use super::repo::{Store, StoreError};
+use gix::ObjectId;
 
 /// Lines of context around a change, as git shows them.
 const CONTEXT: usize = 3;

@@ -23,7 +23,8 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::place::{self, Found, Mode};
-use super::{ObjectId, Store, StoreError};
+use super::repo::{Store, StoreError};
+use gix::ObjectId;
 
 /// One version of a path: in a commit, or in the working tree.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::land::{FilePlan, Plan, Side};
 use super::place::{self, Found, Mode};
-use super::{crash_point, Store, StoreError};
+use super::repo::{crash_point, Store, StoreError};
 
 /// A landing that was interrupted: what it was, and what it was doing to which paths.
 #[derive(Debug)]

@@ -15,8 +15,10 @@ use std::path::Path;
 use gix::bstr::BString;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
+use super::repo::{branch_name, Checkout, Session, Store, StoreError};
+use super::session_log::Meta;
 use super::snapshot::{cas_branch, edit_ref, full_name};
-use super::{branch_name, Checkout, Meta, ObjectId, Session, Store, StoreError};
+use gix::ObjectId;
 
 /// One path that differs between two commits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +98,7 @@ impl Store {
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
     fn recreate_checkout(&self, s: &Session, root: &Path) -> Result<(), StoreError> {
         let start = s.step0.unwrap_or(s.base);
-        self.add_checkout(root, start, &super::Progress::default())?;
+        self.add_checkout(root, start, &super::checkout::Progress::default())?;
         self.sync_checkout(root, start, s.tip)
     }
 

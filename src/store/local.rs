@@ -18,7 +18,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::{branch_name, session_log::log_ref, Store, StoreError};
+use super::repo::{branch_name, Store, StoreError};
+use super::session_log::log_ref;
 
 /// How often a new session draws another id before giving up (each clash costs one file create).
 const CLAIM_ATTEMPTS: u32 = 10_000;

@@ -27,26 +27,28 @@
 //! this module stores, reads, and swaps. Every text field passes [`super::sanitize()`] on its way in.
 
 pub mod check;
+mod entry;
 mod index;
 mod merge;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
 
 use gix::objs::tree::EntryKind;
-use gix::refs::transaction::{PreviousValue, RefEdit};
-use gix::refs::Target;
-use serde::{Deserialize, Serialize};
 
-use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, sanitize_record, ObjectId, Store, StoreError};
+use super::repo::{sanitize, Store, StoreError};
+use super::snapshot::{write_commit, write_merge_commit};
+use super::transaction::Proposal;
+use gix::ObjectId;
 
+pub use entry::{
+    entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,
+};
+use entry::{parse_entry, shard_of};
 pub use index::Summary;
 pub use merge::Merged;
 
-/// The ref that holds project memory.
-pub const MEMORY_REF: &str = "refs/agent/memory";
+pub use entry::MEMORY_REF;
 
 /// Where `git agent pull` fetches a remote's memory before merging it into ours. Outside `refs/agent/`, so
 /// `git agent push` (which pushes `refs/agent/*`) never sends it back.
@@ -58,200 +60,6 @@ pub fn remote_memory_ref(remote: &str) -> String {
 /// remote without memory is not an error.
 pub fn memory_fetch_refspec(remote: &str) -> String {
     format!("+{MEMORY_REF}*:{}*", remote_memory_ref(remote))
-}
-
-/// How often a write starts over after losing a compare-and-swap before giving up. Each attempt is a few
-/// milliseconds; 4 processes writing at once settle in a handful.
-const ATTEMPTS: u32 = 200;
-
-/// What an entry is about.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// What the project is or has (`the CLI lives in src/cli`).
-    #[default]
-    Fact,
-    /// How things are done here (`errors are thiserror enums`).
-    Convention,
-    /// What goes wrong (`tests fail unless fixtures are built first`).
-    Pitfall,
-    /// A command that works (`make check` runs lint and tests).
-    Command,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Fact => "fact",
-            Kind::Convention => "convention",
-            Kind::Pitfall => "pitfall",
-            Kind::Command => "command",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Kind> {
-        match text.trim() {
-            "fact" => Some(Kind::Fact),
-            "convention" => Some(Kind::Convention),
-            "pitfall" => Some(Kind::Pitfall),
-            "command" => Some(Kind::Command),
-            _ => None,
-        }
-    }
-}
-
-/// Where an entry stands.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryStatus {
-    /// Injected when relevant.
-    #[default]
-    Active,
-    /// Forgotten (by hand, or because its confidence fell below the threshold): kept for the audit trail and
-    /// `restore`, never injected.
-    Archived,
-    /// Edited on two sides of a pull: both versions are kept until someone picks (`memory edit`); not injected.
-    NeedsReview,
-}
-
-impl EntryStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryStatus::Active => "active",
-            EntryStatus::Archived => "archived",
-            EntryStatus::NeedsReview => "needs_review",
-        }
-    }
-}
-
-/// Where an entry came from: a session's `remember` (its id, the step and commit it was at) or a person
-/// (`git agent memory add`: no session, the user's HEAD as the commit).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Source {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    /// Why it is worth remembering, as the model or the person said.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub why: String,
-    /// Unix seconds.
-    #[serde(default)]
-    pub at: i64,
-}
-
-/// The other side's version of an entry both sides of a pull edited.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Version {
-    pub text: String,
-    #[serde(default)]
-    pub tags: Vec<String>,
-    #[serde(default)]
-    pub kind: Kind,
-    #[serde(default)]
-    pub updated: i64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<Source>,
-}
-
-/// One memory entry: the file `entries/<aa>/<id>.json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub id: String,
-    pub text: String,
-    #[serde(default)]
-    pub tags: Vec<String>,
-    #[serde(default)]
-    pub kind: Kind,
-    /// Every session (or person) that contributed it; a near-duplicate adds its source here.
-    #[serde(default)]
-    pub sources: Vec<Source>,
-    /// Unix seconds.
-    #[serde(default)]
-    pub created: i64,
-    #[serde(default)]
-    pub updated: i64,
-    /// 0..1; below the archive threshold an entry is archived.
-    pub confidence: f64,
-    /// Sessions it was injected into.
-    #[serde(default)]
-    pub uses: u32,
-    /// Of those, sessions that completed.
-    #[serde(default)]
-    pub successes: u32,
-    /// ... and sessions that were blocked or stopped unfinished.
-    #[serde(default)]
-    pub failures: u32,
-    #[serde(default)]
-    pub status: EntryStatus,
-    /// Why it was archived (`forget --reason`, or the confidence that fell below the threshold).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// For `needs_review`: the other side's versions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub versions: Vec<Version>,
-}
-
-impl Entry {
-    /// The entry with every text field redacted: the one way text enters the memory ref. Every string,
-    /// decoded ([`super::sanitize_record()`]); the named fields alone when the entry does not round-trip
-    /// through JSON (a NaN confidence).
-    fn sanitized(&self) -> Entry {
-        if let Ok(entry) = sanitize_record(self) {
-            return entry;
-        }
-        let mut entry = self.clone();
-        entry.text = sanitize(&entry.text);
-        entry.reason = sanitize(&entry.reason);
-        entry.tags = entry.tags.iter().map(|t| sanitize(t)).collect();
-        for source in &mut entry.sources {
-            source.why = sanitize(&source.why);
-        }
-        for version in &mut entry.versions {
-            version.text = sanitize(&version.text);
-            version.tags = version.tags.iter().map(|t| sanitize(t)).collect();
-            for source in &mut version.sources {
-                source.why = sanitize(&source.why);
-            }
-        }
-        entry
-    }
-
-    /// The file's bytes: pretty JSON and a final newline.
-    fn to_bytes(&self) -> Vec<u8> {
-        // Serialising plain data with string keys cannot fail.
-        let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_default();
-        bytes.push(b'\n');
-        bytes
-    }
-}
-
-/// A confidence rounded to two decimals, clamped to 0..1, so files and commit messages agree on its value.
-pub fn round_confidence(value: f64) -> f64 {
-    if value.is_nan() {
-        return 0.0;
-    }
-    (value.clamp(0.0, 1.0) * 100.0).round() / 100.0
-}
-
-/// The path of entry `id` in the memory tree.
-pub fn entry_path(id: &str) -> String {
-    format!("entries/{}/{id}.json", shard_of(id))
-}
-
-/// The fan-out directory of `id`: its first two characters.
-fn shard_of(id: &str) -> &str {
-    id.get(..2).unwrap_or(id)
-}
-
-/// An id as entries are named: 4 to 40 lowercase hex characters.
-pub fn is_entry_id(id: &str) -> bool {
-    (4..=40).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// What one write does: entries to write (whole) and entries to remove, and the commit message saying what and
@@ -417,58 +225,31 @@ impl Store {
         &self,
         mut edit: impl FnMut(&MemoryView<'_>) -> Result<Option<MemoryEdit>, StoreError>,
     ) -> Result<Option<ObjectId>, StoreError> {
-        let mut last_err = None;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                // Spread the retries of writers that collided so they do not collide again in lockstep.
-                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
-                std::thread::sleep(Duration::from_millis(jitter));
-            }
-            let current = self.memory_tip()?;
-            let view = MemoryView {
-                store: self,
-                tree: self.memory_tree(current)?,
-                summaries: std::cell::OnceCell::new(),
-            };
-            let Some(change) = edit(&view)? else {
-                return Ok(None);
-            };
-            let tree = self.apply_edit(view.tree, &change)?;
-            if Some(tree) == view.tree {
-                return Ok(None);
-            }
-            let message = sanitize(&change.message);
-            let commit = write_commit(&self.repo, tree, current, &message)?;
-            crash_point();
-            match self.swap_memory(current, commit, &message) {
-                Ok(()) => {
-                    crash_point();
-                    return Ok(Some(commit));
+        self.transact(
+            MEMORY_REF,
+            || StoreError::Busy(MEMORY_REF.to_owned()),
+            |current| {
+                let view = MemoryView {
+                    store: self,
+                    tree: self.memory_tree(current)?,
+                    summaries: std::cell::OnceCell::new(),
+                };
+                let Some(change) = edit(&view)? else {
+                    return Ok(Proposal::Done(None));
+                };
+                let tree = self.apply_edit(view.tree, &change)?;
+                if Some(tree) == view.tree {
+                    return Ok(Proposal::Done(None));
                 }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| {
-            StoreError::Refused(format!(
-                "{MEMORY_REF} stayed busy: another process holds it; if none runs, remove {MEMORY_REF}.lock"
-            ))
-        }))
-    }
-
-    /// Moves the memory ref from `expected` to `new`, failing if someone else moved it.
-    fn swap_memory(
-        &self,
-        expected: Option<ObjectId>,
-        new: ObjectId,
-        message: &str,
-    ) -> Result<(), StoreError> {
-        let previous = match expected {
-            Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
-            None => PreviousValue::MustNotExist,
-        };
-        let first_line = message.lines().next().unwrap_or_default();
-        let edit = RefEdit::update(full_name(MEMORY_REF)?, new, previous, first_line);
-        edit_ref(&self.repo, edit)
+                let message = sanitize(&change.message);
+                let commit = write_commit(&self.repo, tree, current, &message)?;
+                Ok(Proposal::Move {
+                    commit,
+                    reflog: first_line(&message),
+                    then: Some(commit),
+                })
+            },
+        )
     }
 
     /// The tree of memory commit `commit`.
@@ -682,19 +463,6 @@ impl Store {
     }
 }
 
-/// Parses an entry file; its id is the file's name, whatever the file says.
-fn parse_entry(bytes: &[u8], id: &str) -> Result<Entry, StoreError> {
-    let mut entry: Entry = serde_json::from_slice(bytes).map_err(|err| {
-        StoreError::Refused(format!(
-            "memory entry {} is not valid ({err}): fix it with `git agent memory edit {id}` or remove it with \
-             `git agent memory forget --purge {id}`",
-            entry_path(id)
-        ))
-    })?;
-    entry.id = id.to_owned();
-    Ok(entry)
-}
-
 impl Store {
     /// Refuses a memory blob larger than `limit`, read from its header before anything else (issue 22,
     /// finding 4: a 150 MB blob must not be read by every `ask`).
@@ -723,3 +491,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests;
+
+/// The first line of a commit message: what a reflog entry says.
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or_default().to_owned()
+}

@@ -9,20 +9,15 @@
 //! The tree uses git's layout: one blob per annotated commit, named by its full hex id. Notes added flat by us
 //! and notes fanned out (`ab/cdef...`) by git on big notes trees are both found.
 
-use std::time::Duration;
-
 use gix::objs::tree::EntryKind;
-use gix::refs::transaction::{PreviousValue, RefEdit};
-use gix::refs::Target;
 
-use super::snapshot::{edit_ref, full_name, write_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use super::repo::{sanitize, Store, StoreError};
+use super::snapshot::write_commit;
+use super::transaction::Proposal;
+use gix::ObjectId;
 
 /// The notes ref of git-agent.
 pub const NOTES_REF: &str = "refs/notes/agent";
-
-/// How often a note write starts over after losing a compare-and-swap before giving up.
-const ATTEMPTS: u32 = 200;
 
 impl Store {
     /// Adds `text` as the note of `commit` (appended after a blank line if it has one already).
@@ -212,8 +207,9 @@ impl Store {
         self.cas_notes_with_parent(notes_ref, message, None, edit)
     }
 
-    /// The compare-and-swap loop: `edit(store, current tree, current commit)` returns the new tree (or `None`
-    /// for no change); the commit gets the current notes commit (and `extra_parent`) as parents.
+    /// The compare-and-swap of a notes ref ([`Store::transact()`]): `edit(store, current tree, current commit)`
+    /// returns the new tree (or `None` for no change); the commit gets the current notes commit (and
+    /// `extra_parent`) as parents.
     fn cas_notes_with_parent(
         &self,
         notes_ref: &str,
@@ -221,78 +217,23 @@ impl Store {
         extra_parent: Option<ObjectId>,
         mut edit: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Option<ObjectId>, StoreError>,
     ) -> Result<bool, StoreError> {
-        let mut last_err = None;
-        let mut held = HeldLock::default();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                // Spread the retries of writers that collided so they do not collide again in lockstep.
-                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
-                std::thread::sleep(Duration::from_millis(jitter));
-            }
-            // Loose refs are read from disk on every lookup, so this sees another writer's update.
-            let current = self.ref_id(notes_ref)?;
-            let tree = match current {
-                Some(c) => self.repo.find_commit(c)?.tree_id()?.detach(),
-                None => ObjectId::empty_tree(self.repo.object_hash()),
-            };
-            let Some(new_tree) = edit(self, tree, current)? else {
-                return Ok(false);
-            };
-            let parents: Vec<ObjectId> = current.into_iter().chain(extra_parent).collect();
-            let commit = write_commit_with_parents(self, new_tree, &parents, message)?;
-            crash_point();
-            let expected = match current {
-                Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
-                None => PreviousValue::MustNotExist,
-            };
-            let ref_edit = RefEdit::update(full_name(notes_ref)?, commit, expected, message);
-            match edit_ref(&self.repo, ref_edit) {
-                Ok(()) => {
-                    crash_point();
-                    return Ok(true);
-                }
-                // gix waited for the lock already (core.filesRefLockTimeout). Other writers hold it for
-                // milliseconds at a time, each its own lock file: with 250 sessions at once it is often taken
-                // longer than that wait, and that is retried. The same lock file still there after
-                // STALE_AFTER is a stale one, reported then (200 rounds took 31 s: issue 17, defect 13).
-                Err(StoreError::Locked { name, lock, .. }) => {
-                    if let Some(waited) = held.stale(&lock) {
-                        return Err(StoreError::Locked { name, lock, waited });
-                    }
-                }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(last_err.unwrap_or(StoreError::NotesBusy))
-    }
-}
-
-/// A ref lock file that stays in place (same inode, same mtime) this long is taken for stale: a writer holds
-/// its lock only while it writes one ref.
-const STALE_AFTER: Duration = Duration::from_secs(1);
-
-/// The lock file a compare-and-swap loop last found in its way, and since when.
-#[derive(Default)]
-struct HeldLock {
-    seen: Option<((u64, Option<std::time::SystemTime>), std::time::Instant)>,
-}
-
-impl HeldLock {
-    /// Notes that `lock` was in the way; `Some(how long)` once the same file has been there [`STALE_AFTER`].
-    fn stale(&mut self, lock: &std::path::Path) -> Option<Duration> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(lock).ok()?;
-        let identity = (meta.ino(), meta.modified().ok());
-        match self.seen {
-            Some((seen, since)) if seen == identity => {
-                let waited = since.elapsed();
-                (waited >= STALE_AFTER).then_some(waited)
-            }
-            _ => {
-                self.seen = Some((identity, std::time::Instant::now()));
-                None
-            }
-        }
+        self.transact(
+            notes_ref,
+            || StoreError::Busy(notes_ref.to_owned()),
+            |current| {
+                let tree = self.tip_tree(current)?;
+                let Some(new_tree) = edit(self, tree, current)? else {
+                    return Ok(Proposal::Done(false));
+                };
+                let parents: Vec<ObjectId> = current.into_iter().chain(extra_parent).collect();
+                let commit = write_commit_with_parents(self, new_tree, &parents, message)?;
+                Ok(Proposal::Move {
+                    commit,
+                    reflog: message.to_owned(),
+                    then: true,
+                })
+            },
+        )
     }
 }
 

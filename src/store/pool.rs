@@ -24,7 +24,8 @@
 use std::path::{Path, PathBuf};
 
 use super::checkout::Progress;
-use super::{ObjectId, Store, StoreError};
+use super::repo::{Store, StoreError};
+use gix::ObjectId;
 
 /// The default of `worktree_pool`.
 pub const DEFAULT_POOL: usize = 2;
@@ -68,9 +69,9 @@ impl Store {
                 return Ok(false);
             };
             self.set_index_aside(&pooled)?;
-            super::crash_point();
+            super::repo::crash_point();
             let moved = self.move_checkout(&pooled, root)?;
-            super::crash_point();
+            super::repo::crash_point();
             moved
         };
         if !taken {
@@ -138,7 +139,7 @@ impl Store {
                 let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                let gone = matches!(self.branch_tip(&super::branch_name(&id)), Ok(None));
+                let gone = matches!(self.branch_tip(&super::repo::branch_name(&id)), Ok(None));
                 if gone && !self.log_is_locked(&id) {
                     self.remove_checkout(&entry.path())?;
                     orphans += 1;

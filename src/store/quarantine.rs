@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::{Store, StoreError};
+use super::repo::{Store, StoreError};
 
 /// Blobs above this are streamed by git's fetch and index-pack instead of read whole.
 const BIG_FILE_THRESHOLD: &str = "1m";

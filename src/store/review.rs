@@ -12,7 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{sanitize, sanitize_record, ObjectId, Store, StoreError};
+use super::repo::{sanitize, sanitize_record, Store, StoreError};
+use gix::ObjectId;
 
 /// The notes ref of review records.
 pub const REVIEW_REF: &str = "refs/notes/agent-review";

@@ -16,7 +16,9 @@
 //! ignore file, a directory modified too recently to trust its timestamp) falls back to the full walk.
 
 use std::cmp::Ordering;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -25,7 +27,7 @@ use std::time::SystemTime;
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
-use super::{Session, Store, StoreError};
+use super::repo::{Session, Store, StoreError};
 
 /// What a file looked like on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +132,8 @@ impl Scan {
     }
 
     /// Checkout-relative paths of the files below the checkout-relative directory `dir`.
+    // Only the watcher (inotify, Linux) asks for these.
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
     pub(super) fn files_under(&self, dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
         let mut prefix = self.root.join(dir).into_os_string().into_vec();
         prefix.push(b'/');
@@ -144,6 +148,8 @@ impl Scan {
     /// Stats the (distinct) checkout-relative paths `rel` again and records what is there now (a file or
     /// symlink, or nothing), keeping the scan in step with the checkout without a walk. Returns the paths that
     /// are there now or were before (a path that came and went in between is nobody's business).
+    // Only the watcher (inotify, Linux) asks for these.
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
     pub(super) fn refresh<'p>(&mut self, rel: impl IntoIterator<Item = &'p Path>) -> Vec<PathBuf> {
         let (mut out, mut gone, mut new) = (Vec::new(), Vec::new(), Vec::new());
         for rel in rel {

@@ -17,10 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gix::bstr::ByteSlice;
 
+use super::repo::{Store, StoreError};
 use super::snapshot::{with_trailers, write_commit};
-use super::{ObjectId, Store, StoreError};
 use crate::safety::redact;
 use crate::safety::withhold;
+use gix::ObjectId;
 
 /// A checkout of one commit for a check to run in; removed, or returned to the pool, when dropped.
 pub struct Scratch {
@@ -145,7 +146,7 @@ impl Store {
         self.remove_stale_scratch(&dir);
         let root = dir.join(format!("{}-{}", std::process::id(), next()));
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
-        let progress = super::Progress::default();
+        let progress = super::checkout::Progress::default();
         if !self.pool_take(&root, commit, &progress)? {
             self.add_checkout(&root, commit, &progress)?;
         }
@@ -198,7 +199,7 @@ impl Store {
             return Ok(None);
         }
         let message = with_trailers(
-            &super::sanitize("Capture staged changes (the index)"),
+            &super::repo::sanitize("Capture staged changes (the index)"),
             id,
             0,
         );
@@ -234,7 +235,7 @@ impl Store {
         let mut withheld = Vec::new();
         redact::with_global(|redactor| {
             for (location, id) in &candidates {
-                let rel = super::checkout::as_path(location.as_ref());
+                let rel = super::repo::as_path(location.as_ref());
                 let data = self.repo.find_object(*id)?.detach().data;
                 let previous = || {
                     let entry = old.lookup_entry_by_path(rel).ok()??;
@@ -252,7 +253,7 @@ impl Store {
         let mut editor = new.edit()?;
         for location in withheld {
             let path = location.as_bstr();
-            match old.lookup_entry_by_path(super::checkout::as_path(path))? {
+            match old.lookup_entry_by_path(super::repo::as_path(path))? {
                 Some(entry) => {
                     let kind = entry.mode().kind();
                     editor.upsert(path, kind, entry.object_id())?;

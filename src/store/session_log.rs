@@ -37,10 +37,11 @@ use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
+use super::repo::{crash_point, sanitize_record, Store, StoreError};
 use super::snapshot::{edit_ref, full_name, write_commit};
-use super::{crash_point, sanitize_record, ObjectId, Store, StoreError};
 use crate::protocol::Status;
 use crate::safety::redact::redact_value;
+use gix::ObjectId;
 
 /// The summary of a session, stored as `meta.json` next to the events.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -22,22 +22,19 @@ pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::time::Duration;
 
 use gix::objs::tree::EntryKind;
-use gix::refs::transaction::{PreviousValue, RefEdit};
-use gix::refs::Target;
 
-use super::snapshot::{edit_ref, full_name, write_commit, write_merge_commit};
-use super::{crash_point, sanitize, ObjectId, Store, StoreError};
+use super::repo::{sanitize, Store, StoreError};
+use super::snapshot::{write_commit, write_merge_commit};
+use super::transaction::Proposal;
 use crate::safety::tree_path;
+use gix::ObjectId;
 
 pub use shared::{Stats, MAX_BYTES, MAX_FILES, SKILLS_REF};
 
 /// The folder of the counts, beside the skills.
 pub const STATS_DIR: &str = ".stats";
-/// How often a write starts over after losing a compare-and-swap before giving up.
-const ATTEMPTS: u32 = 200;
 
 /// The largest counts file read (`.stats/<name>.json`).
 const MAX_STATS_BYTES: u64 = 64 << 10;
@@ -640,66 +637,43 @@ impl Store {
         }
     }
 
-    /// The compare-and-swap loop of the skills ref. `change(store, current tree, current commit)` computes
-    /// the new tree and message from what the ref holds now; a null tree id means "move the ref to
-    /// `extra_parent` as it is" (a fast-forward). The commit gets the current commit (and `extra_parent`) as
-    /// parents. Returns the new commit, or `None` when nothing changed.
+    /// The compare-and-swap of the skills ref ([`Store::transact()`]). `change(store, current tree, current
+    /// commit)` computes the new tree and message from what the ref holds now; a null tree id means "move
+    /// the ref to `extra_parent` as it is" (a fast-forward). The commit gets the current commit (and
+    /// `extra_parent`) as parents. Returns the new commit, or `None` when nothing changed.
     fn cas_skills(
         &self,
         extra_parent: Option<ObjectId>,
         mut change: impl FnMut(&Store, ObjectId, Option<ObjectId>) -> Result<Change, StoreError>,
     ) -> Result<Option<ObjectId>, StoreError> {
-        let mut last_err = None;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                // Spread the retries of writers that collided so they do not collide again in lockstep.
-                let jitter = u64::from(std::process::id() % 7 + attempt.min(20));
-                std::thread::sleep(Duration::from_millis(jitter));
-            }
-            let current = self.ref_target(SKILLS_REF)?;
-            let tree = match current {
-                Some(c) => self.repo.find_commit(c)?.tree_id()?.detach(),
-                None => ObjectId::empty_tree(self.repo.object_hash()),
-            };
-            let Some((new_tree, message)) = change(self, tree, current)? else {
-                return Ok(None);
-            };
-            let commit = match extra_parent {
-                Some(theirs) if new_tree.is_null() => theirs,
-                _ => {
-                    let message = sanitize(&message);
-                    let parents: Vec<ObjectId> = current.into_iter().chain(extra_parent).collect();
-                    match parents.as_slice() {
-                        [] => write_commit(&self.repo, new_tree, None, &message)?,
-                        [one] => write_commit(&self.repo, new_tree, Some(*one), &message)?,
-                        many => write_merge_commit(&self.repo, new_tree, many, &message)?,
+        self.transact(
+            SKILLS_REF,
+            || StoreError::Busy(SKILLS_REF.to_owned()),
+            |current| {
+                let tree = self.tip_tree(current)?;
+                let Some((new_tree, message)) = change(self, tree, current)? else {
+                    return Ok(Proposal::Done(None));
+                };
+                let commit = match extra_parent {
+                    Some(theirs) if new_tree.is_null() => theirs,
+                    _ => {
+                        let message = sanitize(&message);
+                        let parents: Vec<ObjectId> =
+                            current.into_iter().chain(extra_parent).collect();
+                        match parents.as_slice() {
+                            [] => write_commit(&self.repo, new_tree, None, &message)?,
+                            [one] => write_commit(&self.repo, new_tree, Some(*one), &message)?,
+                            many => write_merge_commit(&self.repo, new_tree, many, &message)?,
+                        }
                     }
-                }
-            };
-            crash_point();
-            let expected = match current {
-                Some(c) => PreviousValue::MustExistAndMatch(Target::Object(c)),
-                None => PreviousValue::MustNotExist,
-            };
-            let edit = RefEdit::update(
-                full_name(SKILLS_REF)?,
-                commit,
-                expected,
-                "git-agent: skills",
-            );
-            match edit_ref(&self.repo, edit) {
-                Ok(()) => {
-                    crash_point();
-                    return Ok(Some(commit));
-                }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| {
-            StoreError::Refused(format!(
-                "{SKILLS_REF} stayed busy: another process keeps moving it"
-            ))
-        }))
+                };
+                Ok(Proposal::Move {
+                    commit,
+                    reflog: "git-agent: skills".to_owned(),
+                    then: Some(commit),
+                })
+            },
+        )
     }
 }
 

@@ -16,7 +16,8 @@ use gix::refs::{FullName, Target};
 use crate::safety::redact;
 use crate::safety::withhold::{self, Withheld};
 
-use super::{ObjectId, Session, Store, StoreError};
+use super::repo::{Session, Store, StoreError};
+use gix::ObjectId;
 
 impl Store {
     /// Commit the user's uncommitted work as `HEAD + changes` (staged changes, tracked files modified, deleted
@@ -42,7 +43,7 @@ impl Store {
         let mut capture = Capture::default();
         let mut paths = Vec::new();
         for path in super::status::user_changes(&self.repo)? {
-            let rel = super::checkout::as_path(path.as_ref()).to_path_buf();
+            let rel = super::repo::as_path(path.as_ref()).to_path_buf();
             match std::fs::symlink_metadata(self.workdir.join(&rel)) {
                 Ok(md) if md.is_file() && md.len() > max_file_size => {
                     capture.skipped.push((rel, md.len()));
@@ -74,7 +75,7 @@ impl Store {
                 message.push_str(&format!("- {} ({size} bytes)\n", path.display()));
             }
         }
-        let message = with_trailers(&super::sanitize(&message), id, 0);
+        let message = with_trailers(&super::repo::sanitize(&message), id, 0);
         capture.commit = Some(write_commit(&self.repo, tree, head, &message)?);
         Ok(capture)
     }
@@ -84,8 +85,9 @@ impl Store {
     ///
     /// Every file first passes the withholding policy ([`withhold::decide()`]): environment and key files,
     /// files holding a known secret value and files with a secret format their committed version lacked stay
-    /// in the checkout and out of the commit. `message` gets those (empty when none) and returns the commit
-    /// message, which is redacted before it is written.
+    /// in the checkout and out of the commit. The commit message is `subject` (what the step did, one line)
+    /// and, when files were withheld, their list: the store says what it left out, and the message is
+    /// redacted before it is written.
     ///
     /// [`StepCommit::commit`] is `None`, and nothing is committed, if the resulting tree equals the tip's tree, so
     /// callers may pass paths that merely *might* have changed. Fails with [`StoreError::BranchMoved`] if the
@@ -94,7 +96,7 @@ impl Store {
         &self,
         s: &mut Session,
         changed: &[PathBuf],
-        message: impl FnOnce(&[Withheld]) -> String,
+        subject: &str,
     ) -> Result<StepCommit, StoreError> {
         let mut step = StepCommit::default();
         if changed.is_empty() {
@@ -112,14 +114,14 @@ impl Store {
             return Ok(step);
         }
         let number = s.steps + 1;
-        let message = super::sanitize(&message(&step.withheld));
+        let message = super::repo::sanitize(&step_message(subject, &step.withheld));
         let commit = write_commit(
             &checkout,
             tree,
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
-        super::crash_point();
+        super::repo::crash_point();
         self.record_tips(&s.id, Some(s.tip), commit)?;
         let moved = cas_branch(
             &checkout,
@@ -144,7 +146,7 @@ impl Store {
             }
             return Err(err);
         }
-        super::crash_point();
+        super::repo::crash_point();
         s.tip = commit;
         s.steps = number;
         step.commit = Some(commit);
@@ -184,6 +186,19 @@ pub struct Capture {
     pub commit: Option<ObjectId>,
     /// Files left out for their size, with their size in bytes (work-tree relative).
     pub skipped: Vec<(PathBuf, u64)>,
+}
+
+/// A step's commit message: `subject`, then the files the withholding policy kept out of the commit and
+/// why, so `git log` tells a reader where a file the agent wrote went.
+fn step_message(subject: &str, withheld: &[Withheld]) -> String {
+    let mut message = subject.to_owned();
+    if !withheld.is_empty() {
+        message.push_str("\n\nWithheld from this commit (they stay in the checkout):\n");
+        for w in withheld {
+            message.push_str(&format!("- {}: {}\n", w.path.display(), w.reason));
+        }
+    }
+    message
 }
 
 /// What [`Store::commit_step()`] did.

@@ -11,7 +11,8 @@ use std::io::Write;
 use std::process::Stdio;
 
 use super::land::{Plan, Side};
-use super::{ObjectId, Store, StoreError};
+use super::repo::{Store, StoreError};
+use gix::ObjectId;
 
 /// A path whose change could not be staged, and why; the working tree has it, the index is as it was.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use gix::dir::entry::Status as DirStatus;
 use gix::status::index_worktree::Item as WorktreeItem;
 use gix::status::plumbing::index_as_worktree::EntryStatus;
 
-use super::StoreError;
+use super::repo::StoreError;
 
 /// The user's uncommitted work in `repo`'s work tree: paths staged (index differs from HEAD), modified,
 /// deleted or with a new mode (work tree differs from index), and untracked files that are not ignored, each

@@ -10,24 +10,21 @@ use super::*;
 /// `git status`, the index file's bytes and every work tree file with its bytes.
 pub(super) type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
 
-/// A temp dir holding a repository, removed on drop (shared with the tests of the store's other modules).
+/// A temp dir holding a repository, removed on drop (tempfile's `TempDir`; shared with the tests of the store's
+/// other modules).
 pub(super) struct TestRepo {
     dir: PathBuf,
+    _temp: tempfile::TempDir,
 }
 
 impl TestRepo {
     pub(super) fn new(name: &str) -> TestRepo {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "git-agent-store-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let dir = std::fs::canonicalize(dir).unwrap();
-        let repo = TestRepo { dir };
+        let temp = tempfile::Builder::new()
+            .prefix(&format!("git-agent-store-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = std::fs::canonicalize(temp.path()).unwrap();
+        let repo = TestRepo { dir, _temp: temp };
         repo.git(&["init", "-q", "-b", "main"]);
         repo.git(&["config", "user.name", "Test User"]);
         repo.git(&["config", "user.email", "test@example.com"]);
@@ -80,12 +77,6 @@ impl TestRepo {
         collect(&self.dir, &self.dir, &mut files);
         files.sort();
         (status, index, files)
-    }
-}
-
-impl Drop for TestRepo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -187,9 +178,7 @@ fn commit(
     paths: &[PathBuf],
     message: &str,
 ) -> Result<Option<ObjectId>, StoreError> {
-    store
-        .commit_step(s, paths, |_| message.to_owned())
-        .map(|step| step.commit)
+    store.commit_step(s, paths, message).map(|step| step.commit)
 }
 
 fn tree_of(repo: &TestRepo, commit: ObjectId) -> String {
@@ -626,12 +615,12 @@ fn one_policy_withholds_from_step_0_and_later_steps() {
     write(s.root(), "keys/deploy.pem", "-----BEGIN-----\n");
     write(s.root(), "ok.txt", "fine\n");
     let paths = ["new.txt", "keys/deploy.pem", "ok.txt"].map(PathBuf::from);
-    let mut seen = Vec::new();
     let step = store
-        .commit_step(&mut s, &paths, |withheld| {
-            seen = withheld.to_vec();
-            format!("write three files, one has {KNOWN_SECRET}")
-        })
+        .commit_step(
+            &mut s,
+            &paths,
+            &format!("write three files, one has {KNOWN_SECRET}"),
+        )
         .unwrap();
     let reasons: Vec<(String, String)> = step
         .withheld
@@ -646,7 +635,6 @@ fn one_policy_withholds_from_step_0_and_later_steps() {
         ]
         .map(|(p, r)| (p.to_owned(), r.to_owned()))
     );
-    assert_eq!(seen, step.withheld);
     assert_eq!(step.committed, [PathBuf::from("ok.txt")]);
     let commit = step.commit.expect("ok.txt was committed").to_string();
     let files = repo.git(&["ls-tree", "-r", "--name-only", &commit]);
@@ -659,6 +647,15 @@ fn one_policy_withholds_from_step_0_and_later_steps() {
         message.starts_with("write three files, one has [REDACTED:STORE_TEST_KEY]"),
         "the store redacts the message: {message}"
     );
+    // The store itself says what it left out (the agent no longer writes that part of the message).
+    assert!(
+        message.contains(
+            "Withheld from this commit (they stay in the checkout):\n\
+             - new.txt: it contains a new secret (openai-key)\n\
+             - keys/deploy.pem: it is key material\n"
+        ),
+        "{message}"
+    );
 
     // Only withheld files: no commit, and the caller still learns why.
     let step = commit_only(&store, &mut s, "new.txt");
@@ -669,7 +666,7 @@ fn one_policy_withholds_from_step_0_and_later_steps() {
 
 fn commit_only(store: &Store, s: &mut Session, rel: &str) -> StepCommit {
     store
-        .commit_step(s, &[PathBuf::from(rel)], |_| "again".to_owned())
+        .commit_step(s, &[PathBuf::from(rel)], "again")
         .unwrap()
 }
 
@@ -754,4 +751,73 @@ fn a_stale_lock_is_named_in_words() {
         .unwrap()
         .is_none());
     assert_eq!(std::fs::read(&lock).unwrap(), b"");
+}
+
+// ---- The transaction primitive (store/transaction.rs) ----
+
+/// A commit of the empty tree on `parent`, saying `message`.
+fn empty_commit_on(store: &Store, parent: Option<ObjectId>, message: &str) -> ObjectId {
+    let tree = store.tip_tree(None).unwrap();
+    super::snapshot::write_commit(&store.repo, tree, parent, message).unwrap()
+}
+
+/// A writer that moves the ref between another's read and swap makes that one start over on the new
+/// tip: nothing it wrote is lost, and the second attempt builds on it.
+#[test]
+fn a_lost_swap_starts_over_on_the_new_tip() {
+    let repo = TestRepo::with_commit("transact-lost");
+    let store = repo.store();
+    let name = "refs/agent/test";
+    let mut seen = Vec::new();
+    let moved = store
+        .transact(
+            name,
+            || StoreError::Busy(name.into()),
+            |tip| {
+                seen.push(tip);
+                if seen.len() == 1 {
+                    // Another writer gets there first.
+                    let theirs = empty_commit_on(&store, None, "theirs");
+                    repo.git(&["update-ref", name, &theirs.to_string()]);
+                }
+                let commit = empty_commit_on(&store, tip, "ours");
+                Ok(super::transaction::Proposal::Move {
+                    commit,
+                    reflog: "ours".into(),
+                    then: commit,
+                })
+            },
+        )
+        .unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0], None);
+    let theirs = seen[1].expect("the second attempt sees the other writer's commit");
+    assert_eq!(store.ref_target(name).unwrap(), Some(moved));
+    let parent = repo.git(&["rev-parse", &format!("{moved}^")]);
+    assert_eq!(parent.trim(), theirs.to_string());
+}
+
+/// A lock file nobody removes is reported as stale within seconds, for every ref the store moves
+/// (memory's ref waited out 200 rounds of gix's lock timeout before it went through this primitive).
+#[test]
+fn a_stale_lock_is_reported_soon() {
+    let repo = TestRepo::with_commit("transact-stale");
+    let store = repo.store();
+    std::fs::create_dir_all(repo.path(".git/refs/agent")).unwrap();
+    std::fs::write(repo.path(".git/refs/agent/memory.lock"), "").unwrap();
+    let started = std::time::Instant::now();
+    let err = store
+        .update_memory(|_| {
+            Ok(Some(crate::store::memory::MemoryEdit {
+                message: "remember: x".into(),
+                put: Vec::new(),
+                remove: vec!["00000000".into()],
+            }))
+        })
+        .expect_err("the lock stays");
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{err}"
+    );
 }

@@ -17,7 +17,9 @@ use similar::{ChangeTag, TextDiff};
 
 use super::read::binary_kind;
 use super::state::fingerprint;
-use super::{bool_arg, confine, looks_binary, str_arg, Confined, Tool, ToolContext, ToolOutput};
+use super::tool::{
+    bool_arg, confine, looks_binary, str_arg, Confined, Tool, ToolContext, ToolOutput,
+};
 use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 
@@ -736,7 +738,7 @@ mod tests {
         fs::create_dir_all(&outside).unwrap();
         fs::write(outside.join("f.txt"), "secret\n").unwrap();
         put(&ctx, "dir/f.txt", "secret\n");
-        let target = crate::tools::confine(&ctx, "dir/f.txt", Access::Write).unwrap();
+        let target = crate::tools::tool::confine(&ctx, "dir/f.txt", Access::Write).unwrap();
         // Between the check and the use, `dir` becomes a link out of the checkout.
         fs::remove_dir_all(ctx.root.join("dir")).unwrap();
         std::os::unix::fs::symlink(&outside, ctx.root.join("dir")).unwrap();

@@ -9,38 +9,21 @@
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::process::{self, Exit};
-use super::{opt_str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use super::state::{Entry, Jobs};
+use super::tool::{opt_str_arg, u64_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 
 /// Output shown per look, head and tail; the log keeps everything.
 const SHOWN_BYTES: u64 = 8 * 1024;
 /// How long a stopped job gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// The session's background jobs.
-#[derive(Debug, Default)]
-pub struct Jobs {
-    next: u32,
-    list: Vec<Entry>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    id: u32,
-    command: String,
-    child: Child,
-    log: PathBuf,
-    /// How much of the log the model has seen.
-    seen: u64,
-    status: Option<ExitStatus>,
-}
 
 impl Entry {
     /// The exit status, if the job has ended (reaping it).
@@ -398,7 +381,7 @@ fn list(jobs: &mut Jobs) -> ToolOutput {
         text.push_str(&format!(
             "job {}: {state}: {}\n  log: {}\n",
             entry.id,
-            super::short(&entry.command, 80),
+            super::tool::short(&entry.command, 80),
             entry.log.display()
         ));
     }

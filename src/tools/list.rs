@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use super::tool::{confine, display_rel, opt_str_arg, Tool, ToolContext, ToolOutput};
 use super::walk::{self, Filters};
-use super::{confine, display_rel, opt_str_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 

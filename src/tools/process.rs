@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::safety::sandbox::SandboxError;
 use crate::store::git;
 
-use super::ToolContext;
+use super::tool::ToolContext;
 
 /// `bash -c command` in the checkout, stdin empty, leading a new process group (so one `killpg` ends
 /// everything it starts: test runners, servers, `sleep &`), with [`child_env()`] and the session's sandbox.

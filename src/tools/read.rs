@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::state::Fingerprinter;
-use super::{
+use super::tool::{
     confine, cut_line, looks_binary, str_arg, u64_arg, Tool, ToolContext, ToolOutput, BINARY_SNIFF,
 };
 use crate::protocol::{Location, ToolKind};

@@ -18,11 +18,11 @@ use grep_searcher::{
 use ignore::WalkState;
 use serde_json::json;
 
-use super::walk::{self, Filters};
-use super::{
+use super::tool::{
     bool_arg, confine, cut_line, opt_str_arg, short, str_arg, u64_arg, Tool, ToolContext,
     ToolOutput,
 };
+use super::walk::{self, Filters};
 use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 

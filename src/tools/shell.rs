@@ -22,7 +22,7 @@ use serde_json::json;
 use super::capture::{thousands, Capture};
 use super::jobs::{self, looks_like_server};
 use super::process::{self, Exit};
-use super::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
+use super::tool::{bool_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 
 /// Per-call timeouts above this are capped: one call should not hold the session for longer.

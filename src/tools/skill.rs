@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 
-use super::{opt_str_arg, str_arg, Tool, ToolContext, ToolOutput};
+use super::tool::{opt_str_arg, str_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 use crate::store::skills::sources::{Catalog, Skill};
 
@@ -102,7 +102,7 @@ impl LoadSkill {
                 Err(message) => return ToolOutput::error(message),
             }
         };
-        if super::looks_binary(&bytes) {
+        if super::tool::looks_binary(&bytes) {
             return ToolOutput::error(format!(
                 "{path} is a binary file ({} bytes); it cannot be shown as text",
                 bytes.len()

@@ -8,10 +8,9 @@
 use std::collections::HashMap;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
-
-use super::jobs::Jobs;
 
 /// Per-session tool state; one per session, shared by every [`super::ToolContext`] through an `Arc`.
 #[derive(Debug)]
@@ -113,4 +112,22 @@ impl Drop for SessionState {
 /// A poisoned lock only means a tool panicked mid-update; the maps stay usable.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The session's background jobs.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    pub(super) next: u32,
+    pub(super) list: Vec<Entry>,
+}
+
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) id: u32,
+    pub(super) command: String,
+    pub(super) child: Child,
+    pub(super) log: PathBuf,
+    /// How much of the log the model has seen.
+    pub(super) seen: u64,
+    pub(super) status: Option<ExitStatus>,
 }

@@ -36,7 +36,7 @@ impl Filters {
         Ok(Filters {
             hidden: match args.get("hidden") {
                 None | Some(serde_json::Value::Null) => hidden_default,
-                Some(_) => super::bool_arg(args, "hidden")?,
+                Some(_) => super::tool::bool_arg(args, "hidden")?,
             },
             globs: strings(args, "glob")?,
             types: strings(args, "type")?,

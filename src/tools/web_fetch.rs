@@ -21,7 +21,7 @@ use reqwest::Url;
 use serde_json::json;
 
 use super::capture::{human_size, thousands, Capture};
-use super::{short, str_arg, Tool, ToolContext, ToolOutput};
+use super::tool::{short, str_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 use crate::safety::rules::Rules;
 

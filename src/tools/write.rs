@@ -8,7 +8,7 @@ use std::io;
 use serde_json::json;
 
 use super::state::fingerprint;
-use super::{confine, str_arg, Tool, ToolContext, ToolOutput};
+use super::tool::{confine, str_arg, Tool, ToolContext, ToolOutput};
 use crate::protocol::ToolKind;
 use crate::safety::path::Access;
 

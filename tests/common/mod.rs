@@ -167,8 +167,51 @@ impl Drop for TestRepo {
 /// What a run of the binary produced.
 pub struct Output {
     pub status: ExitStatus,
+    /// Standard output without the [`PORTABLE_NOTICES`]' `notice` events (portable configuration only).
     pub stdout: String,
+    /// Standard output exactly as the binary wrote it.
+    pub full_stdout: String,
+    /// Standard error without the [`PORTABLE_NOTICES`] (in the portable configuration; see [`without_notices`]).
     pub stderr: String,
+    /// Standard error exactly as the binary wrote it.
+    pub full_stderr: String,
+}
+
+/// What every session prints in the portable configuration (`--cfg git_agent_portable`: src/sys's Linux layer
+/// off, as macOS and the BSDs build it): commands are not sandboxed and see the other processes. True there
+/// and tested by the tests of those features (through [`Output::full_stderr`]); noise to every other test's
+/// expected output.
+pub const PORTABLE_NOTICES: &[&str] = &[
+    "warning: this kernel has no Landlock, so commands run unsandboxed",
+    "warning: commands run without a private /proc",
+];
+
+/// `stderr` without the lines of [`PORTABLE_NOTICES`] when this is the portable configuration; as it is
+/// otherwise, where a notice is news a test must see.
+pub fn without_notices(stderr: &str) -> String {
+    if !cfg!(git_agent_portable) {
+        return stderr.to_string();
+    }
+    stderr
+        .split_inclusive('\n')
+        .filter(|line| !PORTABLE_NOTICES.iter().any(|n| line.starts_with(n)))
+        .collect()
+}
+
+/// `stdout` without the `--json` `notice` events of [`PORTABLE_NOTICES`] in the portable configuration.
+pub fn without_notice_events(stdout: &str) -> String {
+    if !cfg!(git_agent_portable) {
+        return stdout.to_string();
+    }
+    stdout
+        .split_inclusive('\n')
+        .filter(|line| {
+            !(line.contains("\"type\":\"notice\"")
+                && PORTABLE_NOTICES
+                    .iter()
+                    .any(|n| line.contains(n.trim_start_matches("warning: "))))
+        })
+        .collect()
 }
 
 impl Output {
@@ -178,6 +221,11 @@ impl Output {
 
     pub fn stderr(&self) -> &str {
         &self.stderr
+    }
+
+    /// Standard error with the portable configuration's notices (see [`PORTABLE_NOTICES`]).
+    pub fn full_stderr(&self) -> &str {
+        &self.full_stderr
     }
 
     /// The exit code; panics if a signal ended the process.
@@ -245,10 +293,14 @@ pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
         }
         thread::sleep(Duration::from_millis(20));
     };
+    let full_stderr = stderr.join().expect("drain stderr");
+    let full_stdout = stdout.join().expect("drain stdout");
     Output {
         status,
-        stdout: stdout.join().expect("drain stdout"),
-        stderr: stderr.join().expect("drain stderr"),
+        stdout: without_notice_events(&full_stdout),
+        full_stdout,
+        stderr: without_notices(&full_stderr),
+        full_stderr,
     }
 }
 

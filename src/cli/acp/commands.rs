@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::super::chat::commands::{self as chat, Env, Parsed, COMMANDS};
-use super::super::Context;
+use super::super::context::Context;
 use crate::agent::{AgentSession, TurnControl};
 use crate::protocol::Sink;
 

@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -28,17 +29,32 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::super::CommandError;
-use super::{commands, prompt, Defaults};
+use super::super::error::CommandError;
+use super::{commands, prompt};
 use crate::agent::{
     AgentError, AgentSession, Resume, SafetyOptions, SessionOptions, TurnControl, TurnEnd,
 };
 use crate::config;
 use crate::protocol::{Event, Sink, Status};
 use crate::safety::rules::Rules;
+use crate::safety::sandbox::SandboxConfig;
 use crate::store::{Store, StoreError};
 use crate::ui::acp::wire::{code, Incoming, Peer, RpcError};
 use crate::ui::acp::{AcpApprover, AcpSink, Rejected};
+
+/// What every session of this process starts with.
+#[derive(Debug, Clone)]
+pub(super) struct Defaults {
+    pub(super) model: Option<String>,
+    pub(super) max_steps: u32,
+    pub(super) max_tokens: Option<u64>,
+    pub(super) run_timeout: Duration,
+    pub(super) allow: Vec<String>,
+    pub(super) deny: Vec<String>,
+    pub(super) sandbox: SandboxConfig,
+    /// `sessionCapabilities.resume` is offered.
+    pub(super) resume: bool,
+}
 
 /// The protocol version spoken (ACP's major version, an integer).
 const PROTOCOL_VERSION: u64 = 1;
@@ -345,7 +361,9 @@ fn params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
 fn rpc_error(err: impl Into<CommandError>) -> RpcError {
     let err: CommandError = err.into();
     let code = match err.kind() {
-        super::super::ErrorKind::User | super::super::ErrorKind::Usage => code::INVALID_PARAMS,
+        super::super::error::ErrorKind::User | super::super::error::ErrorKind::Usage => {
+            code::INVALID_PARAMS
+        }
         _ => code::INTERNAL_ERROR,
     };
     let mut error = RpcError::new(code, err.text());

@@ -12,7 +12,8 @@ use crate::agent::{AgentSession, TurnControl};
 use crate::config;
 use crate::protocol::Sink;
 
-use super::super::{CommandError, Context};
+use super::super::context::Context;
+use super::super::error::CommandError;
 
 /// One slash command.
 #[derive(Debug, PartialEq, Eq)]
@@ -571,7 +572,7 @@ fn sessions(session: &AgentSession) -> Result<Reply, CommandError> {
         let line = format!(
             "{mark} {}  {}  {:<11} {:>3} step{}  {prompt}",
             meta.id,
-            super::super::when(meta.created),
+            super::super::context::when(meta.created),
             meta.status.as_str(),
             meta.steps,
             if meta.steps == 1 { " " } else { "s" },

@@ -6,16 +6,17 @@
 pub mod commands;
 mod history;
 mod plain;
+mod session;
 mod terminal;
 
+use crate::agent::AgentSession;
 use std::io::IsTerminal;
 
 use clap::Args;
 
 use super::ask::SessionFlags;
-use super::{CommandError, Context};
-use crate::agent::{AgentSession, Resume};
-use crate::protocol::Sink;
+use super::context::Context;
+use super::error::CommandError;
 
 /// Talk with the agent: one session, turn after turn, on one branch
 ///
@@ -31,7 +32,7 @@ pub struct ChatArgs {
 }
 
 pub fn run(ctx: &mut Context, args: ChatArgs) -> Result<(), CommandError> {
-    let runtime = super::runtime()
+    let runtime = super::context::runtime()
         .map_err(|e| CommandError::internal(format!("cannot start the async runtime: {e}")))?;
     let flags = &args.session;
     let interactive =
@@ -77,52 +78,4 @@ fn attach_pasted_images(
         warnings.push(format!("{err}; sent without the images"));
     }
     warnings
-}
-
-/// Opens the session the flags (or `/new`, `/resume`) ask for; `sink` hears warnings.
-async fn open(
-    ctx: &Context,
-    flags: &SessionFlags,
-    resume: Option<Resume>,
-    sink: &mut dyn Sink,
-) -> Result<AgentSession, CommandError> {
-    let options = flags.options(ctx, resume)?;
-    Ok(AgentSession::open(ctx.cwd(), options, sink).await?)
-}
-
-/// Closes `session` (background jobs and MCP servers stopped) and returns how to come back to it; `None`
-/// when nothing happened in it, so it was rolled back and there is nothing to resume.
-async fn close(ctx: &Context, session: AgentSession) -> Option<String> {
-    let id = session.id().to_owned();
-    session.shutdown_mcp().await;
-    session.close();
-    let store = crate::store::Store::open(ctx.cwd()).ok()?;
-    store.read_meta(&id).ok().flatten()?;
-    Some(format!(
-        "resume with `git agent chat --resume {id}` (or `git agent chat --continue`)"
-    ))
-}
-
-/// Closes `session` and opens it again (after a review, whose comments the agent reads on resume). `None`
-/// when it cannot be opened again: the error is shown, with how to resume it later.
-async fn reload(
-    ctx: &Context,
-    flags: &SessionFlags,
-    session: AgentSession,
-    sink: &mut dyn Sink,
-) -> Option<AgentSession> {
-    let id = session.id().to_owned();
-    // The session's lock is per open file, so this process must let go of it before taking it again.
-    close(ctx, session).await;
-    match open(ctx, flags, Some(Resume::Id(id.clone())), sink).await {
-        Ok(session) => Some(session),
-        Err(err) => {
-            let text = format!(
-                "{}\nhint: resume with `git agent chat --resume {id}`",
-                err.text()
-            );
-            sink.emit(&crate::protocol::Event::Error { message: text });
-            None
-        }
-    }
 }

@@ -14,7 +14,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use tokio::sync::{mpsc, watch};
 
 use super::super::ask::SessionFlags;
-use super::super::{CommandError, Context, ErrorKind};
+use super::super::context::Context;
+use super::super::error::{CommandError, ErrorKind};
 use super::commands::{self, Action, Env};
 use crate::agent::{AgentSession, Resume, TurnControl};
 use crate::protocol::{Event, Never, Sink};
@@ -23,7 +24,7 @@ use crate::ui;
 pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandError> {
     let mut sink = ui::sink(flags.json);
     let (stop, stop_watch) = stop_signals();
-    let mut session = super::open(ctx, flags, flags.resume(), sink.as_mut()).await?;
+    let mut session = super::session::open(ctx, flags, flags.resume(), sink.as_mut()).await?;
     let mut lines = read_lines();
     let mut code = 0;
     while let Some(entry) = next_entry(&mut lines, &mut stop.clone()).await {
@@ -70,7 +71,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
                 other => other,
             };
             if action == Action::Reload {
-                match super::reload(ctx, flags, session, sink.as_mut()).await {
+                match super::session::reload(ctx, flags, session, sink.as_mut()).await {
                     Some(again) => session = again,
                     None => return Err(CommandError::shown(ErrorKind::Internal)),
                 }
@@ -95,7 +96,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             Ok(end) => end.exit_code,
             Err(err) => {
                 sink.emit(&Event::Error {
-                    message: super::super::CommandError::from(err).text(),
+                    message: super::super::error::CommandError::from(err).text(),
                 });
                 1
             }
@@ -167,10 +168,10 @@ async fn switch(
         Action::New => None,
         Action::Resume(id) => Some(Resume::Id(id)),
     };
-    match super::open(ctx, flags, resume, sink).await {
+    match super::session::open(ctx, flags, resume, sink).await {
         Ok(next) => {
             let old = std::mem::replace(session, next);
-            if let Some(hint) = super::close(ctx, old).await {
+            if let Some(hint) = super::session::close(ctx, old).await {
                 eprintln!("left the last session; {hint}");
             }
             eprintln!("session {} on {}", session.id(), session.branch());
@@ -184,7 +185,7 @@ async fn switch(
 
 /// Closes the session, says how to resume it, and turns the last turn's code into the command's.
 async fn finish(ctx: &Context, session: AgentSession, code: i32) -> Result<(), CommandError> {
-    if let Some(hint) = super::close(ctx, session).await {
+    if let Some(hint) = super::session::close(ctx, session).await {
         eprintln!("hint: {hint}");
     }
     match code {

@@ -15,7 +15,8 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::super::ask::SessionFlags;
-use super::super::{CommandError, Context, ErrorKind};
+use super::super::context::Context;
+use super::super::error::{CommandError, ErrorKind};
 use super::commands::{self, Action as Command, Env, Reply};
 use super::history::History;
 use crate::agent::{AgentSession, Resume, TurnControl, TurnEnd};
@@ -36,7 +37,7 @@ const RUNNING: &str = "working… type and Enter to steer · Ctrl-C or Esc Esc c
 pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandError> {
     // Warnings while opening (a sandbox that fell back, MCP servers) print as they would for `ask`.
     let mut opening = HumanSink::live();
-    let session = super::open(ctx, flags, flags.resume(), &mut opening).await?;
+    let session = super::session::open(ctx, flags, flags.resume(), &mut opening).await?;
     let resumed = flags.resume().is_some();
     let history = History::new(session.store().common_dir());
     let raw = RawMode::enter(STDIN)
@@ -47,7 +48,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
     lock(&ui.screen).finish();
     drop(raw);
     if let Some(session) = session {
-        if let Some(hint) = super::close(ctx, session).await {
+        if let Some(hint) = super::session::close(ctx, session).await {
             eprintln!("hint: {hint}");
         }
     }
@@ -105,7 +106,7 @@ async fn chat(
                 Command::Review => {}
                 Command::Reload => {
                     let mut sink = ChatSink::new(Arc::clone(&ui.term));
-                    session = super::reload(ctx, flags, session, &mut sink).await?;
+                    session = super::session::reload(ctx, flags, session, &mut sink).await?;
                     ui.say(
                         "-- session opened again: review comments join the next turn",
                         "2",
@@ -517,9 +518,9 @@ impl Ui {
     ) -> AgentSession {
         let resumed = resume.is_some();
         let mut sink = ChatSink::new(Arc::clone(&self.term));
-        match super::open(ctx, flags, resume, &mut sink).await {
+        match super::session::open(ctx, flags, resume, &mut sink).await {
             Ok(next) => {
-                if let Some(hint) = super::close(ctx, session).await {
+                if let Some(hint) = super::session::close(ctx, session).await {
                     self.say(&format!("-- left the last session; {hint}"), "2");
                 }
                 self.header(&next, resumed);

@@ -22,51 +22,17 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::shell::{self, is_assignment, Command, Script, Word};
-use vars::{mode, Frame, Mode, State, Value};
+use checker::{block, Checker, Verdict};
+pub use checker::{Blocked, GuardEnv, Inspection};
+use state::{mode, Frame, Mode, State, Value};
+use words::{basename, split_options, strip_keywords};
 
+mod checker;
 mod git;
+mod state;
 mod tools;
 mod vars;
-
-/// Where the command runs and what it must not touch.
-#[derive(Clone, Debug)]
-pub struct GuardEnv {
-    /// The session's checkout: the working directory of `run`.
-    pub checkout: PathBuf,
-    /// The user's work tree root.
-    pub repo_root: PathBuf,
-    /// The git dir shared by all worktrees.
-    pub common_dir: PathBuf,
-    pub home: Option<PathBuf>,
-    /// The session's own branch, short form (`agent/<id>`).
-    pub session_branch: String,
-}
-
-/// A refused command: the rule that refused it and a sentence saying why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Blocked {
-    pub rule: &'static str,
-    pub reason: String,
-}
-
-/// What a permitted line runs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Inspection {
-    /// Every command the line runs (after seeing through wrappers and nested shells), as its words joined by
-    /// spaces, for permission rules.
-    pub commands: Vec<String>,
-    /// Reasons to ask the user first (e.g. `git push`, `sudo`).
-    pub risky: Vec<String>,
-}
-
-type Verdict = Result<(), Blocked>;
-
-fn block(rule: &'static str, reason: impl Into<String>) -> Verdict {
-    Err(Blocked {
-        rule,
-        reason: reason.into(),
-    })
-}
+mod words;
 
 /// Parses `line` and checks every command it would run.
 pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
@@ -78,16 +44,6 @@ pub fn inspect(line: &str, env: &GuardEnv) -> Result<Inspection, Blocked> {
     };
     checker.script(line, 0, State::new(env.checkout.clone()))?;
     Ok(checker.found)
-}
-
-struct Checker<'e> {
-    env: &'e GuardEnv,
-    /// The shell state of the script being read (the line, or a script nested in it; see [`vars`]).
-    /// Relative paths are judged from its working directory.
-    frame: Frame,
-    /// How many `ssh` scripts the current one is nested in: git there is not the user's repository.
-    remote: u32,
-    found: Inspection,
 }
 
 /// How a nested script relates to the shell that runs it.
@@ -1125,25 +1081,6 @@ fn owner_adds_only(mode: &str) -> bool {
     })
 }
 
-/// Options and operands of a command (operands after `--` included; option values are not separated).
-fn split_options(args: &[Word]) -> (Vec<String>, Vec<Word>) {
-    let mut flags = Vec::new();
-    let mut operands = Vec::new();
-    let mut rest = false;
-    for a in args {
-        if rest {
-            operands.push(a.clone());
-        } else if a.text == "--" {
-            rest = true;
-        } else if a.text.starts_with('-') && a.text.len() > 1 && !a.is_dynamic() {
-            flags.push(a.text.clone());
-        } else {
-            operands.push(a.clone());
-        }
-    }
-    (flags, operands)
-}
-
 /// True when a short option `c` appears alone or in a cluster (`-rf`).
 fn has_short(flags: &[String], c: char) -> bool {
     flags.iter().any(|f| {
@@ -1224,23 +1161,6 @@ fn fork_bomb(script: &Script) -> Verdict {
         }
     }
     Ok(())
-}
-
-/// Drops shell keywords (`if`, `then`, `{`, `!`, ...) in command position; loop headers are dropped whole.
-fn strip_keywords(words: &[Word]) -> Vec<Word> {
-    let mut start = 0;
-    while let Some(w) = words.get(start) {
-        if w.quoted {
-            break;
-        }
-        match w.text.as_str() {
-            "if" | "then" | "else" | "elif" | "fi" | "do" | "done" | "while" | "until" | "{"
-            | "}" | "!" | "esac" | "in" => start += 1,
-            "for" | "select" | "case" | "function" => return Vec::new(),
-            _ => break,
-        }
-    }
-    words[start..].to_vec()
 }
 
 /// The arguments of a wrapper after its own options (and, for `env`, assignments; for `timeout`, the duration).
@@ -1324,10 +1244,6 @@ fn cmd_name(cmd: &Command) -> String {
         .first()
         .map(|w| w.text.clone())
         .unwrap_or_default()
-}
-
-fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn join(words: &[Word]) -> String {

@@ -7,7 +7,8 @@
 //! Every such rule names what would be lost, so the model can tell the user exactly what to run themselves.
 
 use super::super::shell::{Command, Script, Word};
-use super::{basename, block, Blocked, Checker, Verdict};
+use super::checker::{block, Blocked, Checker, Verdict};
+use super::words::basename;
 
 /// Clients that run the SQL (or Redis/Mongo commands) given in their arguments or on stdin.
 const DB_CLIENTS: &[&str] = &[

@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gix::objs::tree::EntryKind;
 
-use super::{index, is_entry_id, parse_entry, Store, StoreError, Summary};
-use crate::store::ObjectId;
+use super::entry::{is_entry_id, parse_entry, Entry};
+use super::index::{self, Summary};
+use crate::store::{ObjectId, Store, StoreError};
 
 /// The largest entry file read (an entry is a note of a few lines).
 pub const MAX_ENTRY_BYTES: u64 = 64 << 10;
@@ -131,7 +132,7 @@ impl Store {
         name: &str,
         mode: gix::object::tree::EntryMode,
         blob: ObjectId,
-    ) -> Result<Result<super::Entry, String>, StoreError> {
+    ) -> Result<Result<Entry, String>, StoreError> {
         let Some(id) = name.strip_suffix(".json").filter(|id| is_entry_id(id)) else {
             return Ok(Err("not named <id>.json with a hex id".into()));
         };

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, EntryStatus, Kind};
+use super::entry::{Entry, EntryStatus, Kind};
 
 /// One entry as the index holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

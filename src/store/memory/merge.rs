@@ -16,11 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gix::objs::tree::EntryKind;
 
-use super::{
-    entry_path, index, parse_entry, round_confidence, Entry, EntryStatus, Kind, Source, Store,
-    StoreError, Summary, Version, ATTEMPTS,
+use super::entry::{
+    entry_path, parse_entry, round_confidence, Entry, EntryStatus, Kind, Source, Version,
+    MEMORY_REF,
 };
-use crate::store::{crash_point, ObjectId};
+use super::index::{self, Summary};
+use crate::store::transaction::Proposal;
+use crate::store::{ObjectId, Store, StoreError};
 
 /// What a merge did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,42 +49,37 @@ struct Sides {
 impl Store {
     /// Merges the memory commit `theirs` (fetched from `remote`) into `refs/agent/memory`.
     pub fn merge_memory(&self, theirs: ObjectId, remote: &str) -> Result<Merged, StoreError> {
-        let mut last_err = None;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(u64::from(
-                    std::process::id() % 7 + attempt.min(20),
-                )));
-            }
-            let ours = self.memory_tip()?;
-            let (new, mut merged) = match ours {
-                Some(ours) if ours == theirs => return Ok(Merged::default()),
-                None => (theirs, self.counted_fast_forward(None, theirs)?),
-                Some(ours) => {
-                    let base = self.merge_base(ours, theirs)?;
-                    if base == Some(theirs) {
-                        return Ok(Merged::default());
+        self.transact(
+            MEMORY_REF,
+            || StoreError::Busy(MEMORY_REF.to_owned()),
+            |ours| {
+                let (new, mut merged) = match ours {
+                    Some(ours) if ours == theirs => return Ok(Proposal::Done(Merged::default())),
+                    None => (theirs, self.counted_fast_forward(None, theirs)?),
+                    Some(ours) => {
+                        let base = self.merge_base(ours, theirs)?;
+                        if base == Some(theirs) {
+                            return Ok(Proposal::Done(Merged::default()));
+                        }
+                        if base == Some(ours) {
+                            (theirs, self.counted_fast_forward(Some(ours), theirs)?)
+                        } else {
+                            let (tree, merged) = self.merge_memory_trees(base, ours, theirs)?;
+                            let message = merge_message(remote, &merged);
+                            let commit =
+                                self.memory_merge_commit(tree, &[ours, theirs], &message)?;
+                            (commit, merged)
+                        }
                     }
-                    if base == Some(ours) {
-                        (theirs, self.counted_fast_forward(Some(ours), theirs)?)
-                    } else {
-                        let (tree, merged) = self.merge_memory_trees(base, ours, theirs)?;
-                        let message = merge_message(remote, &merged);
-                        let commit = self.memory_merge_commit(tree, &[ours, theirs], &message)?;
-                        (commit, merged)
-                    }
-                }
-            };
-            crash_point();
-            match self.swap_memory(ours, new, &format!("merge memory from {remote}")) {
-                Ok(()) => {
-                    merged.commit = Some(new);
-                    return Ok(merged);
-                }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        Err(last_err.unwrap_or_else(|| StoreError::Refused("refs/agent/memory stayed busy".into())))
+                };
+                merged.commit = Some(new);
+                Ok(Proposal::Move {
+                    commit: new,
+                    reflog: format!("merge memory from {remote}"),
+                    then: merged,
+                })
+            },
+        )
     }
 
     /// A fast-forward from `ours` to `theirs`, counted: entries added and changed.

@@ -901,4 +901,60 @@ mod tests {
         assert_eq!(description("name: a\ndescription: \"a\n\n  b\"\n"), "a\nb");
         assert!(doc("name: a\ndescription: |2\n  x\n").is_err());
     }
+
+    /// A seeded xorshift: random enough to explore, and a failure reproduces.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// `count` random picks of `pieces`, joined.
+    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
+        let len = next(state) % count;
+        let mut bytes = Vec::new();
+        for _ in 0..len {
+            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
+        }
+        bytes
+    }
+
+    /// Property (issue 24, item 7): a SKILL.md from anywhere (a pulled ref, a cloned repository) is read
+    /// or refused, never a panic, whatever its front matter holds.
+    #[test]
+    fn random_documents_parse_without_a_panic() {
+        const PIECES: &[&[u8]] = &[
+            b"---\n",
+            b"name: ",
+            b"description: ",
+            b"metadata:\n",
+            b"  ",
+            b"- ",
+            b"a-skill",
+            b"\"",
+            b"'",
+            b"|\n",
+            b">\n",
+            b":",
+            b"#",
+            b"\n",
+            b"\r\n",
+            b"\t",
+            b"[",
+            b"]",
+            b"{",
+            b"}",
+            b"x",
+            b"0",
+            "\u{e9}".as_bytes(),
+        ];
+        let mut state = 0xA076_1D64_78BD_642F;
+        for _ in 0..2_000 {
+            let bytes = random_input(&mut state, PIECES, 20);
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse(&text);
+            let _ = parse(&format!("---\n{text}\n---\nbody\n"));
+        }
+    }
 }

@@ -19,10 +19,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::http::Http;
 use super::jsonrpc::{self, Incoming};
 use super::stdio::{Launch, Stdio};
-use super::{
-    Inbound, McpError, ServerSpec, SharedTail, Tail, TransportSpec, PROTOCOL_VERSION,
-    SUPPORTED_VERSIONS,
-};
+use super::transport::{Inbound, McpError, SharedTail, Tail, PROTOCOL_VERSION, SUPPORTED_VERSIONS};
+use crate::config::mcp::{ServerSpec, TransportSpec};
 
 /// Why a connection is closed that the client itself shut down.
 pub const SHUT_DOWN: &str = "the client shut it down";

@@ -16,7 +16,8 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 
-use super::{jsonrpc, Inbound, InboundTx, McpError, MAX_MESSAGE_BYTES};
+use super::jsonrpc;
+use super::transport::{Inbound, InboundTx, McpError, MAX_MESSAGE_BYTES};
 use crate::sse::SseDecoder;
 
 const SESSION_HEADER: &str = "mcp-session-id";

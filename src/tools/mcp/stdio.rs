@@ -15,10 +15,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::MAX_MESSAGE_BYTES;
 use tokio::process::{Child, ChildStdin, Command};
 
-use super::{jsonrpc, Inbound, InboundTx, McpError, SharedTail};
+use super::jsonrpc;
+use super::transport::{Inbound, InboundTx, McpError, SharedTail, MAX_MESSAGE_BYTES};
 use crate::safety::isolate;
 use crate::sys::signal::{SIGKILL, SIGTERM};
 

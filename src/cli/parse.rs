@@ -117,6 +117,7 @@ fn subcommand(name: &str) -> Option<clap::Command> {
         "pr" => one::<pr::PrArgs>("pr"),
         "discard" => one::<discard::DiscardArgs>("discard"),
         "fix" => one::<fix::FixArgs>("fix"),
+        "fleet" => one::<fleet::FleetArgs>("fleet"),
         "hook" => one::<hook::HookArgs>("hook"),
         "gc" => one::<gc::GcArgs>("gc"),
         "mcp" => one::<mcp::McpArgs>("mcp"),

@@ -82,7 +82,7 @@ pub async fn run(ctx: &mut Context, flags: &SessionFlags) -> Result<(), CommandE
             }
             continue;
         }
-        for warning in super::attach_pasted_images(ctx.cwd(), &mut session, &entry) {
+        for warning in super::session::attach_pasted_images(ctx.cwd(), &mut session, &entry) {
             sink.emit(&Event::Warning { message: warning });
         }
         let ctrl_c = control.cancel_on_ctrl_c();

@@ -54,3 +54,39 @@ pub(super) async fn reload(
         }
     }
 }
+
+/// Gives the next turn of `session` the images a prompt names: `@shot.png`, or a path pasted or dropped in
+/// (a word ending in .png, .jpg, .jpeg, .gif or .webp that names a file, relative to `cwd` or absolute).
+/// Returns what went wrong with each, as warnings: the prompt still goes, without that image.
+pub(super) fn attach_pasted_images(
+    cwd: &std::path::Path,
+    session: &mut AgentSession,
+    prompt: &str,
+) -> Vec<String> {
+    let mut images = Vec::new();
+    let mut warnings = Vec::new();
+    for word in prompt.split_whitespace() {
+        let word = word
+            .trim_start_matches(['"', '\'', '(', '<'])
+            .trim_end_matches(['"', '\'', ',', ';', ':', '?', '!', '.', ')', '>']);
+        let (marked, path) = match word.strip_prefix('@') {
+            Some(path) => (true, path),
+            None => (false, word),
+        };
+        if !crate::tools::image::has_image_extension(path) {
+            continue;
+        }
+        let full = cwd.join(path);
+        if !marked && !full.is_file() {
+            continue; // prose that happens to end in .png
+        }
+        match crate::tools::image::load(&full, path, session.max_image_size()) {
+            Ok(image) => images.push(image),
+            Err(err) => warnings.push(format!("{err}; sent without it")),
+        }
+    }
+    if let Err(err) = session.attach_images(images) {
+        warnings.push(format!("{err}; sent without the images"));
+    }
+    warnings
+}

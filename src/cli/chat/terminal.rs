@@ -120,7 +120,7 @@ async fn chat(
             }
         } else {
             ui.echo(&line, false);
-            for warning in super::attach_pasted_images(ctx.cwd(), &mut session, &line) {
+            for warning in super::session::attach_pasted_images(ctx.cwd(), &mut session, &line) {
                 ui.say(&format!("warning: {warning}"), "33");
             }
             pending = ui.turn(&mut session, &line).await;

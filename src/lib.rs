@@ -33,6 +33,8 @@ pub mod sse;
 pub mod store;
 /// The one door to the OS (see its docs); public for the binary's start-up.
 pub mod sys;
+#[cfg(test)]
+mod testing;
 pub mod tools;
 pub(crate) mod ui;
 

@@ -161,6 +161,7 @@ fn decode(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::random_input;
 
     fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut decoder = SseDecoder::new();
@@ -265,24 +266,6 @@ mod tests {
         let events = decode_all(&chunks);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].data.len(), body.len());
-    }
-
-    /// A seeded xorshift: random enough to explore, and a failure reproduces.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
-    /// `count` random picks of `pieces`, joined.
-    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
-        let len = next(state) % count;
-        let mut bytes = Vec::new();
-        for _ in 0..len {
-            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
-        }
-        bytes
     }
 
     /// Property (issue 24, item 7): any stream made of SSE's pieces (fields, comments, every line ending,

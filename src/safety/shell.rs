@@ -934,6 +934,7 @@ fn expansion_is_never_empty(inner: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::random_input;
 
     fn commands(line: &str) -> Vec<Command> {
         parse(line, 0).expect("the test line parses").commands
@@ -1042,24 +1043,6 @@ mod tests {
         assert!(is_assignment(&cmds[0].assignments[0]));
         assert!(cmds[0].words[2].brace);
         assert!(!cmds[0].words[0].brace);
-    }
-
-    /// A seeded xorshift: random enough to explore, and a failure reproduces.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
-    /// `count` random picks of `pieces`, joined.
-    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
-        let len = next(state) % count;
-        let mut bytes = Vec::new();
-        for _ in 0..len {
-            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
-        }
-        bytes
     }
 
     /// Property (issue 24, item 7): the guard's parser takes any line the model could write (quotes and

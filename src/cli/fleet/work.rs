@@ -623,8 +623,22 @@ fn base_checkout(
     queue
         .fetch(std::slice::from_ref(&full))
         .map_err(|e| e.to_string())?;
+    let dir = add_worktree(store, shared, "base", oid)?
+        .ok_or_else(|| format!("could not check out the base {}", shown(base)))?;
+    Ok((dir, oid))
+}
+
+/// A detached checkout of `commit` in a fresh folder under `.git/agent/fleet` (`<what>-<pid>-<serial>`);
+/// `None` when git refused it. The workers of one process add and remove worktrees one at a time: git
+/// locks its worktree list, and two at once fail.
+fn add_worktree(
+    store: &Store,
+    shared: &Shared,
+    what: &str,
+    commit: ObjectId,
+) -> Result<Option<PathBuf>, String> {
     let dir = store.common_dir().join("agent").join("fleet").join(format!(
-        "base-{}-{}",
+        "{what}-{}-{}",
         std::process::id(),
         next_serial()
     ));
@@ -632,15 +646,12 @@ fn base_checkout(
     let status = crate::store::git::command(store.workdir())
         .args(["worktree", "add", "--quiet", "--detach"])
         .arg(&dir)
-        .arg(oid.to_string())
+        .arg(commit.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .status()
         .map_err(|e| format!("could not run git: {e}"))?;
-    if !status.success() {
-        return Err(format!("could not check out the base {}", shown(base)));
-    }
-    Ok((dir, oid))
+    Ok(status.success().then_some(dir))
 }
 
 fn next_serial() -> usize {
@@ -792,25 +803,8 @@ fn run_check(store: &Store, shared: &Shared, session: &str, check: &str) -> Resu
         .ref_target(&format!("refs/heads/agent/{session}"))
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("session {session} has no branch"))?;
-    let dir = store.common_dir().join("agent").join("fleet").join(format!(
-        "check-{}-{}",
-        std::process::id(),
-        next_serial()
-    ));
-    {
-        let _guard = shared.worktrees.lock();
-        let status = crate::store::git::command(store.workdir())
-            .args(["worktree", "add", "--quiet", "--detach"])
-            .arg(&dir)
-            .arg(tip.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .map_err(|e| format!("could not run git: {e}"))?;
-        if !status.success() {
-            return Err("could not check out the session's branch for its check".into());
-        }
-    }
+    let dir = add_worktree(store, shared, "check", tip)?
+        .ok_or("could not check out the session's branch for its check")?;
     let mut cmd = Command::new("sh");
     crate::store::git::without_redirects(&mut cmd);
     let status = cmd

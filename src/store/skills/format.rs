@@ -748,6 +748,7 @@ fn allowed_tools(entry: &Entry<'_>) -> Result<String, Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::random_input;
 
     fn doc(front: &str) -> Result<SkillDoc, Invalid> {
         parse(&format!("---\n{front}---\nThe body.\n"))
@@ -900,24 +901,6 @@ mod tests {
         );
         assert_eq!(description("name: a\ndescription: \"a\n\n  b\"\n"), "a\nb");
         assert!(doc("name: a\ndescription: |2\n  x\n").is_err());
-    }
-
-    /// A seeded xorshift: random enough to explore, and a failure reproduces.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
-    /// `count` random picks of `pieces`, joined.
-    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
-        let len = next(state) % count;
-        let mut bytes = Vec::new();
-        for _ in 0..len {
-            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
-        }
-        bytes
     }
 
     /// Property (issue 24, item 7): a SKILL.md from anywhere (a pulled ref, a cloned repository) is read

@@ -271,6 +271,7 @@ fn partial_suffix(hay: &[u8], needle: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::random_input;
 
     fn keys(bytes: &[u8]) -> Vec<Key> {
         let mut d = Decoder::new();
@@ -365,24 +366,6 @@ mod tests {
                 Key::Char('(')
             ]
         );
-    }
-
-    /// A seeded xorshift: random enough to explore, and a failure reproduces.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
-
-    /// `count` random picks of `pieces`, joined.
-    fn random_input(state: &mut u64, pieces: &[&[u8]], count: u64) -> Vec<u8> {
-        let len = next(state) % count;
-        let mut bytes = Vec::new();
-        for _ in 0..len {
-            bytes.extend_from_slice(pieces[(next(state) % pieces.len() as u64) as usize]);
-        }
-        bytes
     }
 
     /// Property (issue 24, item 7): any mix of what terminals send (escape sequences cut anywhere, pastes

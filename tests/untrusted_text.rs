@@ -555,3 +555,31 @@ fn pr_body_of_a_resumed_session_lists_every_prompt() {
     assert!(text.contains("## Prompts"), "{text}");
     assert!(text.contains("Added b.txt too."), "{text}");
 }
+
+/// A remote's hooks print `remote:` lines through git's sideband, and `git agent push` repeats what git said:
+/// an escape sequence in them reaches the terminal neutralised, on success and on refusal alike.
+#[test]
+fn a_remotes_hook_output_is_shown_neutralised_by_push() {
+    let repo = TestRepo::new();
+    let bare = repo.root().join("remote.git");
+    repo.git(&["init", "-q", "--bare", bare.to_str().unwrap()]);
+    repo.git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    repo.git(&["push", "-q", "origin", "main"]);
+    let hook = bare.join("hooks/post-receive");
+    fs::write(
+        &hook,
+        "#!/bin/sh\nprintf 'evil \\033]0;pwned\\007 \\033[31mred\\n' >&2\n",
+    )
+    .unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::start(vec![Reply::text("nothing to change")]);
+    repo.run_agent(&server, &["ask", "look"]).assert_code(0);
+    let server = Server::start(vec![]);
+    let out = run(&mut repo.agent(&server, &["push"]));
+    out.assert_code(0);
+    assert!(out.stderr.contains("evil"), "{out}");
+    assert!(
+        !out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'),
+        "{out}"
+    );
+}

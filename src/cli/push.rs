@@ -47,7 +47,11 @@ pub fn run(ctx: &Context, args: PushArgs) -> Result<(), CommandError> {
                 ))
             })?;
         if out.status.success() {
-            eprint!("{}", String::from_utf8_lossy(&out.stderr));
+            // The remote's own words (its hooks' `remote:` lines) are text from outside: neutralised.
+            eprint!(
+                "{}",
+                crate::protocol::neutralize(&String::from_utf8_lossy(&out.stderr))
+            );
             return Ok(());
         }
         let behind = notes_behind(&out.stdout);
@@ -120,7 +124,7 @@ fn merge_their_notes(store: &crate::store::Store, remote: &str) -> Result<bool, 
 fn show_rejections(out: &std::process::Output) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in stderr.lines() {
-        eprintln!("{line}");
+        eprintln!("{}", crate::protocol::neutralize(line));
     }
     for line in String::from_utf8_lossy(&out.stdout)
         .lines()

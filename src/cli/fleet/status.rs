@@ -280,7 +280,7 @@ pub fn results(ctx: &Context, args: ResultsArgs) -> Result<(), CommandError> {
         println!("{line}");
     }
     for problem in snap.refused.iter().chain(&snap.strange) {
-        eprintln!("warning: refused {problem}");
+        eprintln!("warning: refused {}", crate::protocol::neutralize(problem));
     }
     Ok(())
 }

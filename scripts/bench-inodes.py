@@ -4,6 +4,15 @@ beside them: about the 85 inodes of a 3-step session's loose objects, fan-out di
 checkout), on a quiet file system and then at intervals after writing and deleting N files beside it.
 
 usage: scripts/bench-inodes.py [--files N] [--dir DIR]   (DIR: on the file system to test; default a temp dir)
+       scripts/bench-inodes.py --session --agent LABEL=ga:PATH [--agent ...] [--loose] [--rounds N]
+
+--session counts what a real session creates instead: the scripted 3-step task with the user's work in
+progress (step 0 runs) in a fresh fixture, each round once untraced (wall and kernel time of the agent and its
+children) and once under `strace -f` (the files and directories it creates: mkdir and openat with O_CREAT
+that succeeded, and the unlinks), plus the inodes still there afterwards in the fixture (its .git included);
+`git fsck --strict` must stay silent. --loose adds LABEL-loose for each git-agent, the same binary with
+GIT_AGENT_LOOSE_OBJECTS=1 (one loose file per object, the behaviour before packs), in the same rounds.
+These counts do not depend on the host's load; the times do.
 
 On ext4 without a journal (`/sys/fs/ext4/<dev>/journal_task` says <none>), the inode allocator skips every free
 inode that was deleted in the last 60 s, or 360 s while its inode-table block is not written back
@@ -12,10 +21,16 @@ file or directory in the same block groups walks thousands of them.
 """
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "benchlib"))
+import common  # noqa: E402
 
 WAITS = [0, 10, 30, 60, 120, 240, 400]
 
@@ -49,11 +64,119 @@ def load(base, n):
     shutil.rmtree(top)
 
 
+def inodes(top):
+    """The inode numbers of everything under top."""
+    found = set()
+    for root, dirs, files in os.walk(top):
+        for name in dirs + files:
+            try:
+                found.add(os.lstat(os.path.join(root, name)).st_ino)
+            except OSError:
+                pass
+    return found
+
+
+CREATE = re.compile(r"^\d+ +(mkdir|mkdirat|openat|open|creat)\((.*)\) += (-?\d+)")
+UNLINK = re.compile(r"^\d+ +(unlink|unlinkat|rmdir)\(.*\) += 0")
+
+
+def count_trace(path):
+    """(created, of which directories, unlinked) from an `strace -f -o` file."""
+    created = dirs = unlinked = 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = CREATE.match(line)
+            if m and int(m.group(3)) >= 0:
+                if m.group(1).startswith("mkdir"):
+                    created += 1
+                    dirs += 1
+                elif "O_CREAT" in m.group(2) or m.group(1) == "creat":
+                    created += 1
+            elif UNLINK.match(line):
+                unlinked += 1
+    return created, dirs, unlinked
+
+
+def one_session(agent, extra_env, work, traced):
+    repo = os.path.join(work, "repo")
+    common.make_fixture(repo, wip=True)
+    before = inodes(repo)
+    srv = common.FakeServer(os.path.join(work, "requests.jsonl"))
+    try:
+        spec = agent.task_spec(repo, srv.port, common.PROMPT, work)
+        spec["env"].update(extra_env)
+        argv = spec["argv"]
+        trace = os.path.join(work, "strace")
+        if traced:
+            argv = ["strace", "-f", "-qq", "-e", "trace=open,openat,creat,mkdir,mkdirat,unlink,unlinkat,rmdir",
+                    "-o", trace] + argv
+        t0, w0 = os.times(), time.perf_counter()
+        code = subprocess.call(argv, cwd=repo, env=spec["env"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t1, w1 = os.times(), time.perf_counter()
+    finally:
+        srv.stop()
+    kept = len(inodes(repo) - before)
+    fsck = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=repo, capture_output=True, text=True)
+    ok = code == 0 and common.task_succeeded(repo) and fsck.returncode == 0 and not fsck.stdout.strip()
+    result = {"ok": ok, "kept": kept, "wall": (w1 - w0) * 1000,
+              "sys": (t1.children_system - t0.children_system) * 1000}
+    if traced:
+        result["created"], result["dirs"], result["unlinked"] = count_trace(trace)
+    common.rmtree(repo)
+    return result
+
+
+def sessions(a):
+    variants = []
+    for spec in a.agent:
+        agent = common.Agent(spec)
+        variants.append((agent.label, agent, {}))
+        if a.loose and agent.kind == "ga":
+            variants.append((agent.label + "-loose", agent, {"GIT_AGENT_LOOSE_OBJECTS": "1"}))
+    rows = {label: [] for label, _, _ in variants}
+    base = tempfile.mkdtemp(prefix="bench-inodes.", dir=a.dir)
+    try:
+        for r in range(a.rounds):
+            for label, agent, env in variants:
+                for traced in (False, True):
+                    work = tempfile.mkdtemp(prefix="run.", dir=base)
+                    rows[label].append(one_session(agent, env, work, traced))
+                    common.rmtree(work)
+            print("round %d of %d done" % (r + 1, a.rounds), file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    med = common.median
+    print("%-16s %8s %8s %8s %8s %10s %10s %s" % (
+        "agent", "created", "of dirs", "unlinked", "kept", "wall ms", "kernel ms", "intact"))
+    for label, _, _ in variants:
+        runs = rows[label]
+        traced = [x for x in runs if "created" in x]
+        plain = [x for x in runs if "created" not in x]
+        print("%-16s %8.0f %8.0f %8.0f %8.0f %10.1f %10.0f %d of %d" % (
+            label, med([x["created"] for x in traced]), med([x["dirs"] for x in traced]),
+            med([x["unlinked"] for x in traced]), med([x["kept"] for x in runs]),
+            med([x["wall"] for x in plain]), med([x["sys"] for x in plain]),
+            sum(x["ok"] for x in runs), len(runs)))
+    print("(medians of %d rounds; created/unlinked from strace -f, kept: new inodes left in the fixture; wall and "
+          "kernel time untraced, kernel in 10 ms ticks; load average %.1f)" % (a.rounds, os.getloadavg()[0]))
+    print("command: " + " ".join(sys.argv))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100000)
     ap.add_argument("--dir")
+    ap.add_argument("--session", action="store_true")
+    ap.add_argument("--agent", action="append", default=[])
+    ap.add_argument("--loose", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
+    if a.session:
+        if not a.agent:
+            sys.exit("--session needs at least one --agent LABEL=ga:PATH (or nc:PATH)")
+        sessions(a)
+        return
     base = tempfile.mkdtemp(prefix="bench-inodes.", dir=a.dir)
     try:
         print("before the load: kernel %.0f ms, wall %.1f ms (85 inodes; kernel time in 10 ms ticks)" % create(

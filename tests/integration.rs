@@ -25,6 +25,8 @@ mod safety;
 mod cli;
 // Sessions in the repo: log, show, diff, undo, resume, accept, discard, push/pull, concurrency, kill -9, gc.
 mod sessions;
+// A session's objects as packs, not loose files (issue 29): readable by plain git, fsck clean.
+mod packs;
 // `accept` hardened (atomic writes, links, submodules, markers, hooks) and `accept --commit --series`.
 mod accept;
 // `review`: hunks taken or left, records in refs/notes/agent-review, feedback on resume, tmux, two clones.

@@ -212,6 +212,8 @@ impl Store {
     /// (git-agent started from a hook, or as `git --work-tree=... agent`) cannot point the checkout at the
     /// user's index or files. The user's own work tree (`--here`) is opened as the store opened it.
     pub fn open_checkout(&self, root: &Path) -> Result<gix::Repository, StoreError> {
+        // The checkout's handle reads objects from disk only.
+        self.persist_objects()?;
         let name = self
             .admin_dir_of(root)
             .and_then(|admin| admin.file_name().map(|n| n.as_bytes().to_vec()));

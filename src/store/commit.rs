@@ -110,7 +110,8 @@ impl Store {
     /// `git update-index -z --index-info` on the temporary `index`, `info` on its stdin.
     fn update_index_info(&self, index: &Path, info: &[u8]) -> Result<(), StoreError> {
         use std::io::Write;
-        let mut child = super::git::command(self.workdir())
+        let mut child = self
+            .git_command()?
             .args(["update-index", "-z", "--index-info"])
             .env("GIT_INDEX_FILE", index)
             .stdin(Stdio::piped())
@@ -143,7 +144,8 @@ impl Store {
         if let Some(head) = &head_hex {
             diff.push(head);
         }
-        let unchanged = super::git::command(self.workdir())
+        let unchanged = self
+            .git_command()?
             .args(&diff)
             .env("GIT_INDEX_FILE", &index.0)
             .stdin(Stdio::null())
@@ -155,7 +157,8 @@ impl Store {
         }
         // `--cleanup=whitespace`: a model's reason may have lines starting with '#' (Markdown headings),
         // which the default cleanup would drop from the message.
-        let status = super::git::command(self.workdir())
+        let status = self
+            .git_command()?
             .args(["commit", "-q", "--cleanup=whitespace", "-m", message])
             .env("GIT_INDEX_FILE", &index.0)
             .status()

@@ -77,6 +77,12 @@ impl Store {
         }
     }
 
+    /// `git` to run in the work tree ([`command()`]), after this handle's objects are on disk for it to read.
+    pub(crate) fn git_command(&self) -> Result<Command, StoreError> {
+        self.persist_objects()?;
+        Ok(command(self.workdir()))
+    }
+
     /// Run git with `args` in `dir`, returning stdout; a failure carries git's stderr.
     pub(super) fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
         self.git_with_index(dir, args, None)
@@ -95,6 +101,8 @@ impl Store {
         } else {
             None
         };
+        // git reads objects from disk only.
+        self.persist_objects()?;
         let mut cmd = command(dir);
         cmd.args(args).stdin(Stdio::null());
         if let Some(git_dir) = self

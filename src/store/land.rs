@@ -576,7 +576,8 @@ impl Store {
             fs::write(file, data).map_err(StoreError::io("write", file))?;
         }
         let args = ["merge-file", "-p", "-L", "yours", "-L", "base", "-L", label];
-        let out = super::git::command(self.workdir())
+        let out = self
+            .git_command()?
             .args(args)
             .args(&files)
             .stdin(std::process::Stdio::null())

@@ -37,6 +37,7 @@ pub(crate) mod lifecycle;
 mod local;
 pub mod memory;
 mod notes;
+mod pack;
 mod place;
 mod pool;
 pub mod quarantine;
@@ -84,10 +85,16 @@ impl Store {
     /// does: `git --git-dir=R/.git --work-tree=R agent ask` from anywhere, or a hook); fail if there is none
     /// or if it is bare.
     pub fn open(cwd: &Path) -> Result<Store, StoreError> {
-        let (repo, from_environment) = match std::env::var_os("GIT_DIR").filter(|d| !d.is_empty()) {
-            Some(git_dir) => (open_from_environment(cwd, Path::new(&git_dir))?, true),
-            None => (gix::discover(cwd).map_err(StoreError::NotARepo)?, false),
-        };
+        let (mut repo, from_environment) =
+            match std::env::var_os("GIT_DIR").filter(|d| !d.is_empty()) {
+                Some(git_dir) => (open_from_environment(cwd, Path::new(&git_dir))?, true),
+                None => {
+                    let options = pack::discover_options();
+                    let found =
+                        gix::ThreadSafeRepository::discover_opts(cwd, Default::default(), options);
+                    (found.map_err(StoreError::NotARepo)?.into(), false)
+                }
+            };
         let Some(workdir) = repo.workdir() else {
             return Err(StoreError::Bare(repo.git_dir().to_path_buf()));
         };
@@ -106,6 +113,7 @@ impl Store {
         } else {
             None
         };
+        pack::enable(&mut repo);
         Ok(Store {
             repo,
             workdir,
@@ -127,6 +135,13 @@ impl Store {
     /// The underlying gix repository, for modules that store other things (session logs, notes, memory).
     pub fn repo(&self) -> &gix::Repository {
         &self.repo
+    }
+
+    /// Writes the objects this handle keeps in memory to the object store (as one pack), so that a git
+    /// process, or another handle, can read them: callers that hand object ids to git by other ways than a
+    /// ref edit or [`git`]'s store commands call it first.
+    pub fn persist_objects(&self) -> Result<(), StoreError> {
+        pack::persist(&self.repo)
     }
 
     /// Where the checkout of session `id` lives.

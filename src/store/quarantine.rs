@@ -75,7 +75,7 @@ impl Store {
     ) -> Result<Quarantined, StoreError> {
         let scratch = self.scratch_repo()?;
         let url = self.remote_url(remote);
-        let mut fetch = super::git::command(self.workdir());
+        let mut fetch = self.git_command()?;
         fetch
             .arg(git_dir_arg(&scratch.0))
             .args([
@@ -174,7 +174,8 @@ impl Store {
 
     /// Every ref of the scratch repository with its object id.
     fn scratch_refs(&self, scratch: &Path) -> Result<Vec<(String, String)>, StoreError> {
-        let out = super::git::command(self.workdir())
+        let out = self
+            .git_command()?
             .arg(git_dir_arg(scratch))
             .args(["for-each-ref", "--format=%(objectname) %(refname)"])
             .stdin(Stdio::null())
@@ -190,7 +191,8 @@ impl Store {
     /// Fetches one ref of the scratch repository into this one with git's fsck checks on; `Some(why)` when
     /// git refused it (then none of its objects were kept).
     fn take_checked(&self, scratch: &Path, name: &str) -> Result<Option<String>, StoreError> {
-        let out = super::git::command(self.workdir())
+        let out = self
+            .git_command()?
             .args([
                 "-c",
                 "fetch.fsckObjects=true",

@@ -88,7 +88,8 @@ pub(super) fn open_from_environment(
     git_dir: &Path,
 ) -> Result<gix::Repository, StoreError> {
     let git_dir = cwd.join(git_dir);
-    let mut repo = gix::open(&git_dir).map_err(StoreError::NotARepo)?;
+    let mut repo =
+        gix::open_opts(&git_dir, super::pack::open_options()).map_err(StoreError::NotARepo)?;
     let configured = repo
         .config_snapshot()
         .trusted_path("core.worktree")
@@ -231,7 +232,6 @@ impl Session {
 }
 
 /// The repository the user ran git-agent in.
-#[derive(Clone)]
 pub struct Store {
     pub(super) repo: gix::Repository,
     pub(super) workdir: PathBuf,
@@ -239,6 +239,29 @@ pub struct Store {
     /// The git dir, when git run in the work tree would not find it there (`GIT_DIR` named one elsewhere):
     /// the store's git processes in the work tree are then told where it is.
     pub(super) detached_git_dir: Option<PathBuf>,
+}
+
+/// A clone starts with its objects on disk: gix would copy the ones held in memory, and both copies would
+/// then be written as packs.
+impl Clone for Store {
+    fn clone(&self) -> Self {
+        // Best effort: on failure the objects stay in memory and the clone copies them.
+        let _ = super::pack::persist(&self.repo);
+        Store {
+            repo: self.repo.clone(),
+            workdir: self.workdir.clone(),
+            common_dir: self.common_dir.clone(),
+            detached_git_dir: self.detached_git_dir.clone(),
+        }
+    }
+}
+
+/// Objects written and never handed on (no ref, no git process) are still written, so no id a session saw
+/// is missing later (a scratch tree in a record, a commit a crash left unreferenced).
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = super::pack::persist(&self.repo);
+    }
 }
 
 /// The one choke point for text written into `refs/notes/agent`, the session logs and `refs/agent/memory`

@@ -103,7 +103,9 @@ impl Store {
             return Ok(step);
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
-        let checkout = self.open_checkout(s.root())?;
+        let mut checkout = self.open_checkout(s.root())?;
+        // The step's objects go to disk as one pack, at the latest when the branch moves (`cas_branch`).
+        super::pack::enable(&mut checkout);
         let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
         (step.committed, step.withheld) = screen(&checkout, s.root(), tip_tree, changed)?;
         if step.committed.is_empty() {
@@ -121,6 +123,8 @@ impl Store {
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
+        // On disk before the record names it: after a crash the record is how the commit is found.
+        super::pack::persist(&checkout)?;
         super::repo::crash_point();
         self.record_tips(&s.id, Some(s.tip), commit)?;
         let moved = cas_branch(
@@ -483,10 +487,15 @@ fn stream_blob(
         inner: std::io::BufReader::with_capacity(64 * 1024, file),
         left: size,
     };
-    let id = repo
-        .objects
-        .write_stream(gix::objs::Kind::Blob, size, &mut exact)
-        .map_err(std::io::Error::other)?;
+    // A large file goes to disk as it is read, never whole in memory (a handle keeping objects for a pack
+    // would hold it until the next ref edit).
+    let id = if size > super::pack::IN_MEMORY_MAX {
+        (*repo.objects).write_stream(gix::objs::Kind::Blob, size, &mut exact)
+    } else {
+        repo.objects
+            .write_stream(gix::objs::Kind::Blob, size, &mut exact)
+    }
+    .map_err(std::io::Error::other)?;
     Ok(id)
 }
 
@@ -625,6 +634,9 @@ pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
 /// naming the lock and how long gix waited for it (`core.filesRefLockTimeout`, 100 ms by default), so the
 /// user can tell a busy ref from a stale lock and knows what to remove.
 pub(super) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
+    // The objects the ref will name are on disk before it names them (a crash between leaves a pack
+    // nothing uses, never a ref to a missing object).
+    super::pack::persist(repo)?;
     let committer = signature(repo, true)?;
     let mut buf = gix::date::parse::TimeBuf::default();
     let name = edit.name.as_bstr().to_string();

@@ -204,7 +204,7 @@ impl Store {
     /// `git update-index -z --index-info` with `input` (entries only: the working tree is not read).
     fn update_index(&self, input: &[u8]) -> Result<(), StoreError> {
         let args = ["update-index", "-z", "--index-info"];
-        let mut cmd = super::git::command(self.workdir());
+        let mut cmd = self.git_command()?;
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

@@ -778,6 +778,8 @@ fn a_lost_swap_starts_over_on_the_new_tip() {
                 if seen.len() == 1 {
                     // Another writer gets there first.
                     let theirs = empty_commit_on(&store, None, "theirs");
+                    // The store keeps new objects in memory until a ref or git needs them.
+                    store.persist_objects().unwrap();
                     repo.git(&["update-ref", name, &theirs.to_string()]);
                 }
                 let commit = empty_commit_on(&store, tip, "ours");

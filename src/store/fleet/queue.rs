@@ -189,6 +189,9 @@ impl<'a> Queue<'a> {
     }
 
     fn git(&self) -> std::process::Command {
+        // A push sends objects `write` made: they go to disk first. A failure here shows as git's own
+        // "bad object" error on the push.
+        let _ = self.store.persist_objects();
         let mut cmd = crate::store::git::command(self.store.workdir());
         cmd.stdin(Stdio::null());
         cmd

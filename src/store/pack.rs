@@ -1,0 +1,246 @@
+//! A session's new git objects written as one pack (and its index) per ref update, not one loose file each.
+//!
+//! Every loose object is a new inode, and its fan-out directory often another: a session made about 45 of
+//! its 80 new inodes that way. On an ext4 without a journal, creating an inode right after many files were
+//! deleted (a test suite, a big checkout) walks over every recently deleted one, which tripled a session's
+//! kernel time (issue 29, docs/performance.md "Kernel time after heavy file-system work"). So the store's
+//! repository keeps new objects in memory (gix's object memory) and this module writes them out as
+//! `pack-<checksum>.pack` and `.idx`: two inodes, whatever the number of objects.
+//!
+//! When objects must reach the disk: before a ref can point at them, before a git process or another
+//! repository handle may read them, and when the handle is dropped; the store calls [`persist()`] at those
+//! doors (`edit_ref`, its git commands, `open_checkout`, `Store`'s `Drop` and `Clone`). The pack is written
+//! under a temporary name and renamed, the pack before its index (git and gix find a pack by its index), so
+//! a crash leaves either a complete pack or a temporary file, never a ref to a missing object. Packs are
+//! named by their content, so concurrent sessions never write the same file name with different content.
+//!
+//! `GIT_AGENT_LOOSE_OBJECTS=1` writes loose objects as before (an A/B switch for `scripts/bench-inodes.py`).
+
+use std::io::Write;
+use std::path::Path;
+
+use gix::hash::Kind as HashKind;
+use gix::objs::Kind;
+use gix::ObjectId;
+
+use super::repo::StoreError;
+
+/// The largest file streamed into memory for a pack; a larger one is written loose as it is read, so a
+/// session's peak memory does not grow with the size of the files it commits.
+pub(super) const IN_MEMORY_MAX: u64 = 1 << 20;
+
+/// The switch back to one loose file per object.
+pub const LOOSE_ENV: &str = "GIT_AGENT_LOOSE_OBJECTS";
+
+/// How many pack indexes a repository handle can hold at once: gix fixes it when the handle opens (by
+/// default 1.1 times the packs then on disk, at least 32) and fails every lookup once more packs exist, which
+/// eight concurrent sessions writing a few packs each reached. A slot is a few dozen bytes.
+const SLOTS: gix::odb::store::init::Slots = gix::odb::store::init::Slots::AsNeededByDiskState {
+    multiplier: 2.0,
+    minimum: 1024,
+};
+
+/// gix's open options (for both trust levels, as `gix::discover` has them) with room for the packs
+/// sessions add while the handle is open.
+pub(super) fn discover_options() -> gix::sec::trust::Mapping<gix::open::Options> {
+    let defaults = gix::sec::trust::Mapping::<gix::open::Options>::default();
+    gix::sec::trust::Mapping {
+        full: defaults.full.object_store_slots(SLOTS),
+        reduced: defaults.reduced.object_store_slots(SLOTS),
+    }
+}
+
+/// [`discover_options()`] for a repository opened by its path.
+pub(super) fn open_options() -> gix::open::Options {
+    gix::open::Options::default().object_store_slots(SLOTS)
+}
+
+/// Makes `repo` keep the objects written through it in memory until [`persist()`], unless
+/// [`LOOSE_ENV`] asks for loose objects. Only SHA-1 repositories: the pack writer below hashes with SHA-1.
+pub(super) fn enable(repo: &mut gix::Repository) {
+    let loose = std::env::var_os(LOOSE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    if !loose && repo.object_hash() == HashKind::Sha1 {
+        repo.objects.enable_object_memory();
+    }
+}
+
+/// Writes the objects `repo` holds in memory as one pack in its object store; nothing when it holds none.
+/// On failure the objects stay in memory, so nothing written through `repo` is lost.
+pub(super) fn persist(repo: &gix::Repository) -> Result<(), StoreError> {
+    let Some(objects) = repo.objects.reset_object_memory() else {
+        return Ok(());
+    };
+    if objects.is_empty() {
+        return Ok(());
+    }
+    let dir = repo.objects.store_ref().path().join("pack");
+    let mut sorted: Vec<(&ObjectId, &(Kind, Vec<u8>))> = objects.iter().collect();
+    sorted.sort_unstable_by_key(|(id, _)| **id);
+    write_pack(&dir, &sorted).map_err(|source| {
+        // Back into memory (the proxy's writes take `&self`), so a later door can try again.
+        for (_, (kind, data)) in &sorted {
+            let _ = gix::objs::Write::write_buf(&repo.objects, *kind, data);
+        }
+        StoreError::Io {
+            action: "write a pack in",
+            path: dir.clone(),
+            source,
+        }
+    })
+}
+
+/// The pack's type number of an object kind (git's `OBJ_COMMIT` ... `OBJ_TAG`).
+fn type_number(kind: Kind) -> u8 {
+    match kind {
+        Kind::Commit => 1,
+        Kind::Tree => 2,
+        Kind::Blob => 3,
+        Kind::Tag => 4,
+    }
+}
+
+/// An entry's header: the type and the inflated size, 4 bits then 7 bits a byte, low bits first.
+fn entry_header(kind: Kind, size: usize, out: &mut Vec<u8>) {
+    let mut rest = size as u64;
+    let mut byte = (type_number(kind) << 4) | (rest & 0x0f) as u8;
+    rest >>= 4;
+    while rest != 0 {
+        out.push(byte | 0x80);
+        byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+    }
+    out.push(byte);
+}
+
+fn deflate(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    use gix::zlib::stream::deflate;
+    let mut writer =
+        deflate::Write::new(Vec::with_capacity(data.len() / 2 + 64), Default::default());
+    writer.write_all(data)?;
+    writer.flush()?;
+    Ok(writer.into_inner())
+}
+
+fn sha1(parts: &[&[u8]]) -> std::io::Result<ObjectId> {
+    let mut hasher = gix::hash::hasher(HashKind::Sha1);
+    for part in parts {
+        hasher.update(part);
+    }
+    hasher
+        .try_finalize()
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Writes `objects` (sorted by id) as a version-2 pack of whole objects and its version-2 index into `dir`.
+fn write_pack(dir: &Path, objects: &[(&ObjectId, &(Kind, Vec<u8>))]) -> std::io::Result<()> {
+    let count = u32::try_from(objects.len()).map_err(std::io::Error::other)?;
+    let mut pack = Vec::new();
+    pack.extend_from_slice(b"PACK");
+    pack.extend_from_slice(&2u32.to_be_bytes());
+    pack.extend_from_slice(&count.to_be_bytes());
+    let mut offsets = Vec::with_capacity(objects.len());
+    let mut crcs = Vec::with_capacity(objects.len());
+    for (_, (kind, data)) in objects {
+        let start = pack.len();
+        offsets.push(start as u64);
+        entry_header(*kind, data.len(), &mut pack);
+        pack.extend_from_slice(&deflate(data)?);
+        crcs.push(crc32fast::hash(&pack[start..]));
+    }
+    let checksum = sha1(&[&pack])?;
+    pack.extend_from_slice(checksum.as_bytes());
+    let index = index_bytes(objects, &offsets, &crcs, checksum)?;
+
+    let name = format!("pack-{checksum}");
+    let pack_path = dir.join(format!("{name}.pack"));
+    let index_path = dir.join(format!("{name}.idx"));
+    if index_path.exists() {
+        // The same objects were written as a pack already (a clone of the handle, a retry).
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    install(dir, &pack, &pack_path)?;
+    install(dir, &index, &index_path)
+}
+
+/// The version-2 index of a pack: fan-out, ids, CRCs, offsets (large ones in a second table), checksums.
+fn index_bytes(
+    objects: &[(&ObjectId, &(Kind, Vec<u8>))],
+    offsets: &[u64],
+    crcs: &[u32],
+    pack_checksum: ObjectId,
+) -> std::io::Result<Vec<u8>> {
+    let mut index = Vec::with_capacity(8 + 1024 + objects.len() * 28 + 40);
+    index.extend_from_slice(&[0xff, b't', b'O', b'c']);
+    index.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, _) in objects {
+        fanout[usize::from(id.as_bytes()[0])] += 1;
+    }
+    let mut total = 0u32;
+    for slot in fanout {
+        total += slot;
+        index.extend_from_slice(&total.to_be_bytes());
+    }
+    for (id, _) in objects {
+        index.extend_from_slice(id.as_bytes());
+    }
+    for crc in crcs {
+        index.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for offset in offsets {
+        match u32::try_from(*offset) {
+            Ok(small) if small < 0x8000_0000 => index.extend_from_slice(&small.to_be_bytes()),
+            _ => {
+                let slot = u32::try_from(large.len() / 8).map_err(std::io::Error::other)?;
+                index.extend_from_slice(&(slot | 0x8000_0000).to_be_bytes());
+                large.extend_from_slice(&offset.to_be_bytes());
+            }
+        }
+    }
+    index.extend_from_slice(&large);
+    index.extend_from_slice(pack_checksum.as_bytes());
+    let own = sha1(&[&index])?;
+    index.extend_from_slice(own.as_bytes());
+    Ok(index)
+}
+
+/// Writes `bytes` to a temporary file in `dir` and renames it to `path`: the one new inode, complete
+/// before it has its name. Read-only, as git leaves its packs.
+fn install(dir: &Path, bytes: &[u8], path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let temp = dir.join(format!(
+        "tmp_pack_agent_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_headers_carry_type_and_size_low_bits_first() {
+        let mut out = Vec::new();
+        entry_header(Kind::Blob, 10, &mut out);
+        assert_eq!(out, [0x3a]);
+        out.clear();
+        entry_header(Kind::Commit, 300, &mut out);
+        // 300 = 0b1_0010_1100: low 4 bits 1100 with the type, then 0b10010.
+        assert_eq!(out, [0x80 | 0x10 | 0x0c, 0x12]);
+    }
+}

@@ -1,0 +1,141 @@
+//! A session's new git objects are written as packs, not as one loose file (and often a fan-out directory)
+//! each: every new inode costs kernel time on a file system that just deleted many files (issue 29). Checked
+//! with plain git: the objects are readable, `git fsck --strict` and `git verify-pack` are clean.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::common::{call, fsck, session_id, Reply, Server, TestRepo};
+
+/// The loose object files under `.git/objects/??/`.
+fn loose_objects(repo: &TestRepo) -> usize {
+    let objects = repo.path().join(".git/objects");
+    let Ok(dirs) = fs::read_dir(&objects) else {
+        return 0;
+    };
+    dirs.filter_map(Result::ok)
+        .filter(|d| d.file_name().len() == 2)
+        .filter_map(|d| fs::read_dir(d.path()).ok())
+        .map(|files| files.count())
+        .sum()
+}
+
+/// The pack indexes under `.git/objects/pack/`.
+fn pack_indexes(repo: &TestRepo) -> Vec<String> {
+    let pack = repo.path().join(".git/objects/pack");
+    let mut found: Vec<String> = fs::read_dir(pack)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path().to_string_lossy().into_owned())
+                .filter(|p| p.ends_with(".idx"))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// A 3-step session on the user's work in progress (so step 0 captures it): a write, an edit, "done".
+fn run_session(repo: &TestRepo, env: &[(&str, &str)], big: Option<&str>) -> String {
+    repo.write("file.txt", "one\ntwo\nthree\nfour (the user's)\n");
+    repo.write("notes.txt", "an untracked note\n");
+    let mut replies = vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "new.txt", "content": "written by the agent\n"}),
+        )]),
+        Reply::tool_calls(vec![call(
+            "edit_file",
+            json!({"path": "new.txt", "old_string": "written", "new_string": "edited"}),
+        )]),
+    ];
+    if let Some(content) = big {
+        replies.push(Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "big.txt", "content": content}),
+        )]));
+    }
+    replies.push(Reply::text("done"));
+    let server = Server::start(replies);
+    let mut cmd = repo.agent(&server, &["ask", "write new.txt"]);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = crate::common::run(&mut cmd);
+    out.assert_code(0);
+    session_id(repo)
+}
+
+fn assert_readable_by_git(repo: &TestRepo, id: &str) {
+    fsck(repo);
+    for idx in pack_indexes(repo) {
+        repo.git(&["verify-pack", &idx]);
+    }
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{id}:new.txt")]),
+        "edited by the agent\n"
+    );
+    // Step 0 captured the user's work in progress: its commit is the branch's first.
+    let first = repo.git(&["rev-list", "--reverse", &format!("main..agent/{id}")]);
+    let first = first.lines().next().unwrap_or_default();
+    assert!(
+        repo.git(&["show", "--stat", first]).contains("notes.txt"),
+        "step 0 did not capture the untracked note"
+    );
+    // The session log and the notes are readable too.
+    repo.git(&["log", "-1", &format!("refs/agent/sessions/{id}")]);
+    repo.git(&["log", "-1", "refs/notes/agent"]);
+}
+
+#[test]
+fn a_session_writes_no_loose_objects() {
+    let repo = TestRepo::new();
+    let loose_before = loose_objects(&repo);
+    let id = run_session(&repo, &[], None);
+    assert_eq!(
+        loose_objects(&repo),
+        loose_before,
+        "the session wrote loose objects"
+    );
+    let packs = pack_indexes(&repo);
+    assert!(!packs.is_empty(), "no pack written");
+    // A handful of packs (one per ref update that added objects), not one per object.
+    assert!(packs.len() <= 8, "{} packs: {packs:?}", packs.len());
+    assert_readable_by_git(&repo, &id);
+    // A second session reads the first one's packed objects (its log, its notes) and adds its own.
+    let server = Server::start(vec![Reply::text("nothing to do")]);
+    let out = repo.run_agent(&server, &["ask", "--resume", &id, "anything else?"]);
+    out.assert_code(0);
+    fsck(&repo);
+    assert_eq!(loose_objects(&repo), loose_before);
+}
+
+#[test]
+fn the_loose_switch_writes_loose_objects_as_before() {
+    let repo = TestRepo::new();
+    let loose_before = loose_objects(&repo);
+    let id = run_session(&repo, &[("GIT_AGENT_LOOSE_OBJECTS", "1")], None);
+    assert!(loose_objects(&repo) > loose_before + 10);
+    assert!(pack_indexes(&repo).is_empty());
+    assert_readable_by_git(&repo, &id);
+}
+
+/// A file over a mebibyte is streamed to disk as it is read, not held in memory for a pack: the step's other
+/// objects still go to a pack, and git reads both.
+#[test]
+fn a_large_file_is_written_loose_and_the_rest_packed() {
+    let repo = TestRepo::new();
+    let loose_before = loose_objects(&repo);
+    let line = "a line of the large file, long enough to matter\n";
+    let big = line.repeat((1 << 20) / line.len() + 10);
+    let id = run_session(&repo, &[], Some(&big));
+    assert_eq!(loose_objects(&repo), loose_before + 1);
+    assert!(!pack_indexes(&repo).is_empty());
+    assert_readable_by_git(&repo, &id);
+    let shown = repo.git(&["show", &format!("agent/{id}:big.txt")]);
+    assert!(shown == big, "big.txt differs ({} bytes)", shown.len());
+    assert!(Path::new(&repo.path().join(".git/objects/pack")).is_dir());
+}

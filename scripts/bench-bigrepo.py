@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Issue 16, goal 3: git-agent on the 100,000-file repository (scripts/bench-commit.sh's generator, benchlib/gen100k.sh).
 
-usage: scripts/bench-bigrepo.py [--rounds N] [--repo DIR] [--out DIR] --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
+usage: scripts/bench-bigrepo.py [--files 100000|1000000] [--rounds N] [--short] [--repo DIR] [--out DIR]
+                                --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
+
+--files 1000000 (issue 29) builds and uses a 1,000,000-file repository instead (10,000 folders of 100 files,
+default REPO /tmp/git-agent-bench-repo1m: about 4 GB of inodes and blocks and a long build, once); --short is
+one round without waiting for a quiet host (--rounds 1 --quiet-wait 0).
 
 Each round, in turn: `git worktree add -q -b B REPO/.git/bench-wt-N HEAD` alone (the reference, on the file
 system git-agent's checkouts go to, REPO/.git/agent/worktrees/; removed again untimed), then for
@@ -107,13 +112,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agent", action="append", required=True)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repo", default=os.environ.get("BENCH_REPO100K", "/tmp/git-agent-bench-repo100k"),
-                    help="where the 100,000-file repository is (built there when missing)")
+    ap.add_argument("--files", type=int, choices=[100000, 1000000], default=100000)
+    ap.add_argument("--short", action="store_true", help="one round, no wait for a quiet host")
+    ap.add_argument("--repo", help="where the repository is (built there when missing; default "
+                    "$BENCH_REPO100K or /tmp/git-agent-bench-repo100k, /tmp/git-agent-bench-repo1m with --files "
+                    "1000000)")
     ap.add_argument("--out")
     ap.add_argument("--quiet-wait", type=float, default=30)
     a = ap.parse_args()
+    if a.short:
+        a.rounds, a.quiet_wait = 1, 0
+    if a.repo is None:
+        a.repo = ("/tmp/git-agent-bench-repo1m" if a.files == 1000000
+                  else os.environ.get("BENCH_REPO100K", "/tmp/git-agent-bench-repo100k"))
     agents = [common.Agent(s) for s in a.agent]
-    subprocess.run([os.path.join(LIB, "gen100k.sh"), a.repo], check=True)
+    gen_env = dict(os.environ, DIRS=str(a.files // 100), FILES="100")
+    subprocess.run([os.path.join(LIB, "gen100k.sh"), a.repo], check=True, env=gen_env)
     work = a.out or tempfile.mkdtemp(prefix="bench-bigrepo.")
     os.makedirs(work, exist_ok=True)
     raw = open(os.path.join(work, "raw.jsonl"), "a")

@@ -12,6 +12,8 @@ children) and once under `strace -f` (the files and directories it creates: mkdi
 that succeeded, and the unlinks), plus the inodes still there afterwards in the fixture (its .git included);
 `git fsck --strict` must stay silent. --loose adds LABEL-loose for each git-agent, the same binary with
 GIT_AGENT_LOOSE_OBJECTS=1 (one loose file per object, the behaviour before packs), in the same rounds.
+--fs-load N writes and deletes N files beside the fixture right before each untraced run (the host state after
+a test suite), so the times are those of that state.
 These counts do not depend on the host's load; the times do.
 
 On ext4 without a journal (`/sys/fs/ext4/<dev>/journal_task` says <none>), the inode allocator skips every free
@@ -140,6 +142,8 @@ def sessions(a):
         for r in range(a.rounds):
             for label, agent, env in variants:
                 for traced in (False, True):
+                    if a.fs_load and not traced:
+                        load(base, a.fs_load)
                     work = tempfile.mkdtemp(prefix="run.", dir=base)
                     rows[label].append(one_session(agent, env, work, traced))
                     common.rmtree(work)
@@ -159,7 +163,9 @@ def sessions(a):
             med([x["wall"] for x in plain]), med([x["sys"] for x in plain]),
             sum(x["ok"] for x in runs), len(runs)))
     print("(medians of %d rounds; created/unlinked from strace -f, kept: new inodes left in the fixture; wall and "
-          "kernel time untraced, kernel in 10 ms ticks; load average %.1f)" % (a.rounds, os.getloadavg()[0]))
+          "kernel time untraced, kernel in 10 ms ticks; %s; load average %.1f)" % (
+        a.rounds, "each untraced run right after writing and deleting %d files" % a.fs_load if a.fs_load
+        else "no file-system load", os.getloadavg()[0]))
     print("command: " + " ".join(sys.argv))
 
 
@@ -171,6 +177,8 @@ def main():
     ap.add_argument("--agent", action="append", default=[])
     ap.add_argument("--loose", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fs-load", type=int, default=0,
+                    help="with --session: write and delete this many files right before each untraced run")
     a = ap.parse_args()
     if a.session:
         if not a.agent:

@@ -22,11 +22,31 @@
 #   script naming the C compiler's static unwinder, libgcc_eh.a (what `gcc -static-libgcc` links).
 #
 # Usage: scripts/dist.sh        # prints the path of the binary, target/x86_64-unknown-linux-gnu/dist/git-agent
+#        scripts/dist.sh --figures [--short] [NANO]
+#   then, beside the plain build (`cargo build --release`, built when missing): both sizes and what each
+#   needs loaded, and scripts/bench-task.py's figures of both (the 3-step task's wall, CPU and own peak,
+#   `--version` spawned and its own peak), with ratios to the plain build; NANO (a nano-coder binary) is
+#   measured in the same runs. --short: 3 rounds without waiting for a quiet host (default 11 rounds).
 # Needs: cargo, python3 (the tracer, Linux x86-64 ptrace), cc. Takes two full release links (the second
 # after the symbol order is written) on top of one release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+
+figures=
+runs=(--runs 11)
+nano=
+for arg in "$@"; do
+  case $arg in
+  --figures) figures=1 ;;
+  --short) runs=(--runs 3 --quiet-wait 0) ;;
+  -*)
+    echo "error: unknown option $arg: see the usage at the top of scripts/dist.sh" >&2
+    exit 2
+    ;;
+  *) nano=$arg ;;
+  esac
+done
 
 triple=x86_64-unknown-linux-gnu
 work=$root/target/dist-link
@@ -93,3 +113,17 @@ if [ -n "$order" ]; then
   build
 fi
 echo "$binary"
+[ -n "$figures" ] || exit 0
+
+plain=$root/target/release/git-agent
+[ -x "$plain" ] || cargo build --quiet --locked --release --bin git-agent
+echo
+echo "command: scripts/dist.sh $*   ($(date -u +%Y-%m-%d), load average $(cut -d' ' -f1 /proc/loadavg), $(nproc) cores)"
+for b in "$plain" "$binary" ${nano:+"$nano"}; do
+  needs=$(readelf -d "$b" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  printf '%-60s %12d bytes  %s  needs: %s\n' "$b" "$(stat -c %s "$b")" \
+    "$(readelf -h "$b" | sed -n 's/^ *Type: *\([A-Z]*\).*/\1/p')" "$needs"
+done
+agents=(--agent "plain=ga:$plain" --agent "dist=ga:$binary")
+[ -z "$nano" ] || agents+=(--agent "nano=nc:$nano")
+python3 scripts/bench-task.py "${runs[@]}" "${agents[@]}" --ref plain

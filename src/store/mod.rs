@@ -141,7 +141,7 @@ impl Store {
     /// process, or another handle, can read them: callers that hand object ids to git by other ways than a
     /// ref edit or [`git`]'s store commands call it first.
     pub fn persist_objects(&self) -> Result<(), StoreError> {
-        pack::persist(&self.repo)
+        Ok(pack::persist(&self.repo)?)
     }
 
     /// Where the checkout of session `id` lives.

@@ -23,7 +23,14 @@ use gix::hash::Kind as HashKind;
 use gix::objs::Kind;
 use gix::ObjectId;
 
-use super::repo::StoreError;
+/// The error returned by [`persist()`]: the pack could not be written in `dir`.
+#[derive(Debug, thiserror::Error)]
+#[error("could not write a pack in {}: {source}", .dir.display())]
+pub struct PersistError {
+    pub dir: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// The largest file streamed into memory for a pack; a larger one is written loose as it is read, so a
 /// session's peak memory does not grow with the size of the files it commits.
@@ -66,7 +73,7 @@ pub(super) fn enable(repo: &mut gix::Repository) {
 
 /// Writes the objects `repo` holds in memory as one pack in its object store; nothing when it holds none.
 /// On failure the objects stay in memory, so nothing written through `repo` is lost.
-pub(super) fn persist(repo: &gix::Repository) -> Result<(), StoreError> {
+pub(super) fn persist(repo: &gix::Repository) -> Result<(), PersistError> {
     let Some(objects) = repo.objects.reset_object_memory() else {
         return Ok(());
     };
@@ -81,9 +88,8 @@ pub(super) fn persist(repo: &gix::Repository) -> Result<(), StoreError> {
         for (_, (kind, data)) in &sorted {
             let _ = gix::objs::Write::write_buf(&repo.objects, *kind, data);
         }
-        StoreError::Io {
-            action: "write a pack in",
-            path: dir.clone(),
+        PersistError {
+            dir: dir.clone(),
             source,
         }
     })

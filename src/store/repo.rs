@@ -80,6 +80,16 @@ pub enum StoreError {
     Git(#[from] gix::Error),
 }
 
+impl From<super::pack::PersistError> for StoreError {
+    fn from(err: super::pack::PersistError) -> Self {
+        StoreError::Io {
+            action: "write a pack in",
+            path: err.dir,
+            source: err.source,
+        }
+    }
+}
+
 /// The repository `GIT_DIR` names (relative to `cwd`), with git's choice of work tree: `GIT_WORK_TREE`, else
 /// `core.worktree`, else `cwd` itself (git's rule when only `GIT_DIR` is set; a hook runs at the top of the
 /// work tree).

@@ -351,9 +351,7 @@ impl<'t> Turn<'t> {
         if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
             return Err(err.into());
         }
-        self.warn(format!(
-            "{err}; made room in the context and trying again"
-        ))?;
+        self.warn(format!("{err}; made room in the context and trying again"))?;
         Ok(())
     }
 
@@ -763,6 +761,9 @@ impl<'t> Turn<'t> {
             .to_string();
         let ending = [
             Event::Usage { usage, cost },
+            Event::TurnEnd {
+                status: status.clone(),
+            },
             Event::Summary {
                 branch: short_branch(session).to_owned(),
                 steps: session.steps,

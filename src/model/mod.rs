@@ -417,7 +417,10 @@ mod tests {
                 .expect("join")
                 .expect("server");
             assert!(closed, "the server saw no close");
-            assert!(waited < Duration::from_secs(5), "closed only after {waited:?}");
+            assert!(
+                waited < Duration::from_secs(5),
+                "closed only after {waited:?}"
+            );
             drop(client);
         }
 

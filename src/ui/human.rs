@@ -24,7 +24,7 @@ pub struct HumanSink<W: Write + Send> {
     thinking: usize,
     /// Text is being written (the next text goes on; anything else ends it).
     in_text: bool,
-    /// Text streamed since the last reply: live, the reply's own event does not show it again.
+    /// Text or reasoning streamed since the last reply: live, the reply's own event does not show it again.
     streamed: bool,
     /// The attempt of the check whose start was shown; a stored check result without its start shows both.
     check_started: Option<u32>,
@@ -123,6 +123,7 @@ impl<W: Write + Send> HumanSink<W> {
     /// Shows reasoning as one dim line that counts up on a terminal, so it never mixes with the answer.
     fn reasoning(&mut self, text: &str) {
         self.show_prompt();
+        self.streamed = true;
         let first = self.thinking == 0;
         self.thinking += text.chars().count();
         if !self.color {
@@ -706,6 +707,57 @@ mod tests {
             sink.emit(event);
         }
         String::from_utf8(sink.finish()).expect("the renderer writes UTF-8")
+    }
+
+    /// A reply shown as it streamed (reasoning, then text deltas, then the reply event) prints what the
+    /// reply event alone prints when replayed: `show` holds to the live run byte for byte.
+    #[test]
+    fn a_streamed_reply_and_its_replay_print_the_same() {
+        let thinking = vec![crate::protocol::ThinkingBlock::Thinking {
+            thinking: "let me see".into(),
+            signature: "s".into(),
+        }];
+        let reply = Event::Reply {
+            content: "Hello there.\n".into(),
+            tool_calls: Vec::new(),
+            thinking: thinking.clone(),
+        };
+        let prompt = Event::Prompt {
+            content: "hi".into(),
+        };
+        let live = replayed(&[
+            prompt.clone(),
+            Event::Reasoning {
+                delta: "let ".into(),
+            },
+            Event::Reasoning {
+                delta: "me see".into(),
+            },
+            Event::Text {
+                delta: "Hello ".into(),
+            },
+            Event::Text {
+                delta: "there.\n".into(),
+            },
+            reply.clone(),
+        ]);
+        let stored = replayed(&[prompt, reply]);
+        assert_eq!(live, stored);
+        assert_eq!(stored, "\n> hi\nthinking… (10 chars)\n\nHello there.\n");
+        // A reply of tool calls only: its reasoning streamed, and is not counted twice.
+        let calls_only = Event::Reply {
+            content: String::new(),
+            tool_calls: Vec::new(),
+            thinking,
+        };
+        let live = replayed(&[
+            Event::Reasoning {
+                delta: "let me see".into(),
+            },
+            calls_only.clone(),
+        ]);
+        assert_eq!(live, replayed(&[calls_only]));
+        assert_eq!(live, "thinking… (10 chars)\n");
     }
 
     #[test]

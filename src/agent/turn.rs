@@ -763,6 +763,7 @@ impl<'t> Turn<'t> {
             Event::Usage { usage, cost },
             Event::TurnEnd {
                 status: status.clone(),
+                answer: answer.clone(),
             },
             Event::Summary {
                 branch: short_branch(session).to_owned(),

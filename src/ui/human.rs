@@ -447,7 +447,7 @@ impl<W: Write + Send> HumanSink<W> {
                     "context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
                 ));
             }
-            Event::TurnEnd { status } => self.marker(status.as_str()),
+            Event::TurnEnd { status, .. } => self.marker(status.as_str()),
             Event::Resumed => {
                 self.line("");
                 self.marker("resumed");
@@ -791,6 +791,7 @@ mod tests {
             },
             Event::TurnEnd {
                 status: crate::protocol::Status::Done,
+                answer: String::new(),
             },
             Event::Resumed,
             Event::Text {

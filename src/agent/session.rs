@@ -47,7 +47,7 @@ use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
 use super::plan::{self, Plan};
 use super::skills::SessionSkills;
-use super::start::{self as starting, Pending};
+use super::start::{self as starting, Pending, Ready, Starting};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt};
@@ -163,7 +163,7 @@ pub(super) struct Workspace {
     /// `step N: <commit> (files)` for summaries and stop reports.
     pub step_lines: Vec<String>,
     /// Step 0, the branch and the checkout of a new session while they are being made (see `start`).
-    pub pending: Option<Pending>,
+    pub start: Starting,
     /// `max_capture_size`, for the warnings about files left out of step 0.
     pub max_capture: u64,
 }
@@ -419,7 +419,7 @@ impl AgentSession {
                 store,
                 session,
                 log,
-                pending,
+                start: pending.map_or(Starting::Done, Starting::Underway),
                 max_capture,
             },
             model: ModelLink {
@@ -475,7 +475,7 @@ impl AgentSession {
         let result = match turn.run(prompt).await {
             // The turn's end is recorded with step 0 known: a start still under way is waited for.
             Ok(outcome) => match turn.s.ready(&mut *turn.sink).await {
-                Ok(()) => Ok(turn.finish(outcome)),
+                Ok(ready) => Ok(turn.finish(outcome, ready)),
                 Err(err) => Err(err),
             },
             Err(err) => Err(err),
@@ -846,24 +846,26 @@ impl AgentSession {
     }
 
     /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
-    /// when the checkout takes long, and takes what it made. Called before the first tool call (which needs
-    /// the checkout) and at the end of a turn.
-    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    /// when the checkout takes long, and takes what it made: the [`Ready`] that what works in the checkout
+    /// needs. Called before the first tool call and at the end of a turn.
+    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.wait(sink).await;
         super::footprint::mark("checkout");
-        self.adopt(started, sink)
+        self.adopt(started, sink)?;
+        Ok(self.work.start.made())
     }
 
     /// [`AgentSession::ready()`], blocking the thread (undo, close, a failed turn).
-    fn ready_blocking(&mut self) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    fn ready_blocking(&mut self) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.join();
-        self.adopt(started, &mut starting::Quiet)
+        self.adopt(started, &mut starting::Quiet)?;
+        Ok(self.work.start.made())
     }
 
     /// Takes a finished start: step 0 and the branch's tip into the session and its log, and the checkout
@@ -919,7 +921,7 @@ impl AgentSession {
     fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
         let first = !self.resumed && self.turns == 0;
         self.turns += 1;
-        if self.work.pending.is_none() {
+        if !self.work.start.is_underway() {
             self.follow_branch()?;
         }
         let meta = &mut self.work.log.meta;

@@ -233,7 +233,8 @@ pub(super) struct Conversation {
 
 /// Asking the endpoint for its context window: the question, then the task asking it.
 pub(super) enum Probe {
-    Ready(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
+    /// Not asked yet: the question, to be sent beside a request or awaited.
+    Unasked(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
     Asking(tokio::task::JoinHandle<Option<u64>>),
 }
 
@@ -813,8 +814,8 @@ impl AgentSession {
 
     /// Starts asking the endpoint for its context window, if that is still to be done.
     pub(super) fn start_window_probe(&mut self) {
-        if let Some(Probe::Ready(_)) = &self.model.probe {
-            if let Some(Probe::Ready(ask)) = self.model.probe.take() {
+        if let Some(Probe::Unasked(_)) = &self.model.probe {
+            if let Some(Probe::Unasked(ask)) = self.model.probe.take() {
                 self.model.probe = Some(Probe::Asking(tokio::spawn(ask)));
             }
         }
@@ -826,7 +827,7 @@ impl AgentSession {
     pub(super) async fn settle_window(&mut self, wait: bool) {
         let reported = match self.model.probe.take() {
             None => return,
-            Some(Probe::Ready(ask)) if wait => ask.await,
+            Some(Probe::Unasked(ask)) if wait => ask.await,
             Some(Probe::Asking(task)) if wait || task.is_finished() => task.await.ok().flatten(),
             Some(probe) => {
                 self.model.probe = Some(probe);
@@ -1267,7 +1268,7 @@ fn resolve_context(
     let ollama = model.provider == "ollama";
     let probe = client.context_window_task(&model.model, ollama).map(|ask| {
         let common_dir = common_dir.to_path_buf();
-        Probe::Ready(Box::pin(async move {
+        Probe::Unasked(Box::pin(async move {
             let window = ask.await;
             crate::store::cache_window(&common_dir, &key, window);
             window

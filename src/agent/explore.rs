@@ -205,14 +205,15 @@ impl Turn<'_> {
                 Ok(_) => label(&input),
                 Err(_) => "explore (rejected)".to_owned(),
             };
-            self.sink.emit(&Event::ToolCall {
+            let call_event = Event::ToolCall {
                 id: call.id.clone(),
                 name: TOOL.to_owned(),
                 kind: ToolKind::Search,
                 label,
                 input,
                 location: None,
-            });
+            };
+            super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
             tasks.push(task);
         }
         let (requests, spent) = self.used();
@@ -343,14 +344,15 @@ impl Turn<'_> {
         let name = args["name"].as_str().unwrap_or_default().to_owned();
         let task = args["task"].as_str().unwrap_or_default().to_owned();
         let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: AGENT_TOOL.to_owned(),
             kind: ToolKind::Other,
             label,
             input: args,
             location: None,
-        });
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
         let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
             _ if task.trim().is_empty() => ToolOutput::error(
                 "missing required string argument `task`: what the subagent should do",

@@ -296,8 +296,14 @@ fn without_session_line<'a>(live: &'a str, id: &str) -> (String, &'a str) {
     let start = live
         .find(&format!("session {id} on "))
         .unwrap_or_else(|| panic!("no session line in {live}"));
-    let end = start + live[start..].find('\n').map_or(live.len() - start, |n| n + 1);
-    (format!("{}{}", &live[..start], &live[end..]), &live[start..end])
+    let end = start
+        + live[start..]
+            .find('\n')
+            .map_or(live.len() - start, |n| n + 1);
+    (
+        format!("{}{}", &live[..start], &live[end..]),
+        &live[start..end],
+    )
 }
 
 /// Issue 24's acceptance: `show` of a session prints byte for byte what the live run printed (its renderer
@@ -314,7 +320,10 @@ fn show_prints_what_the_live_run_printed() {
     let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
     shown.assert_code(0);
     let (heading, transcript) = without_heading(shown.stdout());
-    assert!(heading.starts_with(&format!("session {id} · ")), "{heading}");
+    assert!(
+        heading.starts_with(&format!("session {id} · ")),
+        "{heading}"
+    );
     assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
     // What the transcript holds, so the comparison is not of two empty strings.
     for part in [
@@ -364,6 +373,9 @@ fn show_of_a_resumed_session_prints_both_runs() {
     shown.assert_code(0);
     let (_, transcript) = without_heading(shown.stdout());
     let expected = format!("{first_live}\n-- resumed\n{second_live}");
-    assert_eq!(transcript, expected, "show:\n{transcript}\nlive:\n{expected}");
+    assert_eq!(
+        transcript, expected,
+        "show:\n{transcript}\nlive:\n{expected}"
+    );
     assert!(transcript.contains("> read it back\n"), "{transcript}");
 }

@@ -13,7 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, OwnTool, Plan};
-use crate::protocol::{self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind};
+use crate::protocol::{
+    self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind,
+};
 use crate::store::{SessionLog, StoreError};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).

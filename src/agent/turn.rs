@@ -352,9 +352,7 @@ impl<'t> Turn<'t> {
         if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
             return Err(err.into());
         }
-        self.warn(format!(
-            "{err}; made room in the context and trying again"
-        ))?;
+        self.warn(format!("{err}; made room in the context and trying again"))?;
         Ok(())
     }
 

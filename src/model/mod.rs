@@ -148,8 +148,8 @@ enum State<'a> {
     Send,
     /// A failed attempt's wait before the next one.
     Wait(Duration),
-    /// An attempt's reply is being read.
-    Read(Reply<'a>),
+    /// An attempt's reply is being read (boxed: it holds the response, the decoder and the parser).
+    Read(Box<Reply<'a>>),
     /// The stream yielded its reply or its final error.
     Over,
 }
@@ -186,7 +186,7 @@ impl<'a> ReplyStream<'a> {
             match &mut self.state {
                 State::Over => return None,
                 State::Send => match self.client.open(self.request).await {
-                    Ok(reply) => self.state = State::Read(reply),
+                    Ok(reply) => self.state = State::Read(Box::new(reply)),
                     Err(err) => return Some(self.failed(err)),
                 },
                 State::Wait(wait) => {

@@ -410,10 +410,10 @@ impl Store {
             }
             // The planner writes files and links only; anything else would be a planner bug, refused.
             (Action::Write, _) => {
-                return Err(StoreError::Refused(format!(
-                    "{}: only files and symbolic links are written",
-                    file.path
-                )))
+                return Err(StoreError::NotFileOrLink {
+                    path: file.path.clone(),
+                    verb: "written",
+                })
             }
             (Action::Delete, _) => place::remove(root, &file.path),
             (Action::Merged(data) | Action::Conflict(data), _) => {

@@ -34,12 +34,12 @@ impl Store {
     /// recreated if it was removed.
     pub fn reopen_session(&self, meta: &Meta) -> Result<Session, StoreError> {
         let branch = branch_name(&meta.id);
-        let tip = self.branch_tip(&branch)?.ok_or_else(|| {
-            StoreError::Refused(format!(
-                "session {} was discarded (agent/{} is gone): start a new session",
-                meta.id, meta.id
-            ))
-        })?;
+        let tip = self
+            .branch_tip(&branch)?
+            .ok_or_else(|| StoreError::Discarded {
+                id: meta.id.clone(),
+                branch: format!("agent/{}", meta.id),
+            })?;
         let base = parse_id(&meta.base)?;
         let step0 = meta.step0.as_deref().map(parse_id).transpose()?;
         let steps = self.step_of(tip)?;
@@ -178,20 +178,11 @@ impl Store {
     /// files, and nothing moves.
     pub fn undo(&self, s: &mut Session, n: u32) -> Result<ObjectId, StoreError> {
         if n == 0 || n > s.steps {
-            let hint = if s.steps == 0 {
-                "it has no steps to undo".to_owned()
-            } else {
-                format!(
-                    "it has {} step{} to undo",
-                    s.steps,
-                    if s.steps == 1 { "" } else { "s" }
-                )
-            };
-            return Err(StoreError::Refused(format!(
-                "cannot undo {n} step{} of session {}: {hint} (step 0, your own captured changes, stays)",
-                if n == 1 { "" } else { "s" },
-                s.id
-            )));
+            return Err(StoreError::UndoOutOfRange {
+                id: s.id.clone(),
+                asked: n,
+                steps: s.steps,
+            });
         }
         let mut target = s.tip;
         for _ in 0..n {
@@ -200,7 +191,7 @@ impl Store {
                 .parent_ids()
                 .next()
                 .map(|id| id.detach())
-                .ok_or_else(|| StoreError::Refused(format!("{target} has no parent to undo to")))?;
+                .ok_or(StoreError::NoParent(target))?;
         }
         let old = s.tip;
         if let Checkout::Here(root) = &s.checkout {
@@ -208,14 +199,11 @@ impl Store {
             super::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
             let edited = self.edited_since(root, target, old)?;
             if !edited.is_empty() {
-                return Err(StoreError::Refused(format!(
-                    "cannot undo: {} changed in your working tree since the agent's step (undo would overwrite your edit); \
-                     commit or restore {} first, or undo by hand with `git diff {} {}`",
-                    edited.join(", "),
-                    if edited.len() == 1 { "it" } else { "them" },
-                    old.to_hex_with_len(7),
-                    target.to_hex_with_len(7),
-                )));
+                return Err(StoreError::UndoWouldOverwrite {
+                    edited,
+                    tip: old,
+                    target,
+                });
             }
         }
         self.record_tips(&s.id, Some(old), target)?;
@@ -359,6 +347,9 @@ impl Store {
 }
 
 fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
-    ObjectId::from_hex(hex.as_bytes())
-        .map_err(|_| StoreError::Refused(format!("bad object id {hex:?} in the session log")))
+    ObjectId::from_hex(hex.as_bytes()).map_err(|_| StoreError::BadId {
+        what: "object id",
+        id: hex.to_owned(),
+        record: "the session log",
+    })
 }

@@ -87,9 +87,9 @@ impl Store {
                 Err(err) => return Err(StoreError::io("create", path)(err)),
             }
         }
-        Err(StoreError::Refused(format!(
-            "found no free session id in {CLAIM_ATTEMPTS} draws: remove old sessions with `git agent discard --purge`"
-        )))
+        Err(StoreError::NoFreeSessionId {
+            draws: CLAIM_ATTEMPTS,
+        })
     }
 
     /// The local record of session `id`: `None` for a session not started in this repository (pulled, or
@@ -142,11 +142,7 @@ impl Store {
         if local.tips.is_empty() || tip.is_some_and(|t| local.tips.contains(&t)) {
             return Ok(());
         }
-        Err(StoreError::Refused(format!(
-            "the newest session started here, {id}, has steps this repository did not make (agent/{id} was \
-             moved outside git-agent, e.g. by a fetch): check `git log agent/{id}`, then name the session to \
-             act on it"
-        )))
+        Err(StoreError::MovedOutside { id: id.to_owned() })
     }
 
     /// True if session `id` works in the user's own work tree, by the local record only.

@@ -28,6 +28,7 @@
 mod changes;
 mod checkout;
 pub(crate) mod commit;
+mod error;
 pub mod fleet;
 pub(crate) mod git;
 pub(crate) mod hunks;
@@ -266,12 +267,7 @@ impl Store {
                 };
                 (head, capture.commit, capture)
             }
-            _ if options.here => {
-                return Err(StoreError::Refused(
-                    "a session in your working tree (--here) starts from it, not from the index or a commit"
-                        .into(),
-                ))
-            }
+            _ if options.here => return Err(StoreError::HereStartsFromWorkTree),
             StartFrom::Tree(tree) => (head, self.tree_step0(id, tree, head)?, Capture::default()),
             StartFrom::Commit(commit) => (Some(commit), None, Capture::default()),
         };
@@ -314,11 +310,10 @@ impl Store {
             .any(|dir| root.parent() == Some(agent.join(dir).as_path()))
             && !self.workdir.starts_with(root);
         if !inside {
-            return Err(StoreError::Refused(format!(
-                "refusing to remove {}: it is not a session checkout under {}",
-                root.display(),
-                agent.display()
-            )));
+            return Err(StoreError::NotACheckout {
+                root: root.to_path_buf(),
+                under: agent,
+            });
         }
         let _lock = self.worktree_lock()?;
         let admin = self.admin_dir_of(root);

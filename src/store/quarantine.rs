@@ -95,9 +95,7 @@ impl Store {
             .status()
             .map_err(StoreError::GitMissing)?;
         if !status.success() {
-            return Err(StoreError::Refused(format!(
-                "could not fetch from {remote} (git said why above); nothing was changed"
-            )));
+            return Err(StoreError::FetchFailed(remote.to_owned()));
         }
         let mut report = Quarantined::default();
         for (name, oid) in self.scratch_refs(&scratch.0)? {

@@ -129,7 +129,10 @@ impl Store {
                 // Every field redacted as decoded text, not only the comment (issue 22, finding 10).
                 sanitize_record(r)
                     .and_then(|r| serde_json::to_string(&r))
-                    .map_err(|e| StoreError::Refused(format!("cannot write a review record: {e}")))
+                    .map_err(|source| StoreError::Encode {
+                        what: "a review record",
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.append_note_lines(REVIEW_REF, commit, &lines)
@@ -204,8 +207,10 @@ impl Store {
             by_commit.entry(&d.commit).or_default().push(d.id.clone());
         }
         for (commit, ids) in by_commit {
-            let commit = ObjectId::from_hex(commit.as_bytes()).map_err(|_| {
-                StoreError::Refused(format!("bad commit {commit:?} in a review record"))
+            let commit = ObjectId::from_hex(commit.as_bytes()).map_err(|_| StoreError::BadId {
+                what: "commit",
+                id: commit.to_owned(),
+                record: "a review record",
             })?;
             let record = Record::Sent {
                 session: id.to_owned(),

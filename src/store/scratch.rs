@@ -74,11 +74,7 @@ impl Store {
             )
             .map_err(|err| match err {
                 StoreError::GitCommand { stderr, .. } if stderr.contains("unmerged") => {
-                    StoreError::Refused(
-                        "the index has unmerged entries (a merge or rebase is under way): resolve them \
-                         and `git add` the files first"
-                            .into(),
-                    )
+                    StoreError::UnmergedIndex
                 }
                 err => err,
             })?;
@@ -132,11 +128,7 @@ impl Store {
                 "--end-of-options",
                 &spec,
             ])
-            .map_err(|_| {
-                StoreError::Refused(format!(
-                    "{rev:?} does not name a commit: give a branch, a tag or a commit id"
-                ))
-            })?;
+            .map_err(|_| StoreError::NotACommit(rev.to_owned()))?;
         parse_hex(&out, "rev-parse")
     }
 

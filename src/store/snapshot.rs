@@ -139,10 +139,11 @@ impl Store {
                 .map(|p| p.as_os_str().as_bytes().into())
                 .collect();
             if let Err(undo) = self.write_paths(s.root(), tip_tree, &paths) {
-                return Err(StoreError::Refused(format!(
-                    "{err}; putting the checkout back to {} failed too ({undo}): discard the session",
-                    s.tip
-                )));
+                return Err(StoreError::CheckoutNotRestored {
+                    cause: Box::new(err),
+                    tip: s.tip,
+                    undo: Box::new(undo),
+                });
             }
             return Err(err);
         }

@@ -560,6 +560,70 @@ fn refusals() {
     std::fs::remove_dir_all(&plain).unwrap();
 }
 
+/// What the store refuses comes back as a variant carrying its data (issue 24, item 5), so a caller matches
+/// on it; the words are the ones users saw before.
+#[test]
+fn refusals_are_typed_and_carry_their_data() {
+    let repo = TestRepo::with_commit("typed");
+    let store = repo.store();
+    let mut s = store.start_session("typ001", false).unwrap();
+    let err = store.undo(&mut s, 2).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UndoOutOfRange { id, asked: 2, steps: 0 } if id == "typ001"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot undo 2 steps of session typ001: it has no steps to undo (step 0, your own captured changes, \
+         stays)"
+    );
+
+    let err = store.resolve_commit("no-such-branch").unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NotACommit(rev) if rev == "no-such-branch"),
+        "{err:?}"
+    );
+
+    let file = |path: &str, bytes: &[u8]| skills::SkillFile {
+        path: path.into(),
+        bytes: bytes.to_vec(),
+        executable: false,
+    };
+    let err = store
+        .put_skills(&[("lint".into(), vec![file("run.sh", b"x")])], "add lint")
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SkillWithoutFile { name, file: "SKILL.md" } if name == "lint"),
+        "{err:?}"
+    );
+    let big = vec![b'x'; usize::try_from(skills::MAX_BYTES).unwrap() + 1];
+    let err = store
+        .put_skills(&[("lint".into(), vec![file("SKILL.md", &big)])], "add lint")
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SkillTooLarge { unit: "bytes", size, limit, .. }
+            if *size == skills::MAX_BYTES + 1 && *limit == skills::MAX_BYTES),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "skill lint has {} bytes; a stored skill may have at most {}",
+            skills::MAX_BYTES + 1,
+            skills::MAX_BYTES
+        )
+    );
+    let err = store
+        .put_skills(&[("Lint".into(), vec![file("SKILL.md", b"x")])], "add lint")
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidSkillName(_)), "{err:?}");
+    assert!(err.is_refusal());
+    assert!(
+        repo.git(&["for-each-ref", "refs/agent/skills"]).is_empty(),
+        "a refused skill writes nothing"
+    );
+}
+
 #[test]
 fn dates_come_from_the_environment_format() {
     // `GIT_*_DATE` uses git's formats; make sure the ones tests use parse.

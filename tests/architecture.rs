@@ -850,3 +850,37 @@ fn modules_with_folders_have_their_root_in_mod_rs() {
         "move each of these into its folder as mod.rs: {mixed:?}"
     );
 }
+
+/// A type is named for what it is: a bare `Outcome` says nothing a reader can use (issue 24, item 7; the last
+/// one, the fleet's, is `TaskEnd`).
+#[test]
+fn no_type_is_named_outcome() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let vague: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = fs::read_to_string(file).expect("a source file is readable");
+            let found: Vec<String> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| {
+                    let words: Vec<&str> = line
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .filter(|w| !w.is_empty())
+                        .collect();
+                    words
+                        .windows(2)
+                        .any(|w| matches!(w[0], "enum" | "struct" | "type") && w[1] == "Outcome")
+                })
+                .map(|(n, _)| format!("{}:{}", file.display(), n + 1))
+                .collect();
+            found
+        })
+        .collect();
+    assert!(
+        vague.is_empty(),
+        "name these types for what they are: {vague:?}"
+    );
+}

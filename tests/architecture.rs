@@ -543,6 +543,18 @@ fn named_paths(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
                 }
                 i += 2;
             }
+            // `pub(in crate::store)` says who may see an item: the path is no dependency.
+            Token::Ident(word)
+                if word == "in"
+                    && i >= 2
+                    && tokens[i - 1] == Token::Punct('(')
+                    && tokens[i - 2] == Token::Ident("pub".into()) =>
+            {
+                i += 1;
+                while matches!(tokens.get(i), Some(Token::Ident(_) | Token::PathSep)) {
+                    i += 1;
+                }
+            }
             Token::Ident(word) if word == "use" => {
                 let mut paths = Vec::new();
                 i = use_tree(&tokens, i + 1, &[], &mut paths);
@@ -800,6 +812,13 @@ fn the_file_reader_resolves_paths_and_use_trees() {
             "agent::run"
         ]
     );
+}
+
+#[test]
+fn a_visibility_restriction_is_no_dependency() {
+    let text = "pub(in crate::store) fn f() { crate::sys::g(); }\npub(crate) struct S;\n";
+    let written: Vec<Vec<String>> = named_paths(text).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(written, [["crate", "sys", "g"]]);
 }
 
 #[test]

@@ -36,9 +36,9 @@ use std::hash::{BuildHasher, Hasher};
 
 use gix::objs::tree::EntryKind;
 
+use super::objects::snapshot::{write_commit, write_merge_commit};
+use super::objects::transaction::Proposal;
 use super::repo::{sanitize, Store, StoreError};
-use super::snapshot::{write_commit, write_merge_commit};
-use super::transaction::Proposal;
 use gix::ObjectId;
 
 /// How many ids [`MemoryView::new_id()`] draws before it gives up (each collision is one chance in 2^32).

@@ -25,9 +25,9 @@ use std::ffi::OsStr;
 
 use gix::objs::tree::EntryKind;
 
+use super::objects::snapshot::{write_commit, write_merge_commit};
+use super::objects::transaction::Proposal;
 use super::repo::{sanitize, Store, StoreError};
-use super::snapshot::{write_commit, write_merge_commit};
-use super::transaction::Proposal;
 use crate::safety::tree_path;
 use gix::ObjectId;
 
@@ -276,7 +276,7 @@ impl Store {
         if names.is_empty() {
             return Ok(after);
         }
-        let now = super::session_log::now();
+        let now = super::session::log::now();
         self.cas_skills(None, |store, tree, _| {
             let current = store.repo.find_tree(tree)?;
             let mut editor = current.edit()?;
@@ -740,7 +740,7 @@ fn check_files(name: &str, files: &[SkillFile]) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::TestRepo;
+    use crate::store::test_repo::TestRepo;
 
     fn skill(name: &str, description: &str) -> (String, Vec<SkillFile>) {
         let text = format!("---\nname: {name}\ndescription: {description}\n---\nDo it.\n");

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::repo::{sanitize, sanitize_record, Store, StoreError};
+use crate::store::repo::{sanitize, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
 /// The notes ref of review records.
@@ -88,7 +88,7 @@ impl Decision {
     ) -> Decision {
         let (header, index) = hunk.unzip();
         let text = cut(text);
-        let at = super::session_log::now();
+        let at = crate::store::session::log::now();
         let id = unique_id(&[
             session,
             path,
@@ -215,7 +215,7 @@ impl Store {
             let record = Record::Sent {
                 session: id.to_owned(),
                 ids,
-                at: super::session_log::now(),
+                at: crate::store::session::log::now(),
             };
             self.add_review(commit, &[record])?;
         }
@@ -305,7 +305,7 @@ fn unique_id(parts: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::TestRepo;
+    use crate::store::test_repo::TestRepo;
 
     fn id(repo: &TestRepo, rev: &str) -> ObjectId {
         ObjectId::from_hex(repo.git(&["rev-parse", rev]).trim().as_bytes()).unwrap()

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::land::{FilePlan, Plan, Side};
 use super::place::{self, Found, Mode};
-use super::repo::{crash_point, Store, StoreError};
+use super::{FilePlan, Plan, Side};
+use crate::store::repo::{crash_point, Store, StoreError};
 
 /// A landing that was interrupted: what it was, and what it was doing to which paths.
 #[derive(Debug)]
@@ -219,7 +219,7 @@ impl Store {
         }
         let record = Record {
             what: what.to_owned(),
-            started: super::session_log::now(),
+            started: crate::store::session::log::now(),
             entries,
         };
         let json = serde_json::to_vec(&record).map_err(|source| StoreError::Encode {

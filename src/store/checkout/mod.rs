@@ -17,6 +17,16 @@
 //! ([`Store::reset_checkout()`], used by the pool) go through the same checkout machinery on an index holding
 //! just the entries to write, so filters apply there too.
 
+pub(super) mod changes;
+pub(super) mod pool;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+pub(super) mod rules;
+pub(super) mod scan;
+pub(super) mod scratch;
+pub(super) mod status;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+pub(super) mod watch;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -429,7 +439,7 @@ fn set_detached_head(checkout: &gix::Repository, commit: ObjectId) -> Result<(),
             .map_err(|_| StoreError::InvalidRefName("HEAD"))?,
         deref: false,
     };
-    super::snapshot::edit_ref(checkout, edit)
+    super::objects::snapshot::edit_ref(checkout, edit)
 }
 
 /// Removes `rel` under `root` (a file, link or whole directory) if it is there, and the directories left

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::land::Side;
-use super::repo::{Store, StoreError};
+use super::Side;
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// What [`Store::commit_paths()`] did.
@@ -111,7 +111,7 @@ impl Store {
     /// `git update-index -z --index-info` on the temporary `index`, `info` on its stdin.
     fn update_index_info(&self, index: &Path, info: &[u8]) -> Result<(), StoreError> {
         use std::io::Write;
-        let mut child = super::git::command(self.workdir())
+        let mut child = crate::store::objects::git::command(self.workdir())
             .args(["update-index", "-z", "--index-info"])
             .env("GIT_INDEX_FILE", index)
             .stdin(Stdio::piped())
@@ -144,7 +144,7 @@ impl Store {
         if let Some(head) = &head_hex {
             diff.push(head);
         }
-        let unchanged = super::git::command(self.workdir())
+        let unchanged = crate::store::objects::git::command(self.workdir())
             .args(&diff)
             .env("GIT_INDEX_FILE", &index.0)
             .stdin(Stdio::null())
@@ -156,7 +156,7 @@ impl Store {
         }
         // `--cleanup=whitespace`: a model's reason may have lines starting with '#' (Markdown headings),
         // which the default cleanup would drop from the message.
-        let status = super::git::command(self.workdir())
+        let status = crate::store::objects::git::command(self.workdir())
             .args(["commit", "-q", "--cleanup=whitespace", "-m", message])
             .env("GIT_INDEX_FILE", &index.0)
             .status()

@@ -15,9 +15,9 @@ use std::path::Path;
 use gix::bstr::BString;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
-use super::repo::{branch_name, Checkout, Session, Store, StoreError};
-use super::session_log::Meta;
-use super::snapshot::{cas_branch, edit_ref, full_name};
+use super::log::Meta;
+use crate::store::objects::snapshot::{cas_branch, edit_ref, full_name};
+use crate::store::repo::{branch_name, Checkout, Session, Store, StoreError};
 use gix::ObjectId;
 
 /// One path that differs between two commits.
@@ -98,7 +98,7 @@ impl Store {
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
     fn recreate_checkout(&self, s: &Session, root: &Path) -> Result<(), StoreError> {
         let start = s.step0.unwrap_or(s.base);
-        self.add_checkout(root, start, &super::checkout::Progress::default())?;
+        self.add_checkout(root, start, &crate::store::checkout::Progress::default())?;
         self.sync_checkout(root, start, s.tip)
     }
 
@@ -196,7 +196,7 @@ impl Store {
         let old = s.tip;
         if let Checkout::Here(root) = &s.checkout {
             let changes = self.changes(target, old)?;
-            super::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
+            crate::store::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
             let edited = self.edited_since(root, target, old)?;
             if !edited.is_empty() {
                 return Err(StoreError::UndoWouldOverwrite {
@@ -324,7 +324,7 @@ impl Store {
         rel: &std::path::Path,
     ) -> Result<Option<std::path::PathBuf>, StoreError> {
         let tree = self.repo.find_commit(commit)?.tree()?;
-        Ok(super::snapshot::gitlink_above(&tree, rel))
+        Ok(crate::store::objects::snapshot::gitlink_above(&tree, rel))
     }
 
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.

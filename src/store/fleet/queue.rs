@@ -192,7 +192,7 @@ impl<'a> Queue<'a> {
         // A push sends objects `write` made: they go to disk first. A failure here shows as git's own
         // "bad object" error on the push.
         let _ = self.store.persist_objects();
-        let mut cmd = crate::store::git::command(self.store.workdir());
+        let mut cmd = crate::store::objects::git::command(self.store.workdir());
         cmd.stdin(Stdio::null());
         cmd
     }
@@ -387,7 +387,7 @@ impl<'a> Queue<'a> {
             .edit()?;
         editor.upsert(file, EntryKind::Blob, blob)?;
         let tree = editor.write()?.detach();
-        Ok(crate::store::snapshot::write_commit(
+        Ok(crate::store::objects::snapshot::write_commit(
             repo, tree, parent, message,
         )?)
     }
@@ -408,7 +408,7 @@ impl<'a> Queue<'a> {
             editor.upsert(commit.to_string(), EntryKind::Blob, blob)?;
         }
         let tree = editor.write()?.detach();
-        Ok(crate::store::snapshot::write_commit(
+        Ok(crate::store::objects::snapshot::write_commit(
             repo, tree, None, message,
         )?)
     }

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::repo::{Store, StoreError};
+use crate::store::repo::{Store, StoreError};
 
 /// Blobs above this are streamed by git's fetch and index-pack instead of read whole.
 const BIG_FILE_THRESHOLD: &str = "1m";
@@ -95,9 +95,7 @@ impl Store {
             .status()
             .map_err(StoreError::GitMissing)?;
         if !status.success() {
-            return Err(StoreError::Refused(format!(
-                "could not fetch from {remote} (git said why above); nothing was changed"
-            )));
+            return Err(StoreError::FetchFailed(remote.to_owned()));
         }
         let mut report = Quarantined::default();
         for (name, oid) in self.scratch_refs(&scratch.0)? {

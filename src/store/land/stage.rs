@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::Stdio;
 
-use super::land::{Plan, Side};
-use super::repo::{Store, StoreError};
+use super::{Plan, Side};
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// A path whose change could not be staged, and why; the working tree has it, the index is as it was.

@@ -86,8 +86,7 @@ impl Turn<'_> {
     }
 
     fn remind(&mut self, round: &mut Round, text: String) {
-        let first = text.lines().next().unwrap_or_default().to_owned();
-        self.sink.emit(&Event::Warning { message: first });
+        // Shown when it joins the conversation, after the round's results (a `context` event).
         round.context.push(("reminder", String::new(), text));
     }
 
@@ -106,26 +105,28 @@ impl Turn<'_> {
                 // Every result follows the call it answers, as for the registry's tools: a front-end
                 // (ACP, --json) must never get a result for a call it never saw.
                 let label = format!("{} (rejected)", call.name);
-                self.sink.emit(&Event::ToolCall {
+                let call_event = Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     kind: own.kind(),
                     label,
                     input: serde_json::Value::Null,
                     location: None,
-                });
+                };
+                super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = own.label(&args);
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
             kind: own.kind(),
             label,
             input: args.clone(),
             location: None,
-        });
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
                 Ok(plan) => {
@@ -188,27 +189,29 @@ impl Turn<'_> {
             Ok(found) => found,
             Err(message) => {
                 let label = format!("{} (rejected)", call.name);
-                self.sink.emit(&Event::ToolCall {
+                let call_event = Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     kind: ToolKind::Other,
                     label,
                     input: serde_json::Value::Null,
                     location: None,
-                });
+                };
+                super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
         let mut args = args;
         let label = tool.label(&args);
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: tool.name().to_owned(),
             kind: tool.kind(),
             label: label.clone(),
             input: args.clone(),
             location: tool.location(&args),
-        });
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
         let decision = self.decide(tool.as_ref(), call, &mut args, &label).await?;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());

@@ -16,7 +16,8 @@
 //!
 //! The transcript of a child goes into the session log after its group finishes, as [`LogEvent::Explore`]
 //! events naming the parent call (so a resume never mistakes them for the parent's conversation); live, its
-//! tool calls and results reach the sink as [`Event::Nested`].
+//! tool calls and results go over a channel to the parent, which owns the sink and shows them as
+//! [`Event::Nested`] in the order they arrive.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use serde_json::json;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::config::agent_files::{self, AgentDef};
 use crate::config::prices::Price;
@@ -145,7 +147,8 @@ pub fn schema() -> ToolSchema {
     }
 }
 
-/// What the children share: the model, the read-only tools, the policy, the sink, and the parent's budget.
+/// What the children share: the model, the read-only tools, the policy, the way to the parent's sink, and
+/// the parent's budget.
 struct Shared<'a> {
     client: &'a Client,
     model: &'a str,
@@ -155,8 +158,9 @@ struct Shared<'a> {
     tools: Vec<Arc<dyn Tool>>,
     schemas: Vec<ToolSchema>,
     ctx: ToolContext,
-    policy: Mutex<&'a mut Policy>,
-    sink: Mutex<&'a mut dyn Sink>,
+    policy: &'a Policy,
+    /// Where a child's events go: the parent owns the sink and shows them in arrival order ([`relay`]).
+    events: UnboundedSender<Event>,
     /// Requests and tokens of the turn so far, the children's included.
     used: Mutex<(u32, u64)>,
     /// What the session has cost so far, the children's requests included.
@@ -199,14 +203,15 @@ impl Turn<'_> {
                 Ok(_) => label(&input),
                 Err(_) => "explore (rejected)".to_owned(),
             };
-            self.sink.emit(&Event::ToolCall {
+            let call_event = Event::ToolCall {
                 id: call.id.clone(),
                 name: TOOL.to_owned(),
                 kind: ToolKind::Search,
                 label,
                 input,
                 location: None,
-            });
+            };
+            super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
             tasks.push(task);
         }
         let (requests, spent) = self.used();
@@ -233,6 +238,7 @@ impl Turn<'_> {
             })
             .cloned()
             .collect();
+        let (events, mut arrivals) = unbounded_channel();
         let shared = Shared {
             client,
             model,
@@ -256,8 +262,8 @@ impl Turn<'_> {
                 step_commit: s.work.session.tip.to_string(),
                 sandbox: Arc::clone(&s.tools.sandbox),
             },
-            policy: Mutex::new(&mut s.tools.policy),
-            sink: Mutex::new(&mut *self.sink),
+            policy: &s.tools.policy,
+            events,
             used: Mutex::new((requests, spent)),
             session_cost: Mutex::new(session_cost),
             budget,
@@ -276,7 +282,11 @@ impl Turn<'_> {
                 .iter()
                 .map(|(i, task)| Box::pin(shared.run(&calls[*i].id, task)))
                 .collect();
-            for ((i, _), run) in chunk.iter().zip(join_all(futures).await) {
+            let children = join_all(futures);
+            for ((i, _), run) in chunk
+                .iter()
+                .zip(relay(children, &mut arrivals, &mut *self.sink).await)
+            {
                 runs[*i] = Some(run);
             }
         }
@@ -328,14 +338,15 @@ impl Turn<'_> {
         let name = args["name"].as_str().unwrap_or_default().to_owned();
         let task = args["task"].as_str().unwrap_or_default().to_owned();
         let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: AGENT_TOOL.to_owned(),
             kind: ToolKind::Other,
             label,
             input: args,
             location: None,
-        });
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
         let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
             _ if task.trim().is_empty() => ToolOutput::error(
                 "missing required string argument `task`: what the subagent should do",
@@ -831,10 +842,7 @@ impl Shared<'_> {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> ToolOutput {
-        let decision = match self.policy.lock() {
-            Ok(mut policy) => policy.check(&tool.checked(&args)),
-            Err(_) => return ToolOutput::error("internal error: the policy is unavailable"),
-        };
+        let decision = self.policy.check(&tool.checked(&args));
         if decision.is_denied() {
             return ToolOutput::error(decision.message_for_model());
         }
@@ -899,13 +907,13 @@ impl Shared<'_> {
         })
     }
 
+    /// Sends a child's event to the parent, nested under its call. A send fails only once the parent
+    /// stopped listening, when nobody is left to show it to.
     fn emit(&self, parent: &str, event: Event) {
-        if let Ok(mut sink) = self.sink.lock() {
-            sink.emit(&Event::Nested {
-                parent: parent.to_owned(),
-                event: Box::new(event),
-            });
-        }
+        let _ = self.events.send(Event::Nested {
+            parent: parent.to_owned(),
+            event: Box::new(event),
+        });
     }
 }
 
@@ -927,6 +935,29 @@ fn plural(n: u32) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// Runs `children` to their end while showing on `sink` the events they send, in the order they arrive: the
+/// parent owns the sink, the children hold only a sender, so no lock is shared between them.
+async fn relay<T>(
+    children: impl Future<Output = T>,
+    arrivals: &mut UnboundedReceiver<Event>,
+    sink: &mut dyn Sink,
+) -> T {
+    let mut children = std::pin::pin!(children);
+    loop {
+        tokio::select! {
+            // Events first, so each is shown before whatever the children finished with.
+            biased;
+            Some(event) = arrivals.recv() => sink.emit(&event),
+            output = &mut children => {
+                while let Ok(event) = arrivals.try_recv() {
+                    sink.emit(&event);
+                }
+                return output;
+            }
+        }
     }
 }
 
@@ -958,6 +989,52 @@ async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> Vec<F::Outpu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The children's events reach the parent's sink in the order they were sent, the last ones (sent as
+    /// the children finish) before their outputs come back.
+    #[test]
+    fn relay_shows_events_in_arrival_order_before_the_outputs() {
+        struct Record(Vec<String>);
+        impl Sink for Record {
+            fn emit(&mut self, event: &Event) {
+                if let Event::Warning { message } = event {
+                    self.0.push(message.clone());
+                }
+            }
+        }
+        let say = |events: &UnboundedSender<Event>, message: &str| {
+            events
+                .send(Event::Warning {
+                    message: message.into(),
+                })
+                .unwrap();
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (events, mut arrivals) = unbounded_channel();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let first = async {
+            say(&events, "a1");
+            wait.await.unwrap();
+            say(&events, "a2");
+            1
+        };
+        let second = async {
+            say(&events, "b1");
+            go.send(()).unwrap();
+            tokio::task::yield_now().await;
+            say(&events, "b2");
+            2
+        };
+        let futures: Vec<Pin<Box<dyn Future<Output = u32>>>> =
+            vec![Box::pin(first), Box::pin(second)];
+        let mut sink = Record(Vec::new());
+        let outputs = runtime.block_on(relay(join_all(futures), &mut arrivals, &mut sink));
+        assert_eq!(outputs, [1, 2]);
+        assert_eq!(sink.0, ["a1", "b1", "a2", "b2"]);
+    }
 
     #[test]
     fn join_all_runs_futures_together_and_keeps_their_order() {

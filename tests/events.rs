@@ -288,16 +288,22 @@ fn without_heading(shown: &str) -> (&str, &str) {
     shown.split_at(at)
 }
 
-/// The live run's `session <id> on <branch> (<model>)` line, printed once the model first answers, and
-/// what came before and after it. `show` prints its two heading lines (from `meta.json`, with the status,
+/// The live run's output without its `session <id> on <branch> (<model>)` line (printed once the model
+/// first answers, before the prompt it answers), and that line. `show` prints its two heading lines (from `meta.json`, with the status,
 /// steps and totals the live line cannot know yet) instead, so this line is the one live line the log does
 /// not keep.
 fn without_session_line<'a>(live: &'a str, id: &str) -> (String, &'a str) {
     let start = live
         .find(&format!("session {id} on "))
         .unwrap_or_else(|| panic!("no session line in {live}"));
-    let end = start + live[start..].find('\n').map_or(live.len() - start, |n| n + 1);
-    (format!("{}{}", &live[..start], &live[end..]), &live[start..end])
+    let end = start
+        + live[start..]
+            .find('\n')
+            .map_or(live.len() - start, |n| n + 1);
+    (
+        format!("{}{}", &live[..start], &live[end..]),
+        &live[start..end],
+    )
 }
 
 /// Issue 24's acceptance: `show` of a session prints byte for byte what the live run printed (its renderer
@@ -314,7 +320,10 @@ fn show_prints_what_the_live_run_printed() {
     let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
     shown.assert_code(0);
     let (heading, transcript) = without_heading(shown.stdout());
-    assert!(heading.starts_with(&format!("session {id} · ")), "{heading}");
+    assert!(
+        heading.starts_with(&format!("session {id} · ")),
+        "{heading}"
+    );
     assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
     // What the transcript holds, so the comparison is not of two empty strings.
     for part in [
@@ -364,6 +373,9 @@ fn show_of_a_resumed_session_prints_both_runs() {
     shown.assert_code(0);
     let (_, transcript) = without_heading(shown.stdout());
     let expected = format!("{first_live}\n-- resumed\n{second_live}");
-    assert_eq!(transcript, expected, "show:\n{transcript}\nlive:\n{expected}");
+    assert_eq!(
+        transcript, expected,
+        "show:\n{transcript}\nlive:\n{expected}"
+    );
     assert!(transcript.contains("> read it back\n"), "{transcript}");
 }

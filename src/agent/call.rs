@@ -21,6 +21,7 @@ use super::guards::{Effect, Verdict};
 use super::instructions;
 use super::journal;
 use super::plan::{Finish, OwnTool, Plan};
+use super::start::Ready;
 use super::step;
 use super::turn::Turn;
 
@@ -36,12 +37,14 @@ pub(super) struct Round {
 
 impl Turn<'_> {
     /// Runs one call: the agent's own tools here, the others through the guards and the registry. What the
-    /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`.
+    /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`. The tools work in
+    /// the checkout, hence the [`Ready`] of a done start.
     pub(super) async fn dispatch(
         &mut self,
         call: &ToolCall,
         truncated: bool,
         round: &mut Round,
+        _started: Ready,
     ) -> Result<ToolOutput, AgentError> {
         if let Some(own) = OwnTool::find(&call.name) {
             return self.own_tool(own, call, truncated, round);
@@ -520,9 +523,9 @@ impl Turn<'_> {
         }
         let work = &self.s.work;
         // Before a new session's checkout exists, the hooks run in the user's work tree, which it copies.
-        let dir = match work.pending {
-            Some(_) => work.store.workdir().to_path_buf(),
-            None => work.session.root().to_path_buf(),
+        let dir = match work.start.ready() {
+            Some(_) => work.session.root().to_path_buf(),
+            None => work.store.workdir().to_path_buf(),
         };
         let base = event_hooks::Base {
             session_id: &work.session.id,

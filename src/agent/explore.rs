@@ -40,6 +40,7 @@ use super::control::TurnControl;
 use super::error::AgentError;
 use super::guards::Budget;
 use super::journal::Event as LogEvent;
+use super::start::Ready;
 use super::stream;
 use super::turn::Turn;
 use crate::config::event_hooks::HookEvent;
@@ -188,6 +189,7 @@ impl Turn<'_> {
     pub(super) async fn explore(
         &mut self,
         calls: &[&ToolCall],
+        _started: Ready,
     ) -> Result<Vec<ToolOutput>, AgentError> {
         let mut tasks: Vec<Result<String, String>> = Vec::new();
         for call in calls {
@@ -332,7 +334,11 @@ impl Turn<'_> {
     /// its tools, its model if it names one) until it answers. Its calls go through the same path as the
     /// session's (policy, approvals, event hooks, step commits naming it); its requests count against the
     /// turn's budgets; its transcript is logged under the call, as an explorer's is.
-    pub(super) async fn delegate(&mut self, call: &ToolCall) -> Result<ToolOutput, AgentError> {
+    pub(super) async fn delegate(
+        &mut self,
+        call: &ToolCall,
+        _started: Ready,
+    ) -> Result<ToolOutput, AgentError> {
         let args: serde_json::Value =
             serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
         let name = args["name"].as_str().unwrap_or_default().to_owned();

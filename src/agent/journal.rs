@@ -13,7 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Item as PlanItem, OwnTool, Plan};
-use crate::protocol::{self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind};
+use crate::protocol::{
+    self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind,
+};
 use crate::store::{SessionLog, StoreError};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
@@ -21,10 +23,8 @@ use crate::store::{SessionLog, StoreError};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A prompt from the user (the first one, or one given with `--resume`); stored as `prompt` now.
-    #[serde(alias = "prompt")]
     User { content: String },
     /// A model reply: its text and the tool calls it asked for; stored as `reply` now.
-    #[serde(alias = "reply")]
     Assistant {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -69,8 +69,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
-    /// The end of a turn; stored as `done` (with the exit code) now.
-    #[serde(alias = "done")]
+    /// The end of a turn; stored as `turn_end` now.
     End { status: String, answer: String },
     /// The session was resumed by another run.
     Resume {},
@@ -302,8 +301,9 @@ mod legacy {
                 cost: cost_usd,
                 session_cost: None,
             }],
-            Event::End { status, .. } => vec![E::TurnEnd {
+            Event::End { status, answer } => vec![E::TurnEnd {
                 status: Status::parse(&status),
+                answer,
             }],
             Event::Resume {} => vec![E::Resumed],
             Event::Undo { to, steps, .. } => vec![E::Undone { steps, to }],
@@ -352,7 +352,12 @@ mod legacy {
         let own = OwnTool::find(&call.name);
         // The tools a session makes for itself are not built in: their labels are asked for by name.
         let own_label = |args: &serde_json::Value| match call.name.as_str() {
-            crate::agent::explore::TOOL => Some(crate::agent::explore::label(args)),
+            // As `explore::label` made it when these lines were written (and no import of the explorer,
+            // which writes the log through this module: a cycle).
+            "explore" => Some(format!(
+                "explore \"{}\"",
+                crate::tools::short(args["task"].as_str().unwrap_or("?"), 60)
+            )),
             crate::tools::skill::NAME => Some(crate::tools::skill::label(args)),
             _ => own.map(|own| own.label(args)),
         };

@@ -47,7 +47,7 @@ use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
 use super::plan::{self, Plan};
 use super::skills::SessionSkills;
-use super::start::{self as starting, Pending};
+use super::start::{self as starting, Pending, Ready, Starting};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt};
@@ -163,7 +163,7 @@ pub(super) struct Workspace {
     /// `step N: <commit> (files)` for summaries and stop reports.
     pub step_lines: Vec<String>,
     /// Step 0, the branch and the checkout of a new session while they are being made (see `start`).
-    pub pending: Option<Pending>,
+    pub start: Starting,
     /// `max_capture_size`, for the warnings about files left out of step 0.
     pub max_capture: u64,
 }
@@ -233,7 +233,8 @@ pub(super) struct Conversation {
 
 /// Asking the endpoint for its context window: the question, then the task asking it.
 pub(super) enum Probe {
-    Ready(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
+    /// Not asked yet: the question, to be sent beside a request or awaited.
+    Unasked(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
     Asking(tokio::task::JoinHandle<Option<u64>>),
 }
 
@@ -419,7 +420,7 @@ impl AgentSession {
                 store,
                 session,
                 log,
-                pending,
+                start: pending.map_or(Starting::Done, Starting::Underway),
                 max_capture,
             },
             model: ModelLink {
@@ -475,7 +476,7 @@ impl AgentSession {
         let result = match turn.run(prompt).await {
             // The turn's end is recorded with step 0 known: a start still under way is waited for.
             Ok(outcome) => match turn.s.ready(&mut *turn.sink).await {
-                Ok(()) => Ok(turn.finish(outcome)),
+                Ok(ready) => Ok(turn.finish(outcome, ready)),
                 Err(err) => Err(err),
             },
             Err(err) => Err(err),
@@ -813,8 +814,8 @@ impl AgentSession {
 
     /// Starts asking the endpoint for its context window, if that is still to be done.
     pub(super) fn start_window_probe(&mut self) {
-        if let Some(Probe::Ready(_)) = &self.model.probe {
-            if let Some(Probe::Ready(ask)) = self.model.probe.take() {
+        if let Some(Probe::Unasked(_)) = &self.model.probe {
+            if let Some(Probe::Unasked(ask)) = self.model.probe.take() {
                 self.model.probe = Some(Probe::Asking(tokio::spawn(ask)));
             }
         }
@@ -826,7 +827,7 @@ impl AgentSession {
     pub(super) async fn settle_window(&mut self, wait: bool) {
         let reported = match self.model.probe.take() {
             None => return,
-            Some(Probe::Ready(ask)) if wait => ask.await,
+            Some(Probe::Unasked(ask)) if wait => ask.await,
             Some(Probe::Asking(task)) if wait || task.is_finished() => task.await.ok().flatten(),
             Some(probe) => {
                 self.model.probe = Some(probe);
@@ -846,24 +847,26 @@ impl AgentSession {
     }
 
     /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
-    /// when the checkout takes long, and takes what it made. Called before the first tool call (which needs
-    /// the checkout) and at the end of a turn.
-    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    /// when the checkout takes long, and takes what it made: the [`Ready`] that what works in the checkout
+    /// needs. Called before the first tool call and at the end of a turn.
+    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.wait(sink).await;
         super::footprint::mark("checkout");
-        self.adopt(started, sink)
+        self.adopt(started, sink)?;
+        Ok(self.work.start.made())
     }
 
     /// [`AgentSession::ready()`], blocking the thread (undo, close, a failed turn).
-    fn ready_blocking(&mut self) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    fn ready_blocking(&mut self) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.join();
-        self.adopt(started, &mut starting::Quiet)
+        self.adopt(started, &mut starting::Quiet)?;
+        Ok(self.work.start.made())
     }
 
     /// Takes a finished start: step 0 and the branch's tip into the session and its log, and the checkout
@@ -919,7 +922,7 @@ impl AgentSession {
     fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
         let first = !self.resumed && self.turns == 0;
         self.turns += 1;
-        if self.work.pending.is_none() {
+        if !self.work.start.is_underway() {
             self.follow_branch()?;
         }
         let meta = &mut self.work.log.meta;
@@ -1259,7 +1262,7 @@ fn resolve_context(
     let ollama = model.provider == "ollama";
     let probe = client.context_window_task(&model.model, ollama).map(|ask| {
         let common_dir = common_dir.to_path_buf();
-        Probe::Ready(Box::pin(async move {
+        Probe::Unasked(Box::pin(async move {
             let window = ask.await;
             crate::store::cache_window(&common_dir, &key, window);
             window

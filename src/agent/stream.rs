@@ -77,7 +77,11 @@ pub(super) async fn send(
                 return Ok(Streamed::Reply(response));
             }
             Some(Err(err)) => return Err(err),
-            None => return Err(ModelError::Stream("the reply stream ended without a reply".into())),
+            None => {
+                return Err(ModelError::Stream(
+                    "the reply stream ended without a reply".into(),
+                ))
+            }
         };
         if let Some(line) = pending.take() {
             line.emit(sink);

@@ -23,6 +23,7 @@ use super::explore;
 use super::guards::{Budget, Guards};
 use super::plan::Finish;
 use super::session::{short_branch, AgentSession};
+use super::start::Ready;
 use super::stream::{self, Streamed};
 use super::trim;
 
@@ -351,9 +352,7 @@ impl<'t> Turn<'t> {
         if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
             return Err(err.into());
         }
-        self.warn(format!(
-            "{err}; made room in the context and trying again"
-        ))?;
+        self.warn(format!("{err}; made room in the context and trying again"))?;
         Ok(())
     }
 
@@ -423,7 +422,7 @@ impl<'t> Turn<'t> {
     /// mid-way: it is never run, since it merely looks complete.
     async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
         // The tools work in the checkout: a new session's start, still under way, is waited for here.
-        self.s.ready(&mut *self.sink).await?;
+        let ready = self.s.ready(&mut *self.sink).await?;
         let mut round = Round::default();
         // Outputs of explore calls, run together when the first of a run of them comes up.
         let mut explored: Vec<Option<ToolOutput>> = vec![None; calls.len()];
@@ -444,7 +443,7 @@ impl<'t> Turn<'t> {
                         })
                         .map(|(_, c)| c)
                         .collect();
-                    for (j, output) in self.explore(&group).await?.into_iter().enumerate() {
+                    for (j, output) in self.explore(&group, ready).await?.into_iter().enumerate() {
                         explored[i + j] = Some(output);
                     }
                 }
@@ -452,9 +451,9 @@ impl<'t> Turn<'t> {
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
             } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
-                self.delegate(call).await?
+                self.delegate(call, ready).await?
             } else {
-                self.dispatch(call, truncated, &mut round).await?
+                self.dispatch(call, truncated, &mut round, ready).await?
             };
             self.push_result(call, output)?;
         }
@@ -707,8 +706,8 @@ impl<'t> Turn<'t> {
     }
 
     /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
-    /// and `done`.
-    pub(super) fn finish(&mut self, outcome: LoopEnd) -> TurnEnd {
+    /// and `done`. The log's end carries step 0, hence the [`Ready`] of a done start.
+    pub(super) fn finish(&mut self, outcome: LoopEnd, _started: Ready) -> TurnEnd {
         let refused = matches!(outcome, LoopEnd::Refused(_));
         let (status, answer, code) = match outcome {
             LoopEnd::Answered(answer) | LoopEnd::Refused(answer) => (Status::Done, answer, 0),
@@ -763,6 +762,10 @@ impl<'t> Turn<'t> {
             .to_string();
         let ending = [
             Event::Usage { usage, cost },
+            Event::TurnEnd {
+                status: status.clone(),
+                answer: answer.clone(),
+            },
             Event::Summary {
                 branch: short_branch(session).to_owned(),
                 steps: session.steps,

@@ -654,7 +654,12 @@ impl AnthropicClient {
         let body = self.body(req);
         let headers = [("anthropic-version", API_VERSION)];
         self.http
-            .open(&self.endpoint(), &body, &headers, Box::new(EventParser::new()))
+            .open(
+                &self.endpoint(),
+                &body,
+                &headers,
+                Box::new(EventParser::new()),
+            )
             .await
     }
 }

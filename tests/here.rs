@@ -261,6 +261,7 @@ fn undo_of_a_here_session_restores_files_but_never_a_later_edit() {
 }
 
 #[test]
+#[cfg_attr(git_agent_portable, ignore = "needs Landlock: Linux only")]
 fn the_sandbox_lets_commands_write_the_work_tree_but_not_its_git_dir() {
     if git_agent::safety::sandbox::landlock_abi() < 1 {
         eprintln!("SKIPPED: this kernel does not support Landlock");
@@ -321,6 +322,7 @@ fn the_sandbox_lets_commands_write_the_work_tree_but_not_its_git_dir() {
 /// over itself, so commands may create and delete entries at the top of the work tree while `.git` stays
 /// read-only; elsewhere the top level stays closed (today's rule) and a notice says so.
 #[test]
+#[cfg_attr(git_agent_portable, ignore = "needs Landlock: Linux only")]
 fn here_under_the_sandbox_creates_top_level_files_while_git_stays_read_only() {
     if git_agent::safety::sandbox::landlock_abi() < 1 {
         eprintln!("SKIPPED: this kernel does not support Landlock");

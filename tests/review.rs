@@ -482,6 +482,17 @@ fn interactive_split_and_edit() {
         "{recs:?}"
     );
     assert_only(&repo, &before, &["a.txt"], &[]);
+    // The file the editor got is gone with the edit.
+    let tmp = repo.path().join(".git/agent/tmp");
+    let left: Vec<_> = fs::read_dir(&tmp)
+        .map(|dir| dir.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("REVIEW_HUNK")),
+        "{left:?}"
+    );
     fsck(&repo);
 }
 

@@ -1004,16 +1004,10 @@ impl Toolbox {
     ) -> Toolbox {
         let sandbox_config = safety.sandbox.clone();
         let (policy, sandbox, scratch) = safety_for(store, session, safety);
-        if let Some(warning) = &sandbox.fallback {
+        for (topic, message) in sandbox.notices() {
             sink.emit(&Event::Notice {
-                topic: "sandbox".to_owned(),
-                message: warning.to_owned(),
-            });
-        }
-        if let Some(warning) = sandbox.isolation_warning() {
-            sink.emit(&Event::Notice {
-                topic: "isolation".to_owned(),
-                message: warning.clone(),
+                topic: topic.to_owned(),
+                message,
             });
         }
         let output = store

@@ -194,7 +194,15 @@ fn edit(
     let dir = store.common_dir().join("agent").join("tmp");
     std::fs::create_dir_all(&dir)
         .map_err(|e| CommandError::internal(format!("cannot create {}: {e}", dir.display())))?;
-    let path = dir.join(format!("REVIEW_HUNK-{}.diff", std::process::id()));
+    // A fresh name for each edit, created exclusively and removed when dropped, whatever the editor did.
+    let file = tempfile::Builder::new()
+        .prefix("REVIEW_HUNK-")
+        .suffix(".diff")
+        .tempfile_in(&dir)
+        .map_err(|e| {
+            CommandError::internal(format!("cannot create a file in {}: {e}", dir.display()))
+        })?;
+    let path = file.path().to_path_buf();
     let text = format!(
         "# Manual hunk edit mode -- the hunk below is taken as you leave it.\n\
          # To keep a '-' line, make it a ' ' line; to drop a '+' line, delete it.\n\
@@ -217,8 +225,7 @@ fn edit(
         .stdin(Stdio::inherit())
         .status();
     let result = std::fs::read_to_string(&path);
-    // Best effort: a scratch file named by our pid.
-    let _ = std::fs::remove_file(&path);
+    drop(file);
     if !matches!(status, Ok(s) if s.success()) {
         say(out, "The editor failed; the hunk is unchanged.")?;
         return Ok(None);

@@ -184,8 +184,7 @@ fn parse_period(text: &str) -> Result<i64, String> {
 
 /// The UTC day of a Unix time, `2026-12-01`.
 fn day(unix: i64) -> String {
-    let (y, m, d) = crate::agent::date::civil_from_days(unix.div_euclid(DAY));
-    format!("{y:04}-{m:02}-{d:02}")
+    crate::agent::date::day(unix)
 }
 
 #[cfg(test)]

@@ -111,7 +111,9 @@ pub struct Sandbox {
     pub writable: Vec<PathBuf>,
     /// The private temp dir given to commands as `TMPDIR`.
     pub tmpdir: Option<PathBuf>,
-    /// Why `auto` resolved to off, to warn once.
+    /// Why `auto` resolved to off (no Landlock here), to warn once.
+    pub unsandboxed: Option<&'static str>,
+    /// What a workspace sandbox cannot grant here (the top of a `--here` work tree), to warn once.
     pub fallback: Option<String>,
     /// Whether commands get a PID namespace with a private `/proc` ([`super::isolate`]).
     pub isolation: Isolation,
@@ -133,6 +135,7 @@ impl Sandbox {
             network: true,
             writable: Vec::new(),
             tmpdir: None,
+            unsandboxed: None,
             fallback: None,
             isolation: Isolation::Shared {
                 why: "no sandbox".into(),
@@ -150,6 +153,7 @@ impl Sandbox {
         tmpdir: Option<PathBuf>,
     ) -> Sandbox {
         let mut mode = config.mode;
+        let mut unsandboxed = None;
         let mut fallback = None;
         // Network off is a request for the sandbox: it must not silently fall back.
         if mode == Mode::Auto && !config.network {
@@ -160,7 +164,11 @@ impl Sandbox {
                 mode = Mode::Workspace;
             } else {
                 mode = Mode::Off;
-                fallback = Some("this kernel has no Landlock, so commands run unsandboxed (the guard still applies); pass --sandbox off to silence this".to_string());
+                unsandboxed = Some(if crate::sys::LINUX_LAYER {
+                    "this kernel has no Landlock"
+                } else {
+                    "Landlock exists only on Linux"
+                });
             }
         }
         let isolation = isolate::probe().clone();
@@ -221,10 +229,33 @@ impl Sandbox {
             network: config.network,
             writable,
             tmpdir,
+            unsandboxed,
             fallback,
             isolation,
             readonly,
         }
+    }
+
+    /// What the session tells the user once about what its commands are not isolated from, as (topic,
+    /// message) notices. No Landlock and no private `/proc` (macOS, the BSDs, an old Linux) are one notice,
+    /// not two: one line that names both holes reads as the platform's limit, two read as two faults.
+    pub fn notices(&self) -> Vec<(&'static str, String)> {
+        let mut notices = Vec::new();
+        match (self.unsandboxed, &self.isolation) {
+            (Some(no_landlock), Isolation::Shared { why }) => notices.push((
+                "sandbox",
+                format!(
+                    "commands run unsandboxed and without a private /proc ({no_landlock}; {why}): they can write wherever you can (the guard still applies), see other processes of yours and read their environments (your shell's, git's), so keys in those stay readable; git-agent's own environment holds none"
+                ),
+            )),
+            (Some(no_landlock), Isolation::Namespace { .. }) => notices.push((
+                "sandbox",
+                format!("{no_landlock}, so commands run unsandboxed (the guard still applies); pass --sandbox off to silence this"),
+            )),
+            (None, _) => notices.extend(self.isolation_warning().map(|w| ("isolation", w))),
+        }
+        notices.extend(self.fallback.clone().map(|w| ("sandbox", w)));
+        notices
     }
 
     /// What to tell the user once when commands cannot get a private `/proc`, and the fallback.

@@ -178,11 +178,11 @@ pub struct Output {
 }
 
 /// What every session prints in the portable configuration (`--cfg git_agent_portable`: src/sys's Linux layer
-/// off, as macOS and the BSDs build it): commands are not sandboxed and see the other processes. True there
-/// and tested by the tests of those features (through [`Output::full_stderr`]); noise to every other test's
-/// expected output.
+/// off, as macOS and the BSDs build it): one notice that commands are not sandboxed and see the other
+/// processes (`--sandbox auto`), or only the latter (`--sandbox off`). True there and tested by the tests of
+/// those features (through [`Output::full_stderr`]); noise to every other test's expected output.
 pub const PORTABLE_NOTICES: &[&str] = &[
-    "warning: this kernel has no Landlock, so commands run unsandboxed",
+    "warning: commands run unsandboxed and without a private /proc",
     "warning: commands run without a private /proc",
 ];
 

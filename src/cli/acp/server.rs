@@ -765,14 +765,7 @@ fn list(raw: &Value) -> Result<Value, RpcError> {
 
 /// Unix seconds as an RFC 3339 UTC time.
 fn rfc3339(secs: i64) -> String {
-    let (y, m, d) = crate::agent::date::civil_from_days(secs.div_euclid(86_400));
-    let rest = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    crate::agent::date::rfc3339(secs)
 }
 
 fn prompt(state: &Shared, tasks: &mut JoinSet<()>, id: Value, raw: Value) {

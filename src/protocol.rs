@@ -353,9 +353,20 @@ pub enum Event {
         base: String,
         model: String,
     },
-    /// Streamed assistant text.
+    /// Streamed assistant text: the live preview of the [`Event::Reply`] that follows it.
     Text {
         delta: String,
+    },
+    /// A model reply as the conversation keeps it (what `--resume` sends back): its text, the tool calls it
+    /// asked for and its reasoning blocks. Recorded once the reply is complete, after its text streamed as
+    /// [`Event::Text`]; a renderer shows its text only when it saw no such deltas (a replay), and its calls
+    /// through their own [`Event::ToolCall`]s. Not in the JSON contract (`text` and `tool_call` are).
+    Reply {
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<ThinkingBlock>,
     },
     /// Streamed reasoning (not the answer; not in the JSON contract).
     Reasoning {
@@ -480,7 +491,8 @@ pub enum Event {
         tree: String,
         passed: bool,
         end: String,
-        #[serde(rename = "exit_code")]
+        // `code` in lines logged before the check was stored as this event.
+        #[serde(rename = "exit_code", alias = "code")]
         code: Option<i32>,
         duration_ms: u64,
         output: String,
@@ -509,8 +521,8 @@ pub enum Event {
         message: String,
     },
     // What a session's log holds besides the live events, so a transcript (`git agent show`) is rendered by
-    // the same code as a live session. The agent does not emit these today; none is in the JSON contract.
-    /// A prompt from the user.
+    // the same code as a live session. None is in the JSON contract.
+    /// A prompt from the user (the first one, one given with `--resume`, or text that steered a turn).
     Prompt {
         content: String,
     },
@@ -518,6 +530,7 @@ pub enum Event {
     /// named by `path`), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
     Context {
         kind: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         path: String,
         content: String,
     },
@@ -530,9 +543,16 @@ pub enum Event {
         items: Vec<PlanItem>,
     },
     /// Older messages were replaced by a summary (or dropped, when no summary could be made) to fit the
-    /// context window.
+    /// context window: everything before the last `kept` messages became one user message holding
+    /// `summary` (what `--resume` rebuilds; renderers show the counts).
     Compaction {
+        #[serde(default)]
+        summary: String,
+        #[serde(default)]
+        kept: u64,
         replaced: u64,
+        // `fallback` in lines logged before the compaction was stored as this event.
+        #[serde(default, alias = "fallback")]
         dropped: bool,
         tokens_before: u64,
         tokens_after: u64,
@@ -623,6 +643,7 @@ impl Event {
             // editors, a check's result says all a script needs of its start, and a transcript's history
             // markers are not emitted live.
             Event::Reasoning { .. }
+            | Event::Reply { .. }
             | Event::Warning { .. }
             | Event::Summary { .. }
             | Event::Diff { .. }

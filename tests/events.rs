@@ -254,3 +254,128 @@ fn a_result_is_stored_before_its_step_as_it_was_shown() {
         .expect("the result is in the rebuilt conversation");
     assert_eq!(result["content"], "created a.txt (6 bytes, 1 lines)");
 }
+
+/// A session of several rounds: a read, an edit and a command (two steps), a context overflow that makes the
+/// agent warn and retry, usage on every reply, and a final answer.
+fn busy_script() -> Vec<Reply> {
+    vec![
+        Reply::text_and_tool_calls(
+            "I will read file.txt first.",
+            vec![call("read_file", json!({"path": "file.txt"}))],
+        ),
+        Reply::text_and_tool_calls(
+            "Now the edit.",
+            vec![call(
+                "edit_file",
+                json!({"path": "file.txt", "old_string": "two", "new_string": "TWO"}),
+            )],
+        ),
+        Reply::text_and_tool_calls(
+            "And a note from a command.",
+            vec![call("run", json!({"command": "echo noted > note.txt"}))],
+        ),
+        Reply::status(400, "This model's maximum context length is 100 tokens"),
+        Reply::text("Done: file.txt shouts TWO, and note.txt says so."),
+    ]
+}
+
+/// Splits `show`'s output into its own heading (two lines from `meta.json`), and the rest.
+fn without_heading(shown: &str) -> (&str, &str) {
+    let mut at = 0;
+    for _ in 0..2 {
+        at += shown[at..].find('\n').map_or(shown.len() - at, |n| n + 1);
+    }
+    shown.split_at(at)
+}
+
+/// The live run's `session <id> on <branch> (<model>)` line, printed once the model first answers, and
+/// what came before and after it. `show` prints its two heading lines (from `meta.json`, with the status,
+/// steps and totals the live line cannot know yet) instead, so this line is the one live line the log does
+/// not keep.
+fn without_session_line<'a>(live: &'a str, id: &str) -> (String, &'a str) {
+    let start = live
+        .find(&format!("session {id} on "))
+        .unwrap_or_else(|| panic!("no session line in {live}"));
+    let end = start
+        + live[start..]
+            .find('\n')
+            .map_or(live.len() - start, |n| n + 1);
+    (
+        format!("{}{}", &live[..start], &live[end..]),
+        &live[start..end],
+    )
+}
+
+/// Issue 24's acceptance: `show` of a session prints byte for byte what the live run printed (its renderer
+/// on stderr; the answer `ask` also puts on stdout is not part of the transcript), but for the heading and
+/// the session line (see [`without_session_line`]).
+#[test]
+fn show_prints_what_the_live_run_printed() {
+    let repo = TestRepo::new();
+    let server = Server::start(busy_script());
+    let out = repo.run_agent(&server, &["ask", "shout two in file.txt\nand note it"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let (live, session_line) = without_session_line(out.stderr(), &id);
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (heading, transcript) = without_heading(shown.stdout());
+    assert!(
+        heading.starts_with(&format!("session {id} · ")),
+        "{heading}"
+    );
+    assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
+    // What the transcript holds, so the comparison is not of two empty strings.
+    for part in [
+        "> shout two in file.txt\n> and note it\n",
+        "● read file.txt\n",
+        "● edit file.txt\n",
+        "  ⎿ step 1: ",
+        "  ⎿ step 2: ",
+        "warning: ",
+        "made room in the context and trying again",
+        "\nDone: file.txt shouts TWO, and note.txt says so.\n",
+    ] {
+        assert!(live.contains(part), "{part:?} not in:\n{live}");
+    }
+    assert!(session_line.ends_with(")\n"), "{session_line}");
+}
+
+/// The same across a resume: two prompts in one session, each run's output in turn, and `show` prints the
+/// two runs' output one after the other (with the resume marker between them, which the second run did
+/// not print: it is `show`'s record that another run took the session up).
+#[test]
+fn show_of_a_resumed_session_prints_both_runs() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::text_and_tool_calls(
+            "Adding a.txt.",
+            vec![call(
+                "write_file",
+                json!({"path": "a.txt", "content": "alpha\n"}),
+            )],
+        ),
+        Reply::text("Added a.txt."),
+        Reply::text_and_tool_calls(
+            "Reading it back.",
+            vec![call("read_file", json!({"path": "a.txt"}))],
+        ),
+        Reply::text("It says alpha."),
+    ]);
+    let first = repo.run_agent(&server, &["ask", "add a.txt"]);
+    first.assert_code(0);
+    let id = session_id(&repo);
+    let second = repo.run_agent(&server, &["ask", "--resume", &id, "read it back"]);
+    second.assert_code(0);
+    let (first_live, _) = without_session_line(first.stderr(), &id);
+    let (second_live, _) = without_session_line(second.stderr(), &id);
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    let expected = format!("{first_live}\n-- resumed\n{second_live}");
+    assert_eq!(
+        transcript, expected,
+        "show:\n{transcript}\nlive:\n{expected}"
+    );
+    assert!(transcript.contains("> read it back\n"), "{transcript}");
+}

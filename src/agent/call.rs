@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::event_hooks::HookEvent;
 use serde_json::json;
+use tokio::sync::mpsc::unbounded_channel;
 
 use crate::config::agent_files::{self, AgentDef};
 use crate::model::Request;
@@ -35,8 +36,8 @@ use super::control::TurnControl;
 use super::error::AgentError;
 use super::event_hooks::{self, HookPlace, Permission, SessionHooks, Verdict as HookVerdict};
 use super::explore::{
-    child_client, join_all, label, plural, Explorer, Run, Shared, AGENT_MAX_STEPS, AGENT_TOOL,
-    MAX_PARALLEL, TOOL,
+    child_client, join_all, label, plural, relay, Explorer, Run, Shared, AGENT_MAX_STEPS,
+    AGENT_TOOL, MAX_PARALLEL, TOOL,
 };
 use super::guards::{Effect, Guards, Tally, Verdict};
 use super::instructions;
@@ -137,8 +138,7 @@ impl ToolPipeline<'_> {
     }
 
     fn remind(&mut self, round: &mut Round, text: String) {
-        let first = text.lines().next().unwrap_or_default().to_owned();
-        self.sink.emit(&Event::Warning { message: first });
+        // Shown when it joins the conversation, after the round's results (a `context` event).
         round.context.push(("reminder", String::new(), text));
     }
 
@@ -157,26 +157,28 @@ impl ToolPipeline<'_> {
                 // Every result follows the call it answers, as for the registry's tools: a front-end
                 // (ACP, --json) must never get a result for a call it never saw.
                 let label = format!("{} (rejected)", call.name);
-                self.sink.emit(&Event::ToolCall {
+                let call_event = Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     kind: own.kind(),
                     label,
                     input: serde_json::Value::Null,
                     location: None,
-                });
+                };
+                super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
         let label = own.label(&args);
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
             kind: own.kind(),
             label,
             input: args.clone(),
             location: None,
-        });
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
                 Ok(plan) => {
@@ -244,27 +246,29 @@ impl ToolPipeline<'_> {
             Ok(found) => found,
             Err(message) => {
                 let label = format!("{} (rejected)", call.name);
-                self.sink.emit(&Event::ToolCall {
+                let call_event = Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     kind: ToolKind::Other,
                     label,
                     input: serde_json::Value::Null,
                     location: None,
-                });
+                };
+                super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
         let mut args = args;
         let label = tool.label(&args);
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: tool.name().to_owned(),
             kind: tool.kind(),
             label: label.clone(),
             input: args.clone(),
             location: tool.location(&args),
-        });
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
         let decision = self.decide(tool.as_ref(), call, &mut args, &label).await?;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
@@ -710,14 +714,15 @@ impl ToolPipeline<'_> {
                 Ok(_) => label(&input),
                 Err(_) => "explore (rejected)".to_owned(),
             };
-            self.sink.emit(&Event::ToolCall {
+            let call_event = Event::ToolCall {
                 id: call.id.clone(),
                 name: TOOL.to_owned(),
                 kind: ToolKind::Search,
                 label,
                 input,
                 location: None,
-            });
+            };
+            super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
             tasks.push(task);
         }
         let (requests, spent) = self.tally.used();
@@ -725,13 +730,13 @@ impl ToolPipeline<'_> {
         let mut session_cost = Cost::of(self.work.log.meta.cost_usd);
         session_cost.add(&self.tally.cost);
         // The references themselves, so what the children borrow of them outlives no borrow of `self`.
-        let (link, explorer, work) = (self.model, self.explorer, &*self.work);
+        let (link, explorer, work, toolbox) =
+            (self.model, self.explorer, &*self.work, &*self.tools);
         let (client, model, price) = match &explorer.own {
             Some((client, model)) => (client, model.model.as_str(), model.price),
             None => (&link.client, link.config.model.as_str(), link.config.price),
         };
-        let tools: Vec<Arc<dyn Tool>> = self
-            .tools
+        let tools: Vec<Arc<dyn Tool>> = toolbox
             .registry
             .iter()
             .filter(|t| {
@@ -741,7 +746,7 @@ impl ToolPipeline<'_> {
             })
             .cloned()
             .collect();
-        let toolbox = &mut *self.tools;
+        let (events, mut arrivals) = unbounded_channel();
         let shared = Shared {
             client,
             model,
@@ -765,8 +770,8 @@ impl ToolPipeline<'_> {
                 step_commit: work.session.tip.to_string(),
                 sandbox: Arc::clone(&toolbox.sandbox),
             },
-            policy: Mutex::new(&mut toolbox.policy),
-            sink: Mutex::new(&mut *self.sink),
+            policy: &toolbox.policy,
+            events,
             used: Mutex::new((requests, spent)),
             session_cost: Mutex::new(session_cost),
             budget,
@@ -785,7 +790,11 @@ impl ToolPipeline<'_> {
                 .iter()
                 .map(|(i, task)| Box::pin(shared.run(&calls[*i].id, task)))
                 .collect();
-            for ((i, _), run) in chunk.iter().zip(join_all(futures).await) {
+            let children = join_all(futures);
+            for ((i, _), run) in chunk
+                .iter()
+                .zip(relay(children, &mut arrivals, &mut *self.sink).await)
+            {
                 runs[*i] = Some(run);
             }
         }
@@ -837,14 +846,15 @@ impl ToolPipeline<'_> {
         let name = args["name"].as_str().unwrap_or_default().to_owned();
         let task = args["task"].as_str().unwrap_or_default().to_owned();
         let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
-        self.sink.emit(&Event::ToolCall {
+        let call_event = Event::ToolCall {
             id: call.id.clone(),
             name: AGENT_TOOL.to_owned(),
             kind: ToolKind::Other,
             label,
             input: args,
             location: None,
-        });
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
         let output = match self.agents.iter().find(|a| a.name == name).cloned() {
             _ if task.trim().is_empty() => ToolOutput::error(
                 "missing required string argument `task`: what the subagent should do",

@@ -463,21 +463,6 @@ pub struct Compacted {
     pub tokens_after: u64,
 }
 
-impl Compacted {
-    /// The warning line shown when it happens.
-    pub fn note(&self, window: u64) -> String {
-        let what = if self.fallback {
-            "dropped"
-        } else {
-            "summarised"
-        };
-        format!(
-            "context: {} older messages {what} ({} → {} tokens of {window})",
-            self.replaced, self.tokens_before, self.tokens_after
-        )
-    }
-}
-
 impl ContextState {
     pub fn new(settings: Settings, schemas: &[ToolSchema]) -> ContextState {
         ContextState {

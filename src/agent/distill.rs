@@ -7,10 +7,8 @@
 //! which and gets one more try. The caller stores the result as a proposal the user reviews and accepts
 //! with `skill add`: nothing the model writes becomes a skill on its own.
 
-use std::time::Duration;
-
 use crate::model::retry::RetryPolicy;
-use crate::model::{Client, ModelError, Request, StreamEvent};
+use crate::model::{Client, ModelError, Request};
 use crate::protocol::{Message, Usage};
 use crate::store::skills::format::{self, SkillDoc};
 
@@ -77,11 +75,7 @@ pub async fn distill(
             tools: &[],
             max_tokens: Some(4000),
         };
-        let mut quiet = |_: &StreamEvent| {};
-        let mut no_note = |_: &ModelError, _: Duration, _: u32| {};
-        let response = client
-            .stream_with_retries(&request, &mut quiet, retry, &mut no_note)
-            .await?;
+        let response = client.send(&request, retry).response().await?;
         if let Some(u) = &response.usage {
             usage.add(u);
         }

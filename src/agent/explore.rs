@@ -16,7 +16,8 @@
 //!
 //! The transcript of a child goes into the session log after its group finishes, as [`LogEvent::Explore`]
 //! events naming the parent call (so a resume never mistakes them for the parent's conversation); live, its
-//! tool calls and results reach the sink as [`Event::Nested`].
+//! tool calls and results go over a channel to the parent, which owns the sink and shows them as
+//! [`Event::Nested`] in the order they arrive.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use serde_json::json;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::config::agent_files::AgentDef;
 use crate::config::prices::Price;
@@ -42,8 +44,9 @@ use super::journal::Event as LogEvent;
 use super::stream;
 use crate::config::event_hooks::HookEvent;
 
-/// The tool's name.
-pub const TOOL: &str = "explore";
+/// The tool's name and the label of its calls' lines (kept with the agent's own tools, see
+/// [`super::plan::EXPLORE_TOOL`]).
+pub use super::plan::{explore_label as label, EXPLORE_TOOL as TOOL};
 /// How many explore calls run at once.
 pub const MAX_PARALLEL: usize = 4;
 /// The most of one tool result a child sees (it can page with `offset`).
@@ -119,12 +122,6 @@ pub fn agent_schema(agents: &[AgentDef]) -> ToolSchema {
     }
 }
 
-/// The label of an explore call's line: `explore "where is X handled?"`.
-pub fn label(args: &serde_json::Value) -> String {
-    let task = args["task"].as_str().unwrap_or("?");
-    format!("explore \"{}\"", crate::tools::short(task, 60))
-}
-
 /// The schema offered to the model.
 pub fn schema() -> ToolSchema {
     ToolSchema {
@@ -145,8 +142,8 @@ pub fn schema() -> ToolSchema {
     }
 }
 
-/// What the children share: the model, the read-only tools, the policy, the sink, and the parent's budget
-/// (made by the tool-call pipeline from the parts it borrows).
+/// What the children share: the model, the read-only tools, the policy, the way to the parent's sink, and
+/// the parent's budget (made by the tool-call pipeline from the parts it borrows).
 pub(super) struct Shared<'a> {
     pub(super) client: &'a Client,
     pub(super) model: &'a str,
@@ -156,8 +153,9 @@ pub(super) struct Shared<'a> {
     pub(super) tools: Vec<Arc<dyn Tool>>,
     pub(super) schemas: Vec<ToolSchema>,
     pub(super) ctx: ToolContext,
-    pub(super) policy: Mutex<&'a mut Policy>,
-    pub(super) sink: Mutex<&'a mut dyn Sink>,
+    pub(super) policy: &'a Policy,
+    /// Where a child's events go: the parent owns the sink and shows them in arrival order ([`relay`]).
+    pub(super) events: UnboundedSender<Event>,
     /// Requests and tokens of the turn so far, the children's included.
     pub(super) used: Mutex<(u32, u64)>,
     /// What the session has cost so far, the children's requests included.
@@ -446,10 +444,7 @@ impl Shared<'_> {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> ToolOutput {
-        let decision = match self.policy.lock() {
-            Ok(mut policy) => policy.check(&tool.checked(&args)),
-            Err(_) => return ToolOutput::error("internal error: the policy is unavailable"),
-        };
+        let decision = self.policy.check(&tool.checked(&args));
         if decision.is_denied() {
             return ToolOutput::error(decision.message_for_model());
         }
@@ -511,13 +506,13 @@ impl Shared<'_> {
         })
     }
 
+    /// Sends a child's event to the parent, nested under its call. A send fails only once the parent
+    /// stopped listening, when nobody is left to show it to.
     fn emit(&self, parent: &str, event: Event) {
-        if let Ok(mut sink) = self.sink.lock() {
-            sink.emit(&Event::Nested {
-                parent: parent.to_owned(),
-                event: Box::new(event),
-            });
-        }
+        let _ = self.events.send(Event::Nested {
+            parent: parent.to_owned(),
+            event: Box::new(event),
+        });
     }
 }
 
@@ -539,6 +534,29 @@ pub(super) fn plural(n: u32) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// Runs `children` to their end while showing on `sink` the events they send, in the order they arrive: the
+/// parent owns the sink, the children hold only a sender, so no lock is shared between them.
+pub(super) async fn relay<T>(
+    children: impl Future<Output = T>,
+    arrivals: &mut UnboundedReceiver<Event>,
+    sink: &mut dyn Sink,
+) -> T {
+    let mut children = std::pin::pin!(children);
+    loop {
+        tokio::select! {
+            // Events first, so each is shown before whatever the children finished with.
+            biased;
+            Some(event) = arrivals.recv() => sink.emit(&event),
+            output = &mut children => {
+                while let Ok(event) = arrivals.try_recv() {
+                    sink.emit(&event);
+                }
+                return output;
+            }
+        }
     }
 }
 
@@ -570,6 +588,53 @@ pub(super) async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    /// The children's events reach the parent's sink in the order they were sent, the last ones (sent as
+    /// the children finish) before their outputs come back.
+    #[test]
+    fn relay_shows_events_in_arrival_order_before_the_outputs() {
+        struct Record(Vec<String>);
+        impl Sink for Record {
+            fn emit(&mut self, event: &Event) {
+                if let Event::Warning { message } = event {
+                    self.0.push(message.clone());
+                }
+            }
+        }
+        let say = |events: &UnboundedSender<Event>, message: &str| {
+            events
+                .send(Event::Warning {
+                    message: message.into(),
+                })
+                .unwrap();
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (events, mut arrivals) = unbounded_channel();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let first = async {
+            say(&events, "a1");
+            wait.await.unwrap();
+            say(&events, "a2");
+            1
+        };
+        let second = async {
+            say(&events, "b1");
+            go.send(()).unwrap();
+            tokio::task::yield_now().await;
+            say(&events, "b2");
+            2
+        };
+        let futures: Vec<Pin<Box<dyn Future<Output = u32>>>> =
+            vec![Box::pin(first), Box::pin(second)];
+        let mut sink = Record(Vec::new());
+        let outputs = runtime.block_on(relay(join_all(futures), &mut arrivals, &mut sink));
+        assert_eq!(outputs, [1, 2]);
+        assert_eq!(sink.0, ["a1", "b1", "a2", "b2"]);
+    }
 
     #[test]
     fn join_all_runs_futures_together_and_keeps_their_order() {

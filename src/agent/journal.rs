@@ -1,22 +1,32 @@
-//! What the agent records in the session log, and how a conversation is rebuilt from it for `--resume`.
+//! What the agent records in the session log, how a log reads back as events, and how a conversation is
+//! rebuilt from it for `--resume`.
 //!
-//! The store keeps opaque JSON lines ([`crate::store::SessionLog`]); this module owns their meaning. The
-//! system prompt is not recorded: it names the checkout's absolute path, and a session pushed to another
-//! machine must still make sense there, so it is rebuilt on resume. Paths in events are repository-relative.
+//! The store keeps opaque JSON lines ([`crate::store::SessionLog`]); this module owns their meaning. Every
+//! fact is stored as the [`protocol::Event`] the front-end is shown ([`record()`]: log, then sink), so `show`
+//! and ACP's `session/load` replay a log through the live renderers ([`events()`]). Lines written before that
+//! (issue 24: prompts as `user`, replies as `assistant`, ends as `end`, ...) are decoded into the same events
+//! by [`legacy`]. [`Event`] is the older read model that the log's other readers (memory, `pr`, `accept`,
+//! distillation) still use; it reads both kinds of line. The system prompt is not recorded: it names the
+//! checkout's absolute path, and a session pushed to another machine must still make sense there, so it is
+//! rebuilt on resume. Paths in events are repository-relative.
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{Item as PlanItem, Plan};
-use crate::protocol::{self, Image, MemoryItem, Message, Sink, ThinkingBlock, ToolCall};
+use super::plan::{Item as PlanItem, OwnTool, Plan};
+use crate::protocol::{
+    self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind,
+};
 use crate::store::{SessionLog, StoreError};
 
 /// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    /// A prompt from the user (the first one, or one given with `--resume`).
+    /// A prompt from the user (the first one, or one given with `--resume`); stored as `prompt` now.
+    #[serde(alias = "prompt")]
     User { content: String },
-    /// A model reply: its text and the tool calls it asked for.
+    /// A model reply: its text and the tool calls it asked for; stored as `reply` now.
+    #[serde(alias = "reply")]
     Assistant {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -61,7 +71,8 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
-    /// The end of a turn.
+    /// The end of a turn; stored as `done` (with the exit code) now.
+    #[serde(alias = "done")]
     End { status: String, answer: String },
     /// The session was resumed by another run.
     Resume {},
@@ -183,8 +194,7 @@ impl Event {
 
 /// Emits one fact once: appends `event` to the session log, then hands the same event to the front-end, so
 /// the log and the screen get it in the same order (issue 24: the agent wrote each fact twice by hand).
-/// Facts move here one kind at a time (steps, plans and checks so far); [`Event`] still reads their lines,
-/// which have the fields it has always read.
+/// Every fact of a turn goes through here, but the few [`keep()`] names.
 pub fn record(
     log: &mut SessionLog,
     sink: &mut dyn Sink,
@@ -195,6 +205,190 @@ pub fn record(
     Ok(())
 }
 
+/// The events of a stored log, in order: what the front-ends were shown live, for `show` and ACP's
+/// `session/load` to replay through the same renderers. Lines this version does not know (written by a
+/// newer one) are skipped.
+pub fn events(lines: &[serde_json::Value]) -> Vec<protocol::Event> {
+    let mut events: Vec<protocol::Event> = lines.iter().flat_map(decode).collect();
+    // Older logs have a step just before the result of the call that made it; the screen showed the result
+    // first, as the log now has it.
+    for at in 1..events.len() {
+        if matches!(events[at - 1], protocol::Event::Step { .. })
+            && matches!(events[at], protocol::Event::ToolResult { .. })
+        {
+            events.swap(at - 1, at);
+        }
+    }
+    events
+}
+
+/// One stored line as events: a line written as a [`protocol::Event`] is that event; an older line is
+/// decoded by [`legacy::decode`].
+fn decode(line: &serde_json::Value) -> Vec<protocol::Event> {
+    if let Some(events) = legacy::decode(line) {
+        return events;
+    }
+    serde_json::from_value(line.clone()).map_or_else(|_| Vec::new(), |event| vec![event])
+}
+
+/// The lines of logs written before every fact was stored as a [`protocol::Event`], as those events. This
+/// is the only mapping between the two: nothing writes these shapes for the conversation any more (the
+/// `resume`, `undo`, `discard`, `memory`, `explore` lines the session's housekeeping still writes read here
+/// too).
+mod legacy {
+    use super::*;
+
+    /// `None` when `line` is not in an older shape (so it is a protocol event, or unknown).
+    pub(super) fn decode(line: &serde_json::Value) -> Option<Vec<protocol::Event>> {
+        let kind = line.get("type")?.as_str()?;
+        let is_old = match kind {
+            "user" | "assistant" | "usage" | "end" | "resume" | "undo" | "discard"
+            | "memory_write" | "remember" | "explore" => true,
+            // Same names as protocol events, other shapes.
+            "tool_result" => line.get("tool_call_id").is_some(),
+            "memory" => line.get("action").is_none(),
+            "plan" => line.get("done").is_none(),
+            _ => false,
+        };
+        if !is_old {
+            return None;
+        }
+        Some(Event::from_json(line).map(events).unwrap_or_default())
+    }
+
+    /// The events an old line stands for; `nested` for a subagent's (only its calls and results are shown).
+    fn events(event: Event) -> Vec<protocol::Event> {
+        use protocol::Event as E;
+        match event {
+            Event::User { content } => vec![E::Prompt { content }],
+            Event::Assistant {
+                content,
+                tool_calls,
+                thinking,
+            } => {
+                // The calls were shown as the tool labelled them; the label is not stored in these lines.
+                let calls: Vec<E> = tool_calls.iter().map(tool_call).collect();
+                let mut out = vec![E::Reply {
+                    content,
+                    tool_calls,
+                    thinking,
+                }];
+                out.extend(calls);
+                out
+            }
+            Event::ToolResult {
+                tool_call_id,
+                ok,
+                summary,
+                content,
+                ..
+            } => vec![E::ToolResult {
+                id: tool_call_id,
+                ok,
+                summary,
+                output: content,
+            }],
+            Event::Usage {
+                input_tokens,
+                output_tokens,
+                cached_tokens,
+                cost_usd,
+            } => vec![E::RequestUsage {
+                // Not stored in these lines; no renderer shows it.
+                request: 0,
+                usage: protocol::Usage {
+                    input_tokens,
+                    output_tokens,
+                    cached_tokens,
+                },
+                cost: cost_usd,
+                session_cost: None,
+            }],
+            Event::End { status, .. } => vec![E::TurnEnd {
+                status: Status::parse(&status),
+            }],
+            Event::Resume {} => vec![E::Resumed],
+            Event::Undo { to, steps, .. } => vec![E::Undone { steps, to }],
+            Event::Discard { .. } => vec![E::Discarded],
+            Event::Memory { entries, .. } => vec![E::Memory {
+                action: "injected".to_owned(),
+                entries,
+            }],
+            Event::MemoryWrite {
+                id, action, text, ..
+            } => vec![E::Memory {
+                action,
+                entries: vec![MemoryItem {
+                    id,
+                    kind: String::new(),
+                    text,
+                    confidence: 0.0,
+                }],
+            }],
+            Event::Plan { items } => vec![Plan { items }.event()],
+            Event::Explore { parent, event } => nested(*event)
+                .into_iter()
+                .map(|event| E::Nested {
+                    parent: parent.clone(),
+                    event: Box::new(event),
+                })
+                .collect(),
+            // A proposal is the `remember` call shown above it.
+            _ => Vec::new(),
+        }
+    }
+
+    /// What a subagent's line showed: its calls and their results (its task, replies and usage were not).
+    fn nested(event: Event) -> Vec<protocol::Event> {
+        match event {
+            Event::Assistant { tool_calls, .. } => tool_calls.iter().map(tool_call).collect(),
+            event @ Event::ToolResult { .. } => events(event),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The `tool_call` event of a stored call, labelled as the tool labels it live.
+    fn tool_call(call: &ToolCall) -> protocol::Event {
+        let input = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();
+        let tool = crate::tools::find(&call.name);
+        let own = OwnTool::find(&call.name);
+        // The tools a session makes for itself are not built in: their labels are asked for by name.
+        let own_label = |args: &serde_json::Value| match call.name.as_str() {
+            crate::agent::plan::EXPLORE_TOOL => Some(crate::agent::plan::explore_label(args)),
+            crate::tools::skill::NAME => Some(crate::tools::skill::label(args)),
+            _ => own.map(|own| own.label(args)),
+        };
+        let label = input
+            .as_ref()
+            .and_then(|args| {
+                tool.map(|tool| tool.label(args))
+                    .or_else(|| own_label(args))
+            })
+            .unwrap_or_else(|| {
+                format!("{} {}", call.name, crate::tools::short(&call.arguments, 80))
+            });
+        let input = input.unwrap_or(serde_json::Value::Null);
+        protocol::Event::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            kind: tool
+                .map(|t| t.kind())
+                .or_else(|| own.map(OwnTool::kind))
+                .unwrap_or(ToolKind::Other),
+            label,
+            location: tool.and_then(|t| t.location(&input)),
+            input,
+        }
+    }
+}
+
+/// Appends `event` to the session log without showing it: a fact the front-end saw by another path as it
+/// happened (a provider's web search, shown as it streamed), or one it must not see (the result of a call it
+/// was never shown: cancelled or stopped by a guard before it ran).
+pub fn keep(log: &mut SessionLog, event: &protocol::Event) -> Result<(), StoreError> {
+    log.append(serde_json::to_value(event).unwrap_or(serde_json::Value::Null))
+}
+
 /// What a tool call that never got its result is told on resume.
 pub const INTERRUPTED: &str =
     "error: interrupted: the session stopped before this call finished, so its \
@@ -202,16 +396,17 @@ result is unknown; check the files it would have touched before repeating it";
 
 /// The conversation (without the system prompt) recorded in `events`. Tool calls that have no result (the
 /// session died mid-step) get a synthetic "interrupted" result, so providers accept the history.
-pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
+pub fn rebuild(lines: &[serde_json::Value]) -> Vec<Message> {
+    use protocol::Event as E;
     let mut messages = Vec::new();
     let mut open: Vec<String> = Vec::new();
-    for event in events.iter().filter_map(Event::from_json) {
+    for event in events(lines) {
         match event {
-            Event::User { content } => {
+            E::Prompt { content } | E::Context { content, .. } => {
                 close_open(&mut messages, &mut open);
                 messages.push(Message::User { content });
             }
-            Event::Assistant {
+            E::Reply {
                 content,
                 tool_calls,
                 thinking,
@@ -224,26 +419,18 @@ pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
                     thinking,
                 });
             }
-            Event::ToolResult {
-                tool_call_id,
-                content,
-                ..
-            } => {
-                let Some(pos) = open.iter().position(|id| *id == tool_call_id) else {
+            E::ToolResult { id, output, .. } => {
+                let Some(pos) = open.iter().position(|open| *open == id) else {
                     continue; // a result without its call cannot be sent; never happens in logs we write
                 };
                 open.remove(pos);
                 messages.push(Message::Tool {
-                    tool_call_id,
-                    content,
+                    tool_call_id: id,
+                    content: output,
                 });
             }
-            Event::Context { content, .. } => {
-                close_open(&mut messages, &mut open);
-                messages.push(Message::User { content });
-            }
             // Its data is loaded from the blob by the caller, which has the store ([`load_images()`]).
-            Event::Image {
+            E::Image {
                 blob,
                 media_type,
                 source,
@@ -263,7 +450,7 @@ pub fn rebuild(events: &[serde_json::Value]) -> Vec<Message> {
                     },
                 });
             }
-            Event::Compaction { summary, kept, .. } => {
+            E::Compaction { summary, kept, .. } => {
                 close_open(&mut messages, &mut open);
                 let kept = usize::try_from(kept)
                     .unwrap_or(usize::MAX)

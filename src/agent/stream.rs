@@ -1,11 +1,10 @@
-//! The streaming glue: one model request raced against the turn's cancel, its text and reasoning streamed to
-//! the sink as they arrive, and retries announced.
+//! The streaming glue: one model request's reply pulled item by item, each pull raced against the turn's
+//! cancel, its text and reasoning shown as they arrive, and retries announced.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::model::retry::RetryPolicy;
-use crate::model::{Client, ModelError, Request, Response, StreamEvent};
+use crate::model::{Client, ModelError, ReplyItem, Request, Response, StreamEvent};
 use crate::protocol::{Event, Sink};
 
 use super::control::TurnControl;
@@ -41,8 +40,8 @@ impl SessionLine {
 }
 
 /// Sends `request`, streaming text to `sink`; `announce` goes out before the first streamed event (or after
-/// the reply, when nothing streamed). A cancel drops the connection at once, so the provider stops
-/// generating.
+/// the reply, when nothing streamed). A cancel drops the stream, and with it the connection, at once, so the
+/// provider stops generating.
 pub(super) async fn send(
     client: &Client,
     retry: &RetryPolicy,
@@ -51,61 +50,75 @@ pub(super) async fn send(
     announce: Option<&SessionLine>,
     control: &TurnControl,
 ) -> Result<Streamed, ModelError> {
-    // Both callbacks write to the sink; the future must stay `Send`, hence a mutex rather than a RefCell.
-    let sink = Mutex::new(sink);
+    let mut stream = client.send(request, retry);
     let mut pending = announce;
     // The text of the attempt in flight; a retried attempt's text belongs to a discarded reply.
-    let partial = Mutex::new(String::new());
-    let mut on_event = |event: &StreamEvent| {
-        let Ok(mut sink) = sink.lock() else { return };
-        if let Some(line) = pending.take() {
-            line.emit(&mut **sink);
-        }
-        match event {
-            StreamEvent::TextDelta(text) => {
-                if let Ok(mut partial) = partial.lock() {
-                    partial.push_str(text);
-                }
-                sink.emit(&Event::Text {
-                    delta: text.to_owned(),
-                });
+    let mut partial = String::new();
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = control.cancelled() => return Ok(Streamed::Cancelled { partial }),
+        };
+        let event = match item {
+            Some(Ok(ReplyItem::Event(event))) => event,
+            Some(Ok(ReplyItem::Retrying {
+                error,
+                wait,
+                attempt,
+            })) => {
+                partial.clear();
+                announce_retry(sink, &error, wait, attempt, retry.max_attempts);
+                continue;
             }
-            StreamEvent::ReasoningDelta(text) => sink.emit(&Event::Reasoning {
-                delta: text.to_owned(),
-            }),
-            StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
-            StreamEvent::WebResults { query, results } => sink.emit(&Event::WebResults {
-                query: query.clone(),
-                results: results.clone(),
-            }),
+            Some(Ok(ReplyItem::Done(response))) => {
+                if let Some(line) = pending {
+                    line.emit(sink);
+                }
+                return Ok(Streamed::Reply(response));
+            }
+            Some(Err(err)) => return Err(err),
+            None => {
+                return Err(ModelError::Stream(
+                    "the reply stream ended without a reply".into(),
+                ))
+            }
+        };
+        if let Some(line) = pending.take() {
+            line.emit(sink);
         }
-    };
-    let mut on_retry = |err: &ModelError, wait: Duration, attempt: u32| {
-        let Ok(mut sink) = sink.lock() else { return };
-        if let Ok(mut partial) = partial.lock() {
-            partial.clear();
+        if let StreamEvent::TextDelta(text) = &event {
+            partial.push_str(text);
         }
-        let message = format!(
-            "model request failed ({err}); retrying in {:.1} s (attempt {} of {})",
-            wait.as_secs_f64(),
-            attempt + 1,
-            retry.max_attempts,
-        );
-        sink.emit(&Event::Warning { message });
-    };
-    let response = tokio::select! {
-        response = client.stream_with_retries(request, &mut on_event, retry, &mut on_retry) => response?,
-        () = control.cancelled() => {
-            let partial = partial.lock().map(|mut text| std::mem::take(&mut *text)).unwrap_or_default();
-            return Ok(Streamed::Cancelled { partial });
-        }
-    };
-    if let Some(line) = pending {
-        if let Ok(mut sink) = sink.lock() {
-            line.emit(&mut **sink);
+        show(sink, event);
+    }
+}
+
+/// Shows one streamed event; tool calls and usage are shown once the reply is whole.
+fn show(sink: &mut dyn Sink, event: StreamEvent) {
+    match event {
+        StreamEvent::TextDelta(delta) => sink.emit(&Event::Text { delta }),
+        StreamEvent::ReasoningDelta(delta) => sink.emit(&Event::Reasoning { delta }),
+        StreamEvent::ToolCallStart { .. } | StreamEvent::Usage(_) => {}
+        StreamEvent::WebResults { query, results } => {
+            sink.emit(&Event::WebResults { query, results })
         }
     }
-    Ok(Streamed::Reply(response))
+}
+
+/// Tells the user that attempt `attempt` failed and the request goes out again after `wait`.
+fn announce_retry(
+    sink: &mut dyn Sink,
+    err: &ModelError,
+    wait: Duration,
+    attempt: u32,
+    max_attempts: u32,
+) {
+    let message = format!(
+        "model request failed ({err}); retrying in {:.1} s (attempt {} of {max_attempts})",
+        wait.as_secs_f64(),
+        attempt + 1,
+    );
+    sink.emit(&Event::Warning { message });
 }
 
 /// Sends `request` without streaming anything to the user (the summary of a compaction); `None` when the turn
@@ -116,10 +129,8 @@ pub(super) async fn quietly(
     request: &Request<'_>,
     control: &TurnControl,
 ) -> Option<Result<Response, ModelError>> {
-    let mut quiet = |_: &StreamEvent| {};
-    let mut no_retry_note = |_: &ModelError, _: Duration, _: u32| {};
     tokio::select! {
-        result = client.stream_with_retries(request, &mut quiet, retry, &mut no_retry_note) => Some(result),
+        result = client.send(request, retry).response() => Some(result),
         () = control.cancelled() => None,
     }
 }

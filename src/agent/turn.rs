@@ -23,7 +23,6 @@ use super::error::{AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 use super::event_hooks::MAX_STOP_CONTINUES;
 use super::explore::{self, Explorer};
 use super::guards::{Budget, Guards, Tally};
-use super::journal::Event as LogEvent;
 use super::memory::Place;
 use super::parts::{add_spend, short_branch, SessionParts};
 use super::plan::Finish;
@@ -239,7 +238,7 @@ impl<'t> Turn<'t> {
             let warning = format!(
                 "a Stop event hook blocked the end of the turn {MAX_STOP_CONTINUES} times; the turn ends: {reason}"
             );
-            self.sink.emit(&Event::Warning { message: warning });
+            self.warn(warning)?;
             return Ok(false);
         }
         *continued += 1;
@@ -360,14 +359,6 @@ impl<'t> Turn<'t> {
                 let cost = link.config.price.map(|price| price.cost(usage));
                 self.tally.usage.add(usage);
                 self.tally.cost.add_request(cost);
-                let mut session_cost = Cost::of(self.s.work.log.meta.cost_usd);
-                session_cost.add(&self.tally.cost);
-                self.sink.emit(&Event::RequestUsage {
-                    request: self.tally.requests,
-                    usage: *usage,
-                    cost,
-                    session_cost: session_cost.known(),
-                });
             }
         }
         Ok(sent)
@@ -381,8 +372,7 @@ impl<'t> Turn<'t> {
         if !trim::old_tool_results(&mut self.s.conv.messages) && !self.make_room().await? {
             return Err(err.into());
         }
-        let message = format!("{err}; made room in the context and trying again");
-        self.sink.emit(&Event::Warning { message });
+        self.warn(format!("{err}; made room in the context and trying again"))?;
         Ok(())
     }
 
@@ -536,19 +526,15 @@ impl<'t> Turn<'t> {
         let done = s
             .context
             .apply(&mut s.conv.messages, pending, summary, &facts);
-        let note = done.note(s.context.settings.window);
-        s.work.log.append(
-            LogEvent::Compaction {
-                summary: done.summary,
-                kept: done.kept,
-                replaced: done.replaced,
-                fallback: done.fallback,
-                tokens_before: done.tokens_before,
-                tokens_after: done.tokens_after,
-            }
-            .to_json(),
-        )?;
-        self.sink.emit(&Event::Warning { message: note });
+        let event = Event::Compaction {
+            summary: done.summary,
+            kept: done.kept,
+            replaced: done.replaced,
+            dropped: done.fallback,
+            tokens_before: done.tokens_before,
+            tokens_after: done.tokens_after,
+        };
+        super::journal::record(&mut s.work.log, &mut *self.sink, event)?;
         Ok(true)
     }
 
@@ -577,14 +563,15 @@ impl<'t> Turn<'t> {
                     self.tally.spent += usage.input_tokens + usage.output_tokens;
                     let cost = link.config.price.map(|price| price.cost(usage));
                     self.tally.cost.add_request(cost);
-                    self.log_usage(usage, cost)?;
+                    self.record_usage(usage, cost)?;
                 }
                 Ok(Some(response.text))
             }
             Some(Ok(_)) => Ok(None),
             Some(Err(err)) => {
-                let message = format!("could not summarise older messages ({err}); dropping them");
-                self.sink.emit(&Event::Warning { message });
+                self.warn(format!(
+                    "could not summarise older messages ({err}); dropping them"
+                ))?;
                 Ok(None)
             }
         }
@@ -612,54 +599,69 @@ impl<'t> Turn<'t> {
         }
     }
 
-    /// Appends a model reply and its usage to the session log.
+    /// Records a model reply (its text was shown as it streamed) and its usage.
     fn record_reply(&mut self, response: &Response) -> Result<(), AgentError> {
         // Shown as they streamed; stored as that same event.
         for (query, results) in &response.web_searches {
-            let event = LogEvent::WebResults {
+            let event = Event::WebResults {
                 query: query.clone(),
                 results: results.clone(),
             };
-            self.s.work.log.append(event.to_json())?;
+            super::journal::keep(&mut self.s.work.log, &event)?;
         }
-        self.s.work.log.append(
-            LogEvent::Assistant {
-                content: response.text.clone(),
-                tool_calls: response.tool_calls.clone(),
-                thinking: response.thinking.clone(),
-            }
-            .to_json(),
-        )?;
+        let reply = Event::Reply {
+            content: response.text.clone(),
+            tool_calls: response.tool_calls.clone(),
+            thinking: response.thinking.clone(),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, reply)?;
         if let Some(usage) = &response.usage {
             let cost = self.s.model.config.price.map(|price| price.cost(usage));
-            self.log_usage(usage, cost)?;
+            self.record_usage(usage, cost)?;
         }
         Ok(())
     }
 
-    /// Records one request's token usage in the session log.
-    fn log_usage(&mut self, usage: &Usage, cost: Option<f64>) -> Result<(), AgentError> {
-        let event = LogEvent::Usage {
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            cached_tokens: usage.cached_tokens,
-            cost_usd: cost,
+    /// Records one request's token usage, with what the session has cost so far (the request is already
+    /// in the tally).
+    fn record_usage(&mut self, usage: &Usage, cost: Option<f64>) -> Result<(), AgentError> {
+        let mut session_cost = Cost::of(self.s.work.log.meta.cost_usd);
+        session_cost.add(&self.tally.cost);
+        let event = Event::RequestUsage {
+            request: self.tally.requests,
+            usage: *usage,
+            cost,
+            session_cost: session_cost.known(),
         };
-        self.s.work.log.append(event.to_json())?;
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
         Ok(())
     }
 
-    /// Adds a user message (the prompt, or text that steered the turn) to the conversation and the log.
+    /// Records an event and shows it, when the turn is ending anyway: a log that cannot be written is said
+    /// by the end of the turn ([`Turn::finish`]).
+    fn say(&mut self, event: Event) {
+        if super::journal::record(&mut self.s.work.log, &mut *self.sink, event.clone()).is_err() {
+            self.sink.emit(&event);
+        }
+    }
+
+    /// Records a warning and shows it.
+    fn warn(&mut self, message: String) -> Result<(), AgentError> {
+        let event = Event::Warning { message };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        Ok(())
+    }
+
+    /// Adds a user message (the prompt, or text that steered the turn) to the conversation, the log and the
+    /// screen.
     fn add_user(&mut self, content: &str) -> Result<(), AgentError> {
         self.s.conv.messages.push(Message::User {
             content: content.into(),
         });
-        self.s.work.log.append(
-            LogEvent::User {
-                content: content.into(),
-            }
-            .to_json(),
-        )?;
+        let event = Event::Prompt {
+            content: content.into(),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
         Ok(())
     }
 
@@ -673,15 +675,14 @@ impl<'t> Turn<'t> {
             Some(at) => {
                 self.recorded.swap_remove(at);
             }
-            None => self.s.work.log.append(
-                LogEvent::ToolResult {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
+            None => super::journal::keep(
+                &mut self.s.work.log,
+                &Event::ToolResult {
+                    id: call.id.clone(),
                     ok: !output.is_error,
                     summary: output.summary,
-                    content: content.clone(),
-                }
-                .to_json(),
+                    output: content.clone(),
+                },
             )?,
         }
         self.s.conv.messages.push(Message::Tool {
@@ -724,14 +725,12 @@ impl<'t> Turn<'t> {
         path: &str,
         content: String,
     ) -> Result<(), AgentError> {
-        self.s.work.log.append(
-            LogEvent::Context {
-                kind: kind.into(),
-                path: path.into(),
-                content: content.clone(),
-            }
-            .to_json(),
-        )?;
+        let event = Event::Context {
+            kind: kind.into(),
+            path: path.into(),
+            content: content.clone(),
+        };
+        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
         self.s.conv.messages.push(Message::User { content });
         Ok(())
     }
@@ -755,7 +754,7 @@ impl<'t> Turn<'t> {
                     "{reason}; the work so far is on {}",
                     short_branch(&self.s.work.session)
                 );
-                self.sink.emit(&Event::Error { message });
+                self.say(Event::Error { message });
                 (status, self.stop_report(&reason), EXIT_UNFINISHED)
             }
             LoopEnd::Interrupted(partial) => match self.control.signal() {
@@ -769,7 +768,7 @@ impl<'t> Turn<'t> {
                         "terminated by {name}; running commands were killed; the work so far is on {}",
                         short_branch(&self.s.work.session)
                     );
-                    self.sink.emit(&Event::Error {
+                    self.say(Event::Error {
                         message: message.clone(),
                     });
                     let answer = if partial.is_empty() { message } else { partial };
@@ -789,33 +788,38 @@ impl<'t> Turn<'t> {
             session: &work.session,
         };
         self.s.tools.memory.settle(place, &status, &mut *self.sink);
-        if let Err(err) = self.close_log(&status, &answer) {
-            // The work is on the branch and the events are in the journal; the next start folds them.
-            let message = format!("could not save the session log: {err}");
-            self.sink.emit(&Event::Warning { message });
-        }
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
-        self.sink.emit(&Event::Usage { usage, cost });
         let session = &self.s.work.session;
         let base = session
             .step0
             .unwrap_or(session.base)
             .to_hex_with_len(7)
             .to_string();
-        self.sink.emit(&Event::Summary {
-            branch: short_branch(session).to_owned(),
-            steps: session.steps,
-            base,
-            usage,
-            requests: self.tally.requests,
-            cost,
-        });
-        self.sink.emit(&Event::Done {
-            status: status.clone(),
-            answer: answer.clone(),
-            exit_code: code,
-        });
+        let ending = [
+            Event::Usage { usage, cost },
+            Event::Summary {
+                branch: short_branch(session).to_owned(),
+                steps: session.steps,
+                base,
+                usage,
+                requests: self.tally.requests,
+                cost,
+            },
+            Event::Done {
+                status: status.clone(),
+                answer: answer.clone(),
+                exit_code: code,
+            },
+        ];
+        if let Err(err) = self.close_log(&status, &ending) {
+            // The work is on the branch and the events are in the journal; the next start folds them.
+            let message = format!("could not save the session log: {err}");
+            self.sink.emit(&Event::Warning { message });
+        }
+        for event in &ending {
+            self.sink.emit(event);
+        }
         TurnEnd {
             status,
             answer,
@@ -826,16 +830,13 @@ impl<'t> Turn<'t> {
         }
     }
 
-    /// Records the end of the turn in the session log and folds it into the ref.
-    fn close_log(&mut self, status: &Status, answer: &str) -> Result<(), StoreError> {
+    /// Records the end of the turn in the session log (`ending`, which the caller shows next, as
+    /// [`super::journal::record`] would) and folds it into the ref.
+    fn close_log(&mut self, status: &Status, ending: &[Event]) -> Result<(), StoreError> {
         let work = &mut self.s.work;
-        work.log.append(
-            LogEvent::End {
-                status: status.to_string(),
-                answer: answer.into(),
-            }
-            .to_json(),
-        )?;
+        for event in ending {
+            super::journal::keep(&mut work.log, event)?;
+        }
         let meta = &mut work.log.meta;
         meta.status = status.clone();
         meta.steps = work.session.steps;

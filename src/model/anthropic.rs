@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
+use super::http::{preview, provider_error, Endpoint, KeyHeader, Reply, StreamParser};
 use super::types::{
     image_caption, images_after_tool_results, FinishReason, ModelError, Request, Response,
     StreamEvent, Tuning,
@@ -595,8 +595,8 @@ impl StreamParser for EventParser {
         self.done
     }
 
-    fn into_response(self) -> Result<Response, ModelError> {
-        self.finish()
+    fn into_response(self: Box<Self>) -> Result<Response, ModelError> {
+        (*self).finish()
     }
 }
 
@@ -648,23 +648,17 @@ impl AnthropicClient {
         }
     }
 
-    /// Sends `req` and streams the reply, calling `on_event` for each event as it arrives.
-    ///
-    /// On error, events already delivered belong to a failed reply: show them if you like, never act on them.
-    pub async fn stream(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
+    /// Sends `req` once and waits for the response headers; the [`Reply`] yields the streamed events as the
+    /// caller pulls them, then the assembled response.
+    pub(crate) async fn open(&self, req: &Request<'_>) -> Result<Reply<'_>, ModelError> {
         let body = self.body(req);
         let headers = [("anthropic-version", API_VERSION)];
         self.http
-            .stream(
+            .open(
                 &self.endpoint(),
                 &body,
                 &headers,
-                EventParser::new(),
-                on_event,
+                Box::new(EventParser::new()),
             )
             .await
     }

@@ -6,6 +6,7 @@
 //! keeping everything else here (in [`Endpoint`] and [`Transport`]) means a fix to timeouts, error reporting
 //! or key handling reaches both.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -22,14 +23,14 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// How much of an unexpected body is quoted in an error message.
 const PREVIEW_CHARS: usize = 200;
 
-/// A provider's stream parser, fed one SSE event at a time by [`Transport::read_sse`].
+/// A provider's stream parser, fed one SSE event at a time by [`Reply::next()`].
 pub(crate) trait StreamParser {
     /// Takes one SSE event and returns the stream events to emit, in order.
     fn push_sse(&mut self, event: &SseEvent) -> Result<Vec<StreamEvent>, ModelError>;
     /// Whether the provider's end-of-stream marker was seen; the connection may stay open after it.
     fn is_done(&self) -> bool;
     /// The assembled reply, or an error if the stream was cut off.
-    fn into_response(self) -> Result<Response, ModelError>;
+    fn into_response(self: Box<Self>) -> Result<Response, ModelError>;
     /// Takes a whole JSON reply, from a server that ignored `stream: true`. Wire formats without such a
     /// fallback refuse it as the event-stream reader would.
     fn push_whole(&mut self, body: &str) -> Result<Vec<StreamEvent>, ModelError> {
@@ -121,29 +122,28 @@ impl Endpoint {
         body
     }
 
-    /// POSTs `body` to `url` with `headers`, the key and the tuning's headers, and streams the reply through
-    /// `parser` (a whole JSON reply goes to [`StreamParser::push_whole`]). Errors never contain the key.
-    pub(crate) async fn stream<P: StreamParser + Send>(
+    /// POSTs `body` to `url` with `headers`, the key and the tuning's headers, and waits for the response
+    /// headers; the [`Reply`] then yields the body's events through `parser` as the caller pulls them (a whole
+    /// JSON reply goes to [`StreamParser::push_whole`]). Errors never contain the key.
+    pub(crate) async fn open(
         &self,
         url: &str,
         body: &Value,
         headers: &[(&'static str, &'static str)],
-        parser: P,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        self.stream_inner(url, body, headers, parser, on_event)
+        parser: Box<dyn StreamParser + Send>,
+    ) -> Result<Reply<'_>, ModelError> {
+        self.open_inner(url, body, headers, parser)
             .await
             .map_err(|err| redact(err, self.api_key.as_deref()))
     }
 
-    async fn stream_inner<P: StreamParser + Send>(
+    async fn open_inner(
         &self,
         url: &str,
         body: &Value,
         headers: &[(&'static str, &'static str)],
-        mut parser: P,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
+        mut parser: Box<dyn StreamParser + Send>,
+    ) -> Result<Reply<'_>, ModelError> {
         let body = body.to_string();
         let sending = crate::sys::timings::begin();
         let size = [("bytes", Detail::Count(body.len() as u64))];
@@ -153,15 +153,28 @@ impl Endpoint {
             builder = builder.header(*name, *value);
         }
         let mut response = self.transport.send(self.authorize(builder)?, url).await?;
-        let reply = if content_type(response.headers()).starts_with("application/json") {
-            let body = self.transport.read_body(&mut response, usize::MAX).await?;
-            parser.push_whole(&body)?.iter().for_each(on_event);
-            parser.into_response()
-        } else {
-            self.transport.read_sse(response, parser, on_event).await
+        let mut reply = Reply {
+            endpoint: self,
+            body: None,
+            parser: None,
+            queued: VecDeque::new(),
+            failure: None,
+            sending,
         };
-        crate::sys::timings::end("reply", sending, &[]);
-        reply
+        if content_type(response.headers()).starts_with("application/json") {
+            let body = self.transport.read_body(&mut response, usize::MAX).await?;
+            reply.queued.extend(parser.push_whole(&body)?);
+        } else {
+            reply.body = Some(SseBody {
+                content_type: content_type(response.headers()),
+                response,
+                decoder: SseDecoder::new(),
+                seen_event: false,
+                head: String::new(),
+            });
+        }
+        reply.parser = Some(parser);
+        Ok(reply)
     }
 
     /// A JSON answer to a metadata request (a GET, or a POST of `body`), or `None` on any failure: these
@@ -286,44 +299,6 @@ impl Transport {
         ))
     }
 
-    /// Drives an event-stream body through `parser`, passing its events to `on_event` as they arrive.
-    pub(crate) async fn read_sse<P: StreamParser + Send>(
-        &self,
-        mut response: reqwest::Response,
-        mut parser: P,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        let content_type = content_type(response.headers());
-        let mut decoder = SseDecoder::new();
-        let mut seen_event = false;
-        // Kept only to explain a reply that turns out not to be an event stream at all.
-        let mut head = String::new();
-        while let Some(bytes) = self.next_chunk(&mut response).await? {
-            if !seen_event && head.len() < PREVIEW_CHARS {
-                head.push_str(&String::from_utf8_lossy(bytes.as_ref()));
-            }
-            for event in decoder.push(bytes.as_ref()) {
-                seen_event = true;
-                parser.push_sse(&event)?.iter().for_each(&mut *on_event);
-            }
-            if parser.is_done() {
-                drain(&mut response).await;
-                return parser.into_response();
-            }
-        }
-        if let Some(event) = decoder.finish() {
-            seen_event = true;
-            parser.push_sse(&event)?.iter().for_each(&mut *on_event);
-        }
-        if !seen_event {
-            return Err(ModelError::Stream(format!(
-                "expected server-sent events, got content-type {content_type:?}: {}",
-                preview(&head)
-            )));
-        }
-        parser.into_response()
-    }
-
     /// Reads the body up to about `limit` bytes.
     pub(crate) async fn read_body(
         &self,
@@ -360,6 +335,109 @@ impl Transport {
             after: self.idle_timeout,
         }
     }
+}
+
+/// One attempt's reply, read as the caller pulls: the events of the body in order ([`Reply::next()`]), then
+/// the assembled [`Response`] ([`Reply::finish()`]). Dropping it closes the connection at once, so the
+/// provider stops generating.
+pub(crate) struct Reply<'a> {
+    endpoint: &'a Endpoint,
+    /// The event-stream body still to read; `None` once it ended (or for a whole JSON reply).
+    body: Option<SseBody>,
+    /// `None` only while [`Endpoint::open()`] builds the reply and after [`Reply::finish()`].
+    parser: Option<Box<dyn StreamParser + Send>>,
+    /// Events parsed from the last chunk and not yet pulled: one chunk often carries several.
+    queued: VecDeque<StreamEvent>,
+    /// An error met after some events of the same chunk, reported once those are pulled.
+    failure: Option<ModelError>,
+    sending: Option<std::time::Instant>,
+}
+
+/// The state of an event-stream body being read.
+struct SseBody {
+    response: reqwest::Response,
+    decoder: SseDecoder,
+    content_type: String,
+    seen_event: bool,
+    /// Kept only to explain a reply that turns out not to be an event stream at all.
+    head: String,
+}
+
+impl Reply<'_> {
+    /// The next event of the reply, or `None` when the body ended: then call [`Reply::finish()`]. After an
+    /// error the reply is over; events already pulled belong to a failed reply.
+    pub(crate) async fn next(&mut self) -> Result<Option<StreamEvent>, ModelError> {
+        self.pull()
+            .await
+            .map_err(|err| redact(err, self.endpoint.api_key.as_deref()))
+    }
+
+    /// The assembled reply, or an error if the stream was cut off.
+    pub(crate) fn finish(mut self) -> Result<Response, ModelError> {
+        let response = match self.parser.take() {
+            Some(parser) => parser.into_response(),
+            None => Err(ModelError::Stream("the reply was already finished".into())),
+        };
+        crate::sys::timings::end("reply", self.sending, &[]);
+        response.map_err(|err| redact(err, self.endpoint.api_key.as_deref()))
+    }
+
+    async fn pull(&mut self) -> Result<Option<StreamEvent>, ModelError> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Ok(Some(event));
+            }
+            if let Some(err) = self.failure.take() {
+                self.body = None;
+                return Err(err);
+            }
+            let (Some(body), Some(parser)) = (&mut self.body, &mut self.parser) else {
+                return Ok(None);
+            };
+            if parser.is_done() {
+                drain(&mut body.response).await;
+                self.body = None;
+                return Ok(None);
+            }
+            let transport = &self.endpoint.transport;
+            match transport.next_chunk(&mut body.response).await? {
+                Some(bytes) => {
+                    if !body.seen_event && body.head.len() < PREVIEW_CHARS {
+                        body.head.push_str(&String::from_utf8_lossy(bytes.as_ref()));
+                    }
+                    let events = body.decoder.push(bytes.as_ref());
+                    body.seen_event |= !events.is_empty();
+                    self.failure = parse_into(&mut **parser, &events, &mut self.queued).err();
+                }
+                None => {
+                    let last = body.decoder.finish();
+                    body.seen_event |= last.is_some();
+                    if !body.seen_event {
+                        return Err(ModelError::Stream(format!(
+                            "expected server-sent events, got content-type {:?}: {}",
+                            body.content_type,
+                            preview(&body.head)
+                        )));
+                    }
+                    let last: Vec<SseEvent> = last.into_iter().collect();
+                    self.failure = parse_into(&mut **parser, &last, &mut self.queued).err();
+                    self.body = None;
+                }
+            }
+        }
+    }
+}
+
+/// Feeds `events` to `parser`, queueing what it makes, up to the first error.
+fn parse_into(
+    parser: &mut (dyn StreamParser + Send),
+    events: &[SseEvent],
+    queued: &mut VecDeque<StreamEvent>,
+) -> Result<(), ModelError> {
+    for event in events {
+        queued.extend(parser.push_sse(event)?);
+    }
+    Ok(())
 }
 
 /// How long to wait for the end of a body after the provider's end-of-stream marker.
@@ -568,7 +646,8 @@ pub(crate) mod test_server {
         (url, handle)
     }
 
-    fn read_request(socket: &mut TcpStream) -> String {
+    /// Reads one request, head and body, from `socket`.
+    pub(crate) fn read_request(socket: &mut TcpStream) -> String {
         let mut request = Vec::new();
         let mut buf = [0; 4096];
         loop {

@@ -7,6 +7,7 @@
 pub(crate) mod anthropic;
 mod http;
 pub mod openai;
+mod reply;
 pub mod retry;
 // The byte-level SSE decoder lives at the crate's top (the MCP client reads event streams too).
 pub use crate::sse;
@@ -17,9 +18,11 @@ mod window;
 use std::time::Duration;
 
 use anthropic::AnthropicClient;
+use http::Reply;
 use openai::OpenAiClient;
 use retry::RetryPolicy;
 // The request, reply and error live in types.rs (the clients need them without this file); their paths stay here.
+pub use reply::{ReplyItem, ReplyStream};
 pub use types::{FinishReason, MaxTokensParam, ModelError, Request, Response, StreamEvent, Tuning};
 
 impl ModelError {
@@ -120,42 +123,17 @@ impl Client {
         }
     }
 
-    /// Sends `req` once and streams the reply; on error, events already delivered must not be acted upon.
-    pub async fn stream(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
-        match self {
-            Client::OpenAi(client) => client.stream(req, on_event).await,
-            Client::Anthropic(client) => client.stream(req, on_event).await,
-        }
+    /// The reply to `req` as a stream the caller pulls from, the request sent again as `policy` allows.
+    /// Nothing is sent before the first pull.
+    pub fn send<'a>(&'a self, req: &'a Request<'a>, policy: &'a RetryPolicy) -> ReplyStream<'a> {
+        ReplyStream::new(self, req, policy)
     }
 
-    /// Like [`Client::stream`], sending the request again as `policy` allows.
-    ///
-    /// Before each wait `on_retry` gets the error, the wait and the number of the attempt that failed
-    /// (from 1); the events streamed by that attempt belong to a discarded reply. Dropping the future (on
-    /// Ctrl-C) closes the connection at once, also during a wait.
-    pub async fn stream_with_retries(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-        policy: &RetryPolicy,
-        on_retry: &mut (dyn FnMut(&ModelError, Duration, u32) + Send),
-    ) -> Result<Response, ModelError> {
-        let mut attempt = 1;
-        loop {
-            let err = match self.stream(req, on_event).await {
-                Ok(response) => return Ok(response),
-                Err(err) => err,
-            };
-            let Some(delay) = policy.delay_for(&err, attempt) else {
-                return Err(err);
-            };
-            on_retry(&err, delay, attempt);
-            tokio::time::sleep(delay).await;
-            attempt += 1;
+    /// Sends `req` once; the reply's events are then pulled from the [`Reply`].
+    async fn open(&self, req: &Request<'_>) -> Result<Reply<'_>, ModelError> {
+        match self {
+            Client::OpenAi(client) => client.open(req).await,
+            Client::Anthropic(client) => client.open(req).await,
         }
     }
 }
@@ -231,13 +209,19 @@ mod tests {
             let messages = [Message::User {
                 content: "hi".into(),
             }];
+            let request = request(&messages);
+            let policy = RetryPolicy::default();
+            let mut stream = client.send(&request, &policy);
             let mut events = Vec::new();
-            let response = client
-                .stream(&request(&messages), &mut |event: &StreamEvent| {
-                    events.push(event.clone())
-                })
-                .await
-                .expect("stream ok");
+            let mut response = None;
+            while let Some(item) = stream.next().await {
+                match item.expect("stream ok") {
+                    ReplyItem::Event(event) => events.push(event),
+                    ReplyItem::Done(reply) => response = Some(reply),
+                    ReplyItem::Retrying { error, .. } => panic!("retried: {error}"),
+                }
+            }
+            let response = response.expect("a reply");
             assert_eq!(response.tool_calls.len(), 2);
             assert_eq!(events.len(), 6);
             let request = server.join().expect("server").remove(0);
@@ -253,10 +237,10 @@ mod tests {
             fn assert_send<T: Send>(_: &T) {}
             let client = client("http://127.0.0.1:9".into());
             let req = request(&[]);
-            let mut on_event = |_: &StreamEvent| {};
-            let mut on_retry = |_: &ModelError, _: Duration, _: u32| {};
             let policy = RetryPolicy::default();
-            assert_send(&client.stream_with_retries(&req, &mut on_event, &policy, &mut on_retry));
+            let mut stream = client.send(&req, &policy);
+            assert_send(&stream.next());
+            assert_send(&stream);
         }
 
         #[test]
@@ -287,17 +271,22 @@ mod tests {
             }];
             let mut retries = Vec::new();
             let started = std::time::Instant::now();
-            let response = client
-                .stream_with_retries(
-                    &request(&messages),
-                    &mut |_: &StreamEvent| {},
-                    &RetryPolicy::default(),
-                    &mut |err: &ModelError, wait: Duration, attempt: u32| {
-                        retries.push((err.to_string(), wait, attempt))
-                    },
-                )
-                .await
-                .expect("second attempt succeeds");
+            let request = request(&messages);
+            let policy = RetryPolicy::default();
+            let mut stream = client.send(&request, &policy);
+            let mut response = None;
+            while let Some(item) = stream.next().await {
+                match item.expect("second attempt succeeds") {
+                    ReplyItem::Retrying {
+                        error,
+                        wait,
+                        attempt,
+                    } => retries.push((error.to_string(), wait, attempt)),
+                    ReplyItem::Done(reply) => response = Some(reply),
+                    ReplyItem::Event(_) => {}
+                }
+            }
+            let response = response.expect("a reply");
             assert!(started.elapsed() >= Duration::from_secs(1));
             assert_eq!(response.tool_calls.len(), 2);
             assert_eq!(
@@ -309,6 +298,130 @@ mod tests {
                 )]
             );
             assert_eq!(server.join().expect("server").len(), 2);
+        }
+
+        /// The pulled stream: a retry item for the failed attempt, then the second attempt's deltas in order,
+        /// then the assembled reply, then nothing.
+        #[tokio::test]
+        async fn pulled_stream_yields_retry_deltas_then_reply() {
+            let overloaded = http_response(
+                "529 Overloaded",
+                "application/json",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            );
+            let (root, server) = serve_all(vec![overloaded, sse_ok()], Duration::ZERO);
+            let client = client(root);
+            let messages = [Message::User {
+                content: "hi".into(),
+            }];
+            let request = request(&messages);
+            let policy = RetryPolicy {
+                base_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(20),
+                ..RetryPolicy::default()
+            };
+            let mut stream = client.send(&request, &policy);
+            let mut items = Vec::new();
+            while let Some(item) = stream.next().await {
+                items.push(item.expect("no final error"));
+            }
+            assert!(stream.next().await.is_none(), "the stream stays over");
+            let Some(ReplyItem::Retrying {
+                error, attempt: 1, ..
+            }) = items.first()
+            else {
+                panic!("a retry first: {items:?}");
+            };
+            assert_eq!(
+                error.to_string(),
+                "model request failed (HTTP 529): Overloaded"
+            );
+            let deltas: Vec<&str> = items
+                .iter()
+                .filter_map(|item| match item {
+                    ReplyItem::Event(StreamEvent::TextDelta(text)) => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(deltas, ["日本語で", " 🦀 ok"]);
+            let Some(ReplyItem::Done(response)) = items.last() else {
+                panic!("the reply last: {items:?}");
+            };
+            assert_eq!(response.text, "日本語で 🦀 ok");
+            assert_eq!(response.tool_calls.len(), 2);
+            assert_eq!(
+                items
+                    .iter()
+                    .filter(|item| matches!(item, ReplyItem::Event(_)))
+                    .count(),
+                6
+            );
+            assert_eq!(server.join().expect("server").len(), 2);
+        }
+
+        /// Dropping the stream half-way through a reply (a cancel) closes the connection: the server sees the
+        /// end of its socket at once, while the client itself lives on.
+        #[tokio::test]
+        async fn dropping_the_stream_mid_reply_closes_the_connection() {
+            use crate::model::http::test_server::read_request;
+            use std::io::{Read, Write};
+
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let root = format!("http://{}", listener.local_addr().expect("addr"));
+            let first_delta = RAW_STREAM
+                .find(" 🦀 ok")
+                .and_then(|at| RAW_STREAM[at..].find("\n\n").map(|end| at + end + 2))
+                .expect("the second delta in the canned stream");
+            let server = std::thread::spawn(move || {
+                let (mut socket, _) = listener.accept().expect("accept");
+                read_request(&mut socket);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+                socket.write_all(head.as_bytes()).expect("head");
+                socket
+                    .write_all(&RAW_STREAM.as_bytes()[..first_delta])
+                    .expect("first events");
+                // The rest of the reply never comes; only the client's close ends this read early.
+                socket
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .expect("timeout");
+                let started = std::time::Instant::now();
+                let mut buf = [0; 64];
+                let closed = match socket.read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(err) => err.kind() == std::io::ErrorKind::ConnectionReset,
+                };
+                (closed, started.elapsed())
+            });
+            let client = client(root);
+            let messages = [Message::User {
+                content: "hi".into(),
+            }];
+            let request = request(&messages);
+            let policy = RetryPolicy::default();
+            let mut stream = client.send(&request, &policy);
+            let mut text = String::new();
+            while let Some(item) = stream.next().await {
+                if let ReplyItem::Event(StreamEvent::TextDelta(delta)) = item.expect("no error") {
+                    text.push_str(&delta);
+                    if text.ends_with("🦀 ok") {
+                        break;
+                    }
+                }
+            }
+            assert_eq!(text, "日本語で 🦀 ok");
+            drop(stream);
+            // Joined off the runtime: the connection's task must run for the socket to close.
+            let (closed, waited) = tokio::task::spawn_blocking(move || server.join())
+                .await
+                .expect("join")
+                .expect("server");
+            assert!(closed, "the server saw no close");
+            assert!(
+                waited < Duration::from_secs(5),
+                "closed only after {waited:?}"
+            );
+            drop(client);
         }
 
         #[tokio::test]
@@ -323,17 +436,17 @@ mod tests {
             let messages = [Message::User {
                 content: "hi".into(),
             }];
-            let mut retried = false;
-            let err = client(root)
-                .stream_with_retries(
-                    &request(&messages),
-                    &mut |_: &StreamEvent| {},
-                    &RetryPolicy::default(),
-                    &mut |_: &ModelError, _: Duration, _: u32| retried = true,
-                )
-                .await
-                .expect_err("401");
-            assert!(!retried);
+            let client = client(root);
+            let request = request(&messages);
+            let policy = RetryPolicy::default();
+            let mut stream = client.send(&request, &policy);
+            let mut items = Vec::new();
+            while let Some(item) = stream.next().await {
+                items.push(item);
+            }
+            let [Err(err)] = items.as_slice() else {
+                panic!("one error and no retry: {items:?}");
+            };
             assert_eq!(
                 err.to_string(),
                 "authentication failed (HTTP 401): invalid x-api-key <redacted>"

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::http::{preview, provider_error, Endpoint, KeyHeader, StreamParser};
+use super::http::{preview, provider_error, Endpoint, KeyHeader, Reply, StreamParser};
 use super::think::{Piece, ThinkSplitter};
 use super::types::{
     image_caption, images_after_tool_results, FinishReason, ModelError, Request, Response,
@@ -505,17 +505,12 @@ impl OpenAiClient {
         async move { super::window::probe(&http, &model, ollama).await }
     }
 
-    /// Sends `req` and streams the reply, calling `on_event` for each event as it arrives.
-    ///
-    /// On error, events already delivered belong to a failed reply: show them if you like, never act on them.
-    pub async fn stream(
-        &self,
-        req: &Request<'_>,
-        on_event: &mut (dyn FnMut(&StreamEvent) + Send),
-    ) -> Result<Response, ModelError> {
+    /// Sends `req` once and waits for the response headers; the [`Reply`] yields the streamed events as the
+    /// caller pulls them, then the assembled response.
+    pub(crate) async fn open(&self, req: &Request<'_>) -> Result<Reply<'_>, ModelError> {
         let body = self.body(req);
         self.http
-            .stream(&self.endpoint(), &body, &[], ChunkParser::new(), on_event)
+            .open(&self.endpoint(), &body, &[], Box::new(ChunkParser::new()))
             .await
     }
 }
@@ -536,8 +531,8 @@ impl StreamParser for ChunkParser {
         self.done
     }
 
-    fn into_response(self) -> Result<Response, ModelError> {
-        self.finish()
+    fn into_response(self: Box<Self>) -> Result<Response, ModelError> {
+        (*self).finish()
     }
 
     fn push_whole(&mut self, body: &str) -> Result<Vec<StreamEvent>, ModelError> {
@@ -935,10 +930,17 @@ mod tests {
                 max_tokens: None,
             };
             let mut events = Vec::new();
-            let result = client
-                .stream(&req, &mut |event: &StreamEvent| events.push(event.clone()))
-                .await;
-            (events, result)
+            let mut reply = match client.open(&req).await {
+                Ok(reply) => reply,
+                Err(err) => return (events, Err(err)),
+            };
+            loop {
+                match reply.next().await {
+                    Ok(Some(event)) => events.push(event),
+                    Ok(None) => return (events, reply.finish()),
+                    Err(err) => return (events, Err(err)),
+                }
+            }
         }
 
         #[tokio::test]
@@ -967,7 +969,7 @@ mod tests {
         }
 
         #[test]
-        fn stream_future_is_send() {
+        fn open_future_is_send() {
             fn assert_send<T: Send>(_: &T) {}
             let client = client("http://127.0.0.1:9/v1".into(), Duration::from_secs(1));
             let req = Request {
@@ -976,8 +978,7 @@ mod tests {
                 tools: &[],
                 max_tokens: None,
             };
-            let mut on_event = |_: &StreamEvent| {};
-            assert_send(&client.stream(&req, &mut on_event));
+            assert_send(&client.open(&req));
         }
 
         #[tokio::test]

@@ -8,7 +8,7 @@ use super::{Call, Decision, Policy, Ruling};
 
 impl Policy {
     pub(super) fn check_mcp(
-        &mut self,
+        &self,
         call: &Call<'_>,
         server: &str,
         tool: &str,
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn mcp_rules_match_server_and_tool() {
-        let mut p = policy(
+        let p = policy(
             &["Mcp(git/*)", "Mcp(*/search_*)"],
             &["Mcp(git/git_reset)", "Mcp(web)"],
         );
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(d.rule, "Mcp(*/search_*)");
         // A server name alone covers all its tools, read-only ones too.
         assert!(p.check(&call("web", "fetch", true)).is_denied());
-        let mut bare = policy(&[], &["Mcp"]);
+        let bare = policy(&[], &["Mcp"]);
         assert!(bare.check(&call("git", "git_status", true)).is_denied());
         assert!(Rules::from_lists(&["Mcp(a/b)"], &[] as &[&str]).is_ok());
     }

@@ -131,7 +131,7 @@ impl Policy {
     }
 
     /// Decides one tool call. [`Ruling::Ask`] means the user must be asked.
-    pub fn check(&mut self, call: &Call<'_>) -> Decision {
+    pub fn check(&self, call: &Call<'_>) -> Decision {
         if let Some(rule) = self.rules.deny_tool(call) {
             return Decision::deny(
                 rule.text.clone(),
@@ -150,7 +150,7 @@ impl Policy {
         }
     }
 
-    fn check_run(&mut self, call: &Call<'_>, command: &str) -> Decision {
+    fn check_run(&self, call: &Call<'_>, command: &str) -> Decision {
         let inspection = match guard::inspect(command, &self.guard) {
             Ok(found) => found,
             Err(blocked) => {
@@ -318,13 +318,13 @@ mod tests {
 
     #[test]
     fn allowed_risky_commands_do_not_ask() {
-        let mut p = policy(&["Run(git push:*)"], &[]);
+        let p = policy(&["Run(git push:*)"], &[]);
         let d = p.check(&run("git push origin agent/a1"));
         assert_eq!(
             (d.outcome, d.rule.as_str()),
             (Ruling::Allow, "Run(git push:*)")
         );
-        let mut p = policy(&[], &["run"]);
+        let p = policy(&[], &["run"]);
         assert_eq!(p.check(&run("ls")).rule, "run");
     }
 }

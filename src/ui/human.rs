@@ -1,7 +1,9 @@
 //! The one human renderer of a session: streamed text, one line per tool call and result, step commits, and
 //! the markers of a session's history. `ask` renders live to stderr; `git agent show` replays a stored
 //! session through the same code to stdout, so both neutralise what the model and its tools wrote in the same
-//! way (a transcript once let OSC 52 clipboard writes and screen clears through).
+//! way (a transcript once let OSC 52 clipboard writes and screen clears through), and print the same bytes
+//! (issue 24: a test holds `show` to what `ask` printed). The only difference between the two is where they
+//! write: a replay sends nothing to stdout on its own and never draws a counter in place.
 //!
 //! Colours only when the output is a terminal and `NO_COLOR` is unset.
 
@@ -20,12 +22,12 @@ pub struct HumanSink<W: Write + Send> {
     answer_on_stdout: bool,
     /// Characters of reasoning in the current run, shown collapsed as one line.
     thinking: usize,
-    /// Replaying a stored session: each text is a whole reply (set off by a blank line), step lines name
-    /// their files, and nothing goes to stdout on its own.
-    replay: bool,
-    /// Replaying: the tools a subagent called, by the call that started it, shown collapsed as one line
-    /// before that call's result.
-    nested: Vec<(String, Vec<String>)>,
+    /// Text is being written (the next text goes on; anything else ends it).
+    in_text: bool,
+    /// Text streamed since the last reply: live, the reply's own event does not show it again.
+    streamed: bool,
+    /// The attempt of the check whose start was shown; a stored check result without its start shows both.
+    check_started: Option<u32>,
     /// The output is a terminal (progress counts up in place).
     tty: bool,
 }
@@ -49,8 +51,9 @@ impl HumanSink<io::Stderr> {
             mid_line: false,
             answer_on_stdout,
             thinking: 0,
-            replay: false,
-            nested: Vec::new(),
+            in_text: false,
+            streamed: false,
+            check_started: None,
             tty,
         }
     }
@@ -65,8 +68,9 @@ impl<W: Write + Send> HumanSink<W> {
             mid_line: false,
             answer_on_stdout: false,
             thinking: 0,
-            replay: true,
-            nested: Vec::new(),
+            in_text: false,
+            streamed: false,
+            check_started: None,
             tty: false,
         }
     }
@@ -80,8 +84,9 @@ impl<W: Write + Send> HumanSink<W> {
             mid_line: false,
             answer_on_stdout: false,
             thinking: 0,
-            replay: false,
-            nested: Vec::new(),
+            in_text: false,
+            streamed: false,
+            check_started: None,
             // The chat's screen has its own status line; a counter drawn with `\r` would fight it.
             tty: false,
         }
@@ -157,6 +162,7 @@ impl<W: Write + Send> HumanSink<W> {
         let _ = writeln!(self.out, "{text}");
         let _ = self.out.flush();
         self.mid_line = false;
+        self.in_text = false;
     }
 
     /// Long work, as one line that counts up in place on a terminal (nothing elsewhere: a log file gets the
@@ -190,8 +196,10 @@ impl<W: Write + Send> HumanSink<W> {
     }
 
     fn text(&mut self, delta: &str) {
-        if self.replay {
-            // A whole reply, set off from what came before.
+        self.streamed = true;
+        if !self.in_text {
+            // A reply's text is set off from what came before.
+            self.in_text = true;
             if self.mid_line {
                 let _ = writeln!(self.out);
             }
@@ -253,7 +261,25 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
-    /// `memory: injected 3 entries (3f9a1c2e, 5b10d4aa, c0ffee12)`; a transcript lists each entry's text too.
+    /// A complete reply: live, its text and reasoning have streamed already; replayed, they are shown now, as
+    /// they streamed (the text without trailing blanks, which streamed or not print the same).
+    fn reply(&mut self, content: &str, thinking: &[crate::protocol::ThinkingBlock]) {
+        if !self.streamed {
+            for block in thinking {
+                if let crate::protocol::ThinkingBlock::Thinking { thinking, .. } = block {
+                    self.reasoning(thinking);
+                }
+            }
+            if !content.trim().is_empty() {
+                self.end_reasoning();
+                self.text(content.trim_end());
+            }
+        }
+        self.streamed = false;
+        self.in_text = false;
+    }
+
+    /// `memory: injected 3 entries (3f9a1c2e, 5b10d4aa, c0ffee12)`, then each entry's text.
     /// Entries may come from someone else's push, so their text is neutralised.
     fn memory(&mut self, action: &str, entries: &[crate::protocol::MemoryItem]) {
         let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
@@ -265,67 +291,34 @@ impl<W: Write + Send> HumanSink<W> {
         );
         let text = self.paint("2", &line);
         self.line(&text);
-        if self.replay {
-            for entry in entries.iter().filter(|e| !e.text.is_empty()) {
-                let first = entry.text.lines().next().unwrap_or_default();
-                let text = format!("   {} {}", neutralize(&entry.id), neutralize(first));
-                self.line(&text);
-            }
+        for entry in entries.iter().filter(|e| !e.text.is_empty()) {
+            let first = entry.text.lines().next().unwrap_or_default();
+            let text = format!("   {} {}", neutralize(&entry.id), neutralize(first));
+            self.line(&text);
         }
     }
 
-    /// A subagent's event: live, each of its tool calls as a dim line under the call that started it; in a
-    /// replay, counted and shown as one line before that call's result.
-    fn nested(&mut self, parent: &str, event: &Event) {
-        let Event::ToolCall { name, label, .. } = event else {
+    /// A subagent's event: each of its tool calls as a dim line under the call that started it.
+    fn nested(&mut self, event: &Event) {
+        let Event::ToolCall { label, .. } = event else {
             return;
         };
-        if self.replay {
-            match self.nested.iter_mut().find(|(p, _)| p == parent) {
-                Some((_, names)) => names.push(name.to_string()),
-                None => self
-                    .nested
-                    .push((parent.to_owned(), vec![name.to_string()])),
-            }
-            return;
-        }
         let text = self.paint("2", &format!("  ┊ {}", neutralize(label)));
         self.line(&text);
     }
 
-    /// The collapsed line of the subagent started by call `id`, if it made tool calls.
-    fn collapsed(&mut self, id: &str) {
-        let Some(at) = self.nested.iter().position(|(p, _)| p == id) else {
-            return;
-        };
-        let (_, names) = self.nested.remove(at);
-        let mut counts: Vec<(String, usize)> = Vec::new();
-        for name in names.iter() {
-            match counts.iter_mut().find(|(n, _)| n == name) {
-                Some((_, count)) => *count += 1,
-                None => counts.push((name.clone(), 1)),
-            }
-        }
-        let parts: Vec<String> = counts.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
-        let text = format!(
-            "  ┊ explorer: {} tool call{} ({})",
-            names.len(),
-            plural(names.len()),
-            neutralize(&parts.join(", "))
-        );
-        let painted = self.paint("2", &text);
-        self.line(&painted);
-    }
-
     fn step(&mut self, commit: &str, step: u32, files: &[std::path::PathBuf]) {
         let short = commit.get(..7).unwrap_or(commit);
-        // Live, a long list would scroll the session away; the transcript is the full record.
-        let what = if self.replay {
-            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            names.join(", ")
-        } else {
-            format!("{} file{}", files.len(), plural(files.len()))
-        };
+        // A long list would scroll the session away (`git agent diff` has them all).
+        let mut names: Vec<String> = files
+            .iter()
+            .take(STEP_FILES)
+            .map(|f| f.display().to_string())
+            .collect();
+        if files.len() > STEP_FILES {
+            names.push(format!("{} more", files.len() - STEP_FILES));
+        }
+        let what = names.join(", ");
         let text = format!("  ⎿ step {step}: {short} ({})", neutralize(&what));
         let painted = self.paint("32", &text);
         self.line(&painted);
@@ -333,6 +326,7 @@ impl<W: Write + Send> HumanSink<W> {
 
     /// `● check `cargo test` on the staged tree` (`attempt N` after the first run).
     fn check_started(&mut self, attempt: u32, command: &str, tree: &str) {
+        self.check_started = Some(attempt);
         let bullet = self.paint("36", "●");
         let again = if attempt > 0 {
             format!(" (after attempt {attempt})")
@@ -400,10 +394,11 @@ impl<W: Write + Send> HumanSink<W> {
                 path,
                 content,
             } => {
-                let text = if *kind == "instructions" {
-                    format!("instructions from {path}")
-                } else {
-                    format!("{kind}: {content}")
+                let text = match kind.as_str() {
+                    // Listed entry by entry by its `memory` event.
+                    "memory" => return,
+                    "instructions" => format!("instructions from {path}"),
+                    _ => format!("{kind}: {}", first_line(content, 100)),
                 };
                 self.marker(&text);
             }
@@ -421,6 +416,7 @@ impl<W: Write + Send> HumanSink<W> {
                 dropped,
                 tokens_before,
                 tokens_after,
+                ..
             } => {
                 let how = if *dropped { "dropped" } else { "summarised" };
                 self.marker(&format!(
@@ -466,14 +462,15 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&painted);
             }
             Event::Text { delta } => self.text(delta),
+            Event::Reply {
+                content, thinking, ..
+            } => self.reply(content, thinking),
             Event::Reasoning { .. } | Event::RequestUsage { .. } | Event::Usage { .. } => {}
             // `fix` prints its own ending, with the commands that take the fix.
             Event::Fixed { .. } => {}
             // The terminal shows the tool line and its result; diffs are for editors (`git agent diff`
             // shows the change).
             Event::Diff { .. } => {}
-            // Live, the `plan` tool line says it changed (`/plan` and `show` print it); a transcript lists it.
-            Event::Plan { .. } if !self.replay => {}
             Event::ToolCall { label, .. } => {
                 let bullet = self.paint("36", "●");
                 self.line(&format!("{bullet} {}", neutralize(label)));
@@ -486,13 +483,10 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                     self.line(&painted);
                 }
             }
-            Event::ToolResult {
-                id, ok, summary, ..
-            } => {
-                self.collapsed(id);
+            Event::ToolResult { ok, summary, .. } => {
                 // Said in words too, not only in red: a pipe, a file and NO_COLOR have no colours.
                 let mark = if *ok { "" } else { "error: " };
-                let text = format!("  ⎿ {mark}{}", neutralize(summary));
+                let text = format!("  ⎿ {mark}{}", neutralize(&first_line(summary, 120)));
                 let painted = self.paint(if *ok { "2" } else { "31" }, &text);
                 self.line(&painted);
             }
@@ -544,10 +538,11 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 output,
                 ..
             } => {
-                if self.replay {
-                    // A transcript has no separate start event: the result stands for both.
+                if self.check_started != Some(*attempt) {
+                    // Stored without its start (as `fix` records it): the result stands for both.
                     self.check_started(*attempt, command, tree);
                 }
+                self.check_started = None;
                 self.check(*passed, end, *duration_ms, output);
             }
             Event::Mcp {
@@ -561,7 +556,7 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                 self.line(&text);
             }
             Event::Memory { action, entries } => self.memory(action, entries),
-            Event::Nested { parent, event } => self.nested(parent, event),
+            Event::Nested { event, .. } => self.nested(event),
             Event::Hook {
                 event,
                 command,
@@ -614,6 +609,20 @@ impl<W: Write + Send> Sink for HumanSink<W> {
 
 /// How many of a failed check's last output lines are shown (the session log and `--json` have more).
 const CHECK_LINES: usize = 12;
+
+/// How many of a step's files its line names.
+const STEP_FILES: usize = 10;
+
+/// The first line of `text`, cut to `max` characters; `…` says something was left out.
+fn first_line(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    if first.chars().count() > max || first.len() < text.trim_end().len() {
+        let cut: String = first.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        first.to_string()
+    }
+}
 
 /// "tokens 5120 in (4096 cached), 312 out over 3 requests", for the end of a session.
 fn usage_line(usage: &Usage, requests: u32) -> String {

@@ -569,11 +569,16 @@ async fn open_stored(state: &Shared, id: Value, p: ReattachParams, replay: bool)
     announce(&sink, &notes, offered);
 }
 
-/// The stored conversation as updates: `show`'s replay, every call closed at the end (a session that died
-/// mid-call left one without a result).
+/// The stored conversation as updates: the stored events through the sink the live session uses, as
+/// `show` replays them through the terminal's, every call closed at the end (a session that died mid-call
+/// left one without a result).
 fn replay_log(store: &Store, sid: &str, sink: &mut AcpSink) -> Result<(), RpcError> {
     let log = store.read_log(sid).map_err(rpc_error)?;
-    super::super::show::replay(&log.events, sink);
+    sink.replaying(true);
+    for event in crate::agent::journal::events(&log.events) {
+        sink.emit(&event);
+    }
+    sink.replaying(false);
     sink.close_open("the session stopped before this call finished");
     Ok(())
 }

@@ -28,6 +28,10 @@ pub struct AcpSink {
     open: Vec<OpenCall>,
     /// Text streamed since the last tool call: the answer, unless the turn ends with another one.
     reply: String,
+    /// Text streamed since the last reply event: its text was sent as chunks already.
+    streamed: bool,
+    /// A stored session is being replayed (`session/load`): its prompts are sent too.
+    replaying: bool,
 }
 
 struct OpenCall {
@@ -47,7 +51,14 @@ impl AcpSink {
             notices,
             open: Vec::new(),
             reply: String::new(),
+            streamed: false,
+            replaying: false,
         }
+    }
+
+    /// Starts or ends the replay of a stored session: live, the client sent the prompts itself.
+    pub fn replaying(&mut self, on: bool) {
+        self.replaying = on;
     }
 
     /// The model changed (`/model`): usage is measured against its window from now on.
@@ -257,6 +268,7 @@ impl Sink for AcpSink {
     fn emit(&mut self, event: &Event) {
         match event {
             Event::Text { delta } => {
+                self.streamed = true;
                 self.reply.push_str(delta);
                 self.update(
                     json!({"sessionUpdate": "agent_message_chunk", "content": text_block(delta)}),
@@ -266,10 +278,19 @@ impl Sink for AcpSink {
                 json!({"sessionUpdate": "agent_thought_chunk", "content": text_block(delta)}),
             ),
             Event::Prompt { content: text } => {
-                self.update(
-                    json!({"sessionUpdate": "user_message_chunk", "content": text_block(text)}),
-                );
+                if self.replaying {
+                    self.update(
+                        json!({"sessionUpdate": "user_message_chunk", "content": text_block(text)}),
+                    );
+                }
                 self.reply.clear();
+            }
+            // Live, its text streamed as chunks; a replayed one sends it now.
+            Event::Reply { content, .. } => {
+                if !self.streamed && !content.trim().is_empty() {
+                    self.message(content.trim_end());
+                }
+                self.streamed = false;
             }
             Event::ToolCall {
                 id,

@@ -91,6 +91,8 @@ impl Sink for ChatSink {
             match event {
                 // The status line says all of these, and the chat's header named the session.
                 Event::Session { .. } | Event::Summary { .. } | Event::Usage { .. } => return,
+                // The input line showed what the user typed.
+                Event::Prompt { .. } => return,
                 Event::RequestUsage {
                     usage,
                     session_cost,

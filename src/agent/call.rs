@@ -3,7 +3,7 @@
 //! approver, execution, the change scan, the step commit and its note, then the `PostToolUse` hooks. The
 //! agent's own tools (`plan_update`, `remember`, `finish`) are handled here too, without policy, sandbox or
 //! commit: they act on the session, not on files. The `explore` calls and the `agent` subagent tool go
-//! through it as well: an explorer's children share its execute stage ([`super::execute`]), a subagent's
+//! through it as well: an explorer's children share its parse and execute stages ([`super::stages`]), a subagent's
 //! calls take the very same path, their steps naming it.
 //!
 //! [`ToolPipeline`] borrows what a call needs and nothing else of the session: the workspace (repository,
@@ -44,6 +44,7 @@ use super::instructions;
 use super::journal::{self, Event as LogEvent};
 use super::parts::{short_branch, Conversation, ModelLink, Narrowing, Toolbox, Workspace};
 use super::plan::{Finish, OwnTool, Plan};
+use super::stages::parse_args;
 use super::step;
 use super::stream;
 
@@ -325,14 +326,7 @@ impl ToolPipeline<'_> {
                 None => (label, why),
             };
             let committing = crate::sys::timings::begin();
-            step::commit(
-                &mut self.work,
-                &mut *self.sink,
-                call,
-                &label,
-                &why,
-                &changed,
-            )?;
+            step::commit(self.work, &mut *self.sink, call, &label, &why, &changed)?;
             let step = Detail::Count(self.work.session.steps.into());
             crate::sys::timings::end("step commit", committing, &[("step", step)]);
         }
@@ -641,7 +635,7 @@ impl ToolPipeline<'_> {
             session: Arc::clone(&tools.state),
             sandbox: Arc::clone(&tools.sandbox),
         };
-        super::execute::run_blocking(Arc::clone(tool), ctx, args)
+        super::stages::run_blocking(Arc::clone(tool), ctx, args)
             .await
             .map_err(|e| AgentError::Join(e.to_string()))
     }
@@ -1113,28 +1107,6 @@ fn parse_call<'t>(
         )
     })?;
     Ok((tool, parse_args(call, truncated)?))
-}
-
-/// Parses a call's arguments as a JSON object, or says what is wrong.
-fn parse_args(call: &ToolCall, truncated: bool) -> Result<serde_json::Value, String> {
-    if truncated {
-        return Err(format!(
-            "the arguments of this {} call were cut off by the output token limit, so it was not run; \
-             make the call again with shorter arguments (e.g. split a large write into several edits)",
-            call.name
-        ));
-    }
-    let text = call.arguments.trim();
-    let args = if text.is_empty() {
-        serde_json::Value::Object(Default::default())
-    } else {
-        serde_json::from_str(text)
-            .map_err(|e| format!("the arguments are not valid JSON ({e}); send a JSON object"))?
-    };
-    if !args.is_object() {
-        return Err("the arguments must be a JSON object".to_string());
-    }
-    Ok(args)
 }
 
 /// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.

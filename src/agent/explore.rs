@@ -389,11 +389,10 @@ impl Shared<'_> {
         looked_at: &mut Vec<String>,
     ) -> ToolOutput {
         let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
-        let args = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .ok()
-            .filter(|a| a.is_object());
+        // Parsed as the parent's calls are, with the same messages for the model.
+        let args = super::stages::parse_args(call, false);
         let label = match (&tool, &args) {
-            (Some(tool), Some(args)) => tool.label(args),
+            (Some(tool), Ok(args)) => tool.label(args),
             _ => format!("{} (refused)", call.name),
         };
         let input = args.clone().unwrap_or(serde_json::Value::Null);
@@ -415,8 +414,8 @@ impl Shared<'_> {
                 call.name,
                 self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
             )),
-            (Some(_), None) => ToolOutput::error("the arguments must be a JSON object"),
-            (Some(tool), Some(args)) => {
+            (Some(_), Err(message)) => ToolOutput::error(message),
+            (Some(tool), Ok(args)) => {
                 looked_at.push(label);
                 match self.hooked(parent, tool.name(), &call.id, args).await {
                     Ok(args) => self.checked_run(tool, args, ctx).await,
@@ -456,7 +455,7 @@ impl Shared<'_> {
         }
         // The parent's execute stage, with the same redactor and known secrets (the keys, the `.env`
         // values): a child's result goes to the provider just the same (issue 23, finding 2).
-        let mut output = match super::execute::run_blocking(tool, ctx.clone(), args).await {
+        let mut output = match super::stages::run_blocking(tool, ctx.clone(), args).await {
             Ok(output) => output,
             Err(err) => ToolOutput::error(format!("the tool failed: {err}")),
         };

@@ -11,18 +11,19 @@
 //! - `turn`: the loop and how a turn ends ([`TurnEnd`]);
 //! - `call`: the tool-call pipeline (`ToolPipeline`): parse, guards, hooks, policy and approval, execute,
 //!   change scan, step; the agent's own tools, `explore` and the `agent` subagent tool run through it;
-//! - `execute` (a tool on a blocking thread, its result redacted), `step` (the step commit and its note),
-//!   [`explore`] (the explorers' child loops and the subagents' schemas): the pipeline's leaves;
-//!
-//! Dependencies run one way: session, turn, call (the pipeline), step, parts, then the leaves (explore,
-//! execute, memory, guards, journal, ...); no file needs one above it (tests/architecture.rs checks that no
-//! cycle between files exists).
+//! - `stages` (the arguments parsed once, a tool run on a blocking thread, its result redacted), `step`
+//!   (the step commit and its note), [`explore`] (the explorers' child loops, the subagents' schemas): the
+//!   pipeline's leaves;
 //! - `stream`: one model request raced against the cancel;
 //! - [`context`]: context accounting, pruning and compaction, on its own state;
 //! - [`memory`]: project memory in a session (retrieval, the `remember` tool, the end-of-session writes);
 //! - `guards` (budgets, loop guards), `instructions` (AGENTS.md), `prompt` (the system prompt), [`plan`],
 //!   [`journal`] (what the session log's events mean), [`date`];
 //! - [`check`] (running the project's check) and [`fix`] (`git agent fix`'s loop: turn, check, again).
+//!
+//! Dependencies run one way: session, turn, call (the pipeline), step, parts, then the leaves (explore,
+//! stages, memory, guards, journal, ...); no file needs one above it (tests/architecture.rs fails on any
+//! cycle between files).
 
 mod call;
 pub(crate) mod check;
@@ -32,7 +33,6 @@ pub(crate) mod date;
 pub(crate) mod distill;
 mod error;
 pub(crate) mod event_hooks;
-mod execute;
 pub(crate) mod explore;
 pub(crate) mod fix;
 pub(crate) mod footprint;
@@ -46,6 +46,7 @@ pub(crate) mod plan;
 mod prompt;
 pub(crate) mod session;
 pub(crate) mod skills;
+mod stages;
 mod start;
 mod step;
 mod stream;

@@ -71,14 +71,14 @@ pub(super) struct Turn<'t> {
     explorer: &'t Explorer,
     pub(super) sink: &'t mut dyn Sink,
     /// Answers the risky calls no rule settles (terminal, editor, or never).
-    pub(super) approver: &'t mut dyn Approver,
-    pub(super) control: &'t TurnControl,
+    approver: &'t mut dyn Approver,
+    control: &'t TurnControl,
     tally: Tally,
-    pub(super) guards: Guards,
+    guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
-    pub(super) why: String,
+    why: String,
     /// The subagent whose calls are being run, named in their step commits.
-    pub(super) subagent: Option<String>,
+    subagent: Option<String>,
     /// The calls whose result is already in the log, recorded when the front-end was shown it.
     pub(super) recorded: Vec<String>,
 }

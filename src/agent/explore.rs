@@ -44,9 +44,8 @@ use super::journal::Event as LogEvent;
 use super::stream;
 use crate::config::event_hooks::HookEvent;
 
-/// The tool's name and the label of its calls' lines (kept with the agent's own tools, see
-/// [`super::plan::EXPLORE_TOOL`]).
-pub use super::plan::{explore_label as label, EXPLORE_TOOL as TOOL};
+/// The tool's name.
+pub const TOOL: &str = "explore";
 /// How many explore calls run at once.
 pub const MAX_PARALLEL: usize = 4;
 /// The most of one tool result a child sees (it can page with `offset`).
@@ -120,6 +119,12 @@ pub fn agent_schema(agents: &[AgentDef]) -> ToolSchema {
             "required": ["name", "task"]
         }),
     }
+}
+
+/// The label of an explore call's line: `explore "where is X handled?"`.
+pub fn label(args: &serde_json::Value) -> String {
+    let task = args["task"].as_str().unwrap_or("?");
+    format!("explore \"{}\"", crate::tools::short(task, 60))
 }
 
 /// The schema offered to the model.

@@ -354,7 +354,12 @@ mod legacy {
         let own = OwnTool::find(&call.name);
         // The tools a session makes for itself are not built in: their labels are asked for by name.
         let own_label = |args: &serde_json::Value| match call.name.as_str() {
-            crate::agent::plan::EXPLORE_TOOL => Some(crate::agent::plan::explore_label(args)),
+            // As `explore::label` made it when these lines were written (and no import of the explorer,
+            // which writes the log through this module: a cycle).
+            "explore" => Some(format!(
+                "explore \"{}\"",
+                crate::tools::short(args["task"].as_str().unwrap_or("?"), 60)
+            )),
             crate::tools::skill::NAME => Some(crate::tools::skill::label(args)),
             _ => own.map(|own| own.label(args)),
         };

@@ -14,17 +14,6 @@ use crate::protocol::{Event, PlanItem, PlanStatus, Sink, ToolKind, ToolSchema};
 /// The name of the memory tool (see [`super::memory`]).
 pub const REMEMBER_TOOL: &str = "remember";
 
-/// The `explore` tool's name (its loop is [`super::explore`]). Here, with the other tools the agent makes
-/// for itself, so the journal labels a stored call without knowing the explorer (which records into the
-/// journal: the two files would need each other).
-pub const EXPLORE_TOOL: &str = "explore";
-
-/// The label of an explore call's line: `explore "where is X handled?"`.
-pub fn explore_label(args: &serde_json::Value) -> String {
-    let task = args["task"].as_str().unwrap_or("?");
-    format!("explore \"{}\"", crate::tools::short(task, 60))
-}
-
 /// The label of a `remember` call.
 fn remember_label(args: &serde_json::Value) -> String {
     let text = args["text"].as_str().unwrap_or("?");

@@ -557,9 +557,12 @@ pub enum Event {
         tokens_before: u64,
         tokens_after: u64,
     },
-    /// A turn ended with `status`.
+    /// A turn ended with `status` and `answer` (the reply, a `finish` summary or a stop report; what `pr`
+    /// and `accept` take as the session's summary).
     TurnEnd {
         status: Status,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        answer: String,
     },
     /// Another run continued the session.
     Resumed,
@@ -1127,6 +1130,7 @@ mod tests {
             },
             Event::TurnEnd {
                 status: Status::Loop,
+                answer: "stopped".into(),
             },
             Event::Resumed,
             Event::Nested {

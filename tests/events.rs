@@ -288,8 +288,8 @@ fn without_heading(shown: &str) -> (&str, &str) {
     shown.split_at(at)
 }
 
-/// The live run's `session <id> on <branch> (<model>)` line, printed once the model first answers, and
-/// what came before and after it. `show` prints its two heading lines (from `meta.json`, with the status,
+/// The live run's output without its `session <id> on <branch> (<model>)` line (printed once the model
+/// first answers, before the prompt it answers), and that line. `show` prints its two heading lines (from `meta.json`, with the status,
 /// steps and totals the live line cannot know yet) instead, so this line is the one live line the log does
 /// not keep.
 fn without_session_line<'a>(live: &'a str, id: &str) -> (String, &'a str) {

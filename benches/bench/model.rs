@@ -3,7 +3,7 @@
 //! - SSE decoding: throughput and peak RSS for a 50 MB recorded Chat Completions stream (text deltas with
 //!   CJK and emoji, tool-call argument fragments), through the byte-level decoder alone and through decoder
 //!   plus chunk parser, against std's `BufRead::split` over the same bytes.
-//! - Client latency: the time `OpenAiClient::stream` adds per request over a raw keep-alive HTTP exchange
+//! - Client latency: the time `Client::send` (OpenAI wire) adds per request over a raw keep-alive HTTP exchange
 //!   of the same bytes with the same scripted server, interleaved.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -11,8 +11,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use git_agent::model::openai::{ChunkParser, OpenAiClient};
+use git_agent::model::retry::RetryPolicy;
 use git_agent::model::sse::SseDecoder;
-use git_agent::model::Request;
+use git_agent::model::{Client, Request};
 use git_agent::protocol::Message;
 use serde_json::json;
 
@@ -172,6 +173,8 @@ pub fn client_latency() {
         max_tokens: None,
     };
     let json_body = client.body(&req).to_string();
+    let client = Client::OpenAi(client);
+    let retry = RetryPolicy::default();
     let raw_request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\n\
          content-length: {}\r\n\r\n{json_body}",
@@ -188,7 +191,7 @@ pub fn client_latency() {
     // Warm both paths (connection set-up, allocations).
     raw_exchange(&mut raw, raw_request.as_bytes());
     runtime
-        .block_on(client.stream(&req, &mut |_| {}))
+        .block_on(client.send(&req, &retry).response())
         .expect("warm-up");
 
     let (mut raw_times, mut client_times) = (Vec::with_capacity(N), Vec::with_capacity(N));
@@ -196,7 +199,7 @@ pub fn client_latency() {
         raw_times.push(raw_exchange(&mut raw, raw_request.as_bytes()).as_secs_f64() * 1e6);
         let start = Instant::now();
         let response = runtime
-            .block_on(client.stream(&req, &mut |_| {}))
+            .block_on(client.send(&req, &retry).response())
             .expect("stream");
         client_times.push(us(start));
         assert_eq!(response.text, "Hello world");
@@ -212,7 +215,7 @@ pub fn client_latency() {
         quantile(raw_times, 900)
     );
     println!(
-        "OpenAiClient::stream:          median {client_med:.0} us, p90 {:.0} us",
+        "Client::send (OpenAI):         median {client_med:.0} us, p90 {:.0} us",
         quantile(client_times, 900)
     );
     println!(

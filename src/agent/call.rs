@@ -45,6 +45,7 @@ use super::journal::{self, Event as LogEvent};
 use super::parts::{short_branch, Conversation, ModelLink, Narrowing, Toolbox, Workspace};
 use super::plan::{Finish, OwnTool, Plan};
 use super::stages::parse_args;
+use super::start::Ready;
 use super::step;
 use super::stream;
 
@@ -89,12 +90,14 @@ pub(super) struct ToolPipeline<'p> {
 
 impl ToolPipeline<'_> {
     /// Runs one call: the agent's own tools here, the others through the guards and the registry. What the
-    /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`.
+    /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`. The tools work in
+    /// the checkout, hence the [`Ready`] of a done start.
     pub(super) async fn dispatch(
         &mut self,
         call: &ToolCall,
         truncated: bool,
         round: &mut Round,
+        _started: Ready,
     ) -> Result<ToolOutput, AgentError> {
         if let Some(own) = OwnTool::find(&call.name) {
             return self.own_tool(own, call, truncated, round);
@@ -567,9 +570,9 @@ impl ToolPipeline<'_> {
         }
         let work = &self.work;
         // Before a new session's checkout exists, the hooks run in the user's work tree, which it copies.
-        let dir = match work.pending {
-            Some(_) => work.store.workdir().to_path_buf(),
-            None => work.session.root().to_path_buf(),
+        let dir = match work.start.ready() {
+            Some(_) => work.session.root().to_path_buf(),
+            None => work.store.workdir().to_path_buf(),
         };
         let base = event_hooks::Base {
             session_id: &work.session.id,
@@ -693,6 +696,7 @@ impl ToolPipeline<'_> {
     pub(super) async fn explore(
         &mut self,
         calls: &[&ToolCall],
+        _started: Ready,
     ) -> Result<Vec<ToolOutput>, AgentError> {
         let mut tasks: Vec<Result<String, String>> = Vec::new();
         for call in calls {
@@ -834,7 +838,11 @@ impl ToolPipeline<'_> {
     /// its tools, its model if it names one) until it answers. Its calls go through the same path as the
     /// session's (policy, approvals, event hooks, step commits naming it); its requests count against the
     /// turn's budgets; its transcript is logged under the call, as an explorer's is.
-    pub(super) async fn delegate(&mut self, call: &ToolCall) -> Result<ToolOutput, AgentError> {
+    pub(super) async fn delegate(
+        &mut self,
+        call: &ToolCall,
+        _started: Ready,
+    ) -> Result<ToolOutput, AgentError> {
         let args: serde_json::Value =
             serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
         let name = args["name"].as_str().unwrap_or_default().to_owned();

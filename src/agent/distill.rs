@@ -12,7 +12,7 @@ use crate::model::{Client, ModelError, Request};
 use crate::protocol::{Message, Usage};
 use crate::store::skills::format::{self, SkillDoc};
 
-use super::journal::Event;
+use crate::protocol::Event;
 
 /// The most transcript text sent (the start and, mostly, the end are kept).
 const MAX_TRANSCRIPT: usize = 80 * 1024;
@@ -121,12 +121,12 @@ fn unfence(text: &str) -> String {
 /// steps and turn ends; the explorer's own steps are left out (its summary is the call's result).
 pub fn transcript(events: &[serde_json::Value]) -> String {
     let mut out = String::new();
-    // The calls' tool names by id: a result recorded as the screen showed it names its call only.
+    // The calls' tool names by id: a result names its call only.
     let mut names: Vec<(String, String)> = Vec::new();
-    for event in events.iter().filter_map(Event::from_json) {
+    for event in super::journal::events(events) {
         match event {
-            Event::User { content } => out.push_str(&format!("\n## User\n{}\n", content.trim())),
-            Event::Assistant {
+            Event::Prompt { content } => out.push_str(&format!("\n## User\n{}\n", content.trim())),
+            Event::Reply {
                 content,
                 tool_calls,
                 ..
@@ -141,17 +141,16 @@ pub fn transcript(events: &[serde_json::Value]) -> String {
                 }
             }
             Event::ToolResult {
-                tool_call_id,
-                name,
+                id,
                 ok,
                 summary,
-                content,
+                output,
             } => {
-                let name = match names.iter().find(|(id, _)| *id == tool_call_id) {
-                    Some((_, called)) if name.is_empty() => called.clone(),
-                    _ => name,
-                };
-                let head = head(&content, RESULT_HEAD);
+                let name = names
+                    .iter()
+                    .find(|(called, _)| *called == id)
+                    .map_or("?", |(_, name)| name.as_str());
+                let head = head(&output, RESULT_HEAD);
                 let mark = if ok { "ok" } else { "failed" };
                 out.push_str(&format!("<- {name} {mark}: {summary}\n{head}\n"));
             }
@@ -159,11 +158,14 @@ pub fn transcript(events: &[serde_json::Value]) -> String {
                 step,
                 commit,
                 files,
-            } => out.push_str(&format!(
-                "[{}]\n",
-                super::journal::step_line(step, &commit, &files)
-            )),
-            Event::End { status, .. } => out.push_str(&format!("[turn ended: {status}]\n")),
+            } => {
+                let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                out.push_str(&format!(
+                    "[{}]\n",
+                    super::journal::step_line(step, &commit, &files)
+                ));
+            }
+            Event::TurnEnd { status, .. } => out.push_str(&format!("[turn ended: {status}]\n")),
             _ => {}
         }
     }
@@ -205,6 +207,8 @@ fn ceil(text: &str, mut at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Lines in the shapes logs had before every fact was stored as a protocol event, which still read.
+    use crate::agent::journal::Event;
     use crate::protocol::ToolCall;
 
     #[test]

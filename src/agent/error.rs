@@ -41,6 +41,10 @@ pub enum AgentError {
         provider: String,
         model: String,
     },
+    /// The session's start (step 0, branch, checkout) failed earlier in this process: its checkout is
+    /// not there to work in.
+    #[error("the session's checkout could not be made (its start failed); start a new session")]
+    StartFailed,
     /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
     #[error("{0}")]
     Config(String),

@@ -23,10 +23,8 @@ use crate::store::{SessionLog, StoreError};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A prompt from the user (the first one, or one given with `--resume`); stored as `prompt` now.
-    #[serde(alias = "prompt")]
     User { content: String },
     /// A model reply: its text and the tool calls it asked for; stored as `reply` now.
-    #[serde(alias = "reply")]
     Assistant {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -71,8 +69,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
-    /// The end of a turn; stored as `done` (with the exit code) now.
-    #[serde(alias = "done")]
+    /// The end of a turn; stored as `turn_end` now.
     End { status: String, answer: String },
     /// The session was resumed by another run.
     Resume {},
@@ -304,8 +301,9 @@ mod legacy {
                 cost: cost_usd,
                 session_cost: None,
             }],
-            Event::End { status, .. } => vec![E::TurnEnd {
+            Event::End { status, answer } => vec![E::TurnEnd {
                 status: Status::parse(&status),
+                answer,
             }],
             Event::Resume {} => vec![E::Resumed],
             Event::Undo { to, steps, .. } => vec![E::Undone { steps, to }],

@@ -32,7 +32,7 @@ use super::event_hooks::SessionHooks;
 use super::explore;
 use super::instructions::Instructions;
 use super::plan::{self, Plan};
-use super::start::{self as starting, Pending};
+use super::start::{self as starting, Ready, Starting};
 use super::stream::SessionLine;
 
 /// Adds a turn's cached tokens and cost to the session's summary (the callers add its input and output tokens).
@@ -90,7 +90,7 @@ pub(super) struct Workspace {
     /// `step N: <commit> (files)` for summaries and stop reports.
     pub step_lines: Vec<String>,
     /// Step 0, the branch and the checkout of a new session while they are being made (see `start`).
-    pub pending: Option<Pending>,
+    pub start: Starting,
     /// `max_capture_size`, for the warnings about files left out of step 0.
     pub max_capture: u64,
 }
@@ -160,7 +160,8 @@ pub(super) struct Conversation {
 
 /// Asking the endpoint for its context window: the question, then the task asking it.
 pub(super) enum Probe {
-    Ready(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
+    /// Not asked yet: the question, to be sent beside a request or awaited.
+    Unasked(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
     Asking(tokio::task::JoinHandle<Option<u64>>),
 }
 
@@ -210,8 +211,8 @@ impl SessionParts {
 
     /// Starts asking the endpoint for its context window, if that is still to be done.
     pub(super) fn start_window_probe(&mut self) {
-        if let Some(Probe::Ready(_)) = &self.model.probe {
-            if let Some(Probe::Ready(ask)) = self.model.probe.take() {
+        if let Some(Probe::Unasked(_)) = &self.model.probe {
+            if let Some(Probe::Unasked(ask)) = self.model.probe.take() {
                 self.model.probe = Some(Probe::Asking(tokio::spawn(ask)));
             }
         }
@@ -223,7 +224,7 @@ impl SessionParts {
     pub(super) async fn settle_window(&mut self, wait: bool) {
         let reported = match self.model.probe.take() {
             None => return,
-            Some(Probe::Ready(ask)) if wait => ask.await,
+            Some(Probe::Unasked(ask)) if wait => ask.await,
             Some(Probe::Asking(task)) if wait || task.is_finished() => task.await.ok().flatten(),
             Some(probe) => {
                 self.model.probe = Some(probe);
@@ -243,24 +244,26 @@ impl SessionParts {
     }
 
     /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
-    /// when the checkout takes long, and takes what it made. Called before the first tool call (which needs
-    /// the checkout) and at the end of a turn.
-    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    /// when the checkout takes long, and takes what it made: the [`Ready`] that what works in the checkout
+    /// needs. Called before the first tool call and at the end of a turn.
+    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.wait(sink).await;
         super::footprint::mark("checkout");
-        self.adopt(started, sink)
+        self.adopt(started, sink)?;
+        Ok(self.work.start.made())
     }
 
     /// [`SessionParts::ready()`], blocking the thread (undo, close, a failed turn).
-    pub(super) fn ready_blocking(&mut self) -> Result<(), AgentError> {
-        let Some(pending) = self.work.pending.take() else {
-            return Ok(());
+    pub(super) fn ready_blocking(&mut self) -> Result<Ready, AgentError> {
+        let Some(pending) = self.work.start.take_underway() else {
+            return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
         let started = pending.join();
-        self.adopt(started, &mut starting::Quiet)
+        self.adopt(started, &mut starting::Quiet)?;
+        Ok(self.work.start.made())
     }
 
     /// Takes a finished start: step 0 and the branch's tip into the session and its log, and the checkout

@@ -52,7 +52,7 @@ use super::parts::{
 };
 use super::plan::Plan;
 use super::skills::SessionSkills;
-use super::start::{self as starting, Pending};
+use super::start::{self as starting, Pending, Starting};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt};
@@ -293,7 +293,7 @@ impl AgentSession {
                 store,
                 session,
                 log,
-                pending,
+                start: pending.map_or(Starting::Done, Starting::Underway),
                 max_capture,
             },
             model: ModelLink {
@@ -352,7 +352,7 @@ impl AgentSession {
         let result = match turn.run(prompt).await {
             // The turn's end is recorded with step 0 known: a start still under way is waited for.
             Ok(outcome) => match turn.s.ready(&mut *turn.sink).await {
-                Ok(()) => Ok(turn.finish(outcome)),
+                Ok(ready) => Ok(turn.finish(outcome, ready)),
                 Err(err) => Err(err),
             },
             Err(err) => Err(err),
@@ -658,7 +658,7 @@ impl AgentSession {
     fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
         let first = !self.parts.resumed && self.parts.turns == 0;
         self.parts.turns += 1;
-        if self.parts.work.pending.is_none() {
+        if !self.parts.work.start.is_underway() {
             self.follow_branch()?;
         }
         let meta = &mut self.parts.work.log.meta;
@@ -1006,7 +1006,7 @@ fn resolve_context(
     let ollama = model.provider == "ollama";
     let probe = client.context_window_task(&model.model, ollama).map(|ask| {
         let common_dir = common_dir.to_path_buf();
-        Probe::Ready(Box::pin(async move {
+        Probe::Unasked(Box::pin(async move {
             let window = ask.await;
             crate::store::cache_window(&common_dir, &key, window);
             window
@@ -1151,7 +1151,7 @@ mod tests {
             let mut session = AgentSession::open(dir.path(), options, &mut shown)
                 .await
                 .expect("a session");
-            session.parts.ready(&mut shown).await.expect("its checkout");
+            let ready = session.parts.ready(&mut shown).await.expect("its checkout");
             let tip = session.parts.work.session.tip;
             session.parts.turn_tools = Some(Narrowing {
                 by: "/review".into(),
@@ -1174,7 +1174,7 @@ mod tests {
             let mut round = Round::default();
             let output = turn
                 .pipeline()
-                .dispatch(&call, false, &mut round)
+                .dispatch(&call, false, &mut round, ready)
                 .await
                 .expect("no host failure");
             assert!(output.is_error, "{}", output.content);

@@ -24,6 +24,52 @@ const QUIET: Duration = Duration::from_secs(1);
 /// How often progress is shown after that.
 const TICK: Duration = Duration::from_millis(250);
 
+/// A session's start: under way on its own thread ([`Pending`]), done, or failed. What works in the checkout
+/// takes the [`Ready`] that only a done start hands out, so using the checkout before it exists does not
+/// compile (the `ready().await` convention it replaces was kept by hand at each site).
+pub(super) enum Starting {
+    Underway(Pending),
+    /// Done, or nothing to do (a resumed session's checkout exists already).
+    Done,
+    /// Taken out to be waited for, and not (yet) known to have worked: the checkout may not exist.
+    Failed,
+}
+
+/// Proof that the session's checkout exists and is the session's: step 0, the branch and the checkout are
+/// made and taken into it. Only [`Starting`] makes one.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ready(());
+
+impl Starting {
+    /// The proof, if the start is done.
+    pub(super) fn ready(&self) -> Option<Ready> {
+        matches!(self, Starting::Done).then_some(Ready(()))
+    }
+
+    /// Whether the start is still under way (nothing to wait for otherwise).
+    pub(super) fn is_underway(&self) -> bool {
+        matches!(self, Starting::Underway(_))
+    }
+
+    /// The start under way, taken out to be waited for; the state is `Failed` until [`Starting::made()`]
+    /// says that what it made was taken into the session.
+    pub(super) fn take_underway(&mut self) -> Option<Pending> {
+        if !self.is_underway() {
+            return None;
+        }
+        match std::mem::replace(self, Starting::Failed) {
+            Starting::Underway(pending) => Some(pending),
+            _ => None,
+        }
+    }
+
+    /// Records that the start's result is the session's: from now on the checkout may be used.
+    pub(super) fn made(&mut self) -> Ready {
+        *self = Starting::Done;
+        Ready(())
+    }
+}
+
 /// Step 0, the branch and the checkout of a new session, being made on a thread of their own.
 pub(super) struct Pending {
     thread: std::thread::JoinHandle<Result<Started, StoreError>>,
@@ -119,4 +165,50 @@ pub(super) struct Quiet;
 
 impl Sink for Quiet {
     fn emit(&mut self, _event: &Event) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A start taken out to be waited for gives no proof until what it made is the session's: a failed
+    /// adoption leaves the checkout unusable instead of passing as done.
+    #[test]
+    fn only_a_made_start_is_ready() {
+        let mut start = Starting::Done;
+        assert!(start.ready().is_some());
+        assert!(start.take_underway().is_none(), "nothing to wait for");
+        assert!(start.ready().is_some(), "taking nothing changes nothing");
+        let mut failed = Starting::Failed;
+        assert!(failed.ready().is_none());
+        assert!(failed.take_underway().is_none());
+        assert!(!failed.is_underway());
+        let _ = failed.made();
+        assert!(failed.ready().is_some());
+    }
+
+    /// The start under way is taken once; until it is made the session's, there is no proof, and a start
+    /// that failed (no repository here) stays without one.
+    #[test]
+    fn an_underway_start_is_ready_only_once_made() {
+        let nowhere = std::env::temp_dir().join("git-agent-no-such-repository-for-start");
+        let options = StartOptions {
+            capture: false,
+            here: false,
+            max_capture_size: 0,
+            from: crate::store::StartFrom::default(),
+        };
+        let pending = Pending::spawn(nowhere, "s1".into(), options).expect("thread");
+        let mut start = Starting::Underway(pending);
+        assert!(start.is_underway());
+        assert!(start.ready().is_none(), "under way is not ready");
+        let pending = start.take_underway().expect("the start under way");
+        assert!(start.ready().is_none(), "taken but not made");
+        assert!(start.take_underway().is_none(), "taken once");
+        assert!(pending.join().is_err(), "no repository: the start fails");
+        assert!(
+            start.ready().is_none(),
+            "a failed start stays without proof"
+        );
+    }
 }

@@ -26,6 +26,7 @@ use super::guards::{Budget, Guards, Tally};
 use super::memory::Place;
 use super::parts::{add_spend, short_branch, SessionParts};
 use super::plan::Finish;
+use super::start::Ready;
 use super::stream::{self, Streamed};
 use super::trim;
 
@@ -442,7 +443,7 @@ impl<'t> Turn<'t> {
     /// mid-way: it is never run, since it merely looks complete.
     async fn run_calls(&mut self, calls: &[ToolCall], cut_off: bool) -> Result<Round, AgentError> {
         // The tools work in the checkout: a new session's start, still under way, is waited for here.
-        self.s.ready(&mut *self.sink).await?;
+        let ready = self.s.ready(&mut *self.sink).await?;
         let mut round = Round::default();
         // Outputs of explore calls, run together when the first of a run of them comes up.
         let mut explored: Vec<Option<ToolOutput>> = vec![None; calls.len()];
@@ -465,7 +466,7 @@ impl<'t> Turn<'t> {
                         .collect();
                     for (j, output) in self
                         .pipeline()
-                        .explore(&group)
+                        .explore(&group, ready)
                         .await?
                         .into_iter()
                         .enumerate()
@@ -477,10 +478,10 @@ impl<'t> Turn<'t> {
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
             } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
-                self.pipeline().delegate(call).await?
+                self.pipeline().delegate(call, ready).await?
             } else {
                 self.pipeline()
-                    .dispatch(call, truncated, &mut round)
+                    .dispatch(call, truncated, &mut round, ready)
                     .await?
             };
             self.push_result(call, output)?;
@@ -736,8 +737,8 @@ impl<'t> Turn<'t> {
     }
 
     /// Records the end of the turn in the session log and tells the front-end: the usage, the summary lines
-    /// and `done`.
-    pub(super) fn finish(&mut self, outcome: LoopEnd) -> TurnEnd {
+    /// and `done`. The log's end carries step 0, hence the [`Ready`] of a done start.
+    pub(super) fn finish(&mut self, outcome: LoopEnd, _started: Ready) -> TurnEnd {
         let refused = matches!(outcome, LoopEnd::Refused(_));
         let (status, answer, code) = match outcome {
             LoopEnd::Answered(answer) | LoopEnd::Refused(answer) => (Status::Done, answer, 0),
@@ -798,6 +799,10 @@ impl<'t> Turn<'t> {
             .to_string();
         let ending = [
             Event::Usage { usage, cost },
+            Event::TurnEnd {
+                status: status.clone(),
+                answer: answer.clone(),
+            },
             Event::Summary {
                 branch: short_branch(session).to_owned(),
                 steps: session.steps,

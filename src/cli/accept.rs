@@ -14,9 +14,8 @@ use clap::Args;
 
 use super::context::Context;
 use super::error::CommandError;
-use crate::agent::journal::Event;
 use crate::config::file::Attribution;
-use crate::protocol::{self, Untrusted};
+use crate::protocol::{self, Event, Untrusted};
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::PathRecovery;
@@ -647,13 +646,11 @@ fn squash_message(id: &str, log: &LogContents, attribution: Attribution) -> Stri
         .next()
         .unwrap_or("git-agent session")
         .trim();
-    let answer = log
-        .events
-        .iter()
+    let answer = crate::agent::journal::events(&log.events)
+        .into_iter()
         .rev()
-        .filter_map(Event::from_json)
         .find_map(|e| match e {
-            Event::End { answer, .. } if !answer.trim().is_empty() => Some(answer),
+            Event::TurnEnd { answer, .. } if !answer.trim().is_empty() => Some(answer),
             _ => None,
         })
         .unwrap_or_default();

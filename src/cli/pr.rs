@@ -13,7 +13,8 @@ use clap::Args;
 use super::accept::{parse_note, Range};
 use super::context::Context;
 use super::error::{CommandError, ErrorKind};
-use crate::agent::journal::Event;
+use crate::agent::journal;
+use crate::protocol::Event;
 use crate::store::review::REVIEW_REF;
 use crate::store::{LogContents, ObjectId, Store};
 
@@ -311,13 +312,11 @@ fn write_body(store: &Store, id: &str, body: &str) -> Result<PathBuf, CommandErr
 fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, CommandError> {
     let meta = &log.meta;
     let mut out = prompts(log);
-    let summary = log
-        .events
-        .iter()
+    let summary = journal::events(&log.events)
+        .into_iter()
         .rev()
-        .filter_map(Event::from_json)
         .find_map(|e| match e {
-            Event::End { answer, .. } if !answer.trim().is_empty() => Some(answer),
+            Event::TurnEnd { answer, .. } if !answer.trim().is_empty() => Some(answer),
             _ => None,
         });
     if let Some(summary) = summary {
@@ -382,12 +381,10 @@ fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, Comma
 /// The session's prompts, quoted: the one prompt, or each turn's (a session resumed with `ask --resume`
 /// has several, and the last answer below replies to the last of them, not the first).
 fn prompts(log: &LogContents) -> String {
-    let mut turns: Vec<String> = log
-        .events
-        .iter()
-        .filter_map(Event::from_json)
+    let mut turns: Vec<String> = journal::events(&log.events)
+        .into_iter()
         .filter_map(|e| match e {
-            Event::User { content } => Some(content),
+            Event::Prompt { content } => Some(content),
             _ => None,
         })
         .collect();
@@ -409,9 +406,9 @@ fn prompts(log: &LogContents) -> String {
 fn checks(events: &[serde_json::Value]) -> Vec<String> {
     let mut commands: Vec<(String, String)> = Vec::new();
     let mut lines = Vec::new();
-    for event in events.iter().filter_map(Event::from_json) {
+    for event in journal::events(events) {
         match event {
-            Event::Assistant { tool_calls, .. } => {
+            Event::Reply { tool_calls, .. } => {
                 for call in tool_calls.into_iter().filter(|c| c.name == "run") {
                     let command = serde_json::from_str::<serde_json::Value>(&call.arguments)
                         .ok()
@@ -422,12 +419,9 @@ fn checks(events: &[serde_json::Value]) -> Vec<String> {
                 }
             }
             Event::ToolResult {
-                tool_call_id,
-                ok,
-                summary,
-                ..
+                id, ok, summary, ..
             } => {
-                if let Some(at) = commands.iter().position(|(id, _)| *id == tool_call_id) {
+                if let Some(at) = commands.iter().position(|(call, _)| *call == id) {
                     let (_, command) = commands.remove(at);
                     let result = if ok { "passed" } else { "failed" };
                     lines.push(format!(

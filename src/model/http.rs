@@ -367,9 +367,11 @@ impl Reply<'_> {
     /// The next event of the reply, or `None` when the body ended: then call [`Reply::finish()`]. After an
     /// error the reply is over; events already pulled belong to a failed reply.
     pub(crate) async fn next(&mut self) -> Result<Option<StreamEvent>, ModelError> {
-        self.pull()
-            .await
-            .map_err(|err| redact(err, self.endpoint.api_key.as_deref()))
+        self.pull().await.map_err(|err| {
+            // A failed reply's time is a reply's time too (the phase timings show what a retry cost).
+            crate::sys::timings::end("reply", self.sending.take(), &[]);
+            redact(err, self.endpoint.api_key.as_deref())
+        })
     }
 
     /// The assembled reply, or an error if the stream was cut off.
@@ -378,7 +380,7 @@ impl Reply<'_> {
             Some(parser) => parser.into_response(),
             None => Err(ModelError::Stream("the reply was already finished".into())),
         };
-        crate::sys::timings::end("reply", self.sending, &[]);
+        crate::sys::timings::end("reply", self.sending.take(), &[]);
         response.map_err(|err| redact(err, self.endpoint.api_key.as_deref()))
     }
 

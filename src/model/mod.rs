@@ -3,11 +3,14 @@
 //!
 //! The agent talks to models only through these types; a client turns them into its wire format and turns
 //! the streamed reply back into [`StreamEvent`]s and one assembled [`Response`].
+//!
+//! The reply is a [`ReplyStream`] the caller pulls from (`while let Some(item) = stream.next().await`):
+//! the caller owns the loop, so it writes to its own sink with no callback and no lock, and races each pull
+//! against its cancel; dropping the stream drops the connection, and the provider stops generating.
 
 pub(crate) mod anthropic;
 mod http;
 pub mod openai;
-mod reply;
 pub mod retry;
 // The byte-level SSE decoder lives at the crate's top (the MCP client reads event streams too).
 pub use crate::sse;
@@ -22,8 +25,9 @@ use http::Reply;
 use openai::OpenAiClient;
 use retry::RetryPolicy;
 // The request, reply and error live in types.rs (the clients need them without this file); their paths stay here.
-pub use reply::{ReplyItem, ReplyStream};
-pub use types::{FinishReason, MaxTokensParam, ModelError, Request, Response, StreamEvent, Tuning};
+pub use types::{
+    FinishReason, MaxTokensParam, ModelError, ReplyItem, Request, Response, StreamEvent, Tuning,
+};
 
 impl ModelError {
     /// Whether the same request may succeed if sent again; see [`retry::classify`].
@@ -135,6 +139,105 @@ impl Client {
             Client::OpenAi(client) => client.open(req).await,
             Client::Anthropic(client) => client.open(req).await,
         }
+    }
+}
+
+/// Where a [`ReplyStream`] is between two pulls.
+enum State<'a> {
+    /// The request is to be sent (again).
+    Send,
+    /// A failed attempt's wait before the next one.
+    Wait(Duration),
+    /// An attempt's reply is being read (boxed: it holds the response, the decoder and the parser).
+    Read(Box<Reply<'a>>),
+    /// The stream yielded its reply or its final error.
+    Over,
+}
+
+/// The reply to one request, pulled item by item ([`ReplyStream::next()`]): events, retries, then the
+/// assembled reply or the error that ended it. Made by [`Client::send()`]; nothing is sent before the first
+/// pull. Dropping it (on a cancel) closes the connection at once, also during a wait.
+pub struct ReplyStream<'a> {
+    client: &'a Client,
+    request: &'a Request<'a>,
+    policy: &'a RetryPolicy,
+    /// The number of the attempt being made, from 1.
+    attempt: u32,
+    state: State<'a>,
+}
+
+impl<'a> ReplyStream<'a> {
+    fn new(client: &'a Client, request: &'a Request<'a>, policy: &'a RetryPolicy) -> Self {
+        ReplyStream {
+            client,
+            request,
+            policy,
+            attempt: 1,
+            state: State::Send,
+        }
+    }
+
+    /// The next item, or `None` after the reply or the error that ended the stream.
+    ///
+    /// Not cancel-safe: a pull dropped half-way may lose an event, so a cancelled pull is the end of the
+    /// stream (drop it).
+    pub async fn next(&mut self) -> Option<Result<ReplyItem, ModelError>> {
+        loop {
+            match &mut self.state {
+                State::Over => return None,
+                State::Send => match self.client.open(self.request).await {
+                    Ok(reply) => self.state = State::Read(Box::new(reply)),
+                    Err(err) => return Some(self.failed(err)),
+                },
+                State::Wait(wait) => {
+                    tokio::time::sleep(*wait).await;
+                    self.state = State::Send;
+                }
+                State::Read(reply) => match reply.next().await {
+                    Ok(Some(event)) => return Some(Ok(ReplyItem::Event(event))),
+                    Ok(None) => {
+                        let State::Read(reply) = std::mem::replace(&mut self.state, State::Over)
+                        else {
+                            return None;
+                        };
+                        return Some(match reply.finish() {
+                            Ok(response) => Ok(ReplyItem::Done(response)),
+                            Err(err) => self.failed(err),
+                        });
+                    }
+                    Err(err) => return Some(self.failed(err)),
+                },
+            }
+        }
+    }
+
+    /// Pulls the whole stream, ignoring its events and retries: the reply or the error that ended it.
+    pub async fn response(mut self) -> Result<Response, ModelError> {
+        while let Some(item) = self.next().await {
+            if let ReplyItem::Done(response) = item? {
+                return Ok(response);
+            }
+        }
+        Err(ModelError::Stream(
+            "the reply stream ended without a reply".into(),
+        ))
+    }
+
+    /// The item for a failed attempt: a retry when the policy allows one, else the error, which ends the
+    /// stream.
+    fn failed(&mut self, error: ModelError) -> Result<ReplyItem, ModelError> {
+        let Some(wait) = self.policy.delay_for(&error, self.attempt) else {
+            self.state = State::Over;
+            return Err(error);
+        };
+        self.state = State::Wait(wait);
+        let attempt = self.attempt;
+        self.attempt += 1;
+        Ok(ReplyItem::Retrying {
+            error,
+            wait,
+            attempt,
+        })
     }
 }
 

@@ -159,6 +159,22 @@ pub enum StreamEvent {
     },
 }
 
+/// One item of a `ReplyStream`.
+#[derive(Debug)]
+pub enum ReplyItem {
+    /// A piece of the reply as it arrives.
+    Event(StreamEvent),
+    /// The attempt numbered `attempt` (from 1) failed with `error`; the stream waits `wait` and sends the
+    /// request again. The events that attempt streamed belong to a discarded reply.
+    Retrying {
+        error: ModelError,
+        wait: Duration,
+        attempt: u32,
+    },
+    /// The assembled reply; the stream's last item.
+    Done(Response),
+}
+
 /// Why the model stopped producing output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FinishReason {

@@ -24,10 +24,14 @@ pub struct HumanSink<W: Write + Send> {
     thinking: usize,
     /// Text is being written (the next text goes on; anything else ends it).
     in_text: bool,
-    /// Text streamed since the last reply: live, the reply's own event does not show it again.
+    /// Text or reasoning streamed since the last reply: live, the reply's own event does not show it again.
     streamed: bool,
     /// The attempt of the check whose start was shown; a stored check result without its start shows both.
     check_started: Option<u32>,
+    /// A prompt not shown yet: it waits for what follows it, so a run that fails before anything else
+    /// happens leaves nothing but its error, and the session line (shown once the model first answers)
+    /// comes before it.
+    prompt: Option<String>,
     /// The output is a terminal (progress counts up in place).
     tty: bool,
 }
@@ -54,6 +58,7 @@ impl HumanSink<io::Stderr> {
             in_text: false,
             streamed: false,
             check_started: None,
+            prompt: None,
             tty,
         }
     }
@@ -71,6 +76,7 @@ impl<W: Write + Send> HumanSink<W> {
             in_text: false,
             streamed: false,
             check_started: None,
+            prompt: None,
             tty: false,
         }
     }
@@ -87,6 +93,7 @@ impl<W: Write + Send> HumanSink<W> {
             in_text: false,
             streamed: false,
             check_started: None,
+            prompt: None,
             // The chat's screen has its own status line; a counter drawn with `\r` would fight it.
             tty: false,
         }
@@ -100,6 +107,7 @@ impl<W: Write + Send> HumanSink<W> {
 
     /// Ends the last line and returns the output.
     pub fn finish(mut self) -> W {
+        self.show_prompt();
         self.end_reasoning();
         if self.mid_line {
             let _ = writeln!(self.out);
@@ -114,6 +122,8 @@ impl<W: Write + Send> HumanSink<W> {
 
     /// Shows reasoning as one dim line that counts up on a terminal, so it never mixes with the answer.
     fn reasoning(&mut self, text: &str) {
+        self.show_prompt();
+        self.streamed = true;
         let first = self.thinking == 0;
         self.thinking += text.chars().count();
         if !self.color {
@@ -154,8 +164,15 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
-    /// Writes `text` (already neutralised) as whole lines, after ending streamed text.
+    /// Writes `text` (already neutralised) as whole lines, after ending streamed text (and the prompt that
+    /// waits for what follows it).
     fn line(&mut self, text: &str) {
+        self.show_prompt();
+        self.put_line(text);
+    }
+
+    /// [`Self::line`], leaving a waiting prompt waiting.
+    fn put_line(&mut self, text: &str) {
         if self.mid_line {
             let _ = writeln!(self.out);
         }
@@ -171,6 +188,7 @@ impl<W: Write + Send> HumanSink<W> {
         if !self.tty {
             return;
         }
+        self.show_prompt();
         let verb = if what == "checkout" {
             "checking out"
         } else {
@@ -196,6 +214,7 @@ impl<W: Write + Send> HumanSink<W> {
     }
 
     fn text(&mut self, delta: &str) {
+        self.show_prompt();
         self.streamed = true;
         if !self.in_text {
             // A reply's text is set off from what came before.
@@ -378,17 +397,22 @@ impl<W: Write + Send> HumanSink<W> {
         }
     }
 
+    /// The prompt waiting to be shown, if any: a blank line, then `> ` before each of its lines.
+    fn show_prompt(&mut self) {
+        let Some(text) = self.prompt.take() else {
+            return;
+        };
+        let mut lines = String::from("\n");
+        for line in text.lines() {
+            lines.push_str("> ");
+            lines.push_str(&neutralize(line));
+            lines.push('\n');
+        }
+        self.line(lines.trim_end_matches('\n'));
+    }
+
     fn history(&mut self, event: &Event) {
         match event {
-            Event::Prompt { content: text } => {
-                let mut lines = String::from("\n");
-                for line in text.lines() {
-                    lines.push_str("> ");
-                    lines.push_str(&neutralize(line));
-                    lines.push('\n');
-                }
-                self.line(lines.trim_end_matches('\n'));
-            }
             Event::Context {
                 kind,
                 path,
@@ -423,7 +447,7 @@ impl<W: Write + Send> HumanSink<W> {
                     "context: {replaced} older messages {how} ({tokens_before} → {tokens_after} tokens)"
                 ));
             }
-            Event::TurnEnd { status } => self.marker(status.as_str()),
+            Event::TurnEnd { status, .. } => self.marker(status.as_str()),
             Event::Resumed => {
                 self.line("");
                 self.marker("resumed");
@@ -443,6 +467,11 @@ impl<W: Write + Send> HumanSink<W> {
 
 impl<W: Write + Send> Sink for HumanSink<W> {
     fn emit(&mut self, event: &Event) {
+        if let Event::Prompt { content } = event {
+            self.show_prompt();
+            self.prompt = Some(content.clone());
+            return;
+        }
         if let Event::Reasoning { delta: text } = event {
             self.reasoning(text);
             return;
@@ -459,7 +488,8 @@ impl<W: Write + Send> Sink for HumanSink<W> {
                     branch.trim_start_matches("refs/heads/")
                 );
                 let painted = self.paint("2", &neutralize(&text));
-                self.line(&painted);
+                // Before the prompt it answers: the line says where the session's output begins.
+                self.put_line(&painted);
             }
             Event::Text { delta } => self.text(delta),
             Event::Reply {
@@ -553,7 +583,8 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             } => self.mcp(*connected, *total, servers, untrusted.as_deref()),
             Event::Error { message } => {
                 let text = format!("error: {}", neutralize(message));
-                self.line(&text);
+                // Not after a waiting prompt: a run that fails at its first request prints one error line.
+                self.put_line(&text);
             }
             Event::Memory { action, entries } => self.memory(action, entries),
             Event::Nested { event, .. } => self.nested(event),
@@ -678,6 +709,57 @@ mod tests {
         String::from_utf8(sink.finish()).expect("the renderer writes UTF-8")
     }
 
+    /// A reply shown as it streamed (reasoning, then text deltas, then the reply event) prints what the
+    /// reply event alone prints when replayed: `show` holds to the live run byte for byte.
+    #[test]
+    fn a_streamed_reply_and_its_replay_print_the_same() {
+        let thinking = vec![crate::protocol::ThinkingBlock::Thinking {
+            thinking: "let me see".into(),
+            signature: "s".into(),
+        }];
+        let reply = Event::Reply {
+            content: "Hello there.\n".into(),
+            tool_calls: Vec::new(),
+            thinking: thinking.clone(),
+        };
+        let prompt = Event::Prompt {
+            content: "hi".into(),
+        };
+        let live = replayed(&[
+            prompt.clone(),
+            Event::Reasoning {
+                delta: "let ".into(),
+            },
+            Event::Reasoning {
+                delta: "me see".into(),
+            },
+            Event::Text {
+                delta: "Hello ".into(),
+            },
+            Event::Text {
+                delta: "there.\n".into(),
+            },
+            reply.clone(),
+        ]);
+        let stored = replayed(&[prompt, reply]);
+        assert_eq!(live, stored);
+        assert_eq!(stored, "\n> hi\nthinking… (10 chars)\n\nHello there.\n");
+        // A reply of tool calls only: its reasoning streamed, and is not counted twice.
+        let calls_only = Event::Reply {
+            content: String::new(),
+            tool_calls: Vec::new(),
+            thinking,
+        };
+        let live = replayed(&[
+            Event::Reasoning {
+                delta: "let me see".into(),
+            },
+            calls_only.clone(),
+        ]);
+        assert_eq!(live, replayed(&[calls_only]));
+        assert_eq!(live, "thinking… (10 chars)\n");
+    }
+
     #[test]
     fn a_replay_sets_replies_and_prompts_apart_and_names_step_files() {
         let files = vec![std::path::PathBuf::from("a.txt"), "b\u{1b}[2J.txt".into()];
@@ -709,6 +791,7 @@ mod tests {
             },
             Event::TurnEnd {
                 status: crate::protocol::Status::Done,
+                answer: String::new(),
             },
             Event::Resumed,
             Event::Text {

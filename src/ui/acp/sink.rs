@@ -325,9 +325,12 @@ impl Sink for AcpSink {
                     self.message(&text);
                 }
             }
-            Event::TurnEnd { .. } => {
+            // Before `done` live (whose answer is measured against the streamed reply, so a turn without
+            // open calls keeps it); in a replayed log, what closes the calls of a session that died.
+            Event::TurnEnd { .. } if !self.open.is_empty() => {
                 self.close_open("the session stopped before this call finished")
             }
+            Event::TurnEnd { .. } => {}
             Event::Warning { message: text } | Event::Notice { message: text, .. } => {
                 self.notice("warning", text)
             }

@@ -545,6 +545,18 @@ fn named_paths(text: &str) -> Vec<(Vec<String>, Vec<String>)> {
                 }
                 i += 2;
             }
+            // `pub(in crate::store)` says who may see an item: the path is no dependency.
+            Token::Ident(word)
+                if word == "in"
+                    && i >= 2
+                    && tokens[i - 1] == Token::Punct('(')
+                    && tokens[i - 2] == Token::Ident("pub".into()) =>
+            {
+                i += 1;
+                while matches!(tokens.get(i), Some(Token::Ident(_) | Token::PathSep)) {
+                    i += 1;
+                }
+            }
             Token::Ident(word) if word == "use" => {
                 let mut paths = Vec::new();
                 i = use_tree(&tokens, i + 1, &[], &mut paths);
@@ -777,6 +789,13 @@ fn the_file_reader_resolves_paths_and_use_trees() {
 }
 
 #[test]
+fn a_visibility_restriction_is_no_dependency() {
+    let text = "pub(in crate::store) fn f() { crate::sys::g(); }\npub(crate) struct S;\n";
+    let written: Vec<Vec<String>> = named_paths(text).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(written, [["crate", "sys", "g"]]);
+}
+
+#[test]
 fn tarjan_finds_each_cycle_once_and_skips_chains() {
     let edge = |a: &str, b: &[&str]| {
         (
@@ -822,5 +841,39 @@ fn modules_with_folders_have_their_root_in_mod_rs() {
     assert!(
         mixed.is_empty(),
         "move each of these into its folder as mod.rs: {mixed:?}"
+    );
+}
+
+/// A type is named for what it is: a bare `Outcome` says nothing a reader can use (issue 24, item 7; the last
+/// one, the fleet's, is `TaskEnd`).
+#[test]
+fn no_type_is_named_outcome() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let vague: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = fs::read_to_string(file).expect("a source file is readable");
+            let found: Vec<String> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, line)| {
+                    let words: Vec<&str> = line
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .filter(|w| !w.is_empty())
+                        .collect();
+                    words
+                        .windows(2)
+                        .any(|w| matches!(w[0], "enum" | "struct" | "type") && w[1] == "Outcome")
+                })
+                .map(|(n, _)| format!("{}:{}", file.display(), n + 1))
+                .collect();
+            found
+        })
+        .collect();
+    assert!(
+        vague.is_empty(),
+        "name these types for what they are: {vague:?}"
     );
 }

@@ -1,6 +1,6 @@
 //! How a session ends when it does not end well: the exit codes of an unfinished or interrupted task, and
 //! the host failures that end a turn ([`AgentError`]). Every part of the agent returns these; they name
-//! no part of it.
+//! no part of it but the check's error.
 
 use crate::config::ModelConfig;
 use crate::model::ModelError;
@@ -48,6 +48,9 @@ pub enum AgentError {
     /// A setting the session needs cannot be used as configured (`explore_model` names an unknown model).
     #[error("{0}")]
     Config(String),
+    /// The check of `fix` could not be started or sandboxed (the user's command or setup, not the agent's).
+    #[error(transparent)]
+    Check(#[from] super::check::CheckError),
 }
 
 impl AgentError {

@@ -689,12 +689,9 @@ impl AgentSession {
         let tip = work
             .store
             .branch_tip(&work.session.branch)?
-            .ok_or_else(|| {
-                StoreError::Refused(format!(
-                    "session {} was discarded ({} is gone): start a new session",
-                    work.session.id,
-                    short_branch(&work.session)
-                ))
+            .ok_or_else(|| StoreError::Discarded {
+                id: work.session.id.clone(),
+                branch: short_branch(&work.session).to_owned(),
             })?;
         if tip != work.session.tip {
             work.session.steps = work.store.step_of(tip)?;
@@ -952,10 +949,7 @@ fn reopen(
     let mut log = store.open_log(&id)?;
     // Whether it worked in the user's tree is this repository's own record, never the (pushable) log's.
     if here && !store.is_here(&id) {
-        return Err(StoreError::Refused(format!(
-            "session {id} works in its own checkout, not in your working tree: resume it without --here"
-        ))
-        .into());
+        return Err(StoreError::NotHere(id).into());
     }
     let session = store.reopen_session(&log.meta)?;
     let mut events = store.read_log(&id)?.events;

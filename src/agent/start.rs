@@ -140,11 +140,9 @@ impl Pending {
 
     /// Waits for the preparation, blocking the thread (when the session closes).
     pub(super) fn join(self) -> Result<Started, StoreError> {
-        self.thread.join().unwrap_or_else(|_| {
-            Err(StoreError::Refused(
-                "the checkout could not be made (its thread failed)".into(),
-            ))
-        })
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::CheckoutThreadFailed))
     }
 }
 

@@ -169,8 +169,8 @@ impl From<StoreError> for CommandError {
             | StoreError::NoSession(_)
             | StoreError::NoSessions
             | StoreError::AmbiguousSession { .. }
-            | StoreError::SessionBusy(_)
-            | StoreError::Refused(_) => ErrorKind::User,
+            | StoreError::SessionBusy(_) => ErrorKind::User,
+            ref refused if refused.is_refusal() => ErrorKind::User,
             _ => ErrorKind::Internal,
         };
         CommandError::new(kind, err.to_string())
@@ -186,6 +186,7 @@ impl From<AgentError> for CommandError {
             AgentError::Auth { .. } | AgentError::Unreachable { .. } | AgentError::Config(_) => {
                 ErrorKind::Config
             }
+            AgentError::Check(_) => ErrorKind::User,
             _ => ErrorKind::Internal,
         };
         let hints = err.hints();
@@ -239,6 +240,22 @@ mod tests {
         assert!(!CommandError::user("x").hint("y").is_shown());
     }
 
+    /// A check `fix` cannot run is the user's command or setup: a user error with the check's words, as when
+    /// it went through the store's catch-all string.
+    #[test]
+    fn a_check_that_cannot_run_is_the_users_to_fix() {
+        let check = crate::agent::check::CheckError::Sandbox {
+            command: "make test".into(),
+            message: "no namespaces".into(),
+        };
+        let err = CommandError::from(AgentError::from(check));
+        assert_eq!(err.kind(), ErrorKind::User);
+        assert_eq!(
+            err.message(),
+            "cannot sandbox the check `make test`: no namespaces"
+        );
+    }
+
     #[test]
     fn store_errors_keep_their_line_and_kind() {
         let err = CommandError::from(StoreError::NoSession("zz".into()));
@@ -248,6 +265,13 @@ mod tests {
             "no session \"zz\": `git agent log` lists the sessions"
         );
         assert!(err.hints().is_empty());
+        // A refusal is the user's to act on (exit 1 with its one line), as the catch-all string was.
+        let err = CommandError::from(StoreError::NotACommit("nope".into()));
+        assert_eq!(err.kind(), ErrorKind::User);
+        assert_eq!(
+            err.message(),
+            "\"nope\" does not name a commit: give a branch, a tag or a commit id"
+        );
         let err = CommandError::from(StoreError::Busy("refs/notes/agent".into()));
         assert_eq!(err.kind(), ErrorKind::Internal);
         assert!(

@@ -24,57 +24,53 @@
 //!
 //! Facts only this repository may know (is a session `--here`, was it started here) live under
 //! `<common git dir>/agent/local`, never in a ref (`local`).
+//!
+//! The core is `repo` (the repository handle, a session as plain data, the choke points) and `error`; the
+//! parts, a folder each: [`objects`] (git, trees and commits, the one ref transaction, notes), [`checkout`] (session checkouts, their pool, and finding what changed in them), [`land`] (a change
+//! into the user's tree, index or branch, and its review), [`session`] (a session's log, its local record, its
+//! life after the start) and [`remote`] (push and pull); [`memory`], [`skills`] and [`fleet`] keep their own
+//! refs.
 
-mod changes;
 mod checkout;
-pub(crate) mod commit;
+mod error;
 pub mod fleet;
-pub(crate) mod git;
-pub(crate) mod hunks;
 pub(crate) mod land;
-pub(crate) mod land_record;
-pub(crate) mod lifecycle;
-mod local;
 pub mod memory;
-mod notes;
-mod place;
-mod pool;
-pub mod quarantine;
+mod objects;
+mod remote;
 mod repo;
-pub(crate) mod review;
-#[cfg(all(target_os = "linux", not(git_agent_portable)))]
-mod rules;
-mod scan;
-mod scratch;
-pub(crate) mod session_log;
-pub(crate) mod share;
+mod session;
 pub(crate) mod skills;
-mod snapshot;
-pub mod stage;
-mod status;
+#[cfg(test)]
+mod test_repo;
 #[cfg(test)]
 mod tests;
-mod transaction;
-#[cfg(all(target_os = "linux", not(git_agent_portable)))]
-mod watch;
+
+// The callers' paths from before the store had folders (issue 24, item 5).
+pub use land::stage;
+pub(crate) use land::{commit, hunks, record as land_record, review};
+pub(crate) use objects::git;
+pub use remote::quarantine;
+pub(crate) use remote::share;
+pub(crate) use session::log as session_log;
 
 use crate::sys::timings::Detail;
 use std::path::{Path, PathBuf};
 
-pub use changes::{ChangeTracker, Detection};
+pub use checkout::changes::{ChangeTracker, Detection};
+pub use checkout::pool::{GcReport, DEFAULT_POOL};
+pub use checkout::scan::Scan;
+pub use checkout::scratch::Scratch;
 pub use checkout::Progress;
 pub use gix::ObjectId;
-pub use lifecycle::Change;
-pub use local::{cache_window, cached_window, Local};
-pub use notes::NOTES_REF;
-pub use pool::{GcReport, DEFAULT_POOL};
+pub use objects::notes::NOTES_REF;
+pub use objects::snapshot::{Capture, StepCommit};
 pub(crate) use repo::branch_name;
 use repo::open_from_environment;
 pub use repo::{crash_point, sanitize, sanitize_record, Checkout, Session, Store, StoreError};
-pub use scan::Scan;
-pub use scratch::Scratch;
-pub use session_log::{is_zero, LogContents, Meta, SessionLog};
-pub use snapshot::{Capture, StepCommit};
+pub use session::lifecycle::Change;
+pub use session::local::{cache_window, cached_window, Local};
+pub use session::log::{is_zero, LogContents, Meta, SessionLog};
 
 /// What the withholding policy keeps out of a commit (returned by [`Store::commit_step()`]).
 pub use crate::safety::withhold::{Reason as WithheldReason, Withheld};
@@ -266,12 +262,7 @@ impl Store {
                 };
                 (head, capture.commit, capture)
             }
-            _ if options.here => {
-                return Err(StoreError::Refused(
-                    "a session in your working tree (--here) starts from it, not from the index or a commit"
-                        .into(),
-                ))
-            }
+            _ if options.here => return Err(StoreError::HereStartsFromWorkTree),
             StartFrom::Tree(tree) => (head, self.tree_step0(id, tree, head)?, Capture::default()),
             StartFrom::Commit(commit) => (Some(commit), None, Capture::default()),
         };
@@ -314,11 +305,10 @@ impl Store {
             .any(|dir| root.parent() == Some(agent.join(dir).as_path()))
             && !self.workdir.starts_with(root);
         if !inside {
-            return Err(StoreError::Refused(format!(
-                "refusing to remove {}: it is not a session checkout under {}",
-                root.display(),
-                agent.display()
-            )));
+            return Err(StoreError::NotACheckout {
+                root: root.to_path_buf(),
+                under: agent,
+            });
         }
         let _lock = self.worktree_lock()?;
         let admin = self.admin_dir_of(root);

@@ -1,84 +1,12 @@
-//! The store's core: the repository handle, a session as plain data, where its files live, the store's error,
-//! and the choke points every write goes through (redaction, the crash-test hook). Every other part of the
-//! store builds on these; they name no other part.
+//! The store's core: the repository handle, a session as plain data, where its files live, and the choke points
+//! every write goes through (redaction, the crash-test hook). Every other part of the store builds on these;
+//! they name no other part but the store's error ([`super::error`]), re-exported here.
 
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-/// The error returned by every [`Store`] operation.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("not a git repository (or any parent): run git agent inside a repo")]
-    NotARepo(#[source] gix::Error),
-    #[error("{0} is a bare repository: run git agent inside a repository with a work tree")]
-    Bare(PathBuf),
-    #[error("the repository has no commits yet: commit something first")]
-    NoCommits,
-    #[error("invalid session id {0:?}: use lowercase letters, digits and '-'")]
-    InvalidSessionId(String),
-    #[error("{0} already exists: pick another session id or delete the branch")]
-    BranchExists(String),
-    #[error(
-        "{branch} was moved by someone else (expected {expected}, found {found}): \
-         inspect it with `git log {branch}` and start a new session"
-    )]
-    BranchMoved {
-        branch: String,
-        expected: ObjectId,
-        found: String,
-    },
-    #[error("path {0:?} is not inside the checkout: use a relative path without '..' or '.git'")]
-    InvalidPath(PathBuf),
-    #[error("could not {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("could not run git ({0}): make sure git is installed and on PATH")]
-    GitMissing(#[source] std::io::Error),
-    #[error("`git {args}` failed: {stderr}")]
-    GitCommand { args: String, stderr: String },
-    #[error("no session {0:?}: `git agent log` lists the sessions")]
-    NoSession(String),
-    #[error("there are no sessions yet: start one with `git agent ask`")]
-    NoSessions,
-    #[error(
-        "no session was started in this repository: name a pulled one by its id (`git agent log` lists them)"
-    )]
-    NoLocalSessions,
-    #[error("session prefix {prefix:?} is ambiguous: it matches {}", .candidates.join(", "))]
-    AmbiguousSession {
-        prefix: String,
-        candidates: Vec<String>,
-    },
-    #[error("session {0} is in use by another git-agent process: wait for it to finish")]
-    SessionBusy(String),
-    #[error("the session log at {0} is damaged ({1}): inspect it with `git log -p` on its ref")]
-    CorruptLog(ObjectId, &'static str),
-    /// Every attempt of a transaction on the ref lost to another writer ([`Store::transact()`](super::Store::transact)).
-    #[error("{0} stayed busy: another process holds it; if none runs, remove {0}.lock")]
-    Busy(String),
-    #[error(
-        "git storage error: could not prepare reference edit of {name}: {lock} exists (another git process is \
-         writing there, or one was killed while it did; waited {:.1} s)\n\
-         hint: if no git or git-agent process is running in this repository, remove {lock} and try again",
-        .waited.as_secs_f64(), lock = .lock.display()
-    )]
-    Locked {
-        name: String,
-        lock: PathBuf,
-        waited: std::time::Duration,
-    },
-    #[error("could not write the checkout {}: {message}", .path.display())]
-    Checkout { path: PathBuf, message: String },
-    #[error("{0}")]
-    Refused(String),
-    #[error("{}", describe_gix(.0))]
-    Git(#[from] gix::Error),
-}
+pub use super::error::StoreError;
 
 /// The repository `GIT_DIR` names (relative to `cwd`), with git's choice of work tree: `GIT_WORK_TREE`, else
 /// `core.worktree`, else `cwd` itself (git's rule when only `GIT_DIR` is set; a hook runs at the top of the
@@ -107,72 +35,6 @@ pub(super) fn open_from_environment(
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })?;
     Ok(repo)
-}
-
-/// A gix error in words: what failed and its cause on the first line, and, when a lock file is in the way,
-/// which one and what to do about it. (Its alternate form prints gix's internal structures: issue 17.)
-fn describe_gix(err: &gix::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for e in err.iter_errors() {
-        let text = e.to_string();
-        // A cause is often repeated by the frame that wraps it.
-        if parts.iter().any(|p| p.contains(&text)) {
-            continue;
-        }
-        parts.push(text);
-    }
-    let lock = err
-        .iter_errors()
-        .any(|e| {
-            e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
-        })
-        .then(|| parts.iter().find_map(|p| quoted_lock_path(p)))
-        .flatten();
-    let what = parts.first().map_or("unknown failure", String::as_str);
-    let what = lower_first(what);
-    match lock {
-        Some(lock) => format!(
-            "git storage error: {what}: {lock} exists (another git process is writing there, or one was killed while it did)\n\
-             hint: if no git or git-agent process is running in this repository, remove {lock} and try again"
-        ),
-        None if parts.len() > 1 => {
-            let cause = lower_first(&parts[parts.len() - 1]);
-            format!("git storage error: {what}: {cause}")
-        }
-        None => format!("git storage error: {what}"),
-    }
-}
-
-/// The first `"...lock"` path quoted in a gix message.
-fn quoted_lock_path(text: &str) -> Option<String> {
-    text.split('"')
-        .skip(1)
-        .step_by(2)
-        .find(|s| s.ends_with(".lock"))
-        .map(str::to_owned)
-}
-
-fn lower_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(c) if !text.starts_with("HEAD") => c.to_lowercase().chain(chars).collect(),
-        _ => text.to_owned(),
-    }
-}
-
-impl StoreError {
-    pub(super) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> StoreError {
-        let path = path.into();
-        move |source| StoreError::Io {
-            action,
-            path,
-            source,
-        }
-    }
 }
 
 /// Where a session's files live.

@@ -5,133 +5,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::test_repo::{git_in, write, TestRepo};
 use super::*;
-
-/// `git status`, the index file's bytes and every work tree file with its bytes.
-pub(super) type UserState = (String, Vec<u8>, Vec<(PathBuf, Vec<u8>)>);
-
-/// A temp dir holding a repository, removed on drop (tempfile's `TempDir`; shared with the tests of the store's
-/// other modules).
-pub(super) struct TestRepo {
-    dir: PathBuf,
-    _temp: tempfile::TempDir,
-}
-
-impl TestRepo {
-    pub(super) fn new(name: &str) -> TestRepo {
-        let temp = tempfile::Builder::new()
-            .prefix(&format!("git-agent-store-{name}-"))
-            .tempdir()
-            .unwrap();
-        let dir = std::fs::canonicalize(temp.path()).unwrap();
-        let repo = TestRepo { dir, _temp: temp };
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo.git(&["config", "user.name", "Test User"]);
-        repo.git(&["config", "user.email", "test@example.com"]);
-        repo
-    }
-
-    /// A repository with a first commit of a few files.
-    pub(super) fn with_commit(name: &str) -> TestRepo {
-        let repo = TestRepo::new(name);
-        repo.write("a.txt", "alpha\n");
-        repo.write("dir/b.txt", "beta\n");
-        repo.write("run.sh", "#!/bin/sh\necho hi\n");
-        repo.chmod("run.sh", 0o755);
-        repo.write(".gitignore", "*.log\n");
-        repo.git(&["add", "-A"]);
-        repo.git(&["commit", "-q", "-m", "initial"]);
-        repo
-    }
-
-    pub(super) fn path(&self, rel: &str) -> PathBuf {
-        self.dir.join(rel)
-    }
-
-    pub(super) fn write(&self, rel: &str, content: &str) {
-        write(&self.dir, rel, content);
-    }
-
-    fn chmod(&self, rel: &str, mode: u32) {
-        std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-
-    pub(super) fn git(&self, args: &[&str]) -> String {
-        git_in(&self.dir, args)
-    }
-
-    pub(super) fn store(&self) -> Store {
-        Store::open(&self.dir).unwrap()
-    }
-
-    /// What the user sees: status, index bytes and every work tree file's bytes.
-    pub(super) fn user_state(&self) -> UserState {
-        let status = self.git(&[
-            "--no-optional-locks",
-            "status",
-            "--porcelain",
-            "--untracked-files=all",
-        ]);
-        let index = std::fs::read(self.path(".git/index")).unwrap_or_default();
-        let mut files = Vec::new();
-        collect(&self.dir, &self.dir, &mut files);
-        files.sort();
-        (status, index, files)
-    }
-}
-
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let path = entry.path();
-        if entry.file_name() == ".git" {
-            continue;
-        }
-        let ft = entry.file_type().unwrap();
-        if ft.is_dir() {
-            collect(root, &path, out);
-        } else if ft.is_symlink() {
-            out.push((
-                path.strip_prefix(root).unwrap().to_owned(),
-                std::fs::read_link(&path)
-                    .unwrap()
-                    .into_os_string()
-                    .into_encoded_bytes(),
-            ));
-        } else {
-            out.push((
-                path.strip_prefix(root).unwrap().to_owned(),
-                std::fs::read(&path).unwrap(),
-            ));
-        }
-    }
-}
-
-fn write(root: &Path, rel: &str, content: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, content).unwrap();
-}
-
-/// Run git hermetically (no global or system config, fixed dates) and return stdout.
-fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_DATE", "1700000000 +0000")
-        .env("GIT_COMMITTER_DATE", "1700000000 +0000")
-        .env("LC_ALL", "C")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// The tree `git add -A` would produce for the work tree at `dir`, computed with a throwaway copy of its index so
 /// nothing the user (or the checkout) sees changes.
@@ -560,6 +435,70 @@ fn refusals() {
     std::fs::remove_dir_all(&plain).unwrap();
 }
 
+/// What the store refuses comes back as a variant carrying its data (issue 24, item 5), so a caller matches
+/// on it; the words are the ones users saw before.
+#[test]
+fn refusals_are_typed_and_carry_their_data() {
+    let repo = TestRepo::with_commit("typed");
+    let store = repo.store();
+    let mut s = store.start_session("typ001", false).unwrap();
+    let err = store.undo(&mut s, 2).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UndoOutOfRange { id, asked: 2, steps: 0 } if id == "typ001"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot undo 2 steps of session typ001: it has no steps to undo (step 0, your own captured changes, \
+         stays)"
+    );
+
+    let err = store.resolve_commit("no-such-branch").unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NotACommit(rev) if rev == "no-such-branch"),
+        "{err:?}"
+    );
+
+    let file = |path: &str, bytes: &[u8]| skills::SkillFile {
+        path: path.into(),
+        bytes: bytes.to_vec(),
+        executable: false,
+    };
+    let err = store
+        .put_skills(&[("lint".into(), vec![file("run.sh", b"x")])], "add lint")
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SkillWithoutFile { name, file: "SKILL.md" } if name == "lint"),
+        "{err:?}"
+    );
+    let big = vec![b'x'; usize::try_from(skills::MAX_BYTES).unwrap() + 1];
+    let err = store
+        .put_skills(&[("lint".into(), vec![file("SKILL.md", &big)])], "add lint")
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::SkillTooLarge { unit: "bytes", size, limit, .. }
+            if *size == skills::MAX_BYTES + 1 && *limit == skills::MAX_BYTES),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "skill lint has {} bytes; a stored skill may have at most {}",
+            skills::MAX_BYTES + 1,
+            skills::MAX_BYTES
+        )
+    );
+    let err = store
+        .put_skills(&[("Lint".into(), vec![file("SKILL.md", b"x")])], "add lint")
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidSkillName(_)), "{err:?}");
+    assert!(err.is_refusal());
+    assert!(
+        repo.git(&["for-each-ref", "refs/agent/skills"]).is_empty(),
+        "a refused skill writes nothing"
+    );
+}
+
 #[test]
 fn dates_come_from_the_environment_format() {
     // `GIT_*_DATE` uses git's formats; make sure the ones tests use parse.
@@ -758,7 +697,7 @@ fn a_stale_lock_is_named_in_words() {
 /// A commit of the empty tree on `parent`, saying `message`.
 fn empty_commit_on(store: &Store, parent: Option<ObjectId>, message: &str) -> ObjectId {
     let tree = store.tip_tree(None).unwrap();
-    super::snapshot::write_commit(&store.repo, tree, parent, message).unwrap()
+    super::objects::snapshot::write_commit(&store.repo, tree, parent, message).unwrap()
 }
 
 /// A writer that moves the ref between another's read and swap makes that one start over on the new
@@ -781,7 +720,7 @@ fn a_lost_swap_starts_over_on_the_new_tip() {
                     repo.git(&["update-ref", name, &theirs.to_string()]);
                 }
                 let commit = empty_commit_on(&store, tip, "ours");
-                Ok(super::transaction::Proposal::Move {
+                Ok(super::objects::transaction::Proposal::Move {
                     commit,
                     reflog: "ours".into(),
                     then: commit,

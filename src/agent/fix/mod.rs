@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{Approver, Cost, Event, Sink, Status, Usage};
-use crate::store::{ObjectId, StartFrom, StoreError};
+use crate::store::{ObjectId, StartFrom};
 
 use super::check::{Check, CheckRun};
 use super::control::TurnControl;
@@ -197,8 +197,7 @@ async fn run_check(
     let run = fix
         .check
         .run(&root, Some(sandbox.as_ref()), control)
-        .await
-        .map_err(|err| StoreError::Refused(err.to_string()))?;
+        .await?;
     session.record_check(attempt, tree, command, &run, sink)?;
     Ok(run)
 }

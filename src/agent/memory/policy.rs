@@ -223,7 +223,7 @@ pub fn remember(
             remove: vec![],
         }))
     })?;
-    outcome.ok_or_else(|| StoreError::Refused("the memory write decided nothing".into()))
+    outcome.ok_or(StoreError::MemoryWriteUndecided)
 }
 
 /// How a session that used memory ended, as far as its entries are concerned.

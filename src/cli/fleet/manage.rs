@@ -10,7 +10,7 @@ use super::common::{now, Target};
 use crate::cli::context::Context;
 use crate::cli::error::CommandError;
 use crate::store::fleet::queue::{Expect, Kind, Pushed, Queue, QueueError, Update};
-use crate::store::fleet::record::{check_id, Outcome, TaskResult};
+use crate::store::fleet::record::{check_id, TaskEnd, TaskResult};
 use crate::store::NOTES_REF;
 
 /// Stop handing out a fleet's tasks (running ones finish; workers leave)
@@ -243,8 +243,8 @@ pub fn pr(ctx: &Context, args: PrArgs) -> Result<(), CommandError> {
             continue;
         };
         let take = match result.outcome {
-            Outcome::Passed => true,
-            Outcome::Done => !args.passed,
+            TaskEnd::Passed => true,
+            TaskEnd::Done => !args.passed,
             _ => false,
         };
         if let (true, Some(session)) = (take, result.session) {

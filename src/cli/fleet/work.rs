@@ -26,7 +26,7 @@ use crate::cli::error::CommandError;
 use crate::store::fleet::queue::{
     jittered, Backoff, Expect, Kind, Pushed, Queue, QueueError, Update,
 };
-use crate::store::fleet::record::{shown, Claim, Outcome, Task, TaskResult};
+use crate::store::fleet::record::{shown, Claim, Task, TaskEnd, TaskResult};
 use crate::store::{ObjectId, Store};
 
 /// Claim tasks from a remote's queue and run each as a session, until none is left
@@ -483,7 +483,7 @@ fn run_and_push(
         finished: now(),
         // A finished task's stderr holds its answer's summary, not a reason.
         detail: match outcome {
-            Outcome::Done | Outcome::Passed => String::new(),
+            TaskEnd::Done | TaskEnd::Passed => String::new(),
             _ => redacted(&report.last_error),
         },
     };
@@ -522,13 +522,13 @@ fn run_and_push(
 }
 
 /// The result of a task that could not be read: an error, written so that no worker tries it again.
-fn refused(why: &str) -> (SessionReport, Outcome, Option<ObjectId>) {
+fn refused(why: &str) -> (SessionReport, TaskEnd, Option<ObjectId>) {
     let report = SessionReport {
         exit_code: 1,
         last_error: format!("task refused: {why}"),
         ..SessionReport::default()
     };
-    (report, Outcome::Error, None)
+    (report, TaskEnd::Error, None)
 }
 
 /// Runs `task` as a child session (in a checkout of its base when it names one), then its check.
@@ -537,7 +537,7 @@ fn run_task(
     shared: &Shared,
     task: &Task,
     lease: &Lease,
-) -> (SessionReport, Outcome, Option<ObjectId>) {
+) -> (SessionReport, TaskEnd, Option<ObjectId>) {
     if let Some(check) = &task.check {
         if !shared.args.allow_check.iter().any(|c| c == check) {
             let report = SessionReport {
@@ -548,7 +548,7 @@ fn run_task(
                 ),
                 ..SessionReport::default()
             };
-            return (report, Outcome::Error, None);
+            return (report, TaskEnd::Error, None);
         }
     }
     let store = queue.store();
@@ -567,23 +567,23 @@ fn run_task(
                 last_error: why,
                 ..SessionReport::default()
             };
-            return (report, Outcome::Error, None);
+            return (report, TaskEnd::Error, None);
         }
     };
     let cwd = dir.clone().unwrap_or_else(|| store.workdir().to_path_buf());
     let mut report = run_session(&cwd, task, lease);
     let mut outcome = match report.exit_code {
-        0 => Outcome::Done,
-        3 => Outcome::Unfinished,
-        _ => Outcome::Error,
+        0 => TaskEnd::Done,
+        3 => TaskEnd::Unfinished,
+        _ => TaskEnd::Error,
     };
-    if let (Some(check), Some(session), Outcome::Done) = (&task.check, &report.session, outcome) {
+    if let (Some(check), Some(session), TaskEnd::Done) = (&task.check, &report.session, outcome) {
         outcome = match run_check(store, shared, session, check) {
-            Ok(true) => Outcome::Passed,
-            Ok(false) => Outcome::Failed,
+            Ok(true) => TaskEnd::Passed,
+            Ok(false) => TaskEnd::Failed,
             Err(why) => {
                 report.last_error = why;
-                Outcome::Error
+                TaskEnd::Error
             }
         };
     }
@@ -860,7 +860,7 @@ fn final_updates(
     if leaks(store, &pushed_refs) {
         // Nothing of the session leaves this machine; the result says why.
         updates.clear();
-        result.outcome = Outcome::Error;
+        result.outcome = TaskEnd::Error;
         result.detail = "the session holds a known secret: it was not pushed".into();
     }
     let message = format!("result of {}: {}", result.task, result.outcome.as_str());

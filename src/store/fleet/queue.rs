@@ -189,7 +189,7 @@ impl<'a> Queue<'a> {
     }
 
     fn git(&self) -> std::process::Command {
-        let mut cmd = crate::store::git::command(self.store.workdir());
+        let mut cmd = crate::store::objects::git::command(self.store.workdir());
         cmd.stdin(Stdio::null());
         cmd
     }
@@ -384,7 +384,7 @@ impl<'a> Queue<'a> {
             .edit()?;
         editor.upsert(file, EntryKind::Blob, blob)?;
         let tree = editor.write()?.detach();
-        Ok(crate::store::snapshot::write_commit(
+        Ok(crate::store::objects::snapshot::write_commit(
             repo, tree, parent, message,
         )?)
     }
@@ -405,7 +405,7 @@ impl<'a> Queue<'a> {
             editor.upsert(commit.to_string(), EntryKind::Blob, blob)?;
         }
         let tree = editor.write()?.detach();
-        Ok(crate::store::snapshot::write_commit(
+        Ok(crate::store::objects::snapshot::write_commit(
             repo, tree, None, message,
         )?)
     }

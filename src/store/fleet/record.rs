@@ -78,7 +78,7 @@ pub struct Claim {
 /// How a task ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub enum TaskEnd {
     /// The session finished (no check).
     Done,
     /// The check passes on the session's branch.
@@ -91,14 +91,14 @@ pub enum Outcome {
     Error,
 }
 
-impl Outcome {
+impl TaskEnd {
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Done => "done",
-            Outcome::Passed => "passed",
-            Outcome::Failed => "failed",
-            Outcome::Unfinished => "unfinished",
-            Outcome::Error => "error",
+            TaskEnd::Done => "done",
+            TaskEnd::Passed => "passed",
+            TaskEnd::Failed => "failed",
+            TaskEnd::Unfinished => "unfinished",
+            TaskEnd::Error => "error",
         }
     }
 }
@@ -108,7 +108,7 @@ impl Outcome {
 #[serde(deny_unknown_fields)]
 pub struct TaskResult {
     pub task: String,
-    pub outcome: Outcome,
+    pub outcome: TaskEnd,
     pub worker: String,
     pub attempt: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -200,13 +200,12 @@ pub fn is_entry_id(id: &str) -> bool {
 
 /// Parses an entry file; its id is the file's name, whatever the file says.
 pub(super) fn parse_entry(bytes: &[u8], id: &str) -> Result<Entry, StoreError> {
-    let mut entry: Entry = serde_json::from_slice(bytes).map_err(|err| {
-        StoreError::Refused(format!(
-            "memory entry {} is not valid ({err}): fix it with `git agent memory edit {id}` or remove it with \
-             `git agent memory forget --purge {id}`",
-            entry_path(id)
-        ))
-    })?;
+    let mut entry: Entry =
+        serde_json::from_slice(bytes).map_err(|source| StoreError::InvalidMemoryEntry {
+            path: entry_path(id),
+            id: id.to_owned(),
+            source,
+        })?;
     entry.id = id.to_owned();
     Ok(entry)
 }

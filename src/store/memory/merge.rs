@@ -21,7 +21,7 @@ use super::entry::{
     MEMORY_REF,
 };
 use super::index::{self, Summary};
-use crate::store::transaction::Proposal;
+use crate::store::objects::transaction::Proposal;
 use crate::store::{ObjectId, Store, StoreError};
 
 /// What a merge did.

@@ -36,10 +36,13 @@ use std::hash::{BuildHasher, Hasher};
 
 use gix::objs::tree::EntryKind;
 
+use super::objects::snapshot::{write_commit, write_merge_commit};
+use super::objects::transaction::Proposal;
 use super::repo::{sanitize, Store, StoreError};
-use super::snapshot::{write_commit, write_merge_commit};
-use super::transaction::Proposal;
 use gix::ObjectId;
+
+/// How many ids [`MemoryView::new_id()`] draws before it gives up (each collision is one chance in 2^32).
+const ID_DRAWS: u32 = 1000;
 
 pub use entry::{
     entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,
@@ -114,7 +117,7 @@ impl MemoryView<'_> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let seed = std::hash::RandomState::new();
-        for attempt in 0u32..1000 {
+        for attempt in 0..ID_DRAWS {
             let mut h = seed.build_hasher();
             h.write_u128(nanos ^ (u128::from(std::process::id()) << 64));
             h.write_u32(attempt);
@@ -123,9 +126,7 @@ impl MemoryView<'_> {
                 return Ok(id);
             }
         }
-        Err(StoreError::Refused(
-            "could not find a free memory id after 1000 tries".into(),
-        ))
+        Err(StoreError::NoFreeMemoryId { tries: ID_DRAWS })
     }
 }
 
@@ -271,10 +272,7 @@ impl Store {
         let mut shards: BTreeMap<String, Vec<index::Patch>> = BTreeMap::new();
         for entry in &change.put {
             if !is_entry_id(&entry.id) {
-                return Err(StoreError::Refused(format!(
-                    "invalid memory id {:?}: expected 4 to 40 lowercase hex characters",
-                    entry.id
-                )));
+                return Err(StoreError::InvalidMemoryId(entry.id.clone()));
             }
             let entry = entry.sanitized();
             let blob = self.repo.write_blob(entry.to_bytes())?.detach();
@@ -469,11 +467,12 @@ impl Store {
     fn refuse_oversized(&self, blob: ObjectId, limit: u64, path: &str) -> Result<(), StoreError> {
         let size = self.repo.find_header(blob)?.size();
         if size > limit {
-            return Err(StoreError::Refused(format!(
-                "{MEMORY_REF}:{path} has {size} bytes, more than the {limit} a memory file may have: \
-                 remove it with `git agent memory forget --purge <id>`, or inspect it with \
-                 `git cat-file -s {MEMORY_REF}:{path}`"
-            )));
+            return Err(StoreError::MemoryFileTooLarge {
+                reference: MEMORY_REF,
+                path: path.to_owned(),
+                size,
+                limit,
+            });
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The memory store against real repositories; `git fsck --strict` and `git show` are the oracles.
 
 use super::*;
-use crate::store::tests::TestRepo;
+use crate::store::test_repo::TestRepo;
 
 fn entry(id: &str, text: &str) -> Entry {
     Entry {

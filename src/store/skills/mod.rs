@@ -25,9 +25,9 @@ use std::ffi::OsStr;
 
 use gix::objs::tree::EntryKind;
 
+use super::objects::snapshot::{write_commit, write_merge_commit};
+use super::objects::transaction::Proposal;
 use super::repo::{sanitize, Store, StoreError};
-use super::snapshot::{write_commit, write_merge_commit};
-use super::transaction::Proposal;
 use crate::safety::tree_path;
 use gix::ObjectId;
 
@@ -150,18 +150,17 @@ impl Store {
         let tree = self.repo.find_commit(commit)?.tree()?;
         let full = format!("{name}/{path}");
         if let Err(refusal) = tree_path::check_str(&full, tree_path::EntryKind::File) {
-            return Err(StoreError::Refused(format!(
-                "skill file refused: {refusal}"
-            )));
+            return Err(StoreError::SkillFileRefused(refusal));
         }
         let Some(folder) = tree.lookup_entry_by_path(name)? else {
             return Ok(None);
         };
         if let Some(why) = self.skill_problem(name, folder.object_id())? {
-            return Err(StoreError::Refused(format!(
-                "stored skill {} cannot be used: {why}",
-                tree_path::shown(name)
-            )));
+            return Err(StoreError::SkillUnusable {
+                name: name.to_owned(),
+                verb: "used",
+                why,
+            });
         }
         match tree.lookup_entry_by_path(full)? {
             Some(entry) if entry.mode().is_blob() => {
@@ -183,10 +182,11 @@ impl Store {
         // Checked before anything is read or written: a pulled folder with `..` or `.git` paths must not
         // steer `skill export` outside its target (issue 22, finding 2).
         if let Some(why) = self.skill_problem(name, dir.object_id())? {
-            return Err(StoreError::Refused(format!(
-                "stored skill {} cannot be exported: {why}",
-                tree_path::shown(name)
-            )));
+            return Err(StoreError::SkillUnusable {
+                name: name.to_owned(),
+                verb: "exported",
+                why,
+            });
         }
         let mut out = Vec::new();
         for (path, id, executable) in self.tree_files(dir.object_id())? {
@@ -208,7 +208,7 @@ impl Store {
         message: &str,
     ) -> Result<Option<ObjectId>, StoreError> {
         for (name, files) in skills {
-            format::check_name(name).map_err(StoreError::Refused)?;
+            format::check_name(name).map_err(StoreError::InvalidSkillName)?;
             check_files(name, files)?;
         }
         let blobs: Vec<(String, ObjectId, bool)> = skills
@@ -276,7 +276,7 @@ impl Store {
         if names.is_empty() {
             return Ok(after);
         }
-        let now = super::session_log::now();
+        let now = super::session::log::now();
         self.cas_skills(None, |store, tree, _| {
             let current = store.repo.find_tree(tree)?;
             let mut editor = current.edit()?;
@@ -699,22 +699,27 @@ fn stats_of(bytes: &[u8]) -> Stats {
 /// A skill's files within the limits, with safe relative paths and a `SKILL.md`.
 fn check_files(name: &str, files: &[SkillFile]) -> Result<(), StoreError> {
     if !files.iter().any(|f| f.path == format::SKILL_FILE) {
-        return Err(StoreError::Refused(format!(
-            "skill {name} has no {}",
-            format::SKILL_FILE
-        )));
+        return Err(StoreError::SkillWithoutFile {
+            name: name.to_owned(),
+            file: format::SKILL_FILE,
+        });
     }
     if files.len() > MAX_FILES {
-        return Err(StoreError::Refused(format!(
-            "skill {name} has {} files; a stored skill may have at most {MAX_FILES}",
-            files.len()
-        )));
+        return Err(StoreError::SkillTooLarge {
+            name: name.to_owned(),
+            size: files.len() as u64,
+            unit: "files",
+            limit: MAX_FILES as u64,
+        });
     }
     let bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
     if bytes > MAX_BYTES {
-        return Err(StoreError::Refused(format!(
-            "skill {name} has {bytes} bytes; a stored skill may have at most {MAX_BYTES}"
-        )));
+        return Err(StoreError::SkillTooLarge {
+            name: name.to_owned(),
+            size: bytes,
+            unit: "bytes",
+            limit: MAX_BYTES,
+        });
     }
     for f in files {
         let bad = f.path.is_empty()
@@ -723,10 +728,10 @@ fn check_files(name: &str, files: &[SkillFile]) -> Result<(), StoreError> {
                 .split('/')
                 .any(|c| c.is_empty() || c == "." || c == ".." || c == ".git");
         if bad {
-            return Err(StoreError::Refused(format!(
-                "skill {name}: invalid file path {:?}",
-                f.path
-            )));
+            return Err(StoreError::InvalidSkillFilePath {
+                name: name.to_owned(),
+                path: f.path.clone(),
+            });
         }
     }
     Ok(())
@@ -735,7 +740,7 @@ fn check_files(name: &str, files: &[SkillFile]) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::TestRepo;
+    use crate::store::test_repo::TestRepo;
 
     fn skill(name: &str, description: &str) -> (String, Vec<SkillFile>) {
         let text = format!("---\nname: {name}\ndescription: {description}\n---\nDo it.\n");

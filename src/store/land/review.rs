@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::repo::{sanitize, sanitize_record, Store, StoreError};
+use crate::store::repo::{sanitize, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
 /// The notes ref of review records.
@@ -88,7 +88,7 @@ impl Decision {
     ) -> Decision {
         let (header, index) = hunk.unzip();
         let text = cut(text);
-        let at = super::session_log::now();
+        let at = crate::store::session::log::now();
         let id = unique_id(&[
             session,
             path,
@@ -129,7 +129,10 @@ impl Store {
                 // Every field redacted as decoded text, not only the comment (issue 22, finding 10).
                 sanitize_record(r)
                     .and_then(|r| serde_json::to_string(&r))
-                    .map_err(|e| StoreError::Refused(format!("cannot write a review record: {e}")))
+                    .map_err(|source| StoreError::Encode {
+                        what: "a review record",
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.append_note_lines(REVIEW_REF, commit, &lines)
@@ -204,13 +207,15 @@ impl Store {
             by_commit.entry(&d.commit).or_default().push(d.id.clone());
         }
         for (commit, ids) in by_commit {
-            let commit = ObjectId::from_hex(commit.as_bytes()).map_err(|_| {
-                StoreError::Refused(format!("bad commit {commit:?} in a review record"))
+            let commit = ObjectId::from_hex(commit.as_bytes()).map_err(|_| StoreError::BadId {
+                what: "commit",
+                id: commit.to_owned(),
+                record: "a review record",
             })?;
             let record = Record::Sent {
                 session: id.to_owned(),
                 ids,
-                at: super::session_log::now(),
+                at: crate::store::session::log::now(),
             };
             self.add_review(commit, &[record])?;
         }
@@ -300,7 +305,7 @@ fn unique_id(parts: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::TestRepo;
+    use crate::store::test_repo::TestRepo;
 
     fn id(repo: &TestRepo, rev: &str) -> ObjectId {
         ObjectId::from_hex(repo.git(&["rev-parse", rev]).trim().as_bytes()).unwrap()

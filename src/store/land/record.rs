@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::land::{FilePlan, Plan, Side};
 use super::place::{self, Found, Mode};
-use super::repo::{crash_point, Store, StoreError};
+use super::{FilePlan, Plan, Side};
+use crate::store::repo::{crash_point, Store, StoreError};
 
 /// A landing that was interrupted: what it was, and what it was doing to which paths.
 #[derive(Debug)]
@@ -102,12 +102,11 @@ impl Store {
             }
             Err(err) => return Err(StoreError::io("read", &path)(err)),
         };
-        let record: Record = serde_json::from_slice(&text).map_err(|e| {
-            StoreError::Refused(format!(
-                "the landing record {} is damaged ({e}): compare your files with `git diff`, then remove it",
-                path.display()
-            ))
-        })?;
+        let record: Record =
+            serde_json::from_slice(&text).map_err(|source| StoreError::DamagedLandingRecord {
+                path: path.clone(),
+                source,
+            })?;
         Ok(Some(Interrupted {
             what: record.what,
             started: record.started,
@@ -126,11 +125,7 @@ impl Store {
         mut each: impl FnMut(&FilePlan),
     ) -> Result<(), StoreError> {
         if let Some(old) = self.interrupted_landing()? {
-            return Err(StoreError::Refused(format!(
-                "an earlier {} was interrupted: finish it with `git agent accept --continue` or undo it with \
-                 `git agent accept --abort` first",
-                old.what
-            )));
+            return Err(StoreError::LandingInterrupted(old.what));
         }
         let writes: Vec<&FilePlan> = plan.writes().collect();
         if !writes.is_empty() {
@@ -224,11 +219,13 @@ impl Store {
         }
         let record = Record {
             what: what.to_owned(),
-            started: super::session_log::now(),
+            started: crate::store::session::log::now(),
             entries,
         };
-        let json = serde_json::to_vec(&record)
-            .map_err(|e| StoreError::Refused(format!("cannot write the landing record: {e}")))?;
+        let json = serde_json::to_vec(&record).map_err(|source| StoreError::Encode {
+            what: "the landing record",
+            source,
+        })?;
         let temp = dir.join("record.json.tmp");
         write_synced(&temp, &json)?;
         let path = dir.join(RECORD);
@@ -265,12 +262,7 @@ fn save(path: &Path, side: &Side, mode: Option<u32>) -> Result<Version, StoreErr
             Version::Symlink
         }
         // Never planned as a write (land.rs skips them); refused rather than recorded wrongly.
-        Side::Submodule | Side::Other => {
-            return Err(StoreError::Refused(format!(
-                "{}: a landing never writes submodules or directories",
-                path.display()
-            )))
-        }
+        Side::Submodule | Side::Other => return Err(StoreError::NotLandable(path.to_path_buf())),
     })
 }
 

@@ -11,9 +11,9 @@
 
 use gix::objs::tree::EntryKind;
 
-use super::repo::{sanitize, Store, StoreError};
 use super::snapshot::write_commit;
 use super::transaction::Proposal;
+use crate::store::repo::{sanitize, Store, StoreError};
 use gix::ObjectId;
 
 /// The notes ref of git-agent.
@@ -45,7 +45,7 @@ impl Store {
     }
 
     /// The note of `commit` in the notes ref `notes_ref`, if any.
-    pub(super) fn note_in(
+    pub(in crate::store) fn note_in(
         &self,
         notes_ref: &str,
         commit: ObjectId,
@@ -59,7 +59,7 @@ impl Store {
 
     /// Appends `lines` (each one line, already sanitized) to the note of `commit` in `notes_ref`, skipping
     /// lines the note has: notes kept as sets of lines (review records), merged by line union.
-    pub(super) fn append_note_lines(
+    pub(in crate::store) fn append_note_lines(
         &self,
         notes_ref: &str,
         commit: ObjectId,
@@ -85,7 +85,7 @@ impl Store {
 
     /// Merges the notes commit `theirs` into `notes_ref` by line union per note (each side's lines, ours
     /// first, each line once). Returns whether anything changed.
-    pub(super) fn merge_note_lines(
+    pub(in crate::store) fn merge_note_lines(
         &self,
         notes_ref: &str,
         theirs: ObjectId,

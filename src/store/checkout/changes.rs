@@ -13,12 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::repo::StoreError;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::rules::Rules;
 use super::scan::Scan;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use super::watch::{Fallback, Watcher};
+use crate::store::repo::StoreError;
 
 /// Finds the files a shell command changed in a checkout; see the module docs.
 pub struct ChangeTracker {
@@ -131,7 +131,7 @@ impl ChangeTracker {
     }
 
     #[cfg(all(test, target_os = "linux", not(git_agent_portable)))]
-    pub(super) fn force_fallback(&mut self) {
+    pub(in crate::store) fn force_fallback(&mut self) {
         #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         if let Some(State {
             watch: Some((watcher, _)),

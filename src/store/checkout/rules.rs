@@ -17,7 +17,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
 /// Ignore rules of one checkout, loaded lazily per directory.
-pub(super) struct Rules {
+pub(in crate::store) struct Rules {
     root: PathBuf,
     global: Gitignore,
     /// Checkout-relative directory -> its rules.
@@ -31,7 +31,7 @@ struct DirRules {
 }
 
 impl Rules {
-    pub(super) fn new(root: &Path) -> Rules {
+    pub(in crate::store) fn new(root: &Path) -> Rules {
         Rules {
             root: root.to_owned(),
             global: GitignoreBuilder::new(root).build_global().0,
@@ -40,7 +40,7 @@ impl Rules {
     }
 
     /// Whether the scan's walk would skip the checkout-relative path `rel`.
-    pub(super) fn is_ignored(&mut self, rel: &Path, is_dir: bool) -> bool {
+    pub(in crate::store) fn is_ignored(&mut self, rel: &Path, is_dir: bool) -> bool {
         if rel.file_name().is_none_or(|n| n == ".git") {
             return true;
         }
@@ -69,7 +69,7 @@ impl Rules {
 
     /// Drops what was loaded for `rel_dir` and below: the directory is gone, and one that replaces it may
     /// bring other rules.
-    pub(super) fn forget(&mut self, rel_dir: &Path) {
+    pub(in crate::store) fn forget(&mut self, rel_dir: &Path) {
         self.dirs.retain(|dir, _| !dir.starts_with(rel_dir));
     }
 

@@ -11,12 +11,12 @@ use gix::dir::entry::Status as DirStatus;
 use gix::status::index_worktree::Item as WorktreeItem;
 use gix::status::plumbing::index_as_worktree::EntryStatus;
 
-use super::repo::StoreError;
+use crate::store::repo::StoreError;
 
 /// The user's uncommitted work in `repo`'s work tree: paths staged (index differs from HEAD), modified,
 /// deleted or with a new mode (work tree differs from index), and untracked files that are not ignored, each
 /// untracked file listed on its own. Submodules are left as HEAD records them.
-pub(super) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
+pub(in crate::store) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
     let index = repo.index_or_empty()?;
     let staged_nothing = index_is_head(repo, &index);
     let status = platform(repo, gix::status::UntrackedFiles::Files)?
@@ -81,7 +81,7 @@ fn index_is_head(repo: &gix::Repository, index: &gix::index::File) -> bool {
 /// True when `repo`'s work tree holds exactly its index: no tracked file modified, deleted or with a new
 /// mode, and no untracked file that is not ignored (ignored files, such as build output, do not count).
 /// Stops at the first difference.
-pub(super) fn worktree_matches_index(repo: &gix::Repository) -> Result<bool, StoreError> {
+pub(in crate::store) fn worktree_matches_index(repo: &gix::Repository) -> Result<bool, StoreError> {
     let status = platform(repo, gix::status::UntrackedFiles::Collapsed)?;
     for item in status.into_index_worktree_iter(None)? {
         if worktree_change(&item?) {
@@ -93,12 +93,12 @@ pub(super) fn worktree_matches_index(repo: &gix::Repository) -> Result<bool, Sto
 
 /// What the checkout `repo` holds beyond its index: tracked paths whose file differs from the index (or is
 /// gone), and untracked or ignored leftovers (a wholly untracked or ignored directory as one path).
-pub(super) struct Beyond {
+pub(in crate::store) struct Beyond {
     pub changed: Vec<BString>,
     pub leftovers: Vec<BString>,
 }
 
-pub(super) fn checkout_changes(repo: &gix::Repository) -> Result<Beyond, StoreError> {
+pub(in crate::store) fn checkout_changes(repo: &gix::Repository) -> Result<Beyond, StoreError> {
     use gix::dir::walk::EmissionMode;
     let status = platform(repo, gix::status::UntrackedFiles::Collapsed)?
         .dirwalk_options(|o| o.emit_ignored(Some(EmissionMode::CollapseDirectory)));

@@ -17,6 +17,16 @@
 //! ([`Store::reset_checkout()`], used by the pool) go through the same checkout machinery on an index holding
 //! just the entries to write, so filters apply there too.
 
+pub(super) mod changes;
+pub(super) mod pool;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+pub(super) mod rules;
+pub(super) mod scan;
+pub(super) mod scratch;
+pub(super) mod status;
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
+pub(super) mod watch;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -67,9 +77,9 @@ impl Store {
         }
         super::repo::crash_point();
         let checked_out = self.open_checkout(root).and_then(|checkout| {
-            let worktree = checkout.worktree().ok_or_else(|| {
-                StoreError::Refused(format!("{} has no work tree", root.display()))
-            })?;
+            let worktree = checkout
+                .worktree()
+                .ok_or_else(|| StoreError::NoWorkTree(root.to_path_buf()))?;
             worktree
                 .checkout(Tally::root(progress), &AtomicBool::new(false))
                 .map_err(|err| checkout_error(root, &err))
@@ -135,11 +145,10 @@ impl Store {
         }
         let _ = std::fs::remove_dir_all(root);
         let _ = std::fs::remove_dir_all(&staging);
-        Err(StoreError::Refused(format!(
-            "no free name for {} under {}",
-            root.display(),
-            worktrees.display()
-        )))
+        Err(StoreError::NoFreeCheckoutName {
+            root: root.to_path_buf(),
+            dir: worktrees,
+        })
     }
 
     /// True if the checkout at `root` was made to the end: registered, and its index written (the last thing
@@ -427,10 +436,10 @@ fn set_detached_head(checkout: &gix::Repository, commit: ObjectId) -> Result<(),
         },
         name: "HEAD"
             .try_into()
-            .map_err(|_| StoreError::Refused("HEAD is not a valid reference name".into()))?,
+            .map_err(|_| StoreError::InvalidRefName("HEAD"))?,
         deref: false,
     };
-    super::snapshot::edit_ref(checkout, edit)
+    super::objects::snapshot::edit_ref(checkout, edit)
 }
 
 /// Removes `rel` under `root` (a file, link or whole directory) if it is there, and the directories left
@@ -576,8 +585,5 @@ pub(crate) fn refuse_tree_paths<'a>(
     if refused.is_empty() {
         return Ok(());
     }
-    Err(StoreError::Refused(format!(
-        "the session's tree names paths that are never written into a working tree: {}; nothing was written",
-        refused.join(", ")
-    )))
+    Err(StoreError::UnwritablePaths(refused))
 }

@@ -27,7 +27,7 @@ use std::time::SystemTime;
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
-use super::repo::{Session, Store, StoreError};
+use crate::store::repo::{Session, Store, StoreError};
 
 /// What a file looked like on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl Scan {
     /// Checkout-relative paths of the files below the checkout-relative directory `dir`.
     // Only the watcher (inotify, Linux) asks for these.
     #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    pub(super) fn files_under(&self, dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    pub(in crate::store) fn files_under(&self, dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
         let mut prefix = self.root.join(dir).into_os_string().into_vec();
         prefix.push(b'/');
         // Sorted by bytes, so the paths with this prefix are one run.
@@ -150,7 +150,10 @@ impl Scan {
     /// are there now or were before (a path that came and went in between is nobody's business).
     // Only the watcher (inotify, Linux) asks for these.
     #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    pub(super) fn refresh<'p>(&mut self, rel: impl IntoIterator<Item = &'p Path>) -> Vec<PathBuf> {
+    pub(in crate::store) fn refresh<'p>(
+        &mut self,
+        rel: impl IntoIterator<Item = &'p Path>,
+    ) -> Vec<PathBuf> {
         let (mut out, mut gone, mut new) = (Vec::new(), Vec::new(), Vec::new());
         for rel in rel {
             let path = self.root.join(rel);
@@ -235,7 +238,7 @@ impl Scan {
     /// [`Scan::of_dir()`], calling `on_dir` with each directory it will enter (root excluded) before reading
     /// it, so a watch added there cannot miss a change the walk does not see. `small` (the last scan found
     /// one chunk's worth of files) walks on the calling thread instead of starting walker threads.
-    pub(super) fn walk(
+    pub(in crate::store) fn walk(
         root: &Path,
         on_dir: Option<&DirHook<'_>>,
         small: bool,
@@ -350,7 +353,7 @@ struct Batch {
 }
 
 /// Called with each directory the walk is about to enter; see [`Scan::walk()`].
-pub(super) type DirHook<'h> = dyn Fn(&Path) + Sync + 'h;
+pub(in crate::store) type DirHook<'h> = dyn Fn(&Path) + Sync + 'h;
 
 struct Collector<'h> {
     sink: Arc<Mutex<Vec<Batch>>>,

@@ -18,8 +18,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::repo::{branch_name, Store, StoreError};
-use super::session_log::log_ref;
+use super::log::log_ref;
+use crate::store::repo::{branch_name, Store, StoreError};
 
 /// How often a new session draws another id before giving up (each clash costs one file create).
 const CLAIM_ATTEMPTS: u32 = 10_000;
@@ -87,9 +87,9 @@ impl Store {
                 Err(err) => return Err(StoreError::io("create", path)(err)),
             }
         }
-        Err(StoreError::Refused(format!(
-            "found no free session id in {CLAIM_ATTEMPTS} draws: remove old sessions with `git agent discard --purge`"
-        )))
+        Err(StoreError::NoFreeSessionId {
+            draws: CLAIM_ATTEMPTS,
+        })
     }
 
     /// The local record of session `id`: `None` for a session not started in this repository (pulled, or
@@ -111,7 +111,7 @@ impl Store {
     /// Records that this repository is about to move session `id`'s branch from `from` to `to` (`from` is
     /// `None` for its creation). Only a session with a local record has its tips kept; the record is
     /// replaced atomically (written beside, then renamed), so a crash never leaves half of it.
-    pub(super) fn record_tips(
+    pub(in crate::store) fn record_tips(
         &self,
         id: &str,
         from: Option<gix::ObjectId>,
@@ -134,7 +134,7 @@ impl Store {
 
     /// Fails unless session `id`'s branch is where this repository left it (see [`Local::tips`]): a
     /// default pick must never act on steps this repository did not make. A record without tips passes.
-    pub(super) fn check_moved_here(&self, id: &str) -> Result<(), StoreError> {
+    pub(in crate::store) fn check_moved_here(&self, id: &str) -> Result<(), StoreError> {
         let Some(local) = self.local_session(id) else {
             return Ok(());
         };
@@ -142,11 +142,7 @@ impl Store {
         if local.tips.is_empty() || tip.is_some_and(|t| local.tips.contains(&t)) {
             return Ok(());
         }
-        Err(StoreError::Refused(format!(
-            "the newest session started here, {id}, has steps this repository did not make (agent/{id} was \
-             moved outside git-agent, e.g. by a fetch): check `git log agent/{id}`, then name the session to \
-             act on it"
-        )))
+        Err(StoreError::MovedOutside { id: id.to_owned() })
     }
 
     /// True if session `id` works in the user's own work tree, by the local record only.
@@ -210,7 +206,7 @@ pub fn cached_window(common_dir: &std::path::Path, key: &str) -> Option<Option<u
     let all: serde_json::Value = serde_json::from_slice(&text).ok()?;
     let entry = all.get(key)?;
     let at = entry.get("at")?.as_i64()?;
-    let age = super::session_log::now() - at;
+    let age = super::log::now() - at;
     if !(0..WINDOW_TTL_SECS).contains(&age) {
         return None;
     }
@@ -228,7 +224,7 @@ pub fn cache_window(common_dir: &std::path::Path, key: &str, window: Option<u64>
         .unwrap_or_default();
     all.insert(
         key.to_owned(),
-        serde_json::json!({ "window": window, "at": super::session_log::now() }),
+        serde_json::json!({ "window": window, "at": super::log::now() }),
     );
     let temp = path.with_extension(format!("json.{}", std::process::id()));
     let text = serde_json::Value::Object(all).to_string();

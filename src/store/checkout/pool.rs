@@ -23,8 +23,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::checkout::Progress;
-use super::repo::{Store, StoreError};
+use super::Progress;
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// The default of `worktree_pool`.
@@ -57,7 +57,7 @@ impl Store {
 
     /// Takes the newest pooled checkout for a new session: moves it to `root` (which must not exist) and then
     /// to `start`. False when the pool is empty or the checkout could not be used (it is removed then).
-    pub(super) fn pool_take(
+    pub(in crate::store) fn pool_take(
         &self,
         root: &Path,
         start: ObjectId,
@@ -69,9 +69,9 @@ impl Store {
                 return Ok(false);
             };
             self.set_index_aside(&pooled)?;
-            super::repo::crash_point();
+            crate::store::repo::crash_point();
             let moved = self.move_checkout(&pooled, root)?;
-            super::repo::crash_point();
+            crate::store::repo::crash_point();
             moved
         };
         if !taken {
@@ -89,7 +89,7 @@ impl Store {
 
     /// Puts the checkout at `root` of a finished session whose branch points at `tip` into the pool, cleaned to
     /// `tip` (see the module docs), keeping at most `keep` pooled; with `keep` 0 it is removed.
-    pub(super) fn pool_return(
+    pub(in crate::store) fn pool_return(
         &self,
         root: &Path,
         tip: ObjectId,
@@ -139,7 +139,10 @@ impl Store {
                 let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                let gone = matches!(self.branch_tip(&super::repo::branch_name(&id)), Ok(None));
+                let gone = matches!(
+                    self.branch_tip(&crate::store::repo::branch_name(&id)),
+                    Ok(None)
+                );
                 if gone && !self.log_is_locked(&id) {
                     self.remove_checkout(&entry.path())?;
                     orphans += 1;

@@ -25,7 +25,7 @@
 //!
 //! Lines are opaque JSON objects to this module (the agent defines the events); each gets a `seq` number.
 //! Every line and the meta are redacted as decoded strings ([`crate::safety::redact::redact_value()`],
-//! [`super::sanitize_record()`]) before they are serialised, because users push these refs.
+//! [`crate::store::sanitize_record()`]) before they are serialised, because users push these refs.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -37,10 +37,10 @@ use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 use serde::{Deserialize, Serialize};
 
-use super::repo::{crash_point, sanitize_record, Store, StoreError};
-use super::snapshot::{edit_ref, full_name, write_commit};
 use crate::protocol::Status;
 use crate::safety::redact::redact_value;
+use crate::store::objects::snapshot::{edit_ref, full_name, write_commit};
+use crate::store::repo::{crash_point, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
 /// The summary of a session, stored as `meta.json` next to the events.

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gix::bstr::ByteSlice;
 
-use super::repo::{Store, StoreError};
-use super::snapshot::{with_trailers, write_commit};
 use crate::safety::redact;
 use crate::safety::withhold;
+use crate::store::objects::snapshot::{with_trailers, write_commit};
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// A checkout of one commit for a check to run in; removed, or returned to the pool, when dropped.
@@ -74,11 +74,7 @@ impl Store {
             )
             .map_err(|err| match err {
                 StoreError::GitCommand { stderr, .. } if stderr.contains("unmerged") => {
-                    StoreError::Refused(
-                        "the index has unmerged entries (a merge or rebase is under way): resolve them \
-                         and `git add` the files first"
-                            .into(),
-                    )
+                    StoreError::UnmergedIndex
                 }
                 err => err,
             })?;
@@ -132,11 +128,7 @@ impl Store {
                 "--end-of-options",
                 &spec,
             ])
-            .map_err(|_| {
-                StoreError::Refused(format!(
-                    "{rev:?} does not name a commit: give a branch, a tag or a commit id"
-                ))
-            })?;
+            .map_err(|_| StoreError::NotACommit(rev.to_owned()))?;
         parse_hex(&out, "rev-parse")
     }
 
@@ -146,7 +138,7 @@ impl Store {
         self.remove_stale_scratch(&dir);
         let root = dir.join(format!("{}-{}", std::process::id(), next()));
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
-        let progress = super::checkout::Progress::default();
+        let progress = super::Progress::default();
         if !self.pool_take(&root, commit, &progress)? {
             self.add_checkout(&root, commit, &progress)?;
         }
@@ -180,7 +172,7 @@ impl Store {
     /// Step 0 of a session started from `tree` (the staged tree) on `head`: `tree` screened by the
     /// withholding policy (a withheld path keeps HEAD's version), committed with the session's trailers.
     /// `None` when it equals HEAD's tree.
-    pub(super) fn tree_step0(
+    pub(in crate::store) fn tree_step0(
         &self,
         id: &str,
         tree: ObjectId,
@@ -199,7 +191,7 @@ impl Store {
             return Ok(None);
         }
         let message = with_trailers(
-            &super::repo::sanitize("Capture staged changes (the index)"),
+            &crate::store::repo::sanitize("Capture staged changes (the index)"),
             id,
             0,
         );
@@ -235,7 +227,7 @@ impl Store {
         let mut withheld = Vec::new();
         redact::with_global(|redactor| {
             for (location, id) in &candidates {
-                let rel = super::repo::as_path(location.as_ref());
+                let rel = crate::store::repo::as_path(location.as_ref());
                 let data = self.repo.find_object(*id)?.detach().data;
                 let previous = || {
                     let entry = old.lookup_entry_by_path(rel).ok()??;
@@ -253,7 +245,7 @@ impl Store {
         let mut editor = new.edit()?;
         for location in withheld {
             let path = location.as_bstr();
-            match old.lookup_entry_by_path(super::repo::as_path(path))? {
+            match old.lookup_entry_by_path(crate::store::repo::as_path(path))? {
                 Some(entry) => {
                     let kind = entry.mode().kind();
                     editor.upsert(path, kind, entry.object_id())?;

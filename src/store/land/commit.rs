@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::land::Side;
-use super::repo::{Store, StoreError};
+use super::Side;
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// What [`Store::commit_paths()`] did.
@@ -46,7 +46,7 @@ impl Drop for TempIndex {
 impl Store {
     /// Commits `paths` (repository-relative) as they are in the working tree on top of HEAD with `message`,
     /// through `git commit` with the user's stdio (hooks run and speak); see the module docs. Fails with
-    /// [`StoreError::Refused`] naming what happened when git or a hook refuses; the user's index is then as
+    /// [`StoreError::CommitRefused`] or [`StoreError::IndexNotUpdated`] saying what happened when git or a hook refuses; the user's index is then as
     /// it was.
     pub fn commit_paths(&self, paths: &[&str], message: &str) -> Result<Committed, StoreError> {
         if paths.is_empty() {
@@ -83,9 +83,10 @@ impl Store {
                 Side::Missing => ("0", ObjectId::null(self.repo.object_hash())),
                 // The planner's results for a commit are files, links and deletions; anything else is refused.
                 Side::Submodule | Side::Other => {
-                    return Err(StoreError::Refused(format!(
-                        "{path}: only files and symbolic links are committed"
-                    )))
+                    return Err(StoreError::NotFileOrLink {
+                        path: (*path).to_owned(),
+                        verb: "committed",
+                    })
                 }
             };
             info.extend_from_slice(format!("{mode} {id}\t{path}").as_bytes());
@@ -110,7 +111,7 @@ impl Store {
     /// `git update-index -z --index-info` on the temporary `index`, `info` on its stdin.
     fn update_index_info(&self, index: &Path, info: &[u8]) -> Result<(), StoreError> {
         use std::io::Write;
-        let mut child = super::git::command(self.workdir())
+        let mut child = crate::store::objects::git::command(self.workdir())
             .args(["update-index", "-z", "--index-info"])
             .env("GIT_INDEX_FILE", index)
             .stdin(Stdio::piped())
@@ -143,7 +144,7 @@ impl Store {
         if let Some(head) = &head_hex {
             diff.push(head);
         }
-        let unchanged = super::git::command(self.workdir())
+        let unchanged = crate::store::objects::git::command(self.workdir())
             .args(&diff)
             .env("GIT_INDEX_FILE", &index.0)
             .stdin(Stdio::null())
@@ -155,26 +156,23 @@ impl Store {
         }
         // `--cleanup=whitespace`: a model's reason may have lines starting with '#' (Markdown headings),
         // which the default cleanup would drop from the message.
-        let status = super::git::command(self.workdir())
+        let status = crate::store::objects::git::command(self.workdir())
             .args(["commit", "-q", "--cleanup=whitespace", "-m", message])
             .env("GIT_INDEX_FILE", &index.0)
             .status()
             .map_err(StoreError::GitMissing)?;
         if !status.success() {
-            return Err(StoreError::Refused(
-                "`git commit` failed (a hook refused it, or git did: see above)".into(),
-            ));
+            return Err(StoreError::CommitRefused);
         }
         let commit = self.head_commit()?;
         let mut reset = vec!["--literal-pathspecs", "reset", "-q", "--"];
         reset.extend_from_slice(paths);
         let args: Vec<&std::ffi::OsStr> = reset.iter().map(std::ffi::OsStr::new).collect();
-        self.git(self.workdir(), &args).map_err(|e| {
-            StoreError::Refused(format!(
-                "committed {commit}, but your index could not be updated for the committed files ({e}): \
-                 run `git reset -- <files>`"
-            ))
-        })?;
+        self.git(self.workdir(), &args)
+            .map_err(|source| StoreError::IndexNotUpdated {
+                commit,
+                source: Box::new(source),
+            })?;
         Ok(Committed::Commit(commit))
     }
 

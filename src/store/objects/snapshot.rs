@@ -16,7 +16,7 @@ use gix::refs::{FullName, Target};
 use crate::safety::redact;
 use crate::safety::withhold::{self, Withheld};
 
-use super::repo::{Session, Store, StoreError};
+use crate::store::repo::{Session, Store, StoreError};
 use gix::ObjectId;
 
 impl Store {
@@ -42,8 +42,8 @@ impl Store {
         let head = self.head_commit_if_any()?;
         let mut capture = Capture::default();
         let mut paths = Vec::new();
-        for path in super::status::user_changes(&self.repo)? {
-            let rel = super::repo::as_path(path.as_ref()).to_path_buf();
+        for path in crate::store::checkout::status::user_changes(&self.repo)? {
+            let rel = crate::store::repo::as_path(path.as_ref()).to_path_buf();
             match std::fs::symlink_metadata(self.workdir.join(&rel)) {
                 Ok(md) if md.is_file() && md.len() > max_file_size => {
                     capture.skipped.push((rel, md.len()));
@@ -75,7 +75,7 @@ impl Store {
                 message.push_str(&format!("- {} ({size} bytes)\n", path.display()));
             }
         }
-        let message = with_trailers(&super::repo::sanitize(&message), id, 0);
+        let message = with_trailers(&crate::store::repo::sanitize(&message), id, 0);
         capture.commit = Some(write_commit(&self.repo, tree, head, &message)?);
         Ok(capture)
     }
@@ -114,14 +114,14 @@ impl Store {
             return Ok(step);
         }
         let number = s.steps + 1;
-        let message = super::repo::sanitize(&step_message(subject, &step.withheld));
+        let message = crate::store::repo::sanitize(&step_message(subject, &step.withheld));
         let commit = write_commit(
             &checkout,
             tree,
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
-        super::repo::crash_point();
+        crate::store::repo::crash_point();
         self.record_tips(&s.id, Some(s.tip), commit)?;
         let moved = cas_branch(
             &checkout,
@@ -139,14 +139,15 @@ impl Store {
                 .map(|p| p.as_os_str().as_bytes().into())
                 .collect();
             if let Err(undo) = self.write_paths(s.root(), tip_tree, &paths) {
-                return Err(StoreError::Refused(format!(
-                    "{err}; putting the checkout back to {} failed too ({undo}): discard the session",
-                    s.tip
-                )));
+                return Err(StoreError::CheckoutNotRestored {
+                    cause: Box::new(err),
+                    tip: s.tip,
+                    undo: Box::new(undo),
+                });
             }
             return Err(err);
         }
-        super::repo::crash_point();
+        crate::store::repo::crash_point();
         s.tip = commit;
         s.steps = number;
         step.commit = Some(commit);
@@ -154,7 +155,7 @@ impl Store {
     }
 
     /// Create `branch` at `target`; it must not exist yet.
-    pub(super) fn create_branch(
+    pub(in crate::store) fn create_branch(
         &self,
         branch: &str,
         target: ObjectId,
@@ -169,7 +170,11 @@ impl Store {
     }
 
     /// Delete `branch` if it still points at `expected`.
-    pub(super) fn delete_branch(&self, branch: &str, expected: ObjectId) -> Result<(), StoreError> {
+    pub(in crate::store) fn delete_branch(
+        &self,
+        branch: &str,
+        expected: ObjectId,
+    ) -> Result<(), StoreError> {
         check_branch(&self.repo, branch, expected)?;
         let edit = RefEdit::delete(
             full_name(branch)?,
@@ -269,7 +274,7 @@ fn screen(
 
 /// The submodule (gitlink entry) of `tree` that `rel` lies strictly below, if any. Walks one component at a
 /// time, so it stops at the first entry that is no tree.
-pub(super) fn gitlink_above(tree: &gix::Tree<'_>, rel: &Path) -> Option<PathBuf> {
+pub(in crate::store) fn gitlink_above(tree: &gix::Tree<'_>, rel: &Path) -> Option<PathBuf> {
     let mut components = rel.components().peekable();
     let mut prefix = PathBuf::new();
     let repo = tree.repo;
@@ -518,7 +523,7 @@ impl<R: std::io::Read> std::io::Read for Exact<R> {
     }
 }
 
-pub(super) fn with_trailers(message: &str, id: &str, step: u32) -> String {
+pub(in crate::store) fn with_trailers(message: &str, id: &str, step: u32) -> String {
     format!(
         "{}\n\nAgent-Session: {id}\nAgent-Step: {step}\n",
         message.trim_end()
@@ -578,7 +583,7 @@ fn now_local() -> gix::date::Time {
     gix::date::Time::new(seconds, offset)
 }
 
-pub(super) fn write_commit(
+pub(in crate::store) fn write_commit(
     repo: &gix::Repository,
     tree: ObjectId,
     parent: Option<ObjectId>,
@@ -597,7 +602,7 @@ pub(super) fn write_commit(
 }
 
 /// A commit with several parents (a notes merge).
-pub(super) fn write_merge_commit(
+pub(in crate::store) fn write_merge_commit(
     repo: &gix::Repository,
     tree: ObjectId,
     parents: &[ObjectId],
@@ -615,7 +620,7 @@ pub(super) fn write_merge_commit(
     Ok(repo.write_object(&commit)?.detach())
 }
 
-pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
+pub(in crate::store) fn full_name(branch: &str) -> Result<FullName, StoreError> {
     FullName::try_from(branch).map_err(|_| StoreError::InvalidSessionId(branch.to_owned()))
 }
 
@@ -624,7 +629,7 @@ pub(super) fn full_name(branch: &str) -> Result<FullName, StoreError> {
 /// A ref whose lock file another process holds (or a crash left behind) fails with [`StoreError::Locked`],
 /// naming the lock and how long gix waited for it (`core.filesRefLockTimeout`, 100 ms by default), so the
 /// user can tell a busy ref from a stale lock and knows what to remove.
-pub(super) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
+pub(in crate::store) fn edit_ref(repo: &gix::Repository, edit: RefEdit) -> Result<(), StoreError> {
     let committer = signature(repo, true)?;
     let mut buf = gix::date::parse::TimeBuf::default();
     let name = edit.name.as_bstr().to_string();
@@ -684,7 +689,7 @@ fn moved_or(
 }
 
 /// Move `branch` from `old` to `new`, failing with [`StoreError::BranchMoved`] if it is not at `old`.
-pub(super) fn cas_branch(
+pub(in crate::store) fn cas_branch(
     repo: &gix::Repository,
     branch: &str,
     old: ObjectId,

@@ -11,20 +11,27 @@
 //! `accept --series` lands one plan per step; `fix --apply` is meant to land its branch the same way.
 //!
 //! What is never done (issue 17): writing through a symbolic link or into a directory that is a link, a file or
-//! a repository of its own (a submodule), all read and written with [`super::place`]; moving a submodule (a
+//! a repository of its own (a submodule), all read and written with [`place`]; moving a submodule (a
 //! gitlink on any side keeps the user's version); landing over a type change (a file that became a link or
 //! the other way, on either side, keeps the user's version); and merging into a file that still has the
 //! conflict markers of an earlier landing (the markers would nest). Every write is a rename of a synced temp
-//! file, and [`Store::land()`] keeps a record of what it is about to do ([`super::land_record`]) so a landing
+//! file, and [`Store::land()`] keeps a record of what it is about to do ([`record`]) so a landing
 //! killed half way can be finished or undone.
+
+pub(crate) mod commit;
+pub(crate) mod hunks;
+pub(super) mod place;
+pub(crate) mod record;
+pub(crate) mod review;
+pub mod stage;
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 
-use super::place::{self, Found, Mode};
 use super::repo::{Store, StoreError};
 use gix::ObjectId;
+use place::{Found, Mode};
 
 /// One version of a path: in a commit, or in the working tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -394,7 +401,7 @@ impl Store {
         })
     }
 
-    /// Does what `file` of `plan` says in the working tree, never following a link (see [`super::place`]).
+    /// Does what `file` of `plan` says in the working tree, never following a link (see [`place`]).
     /// The one place that writes landed changes into the user's tree; [`Store::land()`] calls it with a
     /// record kept, which is what every caller should use.
     pub fn apply_file(&self, plan: &Plan, file: &FilePlan) -> Result<(), StoreError> {
@@ -410,10 +417,10 @@ impl Store {
             }
             // The planner writes files and links only; anything else would be a planner bug, refused.
             (Action::Write, _) => {
-                return Err(StoreError::Refused(format!(
-                    "{}: only files and symbolic links are written",
-                    file.path
-                )))
+                return Err(StoreError::NotFileOrLink {
+                    path: file.path.clone(),
+                    verb: "written",
+                })
             }
             (Action::Delete, _) => place::remove(root, &file.path),
             (Action::Merged(data) | Action::Conflict(data), _) => {
@@ -576,7 +583,7 @@ impl Store {
             fs::write(file, data).map_err(StoreError::io("write", file))?;
         }
         let args = ["merge-file", "-p", "-L", "yours", "-L", "base", "-L", label];
-        let out = super::git::command(self.workdir())
+        let out = super::objects::git::command(self.workdir())
             .args(args)
             .args(&files)
             .stdin(std::process::Stdio::null())
@@ -639,7 +646,7 @@ fn has_markers(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::TestRepo;
+    use crate::store::test_repo::TestRepo;
 
     /// `main` with `a.txt`, `dir/b.txt`, `run.sh`; a branch `change` that edits, adds and deletes files; the
     /// working tree back on `main`, where the user then edits. Returns (from, to).

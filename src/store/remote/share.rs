@@ -14,8 +14,8 @@ use crate::safety::redact::Redactor;
 
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
-use super::repo::{Store, StoreError};
-use super::snapshot::{edit_ref, full_name};
+use crate::store::objects::snapshot::{edit_ref, full_name};
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// What `git agent push` pushes besides notes: session logs, memory (and later skills), session branches.
@@ -26,7 +26,10 @@ pub const PUSH_REFSPECS: [&str; 2] = [
 ];
 
 /// The notes refs that are shared: the agent's notes on step commits, and review records.
-pub const NOTES_REFS: [&str; 2] = [super::notes::NOTES_REF, super::review::REVIEW_REF];
+pub const NOTES_REFS: [&str; 2] = [
+    crate::store::objects::notes::NOTES_REF,
+    crate::store::land::review::REVIEW_REF,
+];
 
 /// Where `git agent pull` fetches the remote's notes before merging them into ours.
 pub fn remote_notes_ref(remote: &str) -> String {

@@ -5,15 +5,15 @@
 //! without context. Taking a subset of hunks is then exact: [`apply()`] replaces, in the base version, the
 //! blocks of the hunks taken and nothing else, so the "theirs" that `review` lands has the taken hunks and
 //! only them; context lines never decide anything, and split hunks (which share context) never overlap.
-//! The file so built goes through the same three-way landing as `accept` ([`super::land`]).
+//! The file so built goes through the same three-way landing as `accept` ([`super`], the landing).
 //!
 //! Only UTF-8 text is cut into hunks; anything else (binary, links, submodules, a change of mode alone) is
 //! one decision for the whole path ([`FileChange::whole`]).
 
 use similar::{DiffOp, TextDiff};
 
-use super::land::Side;
-use super::repo::{Store, StoreError};
+use super::Side;
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// Lines of context around a change, as git shows them.

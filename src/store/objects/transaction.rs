@@ -10,8 +10,8 @@ use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::Target;
 use gix::ObjectId;
 
-use super::repo::{crash_point, Store, StoreError};
 use super::snapshot::{edit_ref, full_name};
+use crate::store::repo::{crash_point, Store, StoreError};
 
 /// How often a transaction starts over after losing a compare-and-swap before giving up. Each attempt is a
 /// few milliseconds; 4 processes writing at once settle in a handful.

@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::repo::crash_point;
+use crate::store::repo::crash_point;
 use crate::sys::fs::{self as sysfs, EntryStat, Kind, OpenFlags};
 
 /// What a path of the working tree is, read without following links.

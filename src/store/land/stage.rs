@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::Stdio;
 
-use super::land::{Plan, Side};
-use super::repo::{Store, StoreError};
+use super::{Plan, Side};
+use crate::store::repo::{Store, StoreError};
 use gix::ObjectId;
 
 /// A path whose change could not be staged, and why; the working tree has it, the index is as it was.
@@ -204,7 +204,7 @@ impl Store {
     /// `git update-index -z --index-info` with `input` (entries only: the working tree is not read).
     fn update_index(&self, input: &[u8]) -> Result<(), StoreError> {
         let args = ["update-index", "-z", "--index-info"];
-        let mut cmd = super::git::command(self.workdir());
+        let mut cmd = crate::store::objects::git::command(self.workdir());
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

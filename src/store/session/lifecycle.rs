@@ -15,9 +15,9 @@ use std::path::Path;
 use gix::bstr::BString;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
-use super::repo::{branch_name, Checkout, Session, Store, StoreError};
-use super::session_log::Meta;
-use super::snapshot::{cas_branch, edit_ref, full_name};
+use super::log::Meta;
+use crate::store::objects::snapshot::{cas_branch, edit_ref, full_name};
+use crate::store::repo::{branch_name, Checkout, Session, Store, StoreError};
 use gix::ObjectId;
 
 /// One path that differs between two commits.
@@ -34,12 +34,12 @@ impl Store {
     /// recreated if it was removed.
     pub fn reopen_session(&self, meta: &Meta) -> Result<Session, StoreError> {
         let branch = branch_name(&meta.id);
-        let tip = self.branch_tip(&branch)?.ok_or_else(|| {
-            StoreError::Refused(format!(
-                "session {} was discarded (agent/{} is gone): start a new session",
-                meta.id, meta.id
-            ))
-        })?;
+        let tip = self
+            .branch_tip(&branch)?
+            .ok_or_else(|| StoreError::Discarded {
+                id: meta.id.clone(),
+                branch: format!("agent/{}", meta.id),
+            })?;
         let base = parse_id(&meta.base)?;
         let step0 = meta.step0.as_deref().map(parse_id).transpose()?;
         let steps = self.step_of(tip)?;
@@ -98,7 +98,7 @@ impl Store {
     /// A new checkout for a session whose checkout was removed: detached at the start commit, files at the tip.
     fn recreate_checkout(&self, s: &Session, root: &Path) -> Result<(), StoreError> {
         let start = s.step0.unwrap_or(s.base);
-        self.add_checkout(root, start, &super::checkout::Progress::default())?;
+        self.add_checkout(root, start, &crate::store::checkout::Progress::default())?;
         self.sync_checkout(root, start, s.tip)
     }
 
@@ -178,20 +178,11 @@ impl Store {
     /// files, and nothing moves.
     pub fn undo(&self, s: &mut Session, n: u32) -> Result<ObjectId, StoreError> {
         if n == 0 || n > s.steps {
-            let hint = if s.steps == 0 {
-                "it has no steps to undo".to_owned()
-            } else {
-                format!(
-                    "it has {} step{} to undo",
-                    s.steps,
-                    if s.steps == 1 { "" } else { "s" }
-                )
-            };
-            return Err(StoreError::Refused(format!(
-                "cannot undo {n} step{} of session {}: {hint} (step 0, your own captured changes, stays)",
-                if n == 1 { "" } else { "s" },
-                s.id
-            )));
+            return Err(StoreError::UndoOutOfRange {
+                id: s.id.clone(),
+                asked: n,
+                steps: s.steps,
+            });
         }
         let mut target = s.tip;
         for _ in 0..n {
@@ -200,22 +191,19 @@ impl Store {
                 .parent_ids()
                 .next()
                 .map(|id| id.detach())
-                .ok_or_else(|| StoreError::Refused(format!("{target} has no parent to undo to")))?;
+                .ok_or(StoreError::NoParent(target))?;
         }
         let old = s.tip;
         if let Checkout::Here(root) = &s.checkout {
             let changes = self.changes(target, old)?;
-            super::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
+            crate::store::checkout::refuse_tree_paths(changes.iter().map(|c| c.path.as_bytes()))?;
             let edited = self.edited_since(root, target, old)?;
             if !edited.is_empty() {
-                return Err(StoreError::Refused(format!(
-                    "cannot undo: {} changed in your working tree since the agent's step (undo would overwrite your edit); \
-                     commit or restore {} first, or undo by hand with `git diff {} {}`",
-                    edited.join(", "),
-                    if edited.len() == 1 { "it" } else { "them" },
-                    old.to_hex_with_len(7),
-                    target.to_hex_with_len(7),
-                )));
+                return Err(StoreError::UndoWouldOverwrite {
+                    edited,
+                    tip: old,
+                    target,
+                });
             }
         }
         self.record_tips(&s.id, Some(old), target)?;
@@ -336,7 +324,7 @@ impl Store {
         rel: &std::path::Path,
     ) -> Result<Option<std::path::PathBuf>, StoreError> {
         let tree = self.repo.find_commit(commit)?.tree()?;
-        Ok(super::snapshot::gitlink_above(&tree, rel))
+        Ok(crate::store::objects::snapshot::gitlink_above(&tree, rel))
     }
 
     /// The content and executable bit of `path` in `commit`, if it is a file or symlink there.
@@ -359,6 +347,9 @@ impl Store {
 }
 
 fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
-    ObjectId::from_hex(hex.as_bytes())
-        .map_err(|_| StoreError::Refused(format!("bad object id {hex:?} in the session log")))
+    ObjectId::from_hex(hex.as_bytes()).map_err(|_| StoreError::BadId {
+        what: "object id",
+        id: hex.to_owned(),
+        record: "the session log",
+    })
 }

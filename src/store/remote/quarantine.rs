@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use super::repo::{Store, StoreError};
+use crate::store::repo::{Store, StoreError};
 
 /// Blobs above this are streamed by git's fetch and index-pack instead of read whole.
 const BIG_FILE_THRESHOLD: &str = "1m";
@@ -75,7 +75,7 @@ impl Store {
     ) -> Result<Quarantined, StoreError> {
         let scratch = self.scratch_repo()?;
         let url = self.remote_url(remote);
-        let mut fetch = super::git::command(self.workdir());
+        let mut fetch = crate::store::objects::git::command(self.workdir());
         fetch
             .arg(git_dir_arg(&scratch.0))
             .args([
@@ -95,9 +95,7 @@ impl Store {
             .status()
             .map_err(StoreError::GitMissing)?;
         if !status.success() {
-            return Err(StoreError::Refused(format!(
-                "could not fetch from {remote} (git said why above); nothing was changed"
-            )));
+            return Err(StoreError::FetchFailed(remote.to_owned()));
         }
         let mut report = Quarantined::default();
         for (name, oid) in self.scratch_refs(&scratch.0)? {
@@ -174,7 +172,7 @@ impl Store {
 
     /// Every ref of the scratch repository with its object id.
     fn scratch_refs(&self, scratch: &Path) -> Result<Vec<(String, String)>, StoreError> {
-        let out = super::git::command(self.workdir())
+        let out = crate::store::objects::git::command(self.workdir())
             .arg(git_dir_arg(scratch))
             .args(["for-each-ref", "--format=%(objectname) %(refname)"])
             .stdin(Stdio::null())
@@ -190,7 +188,7 @@ impl Store {
     /// Fetches one ref of the scratch repository into this one with git's fsck checks on; `Some(why)` when
     /// git refused it (then none of its objects were kept).
     fn take_checked(&self, scratch: &Path, name: &str) -> Result<Option<String>, StoreError> {
-        let out = super::git::command(self.workdir())
+        let out = crate::store::objects::git::command(self.workdir())
             .args([
                 "-c",
                 "fetch.fsckObjects=true",

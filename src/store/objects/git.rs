@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::repo::{Store, StoreError};
+use crate::store::repo::{Store, StoreError};
 
 /// Variables that point git at another repository, work tree, index, object store or ref namespace, or that
 /// only mean something inside the git process that set them (`GIT_PREFIX` of an alias, the quarantine of a
@@ -59,7 +59,7 @@ impl Store {
     /// The best common ancestor of two commits, `None` for unrelated histories (two clones that started a
     /// ref independently). Git's own merge-base: gix's needs a feature that costs binary size for the two
     /// merged ref families (memory, skills) that use it.
-    pub(super) fn merge_base(
+    pub(in crate::store) fn merge_base(
         &self,
         one: gix::ObjectId,
         two: gix::ObjectId,
@@ -78,13 +78,13 @@ impl Store {
     }
 
     /// Run git with `args` in `dir`, returning stdout; a failure carries git's stderr.
-    pub(super) fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
+    pub(in crate::store) fn git(&self, dir: &Path, args: &[&OsStr]) -> Result<Vec<u8>, StoreError> {
         self.git_with_index(dir, args, None)
     }
 
     /// [`Store::git()`] with `GIT_INDEX_FILE` set to `index`, so a command that rewrites the index it reads
     /// cannot write the user's (used in the user's work tree, `--here`).
-    pub(super) fn git_with_index(
+    pub(in crate::store) fn git_with_index(
         &self,
         dir: &Path,
         args: &[&OsStr],
@@ -127,7 +127,7 @@ impl Store {
     /// `git worktree add` reads each `.git/worktrees/*/commondir`; a concurrent add that has made its directory
     /// but not yet written that file makes it fail ("failed to read .../commondir"), which broke 8 agents
     /// started at once. The lock is released when the file is closed, also when the process is killed.
-    pub(super) fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
+    pub(in crate::store) fn worktree_lock(&self) -> Result<std::fs::File, StoreError> {
         let dir = self.common_dir.join("agent");
         std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
         let path = dir.join("worktrees.lock");

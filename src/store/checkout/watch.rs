@@ -43,7 +43,7 @@ const MASK: u32 = mask::CREATE
 
 /// Why the events cannot tell what changed, so a full scan must.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Fallback {
+pub(in crate::store) enum Fallback {
     /// The kernel's queue overflowed (`fs.inotify.max_queued_events`): events were lost.
     Overflow,
     /// No watch could be added (`fs.inotify.max_user_watches`, or out of memory).
@@ -71,7 +71,7 @@ impl std::fmt::Display for Fallback {
 }
 
 /// The inotify instance of one checkout and the directory each of its watches stands for.
-pub(super) struct Watcher {
+pub(in crate::store) struct Watcher {
     fd: Inotify,
     root: PathBuf,
     root_wd: i32,
@@ -80,13 +80,13 @@ pub(super) struct Watcher {
     /// Watches of directories that left the checkout; their late events are expected and say nothing new.
     retired: HashSet<i32>,
     #[cfg(test)]
-    pub(super) force_fallback: bool,
+    pub(in crate::store) force_fallback: bool,
 }
 
 impl Watcher {
     /// Sets up watches on every directory of the checkout at `root` and scans it, in one walk. Each
     /// directory is watched before it is read, so a change during the walk is in the scan or in the queue.
-    pub(super) fn start(root: &Path) -> Result<(Watcher, Scan), Fallback> {
+    pub(in crate::store) fn start(root: &Path) -> Result<(Watcher, Scan), Fallback> {
         let fd = Inotify::new().map_err(limit)?;
         let root_wd = add_watch(&fd, root).map_err(limit)?;
         let added = Mutex::new((Vec::new(), None::<io::Error>));
@@ -128,13 +128,13 @@ impl Watcher {
     }
 
     /// The number of directories watched.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::store) fn len(&self) -> usize {
         self.dirs.len()
     }
 
     /// Reads every queued event and returns the checkout-relative paths they concern (not ignored, files
     /// and symlinks or what used to be), sorted, with `scan` brought up to date for them.
-    pub(super) fn drain(
+    pub(in crate::store) fn drain(
         &mut self,
         scan: &mut Scan,
         rules: &mut Rules,

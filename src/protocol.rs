@@ -468,6 +468,28 @@ pub enum Event {
         action: String,
         entries: Vec<MemoryItem>,
     },
+    /// A `remember` proposal, kept in the session log only (the call shows it): written to memory when the
+    /// session completes (or by `git agent memory accept`). `step` and `commit` are where the branch stood
+    /// when it was made. Renderers skip it.
+    MemoryProposal {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
+        kind: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        why: String,
+        step: u32,
+        commit: String,
+    },
+    /// The proposal recorded at log line `proposal` (its `seq`) was written to memory as entry `id`: `action`
+    /// is `added`, `updated` or `skipped`. Kept in the session log only, so a resumed session does not write
+    /// it twice; the [`Event::Memory`] beside it is what is shown. Renderers skip it.
+    MemoryWritten {
+        proposal: u64,
+        id: String,
+        action: String,
+        text: String,
+    },
     /// Long work under way (a checkout of a large tree): `done` of `total` items. Sent after the first second
     /// of such work, a few times a second, and once more when it ends (`done == total`).
     Progress {
@@ -566,13 +588,19 @@ pub enum Event {
     },
     /// Another run continued the session.
     Resumed,
-    /// `git agent undo` moved the branch back `steps` steps, to commit `to`.
+    /// `git agent undo` moved the branch back `steps` steps, to commit `to`, from commit `from`.
     Undone {
         steps: u32,
         to: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        from: String,
     },
-    /// `git agent discard` removed the session's checkout and branch.
-    Discarded,
+    /// `git agent discard` removed the session's checkout and branch, which pointed at `tip` (empty when
+    /// unknown); kept so the branch can be restored from the log.
+    Discarded {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        tip: String,
+    },
     /// What the language servers found new after a file-changing call (`id`), shown under its result:
     /// `summary` (`2 new errors`), the counts before any cap, the errors the changed files still have, and
     /// the listed problems as `path:line:col severity message`.
@@ -658,7 +686,9 @@ impl Event {
             | Event::TurnEnd { .. }
             | Event::Resumed
             | Event::Undone { .. }
-            | Event::Discarded => return None,
+            | Event::Discarded { .. }
+            | Event::MemoryProposal { .. }
+            | Event::MemoryWritten { .. } => return None,
             _ => {}
         }
         let mut value = serde_json::to_value(self).ok()?;
@@ -1144,7 +1174,8 @@ mod tests {
         ];
         for event in events {
             let stored = serde_json::to_string(&event).unwrap_or_default();
-            let read: Event = serde_json::from_str(&stored).unwrap_or(Event::Discarded);
+            let read: Event =
+                serde_json::from_str(&stored).unwrap_or(Event::Discarded { tip: String::new() });
             assert_eq!(read, event, "{stored}");
         }
     }

@@ -379,3 +379,116 @@ fn show_of_a_resumed_session_prints_both_runs() {
     );
     assert!(transcript.contains("> read it back\n"), "{transcript}");
 }
+
+/// The line types of logs written before every fact was stored as a protocol event (issue 24 item 1); not
+/// `usage`, which the session's total usage is named too.
+const OLD_TYPES: [&str; 9] = [
+    "user",
+    "assistant",
+    "end",
+    "resume",
+    "undo",
+    "discard",
+    "remember",
+    "memory_write",
+    "explore",
+];
+
+/// One event enum is written: a session with an explorer, a `remember` proposal written to memory, a
+/// resume, an undo and a discard stores only lines that read as protocol events, none of an old shape; the
+/// proposal is written once across the resume, and `show` still replays it.
+#[test]
+fn memory_explore_and_housekeeping_are_stored_as_protocol_events() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![
+            call("explore", json!({"task": "MARK-J: where is two?"})),
+            call(
+                "remember",
+                json!({"text": "file.txt counts in words", "kind": "fact", "why": "seen"}),
+            ),
+            call("write_file", json!({"path": "a.txt", "content": "alpha\n"})),
+        ]),
+        Reply::text("Added a.txt."),
+        Reply::text("Nothing more."),
+    ]);
+    server.script_for(
+        "MARK-J",
+        vec![
+            Reply::tool_calls(vec![call("list_files", json!({}))]),
+            Reply::text("two is in file.txt:2"),
+        ],
+    );
+    let first = repo.run_agent(&server, &["ask", "add a.txt"]);
+    first.assert_code(0);
+    let id = session_id(&repo);
+    let entries = || {
+        repo.git(&[
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "refs/agent/memory",
+            "entries/",
+        ])
+    };
+    let written = entries();
+    assert_eq!(written.lines().count(), 1, "{written}");
+    repo.run_agent(&server, &["ask", "--resume", &id, "anything else?"])
+        .assert_code(0);
+    assert_eq!(entries(), written, "the proposal is written once");
+    let none = Server::start(vec![]);
+    repo.run_agent(&none, &["undo", &id]).assert_code(0);
+    repo.run_agent(&none, &["discard", &id]).assert_code(0);
+
+    let lines = stored_lines(&repo, &id);
+    let mut types = Vec::new();
+    for line in lines.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).expect("a stored line is JSON");
+        let kind = value["type"].as_str().unwrap_or_default().to_owned();
+        assert!(!OLD_TYPES.contains(&kind.as_str()), "old shape: {line}");
+        if let Err(err) = serde_json::from_value::<git_agent::protocol::Event>(value) {
+            panic!("not a protocol event ({err}): {line}");
+        }
+        types.push(kind);
+    }
+    for kind in [
+        "nested",
+        "memory_proposal",
+        "memory_written",
+        "resumed",
+        "undone",
+        "discarded",
+    ] {
+        assert!(types.iter().any(|t| t == kind), "no {kind} in {types:?}");
+    }
+    let nested: Vec<serde_json::Value> = stored_of_type(&repo, &id, "nested");
+    let inner: Vec<&str> = nested
+        .iter()
+        .filter_map(|n| n["event"]["type"].as_str())
+        .collect();
+    assert_eq!(
+        inner,
+        [
+            "prompt",
+            "usage",
+            "reply",
+            "tool_call",
+            "tool_result",
+            "usage",
+            "reply"
+        ]
+        .map(|t| if t == "usage" { "request_usage" } else { t }),
+        "the explorer's transcript"
+    );
+
+    let shown = repo.run_agent(&none, &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    let (live, _) = without_session_line(first.stderr(), &id);
+    assert!(
+        transcript.starts_with(&live),
+        "show:\n{transcript}\nlive:\n{live}"
+    );
+    assert!(transcript.contains("  ┊ list"), "{transcript}");
+    assert!(transcript.contains("-- resumed\n"), "{transcript}");
+}

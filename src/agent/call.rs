@@ -41,7 +41,7 @@ use super::explore::{
 };
 use super::guards::{Effect, Guards, Tally, Verdict};
 use super::instructions;
-use super::journal::{self, Event as LogEvent};
+use super::journal;
 use super::parts::{short_branch, Conversation, ModelLink, Narrowing, Toolbox, Workspace};
 use super::plan::{Finish, OwnTool, Plan};
 use super::stages::parse_args;
@@ -52,7 +52,7 @@ use super::stream;
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]
 pub(super) struct Round {
-    /// Messages to add after the results: `(kind, path, text)` as in [`journal::Event::Context`].
+    /// Messages to add after the results: `(kind, path, text)` as in [`Event::Context`].
     pub context: Vec<(&'static str, String, String)>,
     /// The loop guard's reason to stop.
     pub stop: Option<String>,
@@ -806,12 +806,13 @@ impl ToolPipeline<'_> {
                 (Err(message), _) => ToolOutput::error(message),
                 (Ok(_), None) => ToolOutput::error("the explorer did not run"),
                 (Ok(_), Some(run)) => {
+                    // Kept, not shown: the sink saw its events as they happened.
                     for event in run.events {
-                        let nested = LogEvent::Explore {
+                        let nested = Event::Nested {
                             parent: call.id.clone(),
                             event: Box::new(event),
                         };
-                        self.work.log.append(nested.to_json())?;
+                        super::journal::keep(&mut self.work.log, &nested)?;
                     }
                     usage.add(&run.usage);
                     cost.add(&run.cost);
@@ -937,7 +938,7 @@ impl ToolPipeline<'_> {
         ];
         self.log_child(
             call,
-            LogEvent::User {
+            Event::Prompt {
                 content: task.to_owned(),
             },
         )?;
@@ -997,7 +998,7 @@ impl ToolPipeline<'_> {
             self.tally.charge(used + 1, spent + tokens, &usage, &cost);
             self.log_child(
                 call,
-                LogEvent::Assistant {
+                Event::Reply {
                     content: response.text.clone(),
                     tool_calls: response.tool_calls.clone(),
                     thinking: Vec::new(),
@@ -1054,12 +1055,11 @@ impl ToolPipeline<'_> {
                         });
                         self.log_child(
                             call,
-                            LogEvent::ToolResult {
-                                tool_call_id: child.id.clone(),
-                                name: child.name.clone(),
+                            Event::ToolResult {
+                                id: child.id.clone(),
                                 ok: false,
                                 summary: refusal.summary.clone(),
-                                content: refusal.content.clone(),
+                                output: refusal.content.clone(),
                             },
                         )?;
                         refusal
@@ -1075,12 +1075,12 @@ impl ToolPipeline<'_> {
 
     /// Logs an event of a subagent under the call that started it (never part of the session's own
     /// conversation on resume).
-    fn log_child(&mut self, call: &ToolCall, event: LogEvent) -> Result<(), AgentError> {
-        let nested = LogEvent::Explore {
+    fn log_child(&mut self, call: &ToolCall, event: Event) -> Result<(), AgentError> {
+        let nested = Event::Nested {
             parent: call.id.clone(),
             event: Box::new(event),
         };
-        self.work.log.append(nested.to_json())?;
+        journal::keep(&mut self.work.log, &nested)?;
         Ok(())
     }
 }

@@ -208,39 +208,19 @@ fn ceil(text: &str, mut at: usize) -> usize {
 mod tests {
     use super::*;
     // Lines in the shapes logs had before every fact was stored as a protocol event, which still read.
-    use crate::agent::journal::Event;
-    use crate::protocol::ToolCall;
+    use serde_json::json;
 
     #[test]
     fn the_transcript_has_the_story_and_fences_come_off() {
-        let events: Vec<serde_json::Value> = [
-            Event::User {
-                content: "fix the test".into(),
-            },
-            Event::Assistant {
-                content: "Looking.".into(),
-                tool_calls: vec![ToolCall {
-                    id: "1".into(),
-                    name: "run".into(),
-                    arguments: r#"{"command":"cargo test"}"#.into(),
-                }],
-                thinking: vec![],
-            },
-            Event::ToolResult {
-                tool_call_id: "1".into(),
-                name: "run".into(),
-                ok: false,
-                summary: "exit 101".into(),
-                content: "x".repeat(2000),
-            },
-            Event::End {
-                status: "done".into(),
-                answer: "fixed".into(),
-            },
-        ]
-        .iter()
-        .map(Event::to_json)
-        .collect();
+        let events = [
+            json!({"type": "user", "content": "fix the test"}),
+            json!({"type": "assistant", "content": "Looking.", "tool_calls": [
+                {"id": "1", "name": "run", "arguments": r#"{"command":"cargo test"}"#}
+            ]}),
+            json!({"type": "tool_result", "tool_call_id": "1", "name": "run", "ok": false,
+                "summary": "exit 101", "content": "x".repeat(2000)}),
+            json!({"type": "end", "status": "done", "answer": "fixed"}),
+        ];
         let text = transcript(&events);
         assert!(text.contains("## User\nfix the test"));
         assert!(text.contains("-> run {\"command\":\"cargo test\"}"));
@@ -260,25 +240,16 @@ mod tests {
     /// A result recorded as the screen showed it (`id`, `output`, no tool name) is named by its call.
     #[test]
     fn a_result_recorded_as_shown_is_named_by_its_call() {
-        let call = Event::Assistant {
-            content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: "7".into(),
-                name: "search".into(),
-                arguments: "{}".into(),
-            }],
-            thinking: vec![],
-        };
+        let call = json!({"type": "assistant", "content": "", "tool_calls": [
+            {"id": "7", "name": "search", "arguments": "{}"}
+        ]});
         let shown = crate::protocol::Event::ToolResult {
             id: "7".into(),
             ok: true,
             summary: "2 matches".into(),
             output: "a.rs:1".into(),
         };
-        let events = [
-            call.to_json(),
-            serde_json::to_value(&shown).unwrap_or_default(),
-        ];
+        let events = [call, serde_json::to_value(&shown).unwrap_or_default()];
         assert!(transcript(&events).contains("<- search ok: 2 matches\na.rs:1"));
     }
 }

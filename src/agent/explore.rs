@@ -14,10 +14,10 @@
 //! summary. What the children use counts against the parent's budgets: their requests against
 //! `--max-steps`, their tokens against `--max-tokens`, and the turn's deadline stops them too.
 //!
-//! The transcript of a child goes into the session log after its group finishes, as [`LogEvent::Explore`]
-//! events naming the parent call (so a resume never mistakes them for the parent's conversation); live, its
-//! tool calls and results go over a channel to the parent, which owns the sink and shows them as
-//! [`Event::Nested`] in the order they arrive.
+//! The transcript of a child goes into the session log after its group finishes, as [`Event::Nested`]
+//! events naming the parent call (so a resume never mistakes them for the parent's conversation): its task
+//! as a prompt, its replies, and every event it sent live. Live, its tool calls and results go over a
+//! channel to the parent, which owns the sink and shows them as [`Event::Nested`] in the order they arrive.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,7 +40,6 @@ use super::control::TurnControl;
 use super::error::AgentError;
 use super::event_hooks::HookPlace;
 use super::guards::Budget;
-use super::journal::Event as LogEvent;
 use super::stream;
 use crate::config::event_hooks::HookEvent;
 
@@ -177,7 +176,8 @@ pub(super) struct Shared<'a> {
 /// What one child did.
 pub(super) struct Run {
     pub(super) output: ToolOutput,
-    pub(super) events: Vec<LogEvent>,
+    /// Its transcript, in order: the task as [`Event::Prompt`], its replies, and the events it showed.
+    pub(super) events: Vec<Event>,
     pub(super) usage: Usage,
     pub(super) cost: Cost,
 }
@@ -213,7 +213,7 @@ impl Shared<'_> {
     pub(super) async fn run(&self, parent: &str, task: &str) -> Run {
         let mut run = Run {
             output: ToolOutput::default(),
-            events: vec![LogEvent::User {
+            events: vec![Event::Prompt {
                 content: task.to_owned(),
             }],
             usage: Usage::default(),
@@ -278,12 +278,6 @@ impl Shared<'_> {
                 let cost = self.price.map(|price| price.cost(usage));
                 run.usage.add(usage);
                 run.cost.add_request(cost);
-                run.events.push(LogEvent::Usage {
-                    input_tokens: usage.input_tokens,
-                    output_tokens: usage.output_tokens,
-                    cached_tokens: usage.cached_tokens,
-                    cost_usd: cost,
-                });
                 let session_cost = self.session_cost.lock().ok().and_then(|mut total| {
                     total.add_request(cost);
                     total.known()
@@ -296,6 +290,7 @@ impl Shared<'_> {
                         cost,
                         session_cost,
                     },
+                    &mut run.events,
                 );
             }
             // A model may call tools even when none were offered: on the last request those calls are not
@@ -306,7 +301,7 @@ impl Shared<'_> {
             if tools_past_the_end {
                 response.tool_calls.clear();
             }
-            run.events.push(LogEvent::Assistant {
+            run.events.push(Event::Reply {
                 content: response.text.clone(),
                 tool_calls: response.tool_calls.clone(),
                 thinking: Vec::new(),
@@ -343,14 +338,9 @@ impl Shared<'_> {
             }
             for call in &response.tool_calls {
                 calls += 1;
-                let output = self.call(parent, call, &ctx, &mut looked_at).await;
-                run.events.push(LogEvent::ToolResult {
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    ok: !output.is_error,
-                    summary: output.summary.clone(),
-                    content: output.content.clone(),
-                });
+                let output = self
+                    .call(parent, call, &ctx, &mut looked_at, &mut run.events)
+                    .await;
                 messages.push(Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: output.content,
@@ -392,6 +382,7 @@ impl Shared<'_> {
         call: &ToolCall,
         ctx: &ToolContext,
         looked_at: &mut Vec<String>,
+        transcript: &mut Vec<Event>,
     ) -> ToolOutput {
         let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
         // Parsed as the parent's calls are, with the same messages for the model.
@@ -411,6 +402,7 @@ impl Shared<'_> {
                 input,
                 location: None,
             },
+            transcript,
         );
         let output = match (tool, args) {
             (None, _) => ToolOutput::error(format!(
@@ -422,7 +414,10 @@ impl Shared<'_> {
             (Some(_), Err(message)) => ToolOutput::error(message),
             (Some(tool), Ok(args)) => {
                 looked_at.push(label);
-                match self.hooked(parent, tool.name(), &call.id, args).await {
+                match self
+                    .hooked(parent, tool.name(), &call.id, args, transcript)
+                    .await
+                {
                     Ok(args) => self.checked_run(tool, args, ctx).await,
                     Err(refusal) => refusal,
                 }
@@ -436,6 +431,7 @@ impl Shared<'_> {
                 summary: output.summary.clone(),
                 output: output.content.clone(),
             },
+            transcript,
         );
         output
     }
@@ -485,6 +481,7 @@ impl Shared<'_> {
         tool: &str,
         call_id: &str,
         args: serde_json::Value,
+        transcript: &mut Vec<Event>,
     ) -> Result<serde_json::Value, ToolOutput> {
         let Some(verdict) = self.hooks.pre_tool_use(tool, call_id, &args).await else {
             return Ok(args);
@@ -497,7 +494,7 @@ impl Shared<'_> {
                 outcome: outcome.clone(),
                 duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
             };
-            self.emit(parent, event);
+            self.emit(parent, event, transcript);
         }
         if let Some(reason) = verdict.block {
             return Err(ToolOutput::error(format!(
@@ -510,9 +507,10 @@ impl Shared<'_> {
         })
     }
 
-    /// Sends a child's event to the parent, nested under its call. A send fails only once the parent
-    /// stopped listening, when nobody is left to show it to.
-    fn emit(&self, parent: &str, event: Event) {
+    /// Sends a child's event to the parent, nested under its call, and keeps it in the child's `transcript`
+    /// for the log. A send fails only once the parent stopped listening, when nobody is left to show it to.
+    fn emit(&self, parent: &str, event: Event, transcript: &mut Vec<Event>) {
+        transcript.push(event.clone());
         let _ = self.events.send(Event::Nested {
             parent: parent.to_owned(),
             event: Box::new(event),

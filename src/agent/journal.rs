@@ -5,8 +5,8 @@
 //! fact is stored as the [`protocol::Event`] the front-end is shown ([`record()`]: log, then sink), so `show`
 //! and ACP's `session/load` replay a log through the live renderers ([`events()`]). Lines written before that
 //! (issue 24: prompts as `user`, replies as `assistant`, ends as `end`, ...) are decoded into the same events
-//! by [`legacy`]. [`Event`] is the older read model that the log's other readers (memory, `pr`, `accept`,
-//! distillation) still use; it reads both kinds of line. The system prompt is not recorded: it names the
+//! by [`legacy`], the one place that knows those shapes; every reader of the log ([`decode()`] a line,
+//! [`events()`] a log) sees protocol events only. The system prompt is not recorded: it names the
 //! checkout's absolute path, and a session pushed to another machine must still make sense there, so it is
 //! rebuilt on resume. Paths in events are repository-relative.
 
@@ -17,177 +17,6 @@ use crate::protocol::{
     self, Image, MemoryItem, Message, Sink, Status, ThinkingBlock, ToolCall, ToolKind,
 };
 use crate::store::{SessionLog, StoreError};
-
-/// One event of a session, as stored (each line also carries `seq` and `ts`, added by the store).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event {
-    /// A prompt from the user (the first one, or one given with `--resume`); stored as `prompt` now.
-    User { content: String },
-    /// A model reply: its text and the tool calls it asked for; stored as `reply` now.
-    Assistant {
-        content: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<ToolCall>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        thinking: Vec<ThinkingBlock>,
-    },
-    /// The result of one tool call, as the model saw it. The lines [`record()`] writes name the call `id`
-    /// and the content `output`, and leave the tool's name to the call.
-    ToolResult {
-        #[serde(alias = "id")]
-        tool_call_id: String,
-        #[serde(default)]
-        name: String,
-        ok: bool,
-        summary: String,
-        #[serde(alias = "output")]
-        content: String,
-    },
-    /// A step commit on the session's branch.
-    Step {
-        step: u32,
-        commit: String,
-        files: Vec<String>,
-    },
-    /// What the language servers found new after the call `id`, stored as `protocol::Event::Diagnostics`.
-    Diagnostics {
-        id: String,
-        summary: String,
-        errors: usize,
-        warnings: usize,
-        errors_left: usize,
-        lines: Vec<String>,
-    },
-    /// Token usage of one model request.
-    Usage {
-        input_tokens: u64,
-        output_tokens: u64,
-        #[serde(default, skip_serializing_if = "crate::store::is_zero")]
-        cached_tokens: u64,
-        /// What the request cost in USD; absent when its model has no price.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cost_usd: Option<f64>,
-    },
-    /// The end of a turn; stored as `turn_end` now.
-    End { status: String, answer: String },
-    /// The session was resumed by another run.
-    Resume {},
-    /// `git agent undo`: the branch moved from `from` back to `to`.
-    Undo {
-        from: String,
-        to: String,
-        steps: u32,
-    },
-    /// `git agent discard`: checkout and branch removed (the branch pointed at `tip`).
-    Discard { tip: String },
-    /// A message the agent itself added to the conversation (as a user message): `kind` is `instructions`
-    /// (a deeper AGENTS.md, `path` names it), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
-    Context {
-        kind: String,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        path: String,
-        content: String,
-    },
-    /// The plan after a `plan_update`; kept here, outside the conversation, so compaction cannot lose it.
-    Plan { items: Vec<PlanItem> },
-    /// A run of the project's check (`git agent fix`, the hooks): attempt 0 is the run that found the
-    /// failure, before the session started; then one after each of the model's attempts. `tree` says what
-    /// was checked (`the working tree`, `the staged tree`, `commit 1a2b3c4`, `agent/<id>`); `output` is the
-    /// head and tail of what it printed.
-    Check {
-        attempt: u32,
-        command: String,
-        tree: String,
-        passed: bool,
-        end: String,
-        /// `exit_code` in the lines [`record()`] writes.
-        #[serde(default, alias = "exit_code", skip_serializing_if = "Option::is_none")]
-        code: Option<i32>,
-        duration_ms: u64,
-        output: String,
-    },
-    /// Everything before the last `kept` messages was replaced by one user message holding `summary`
-    /// (a model-written summary, or a note that messages were dropped when `fallback`).
-    Compaction {
-        summary: String,
-        kept: u64,
-        replaced: u64,
-        #[serde(default)]
-        fallback: bool,
-        tokens_before: u64,
-        tokens_after: u64,
-    },
-    /// Project memory given to the model at the session's start (the message itself follows as a `context`
-    /// event of kind `memory`): the entries, the tokens they took of the `budget`, and how many active
-    /// entries were ranked.
-    Memory {
-        entries: Vec<MemoryItem>,
-        tokens: u64,
-        budget: u64,
-        candidates: u64,
-    },
-    /// A `remember` proposal: written to memory when the session completes (or by `git agent memory accept`).
-    /// `step` and `commit` are where the branch stood when it was made.
-    Remember {
-        text: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        tags: Vec<String>,
-        kind: String,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        why: String,
-        step: u32,
-        commit: String,
-    },
-    /// The proposal recorded at `proposal` (its `seq`) written to memory: `action` is `added`, `updated` (a
-    /// near-duplicate took its source) or `skipped` (it repeats a forgotten entry).
-    MemoryWrite {
-        proposal: u64,
-        id: String,
-        action: String,
-        text: String,
-    },
-    /// An image given to the model after the message before it: by the user (`--image`) or by the tool call
-    /// `call`, as the protocol event `image` stores it. The bytes are the git blob `blob`, kept in the log's
-    /// tree (`images/<blob>`).
-    Image {
-        #[serde(default)]
-        blob: String,
-        media_type: String,
-        source: String,
-        bytes: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        call: Option<String>,
-    },
-    /// A search the provider ran itself while writing the reply that follows (Anthropic's server tool), as
-    /// the protocol event `web_results` stores it.
-    WebResults {
-        query: String,
-        results: Vec<crate::protocol::WebResult>,
-    },
-    /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
-    /// results and usage); never part of the session's own conversation.
-    Explore { parent: String, event: Box<Event> },
-    /// An event hook ran (issue 26): [`protocol::Event::Hook`] as stored (see [`record`]).
-    Hook {
-        event: String,
-        command: String,
-        source: String,
-        outcome: String,
-        duration_ms: u64,
-    },
-}
-
-impl Event {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
-    }
-
-    /// Parses one stored line; `None` for events this version does not know (written by a newer one).
-    pub fn from_json(value: &serde_json::Value) -> Option<Event> {
-        serde_json::from_value(value.clone()).ok()
-    }
-}
 
 /// Emits one fact once: appends `event` to the session log, then hands the same event to the front-end, so
 /// the log and the screen get it in the same order (issue 24: the agent wrote each fact twice by hand).
@@ -220,8 +49,8 @@ pub fn events(lines: &[serde_json::Value]) -> Vec<protocol::Event> {
 }
 
 /// One stored line as events: a line written as a [`protocol::Event`] is that event; an older line is
-/// decoded by [`legacy::decode`].
-fn decode(line: &serde_json::Value) -> Vec<protocol::Event> {
+/// decoded by [`legacy::decode`]. For readers that need the line's own `seq` or `ts` beside its events.
+pub fn decode(line: &serde_json::Value) -> Vec<protocol::Event> {
     if let Some(events) = legacy::decode(line) {
         return events;
     }
@@ -229,11 +58,184 @@ fn decode(line: &serde_json::Value) -> Vec<protocol::Event> {
 }
 
 /// The lines of logs written before every fact was stored as a [`protocol::Event`], as those events. This
-/// is the only mapping between the two: nothing writes these shapes for the conversation any more (the
-/// `resume`, `undo`, `discard`, `memory`, `explore` lines the session's housekeeping still writes read here
-/// too).
+/// is the only mapping between the two: nothing writes these shapes any more, but the `explore` lines of an
+/// explorer's transcript.
 mod legacy {
     use super::*;
+
+    /// A line of a log written before every fact was stored as a [`protocol::Event`] (each line also carries
+    /// `seq` and `ts`, added by the store). Only read, never written.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub(super) enum Line {
+        /// A prompt from the user (the first one, or one given with `--resume`); stored as `prompt` now.
+        User { content: String },
+        /// A model reply: its text and the tool calls it asked for; stored as `reply` now.
+        Assistant {
+            content: String,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            tool_calls: Vec<ToolCall>,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            thinking: Vec<ThinkingBlock>,
+        },
+        /// The result of one tool call, as the model saw it. The lines [`record()`] writes name the call `id`
+        /// and the content `output`, and leave the tool's name to the call.
+        ToolResult {
+            #[serde(alias = "id")]
+            tool_call_id: String,
+            #[serde(default)]
+            name: String,
+            ok: bool,
+            summary: String,
+            #[serde(alias = "output")]
+            content: String,
+        },
+        /// A step commit on the session's branch.
+        Step {
+            step: u32,
+            commit: String,
+            files: Vec<String>,
+        },
+        /// What the language servers found new after the call `id`, stored as `protocol::Event::Diagnostics`.
+        Diagnostics {
+            id: String,
+            summary: String,
+            errors: usize,
+            warnings: usize,
+            errors_left: usize,
+            lines: Vec<String>,
+        },
+        /// Token usage of one model request.
+        Usage {
+            input_tokens: u64,
+            output_tokens: u64,
+            #[serde(default, skip_serializing_if = "crate::store::is_zero")]
+            cached_tokens: u64,
+            /// What the request cost in USD; absent when its model has no price.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            cost_usd: Option<f64>,
+        },
+        /// The end of a turn; stored as `turn_end` now.
+        End { status: String, answer: String },
+        /// The session was resumed by another run.
+        Resume {},
+        /// `git agent undo`: the branch moved from `from` back to `to`.
+        Undo {
+            from: String,
+            to: String,
+            steps: u32,
+        },
+        /// `git agent discard`: checkout and branch removed (the branch pointed at `tip`).
+        Discard { tip: String },
+        /// A message the agent itself added to the conversation (as a user message): `kind` is `instructions`
+        /// (a deeper AGENTS.md, `path` names it), `reminder` (a loop or plan guard) or `plan` (re-stated on resume).
+        Context {
+            kind: String,
+            #[serde(default, skip_serializing_if = "String::is_empty")]
+            path: String,
+            content: String,
+        },
+        /// The plan after a `plan_update`; kept here, outside the conversation, so compaction cannot lose it.
+        Plan { items: Vec<PlanItem> },
+        /// A run of the project's check (`git agent fix`, the hooks): attempt 0 is the run that found the
+        /// failure, before the session started; then one after each of the model's attempts. `tree` says what
+        /// was checked (`the working tree`, `the staged tree`, `commit 1a2b3c4`, `agent/<id>`); `output` is the
+        /// head and tail of what it printed.
+        Check {
+            attempt: u32,
+            command: String,
+            tree: String,
+            passed: bool,
+            end: String,
+            /// `exit_code` in the lines [`record()`] writes.
+            #[serde(default, alias = "exit_code", skip_serializing_if = "Option::is_none")]
+            code: Option<i32>,
+            duration_ms: u64,
+            output: String,
+        },
+        /// Everything before the last `kept` messages was replaced by one user message holding `summary`
+        /// (a model-written summary, or a note that messages were dropped when `fallback`).
+        Compaction {
+            summary: String,
+            kept: u64,
+            replaced: u64,
+            #[serde(default)]
+            fallback: bool,
+            tokens_before: u64,
+            tokens_after: u64,
+        },
+        /// Project memory given to the model at the session's start (the message itself follows as a `context`
+        /// event of kind `memory`): the entries, the tokens they took of the `budget`, and how many active
+        /// entries were ranked.
+        Memory {
+            entries: Vec<MemoryItem>,
+            tokens: u64,
+            budget: u64,
+            candidates: u64,
+        },
+        /// A `remember` proposal: written to memory when the session completes (or by `git agent memory accept`).
+        /// `step` and `commit` are where the branch stood when it was made.
+        Remember {
+            text: String,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            tags: Vec<String>,
+            kind: String,
+            #[serde(default, skip_serializing_if = "String::is_empty")]
+            why: String,
+            step: u32,
+            commit: String,
+        },
+        /// The proposal recorded at `proposal` (its `seq`) written to memory: `action` is `added`, `updated` (a
+        /// near-duplicate took its source) or `skipped` (it repeats a forgotten entry).
+        MemoryWrite {
+            proposal: u64,
+            id: String,
+            action: String,
+            text: String,
+        },
+        /// An image given to the model after the message before it: by the user (`--image`) or by the tool call
+        /// `call`, as the protocol event `image` stores it. The bytes are the git blob `blob`, kept in the log's
+        /// tree (`images/<blob>`).
+        Image {
+            #[serde(default)]
+            blob: String,
+            media_type: String,
+            source: String,
+            bytes: u64,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            call: Option<String>,
+        },
+        /// A search the provider ran itself while writing the reply that follows (Anthropic's server tool), as
+        /// the protocol event `web_results` stores it.
+        WebResults {
+            query: String,
+            results: Vec<crate::protocol::WebResult>,
+        },
+        /// An event of the child loop of the `explore` call `parent` (its task as `user`, its replies, tool
+        /// results and usage); never part of the session's own conversation.
+        Explore { parent: String, event: Box<Line> },
+        /// An event hook ran (issue 26): [`protocol::Event::Hook`] as stored (see [`record`]).
+        Hook {
+            event: String,
+            command: String,
+            source: String,
+            outcome: String,
+            duration_ms: u64,
+        },
+    }
+
+    impl Line {
+        /// The line as it was written; tests make old logs with it.
+        #[cfg(test)]
+        pub(super) fn to_json(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+
+        /// Parses one stored line; `None` for events this version does not know (written by a newer one).
+        pub(super) fn from_json(value: &serde_json::Value) -> Option<Line> {
+            serde_json::from_value(value.clone()).ok()
+        }
+    }
 
     /// `None` when `line` is not in an older shape (so it is a protocol event, or unknown).
     pub(super) fn decode(line: &serde_json::Value) -> Option<Vec<protocol::Event>> {
@@ -250,15 +252,15 @@ mod legacy {
         if !is_old {
             return None;
         }
-        Some(Event::from_json(line).map(events).unwrap_or_default())
+        Some(Line::from_json(line).map(events).unwrap_or_default())
     }
 
     /// The events an old line stands for; `nested` for a subagent's (only its calls and results are shown).
-    fn events(event: Event) -> Vec<protocol::Event> {
+    fn events(event: Line) -> Vec<protocol::Event> {
         use protocol::Event as E;
         match event {
-            Event::User { content } => vec![E::Prompt { content }],
-            Event::Assistant {
+            Line::User { content } => vec![E::Prompt { content }],
+            Line::Assistant {
                 content,
                 tool_calls,
                 thinking,
@@ -273,7 +275,7 @@ mod legacy {
                 out.extend(calls);
                 out
             }
-            Event::ToolResult {
+            Line::ToolResult {
                 tool_call_id,
                 ok,
                 summary,
@@ -285,7 +287,7 @@ mod legacy {
                 summary,
                 output: content,
             }],
-            Event::Usage {
+            Line::Usage {
                 input_tokens,
                 output_tokens,
                 cached_tokens,
@@ -301,46 +303,71 @@ mod legacy {
                 cost: cost_usd,
                 session_cost: None,
             }],
-            Event::End { status, answer } => vec![E::TurnEnd {
+            Line::End { status, answer } => vec![E::TurnEnd {
                 status: Status::parse(&status),
                 answer,
             }],
-            Event::Resume {} => vec![E::Resumed],
-            Event::Undo { to, steps, .. } => vec![E::Undone { steps, to }],
-            Event::Discard { .. } => vec![E::Discarded],
-            Event::Memory { entries, .. } => vec![E::Memory {
+            Line::Resume {} => vec![E::Resumed],
+            Line::Undo { from, to, steps } => vec![E::Undone { steps, to, from }],
+            Line::Discard { tip } => vec![E::Discarded { tip }],
+            Line::Memory { entries, .. } => vec![E::Memory {
                 action: "injected".to_owned(),
                 entries,
             }],
-            Event::MemoryWrite {
-                id, action, text, ..
-            } => vec![E::Memory {
+            Line::MemoryWrite {
+                proposal,
+                id,
                 action,
-                entries: vec![MemoryItem {
-                    id,
-                    kind: String::new(),
-                    text,
-                    confidence: 0.0,
-                }],
+                text,
+            } => vec![
+                E::MemoryWritten {
+                    proposal,
+                    id: id.clone(),
+                    action: action.clone(),
+                    text: text.clone(),
+                },
+                E::Memory {
+                    action,
+                    entries: vec![MemoryItem {
+                        id,
+                        kind: String::new(),
+                        text,
+                        confidence: 0.0,
+                    }],
+                },
+            ],
+            Line::Remember {
+                text,
+                tags,
+                kind,
+                why,
+                step,
+                commit,
+            } => vec![E::MemoryProposal {
+                text,
+                tags,
+                kind,
+                why,
+                step,
+                commit,
             }],
-            Event::Plan { items } => vec![Plan { items }.event()],
-            Event::Explore { parent, event } => nested(*event)
+            Line::Plan { items } => vec![Plan { items }.event()],
+            Line::Explore { parent, event } => nested(*event)
                 .into_iter()
                 .map(|event| E::Nested {
                     parent: parent.clone(),
                     event: Box::new(event),
                 })
                 .collect(),
-            // A proposal is the `remember` call shown above it.
             _ => Vec::new(),
         }
     }
 
     /// What a subagent's line showed: its calls and their results (its task, replies and usage were not).
-    fn nested(event: Event) -> Vec<protocol::Event> {
+    fn nested(event: Line) -> Vec<protocol::Event> {
         match event {
-            Event::Assistant { tool_calls, .. } => tool_calls.iter().map(tool_call).collect(),
-            event @ Event::ToolResult { .. } => events(event),
+            Line::Assistant { tool_calls, .. } => tool_calls.iter().map(tool_call).collect(),
+            event @ Line::ToolResult { .. } => events(event),
             _ => Vec::new(),
         }
     }
@@ -499,21 +526,39 @@ pub fn plan(events: &[serde_json::Value]) -> Plan {
     events
         .iter()
         .rev()
-        .filter_map(Event::from_json)
+        .flat_map(decode)
         .find_map(|e| match e {
-            Event::Plan { items } => Some(Plan { items }),
+            protocol::Event::Plan { items, .. } => Some(Plan {
+                items: items.into_iter().map(plan_item).collect(),
+            }),
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// A plan item as the plan keeps it, from the event that showed it.
+fn plan_item(item: protocol::PlanItem) -> PlanItem {
+    use super::plan::Status;
+    use protocol::PlanStatus;
+    PlanItem {
+        step: item.step,
+        status: match item.status {
+            PlanStatus::Pending => Status::Pending,
+            PlanStatus::InProgress => Status::InProgress,
+            PlanStatus::Done => Status::Done,
+            PlanStatus::Blocked => Status::Blocked,
+        },
+        note: item.note,
+    }
 }
 
 /// The deeper instruction files already added to the conversation.
 pub fn loaded_instructions(events: &[serde_json::Value]) -> Vec<String> {
     events
         .iter()
-        .filter_map(Event::from_json)
+        .flat_map(decode)
         .filter_map(|e| match e {
-            Event::Context { kind, path, .. } if kind == "instructions" => Some(path),
+            protocol::Event::Context { kind, path, .. } if kind == "instructions" => Some(path),
             _ => None,
         })
         .collect()
@@ -523,13 +568,16 @@ pub fn loaded_instructions(events: &[serde_json::Value]) -> Vec<String> {
 pub fn step_lines(events: &[serde_json::Value]) -> Vec<String> {
     events
         .iter()
-        .filter_map(Event::from_json)
+        .flat_map(decode)
         .filter_map(|e| match e {
-            Event::Step {
+            protocol::Event::Step {
                 step,
                 commit,
                 files,
-            } => Some(step_line(step, &commit, &files)),
+            } => {
+                let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                Some(step_line(step, &commit, &files))
+            }
             _ => None,
         })
         .collect()
@@ -591,15 +639,15 @@ mod tests {
     #[test]
     fn calls_without_results_get_an_interrupted_result() {
         let events: Vec<serde_json::Value> = [
-            Event::User {
+            legacy::Line::User {
                 content: "goal".into(),
             },
-            Event::Assistant {
+            legacy::Line::Assistant {
                 content: "".into(),
                 tool_calls: vec![call("a"), call("b")],
                 thinking: vec![],
             },
-            Event::ToolResult {
+            legacy::Line::ToolResult {
                 tool_call_id: "a".into(),
                 name: "read_file".into(),
                 ok: true,
@@ -608,7 +656,7 @@ mod tests {
             },
         ]
         .iter()
-        .map(Event::to_json)
+        .map(legacy::Line::to_json)
         .collect();
         let messages = rebuild(&events);
         assert_eq!(messages.len(), 4);
@@ -623,21 +671,21 @@ mod tests {
 
     #[test]
     fn compaction_replaces_all_but_the_kept_tail() {
-        let user = |c: &str| Event::User { content: c.into() };
+        let user = |c: &str| legacy::Line::User { content: c.into() };
         let events: Vec<serde_json::Value> = [
             user("goal"),
-            Event::Assistant {
+            legacy::Line::Assistant {
                 content: "".into(),
                 tool_calls: vec![call("a")],
                 thinking: vec![],
             },
             user("more"),
-            Event::Context {
+            legacy::Line::Context {
                 kind: "reminder".into(),
                 path: String::new(),
                 content: "careful".into(),
             },
-            Event::Compaction {
+            legacy::Line::Compaction {
                 summary: "S".into(),
                 kept: 2,
                 replaced: 3,
@@ -648,7 +696,7 @@ mod tests {
             user("after"),
         ]
         .iter()
-        .map(Event::to_json)
+        .map(legacy::Line::to_json)
         .collect();
         let contents: Vec<String> = rebuild(&events)
             .into_iter()

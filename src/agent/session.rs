@@ -45,7 +45,7 @@ use super::control::TurnControl;
 use super::error::AgentError;
 use super::explore::Explorer;
 use super::instructions::{self, Instructions};
-use super::journal::{self, Event as LogEvent};
+use super::journal;
 use super::parts::{
     add_spend, offered, short_branch, start_mcp, Conversation, Limits, ModelLink, Narrowing, Probe,
     SessionParts, Toolbox, Workspace,
@@ -832,13 +832,13 @@ pub fn record_undo(
     n: u32,
 ) -> Result<ObjectId, StoreError> {
     let old = store.undo(session, n)?;
-    let event = LogEvent::Undo {
-        from: old.to_string(),
-        to: session.tip.to_string(),
+    let event = Event::Undone {
         steps: n,
+        to: session.tip.to_string(),
+        from: old.to_string(),
     };
     log.meta.steps = session.steps;
-    log.append(event.to_json())?;
+    journal::keep(log, &event)?;
     log.fold(store)?;
     Ok(old)
 }
@@ -947,7 +947,7 @@ fn reopen(
     }
     let session = store.reopen_session(&log.meta)?;
     let mut events = store.read_log(&id)?.events;
-    log.append(LogEvent::Resume {}.to_json())?;
+    journal::keep(&mut log, &Event::Resumed)?;
     // Review comments the model has not heard yet join the conversation before the prompt (issue 13):
     // recorded as a context event, so `show` and later resumes see them, then marked sent.
     let from = session.step0.unwrap_or(session.base);
@@ -955,12 +955,12 @@ fn reopen(
     if !unresolved.is_empty() {
         let content = crate::store::review::feedback_message(&unresolved);
         let kind = "review".to_owned();
-        let event = LogEvent::Context {
+        let event = serde_json::to_value(Event::Context {
             kind,
             path: String::new(),
             content,
-        }
-        .to_json();
+        })
+        .unwrap_or(serde_json::Value::Null);
         log.append(event.clone())?;
         events.push(event);
         store.mark_review_sent(&id, &unresolved)?;

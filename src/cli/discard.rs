@@ -4,7 +4,8 @@ use clap::Args;
 
 use super::context::Context;
 use super::error::CommandError;
-use crate::agent::journal::Event;
+use crate::agent::journal;
+use crate::protocol::Event;
 
 /// Remove the session's checkout and branch; the session log stays
 ///
@@ -52,7 +53,7 @@ pub fn run(ctx: &Context, args: DiscardArgs) -> Result<(), CommandError> {
     } else {
         let tip_hex = tip.map(|t| t.to_string()).unwrap_or_default();
         log.meta.status = crate::protocol::Status::Discarded;
-        log.append(Event::Discard { tip: tip_hex }.to_json())
+        journal::keep(&mut log, &Event::Discarded { tip: tip_hex })
             .and_then(|()| log.fold(store))?;
         eprintln!(
             "discarded session {id}: {what} agent/{id} removed; `git agent show {id}` still works"

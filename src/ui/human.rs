@@ -452,14 +452,14 @@ impl<W: Write + Send> HumanSink<W> {
                 self.line("");
                 self.marker("resumed");
             }
-            Event::Undone { steps, to } => {
+            Event::Undone { steps, to, .. } => {
                 let short = to.get(..7).unwrap_or(to);
                 self.marker(&format!(
                     "undo {steps} step{} (now at {short})",
                     plural(*steps as usize)
                 ));
             }
-            Event::Discarded => self.marker("discarded (checkout and branch removed)"),
+            Event::Discarded { .. } => self.marker("discarded (checkout and branch removed)"),
             _ => {}
         }
     }
@@ -633,7 +633,10 @@ impl<W: Write + Send> Sink for HumanSink<W> {
             | Event::TurnEnd { .. }
             | Event::Resumed
             | Event::Undone { .. }
-            | Event::Discarded => self.history(event),
+            | Event::Discarded { .. } => self.history(event),
+            // Proposals and writes are kept for memory's bookkeeping; the `remember` call and the memory
+            // event beside them are what was shown.
+            Event::MemoryProposal { .. } | Event::MemoryWritten { .. } => {}
         }
     }
 }

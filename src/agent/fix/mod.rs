@@ -236,7 +236,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl AgentSession {
-    /// Records a run of the check in the session log and shows it on `sink` (see [`super::journal::Event::Check`]).
+    /// Records a run of the check in the session log and shows it on `sink` (see [`Event::Check`](crate::protocol::Event::Check)).
     fn record_check(
         &mut self,
         attempt: u32,

@@ -29,7 +29,7 @@ use crate::store::{Session, Store};
 use crate::tools::ToolOutput;
 
 use super::error::AgentError;
-use super::journal::Event as LogEvent;
+use super::journal;
 use policy::{Proposal, SessionEnd, Written};
 
 pub use super::plan::REMEMBER_TOOL;
@@ -81,20 +81,24 @@ impl SessionMemory {
             return memory;
         }
         let mut written = Vec::new();
-        for value in events {
+        // Line by line, not through `journal::events`: a proposal is named by its line's `seq`.
+        for (value, event) in events
+            .iter()
+            .flat_map(|value| journal::decode(value).into_iter().map(move |e| (value, e)))
+        {
             let seq = value.get("seq").and_then(|s| s.as_u64()).unwrap_or(0);
-            match LogEvent::from_json(value) {
-                Some(LogEvent::Memory { entries, .. }) => {
+            match event {
+                Event::Memory { action, entries } if action == "injected" => {
                     memory.injected = entries.into_iter().map(|e| e.id).collect();
                 }
-                Some(LogEvent::Remember {
+                Event::MemoryProposal {
                     text,
                     tags,
                     kind,
                     why,
                     step,
                     commit,
-                }) => {
+                } => {
                     let kind = crate::store::memory::Kind::parse(&kind).unwrap_or_default();
                     if let Ok(proposal) = Proposal::new(&text, &tags, kind, &why) {
                         let at = value.get("ts").and_then(|t| t.as_i64()).unwrap_or_else(now);
@@ -105,7 +109,7 @@ impl SessionMemory {
                         });
                     }
                 }
-                Some(LogEvent::MemoryWrite { proposal, .. }) => written.push(proposal),
+                Event::MemoryWritten { proposal, .. } => written.push(proposal),
                 _ => {}
             }
         }
@@ -198,27 +202,17 @@ impl SessionMemory {
             return Ok(None);
         }
         let items: Vec<MemoryItem> = hits.iter().map(|h| item(h.entry)).collect();
-        let candidates = entries
-            .iter()
-            .filter(|e| e.status == crate::store::memory::EntryStatus::Active)
-            .count() as u64;
-        let event = LogEvent::Memory {
-            entries: items.clone(),
-            tokens: hits.iter().map(|h| h.tokens).sum(),
-            budget: budget.tokens,
-            candidates,
-        };
-        place.log.append(event.to_json())?;
         let origins: Vec<String> = items
             .iter()
             .map(|i| provenance(place.store, &i.id))
             .collect();
         let text = message(&items, &origins);
         self.injected = items.iter().map(|i| i.id.clone()).collect();
-        sink.emit(&Event::Memory {
+        let event = Event::Memory {
             action: "injected".to_owned(),
-            entries: items.clone(),
-        });
+            entries: items,
+        };
+        journal::record(place.log, sink, event)?;
         Ok(Some(text))
     }
 
@@ -240,7 +234,7 @@ impl SessionMemory {
         };
         let seq = log.len();
         let (step, commit) = (session.steps, session.tip.to_string());
-        let event = LogEvent::Remember {
+        let event = Event::MemoryProposal {
             text: proposal.text.clone(),
             tags: proposal.tags.clone(),
             kind: proposal.kind.as_str().into(),
@@ -248,7 +242,7 @@ impl SessionMemory {
             step,
             commit: commit.clone(),
         };
-        log.append(event.to_json())?;
+        journal::keep(log, &event)?;
         let source = source(None, step, &commit, &proposal.why, now());
         self.pending.push(Pending {
             seq,
@@ -294,7 +288,7 @@ impl SessionMemory {
             if settings.auto {
                 self.write_proposals(place, sink);
             } else {
-                self.keep_proposals(&place.session.id, sink);
+                self.keep_proposals(place, sink);
             }
         }
     }
@@ -342,13 +336,13 @@ impl SessionMemory {
                 }
             };
             let entry = written.entry();
-            let event = LogEvent::MemoryWrite {
+            let event = Event::MemoryWritten {
                 proposal: p.seq,
                 id: entry.id.clone(),
                 action: written.action().into(),
                 text: p.proposal.text.clone(),
             };
-            if let Err(err) = place.log.append(event.to_json()) {
+            if let Err(err) = journal::keep(place.log, &event) {
                 let message = format!("could not record a memory write in the session log: {err}");
                 sink.emit(&Event::Warning { message });
             }
@@ -361,16 +355,18 @@ impl SessionMemory {
                 .map(|(_, i)| i.clone())
                 .collect();
             if !items.is_empty() {
-                sink.emit(&Event::Memory {
+                let event = Event::Memory {
                     action: action.to_owned(),
                     entries: items.clone(),
-                });
+                };
+                record(place.log, sink, event);
             }
         }
     }
 
     /// `memory.auto = false`: the proposals stay in the log for `git agent memory accept`.
-    fn keep_proposals(&mut self, session: &str, sink: &mut dyn Sink) {
+    fn keep_proposals(&mut self, place: Place<'_>, sink: &mut dyn Sink) {
+        let session = &place.session.id;
         let pending = std::mem::take(&mut self.pending);
         let items: Vec<MemoryItem> = pending
             .iter()
@@ -381,10 +377,11 @@ impl SessionMemory {
                 confidence: policy::PROPOSED_CONFIDENCE,
             })
             .collect();
-        sink.emit(&Event::Memory {
+        let event = Event::Memory {
             action: "proposed".to_owned(),
             entries: items.clone(),
-        });
+        };
+        record(place.log, sink, event);
         let message = format!(
             "memory.auto is off: {} proposal{} kept; write {} with `git agent memory accept {}`",
             items.len(),
@@ -392,6 +389,17 @@ impl SessionMemory {
             if items.len() == 1 { "it" } else { "them" },
             session
         );
+        record(place.log, sink, Event::Warning { message });
+    }
+}
+
+/// Shows `event` and records it in the session log, so `show` prints it as the run did; a log that cannot
+/// be written is a warning (memory's bookkeeping never ends a turn that already ended).
+fn record(log: &mut SessionLog, sink: &mut dyn Sink, event: Event) {
+    let kept = journal::keep(log, &event);
+    sink.emit(&event);
+    if let Err(err) = kept {
+        let message = format!("could not record a memory event in the session log: {err}");
         sink.emit(&Event::Warning { message });
     }
 }
@@ -472,4 +480,49 @@ fn message(items: &[MemoryItem], origins: &[String]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn proposal(seq: u64, shape: &str) -> serde_json::Value {
+        json!({"type": shape, "seq": seq, "ts": 1, "text": "the parser needs fixtures", "kind": "pitfall",
+            "why": "seen", "step": 1, "commit": "abc"})
+    }
+
+    fn written(proposal: u64, shape: &str) -> serde_json::Value {
+        json!({"type": shape, "seq": proposal + 1, "proposal": proposal, "id": "e1", "action": "added",
+            "text": "the parser needs fixtures"})
+    }
+
+    /// A resumed session knows what it was given and what it already wrote, from lines of either shape:
+    /// the protocol events written now, or the `memory`, `remember` and `memory_write` lines of older logs.
+    #[test]
+    fn a_resumed_session_reads_its_memory_from_old_and_new_lines() {
+        let on = Some(MemorySettings::default());
+        for (given, proposed, wrote) in [
+            (
+                json!({"type": "memory", "seq": 1, "entries": [], "tokens": 0, "budget": 9, "candidates": 1}),
+                "remember",
+                "memory_write",
+            ),
+            (
+                json!({"type": "memory", "seq": 1, "action": "injected", "entries": []}),
+                "memory_proposal",
+                "memory_written",
+            ),
+        ] {
+            let mut given = given;
+            given["entries"] =
+                json!([{"id": "e0", "kind": "fact", "text": "t", "confidence": 0.5}]);
+            let pending = SessionMemory::load(on, &[given.clone(), proposal(2, proposed)]);
+            assert_eq!(pending.injected(), ["e0"], "{proposed}");
+            assert_eq!(pending.pending().len(), 1, "{proposed}");
+            assert_eq!(pending.pending()[0].seq, 2);
+            let done = SessionMemory::load(on, &[given, proposal(2, proposed), written(2, wrote)]);
+            assert!(done.pending().is_empty(), "{wrote}: written once");
+        }
+    }
 }

@@ -324,15 +324,19 @@ pub fn settle(
 pub fn accept(store: &Store, id: &str) -> Result<Vec<Written>, StoreError> {
     let log = store.read_log(id)?;
     let mut out = Vec::new();
-    for value in &log.events {
-        let Some(super::super::journal::Event::Remember {
+    for (value, event) in log.events.iter().flat_map(|value| {
+        super::super::journal::decode(value)
+            .into_iter()
+            .map(move |e| (value, e))
+    }) {
+        let crate::protocol::Event::MemoryProposal {
             text,
             tags,
             kind,
             why,
             step,
             commit,
-        }) = super::super::journal::Event::from_json(value)
+        } = event
         else {
             continue;
         };

@@ -353,13 +353,13 @@ impl Sink for AcpSink {
             | Event::Compaction { .. }
             | Event::Resumed
             | Event::Undone { .. }
-            | Event::Discarded => {}
+            | Event::Discarded { .. } => {}
             // An explorer's own calls: the editor sees the `explore` call and its summary, as the model does.
             Event::Nested { .. } | Event::Hook { .. } => {}
             // `git agent fix`'s check runs; an ACP session never runs that loop, so they do not arise here.
             Event::CheckStarted { .. } | Event::Check { .. } | Event::Fixed { .. } => {}
             // Which memory entries were given or written is in the session log (`git agent show`).
-            Event::Memory { .. } => {}
+            Event::Memory { .. } | Event::MemoryProposal { .. } | Event::MemoryWritten { .. } => {}
             // The editor gave the images or sees the call that read one; the result text names it.
             Event::Image { .. } => {}
             Event::WebResults { query, results } => {

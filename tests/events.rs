@@ -492,3 +492,19 @@ fn memory_explore_and_housekeeping_are_stored_as_protocol_events() {
     assert!(transcript.contains("  ┊ list"), "{transcript}");
     assert!(transcript.contains("-- resumed\n"), "{transcript}");
 }
+
+/// A retried model request's warning is recorded, so `show` prints it where the run did.
+#[test]
+fn show_prints_a_retried_requests_warning() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::status(503, "busy"), Reply::text("Done.")]);
+    let out = repo.run_agent(&server, &["ask", "go"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let (live, _) = without_session_line(out.stderr(), &id);
+    assert!(live.contains("retrying in"), "{live}");
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
+}

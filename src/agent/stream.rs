@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::model::retry::RetryPolicy;
 use crate::model::{Client, ModelError, ReplyItem, Request, Response, StreamEvent};
 use crate::protocol::{Event, Sink};
+use crate::store::SessionLog;
 
 use super::control::TurnControl;
 
@@ -40,12 +41,13 @@ impl SessionLine {
 }
 
 /// Sends `request`, streaming text to `sink`; `announce` goes out before the first streamed event (or after
-/// the reply, when nothing streamed). A cancel drops the stream, and with it the connection, at once, so the
-/// provider stops generating.
+/// the reply, when nothing streamed). A retry's warning is recorded in `log` too, so `show` prints it. A
+/// cancel drops the stream, and with it the connection, at once, so the provider stops generating.
 pub(super) async fn send(
     client: &Client,
     retry: &RetryPolicy,
     request: &Request<'_>,
+    log: &mut SessionLog,
     sink: &mut dyn Sink,
     announce: Option<&SessionLine>,
     control: &TurnControl,
@@ -67,7 +69,7 @@ pub(super) async fn send(
                 attempt,
             })) => {
                 partial.clear();
-                announce_retry(sink, &error, wait, attempt, retry.max_attempts);
+                announce_retry(log, sink, &error, wait, attempt, retry.max_attempts);
                 continue;
             }
             Some(Ok(ReplyItem::Done(response))) => {
@@ -105,8 +107,10 @@ fn show(sink: &mut dyn Sink, event: StreamEvent) {
     }
 }
 
-/// Tells the user that attempt `attempt` failed and the request goes out again after `wait`.
+/// Tells the user that attempt `attempt` failed and the request goes out again after `wait`; recorded, so
+/// `show` prints it as the run did (a log that cannot take it still leaves the warning on screen).
 fn announce_retry(
+    log: &mut SessionLog,
     sink: &mut dyn Sink,
     err: &ModelError,
     wait: Duration,
@@ -118,7 +122,11 @@ fn announce_retry(
         wait.as_secs_f64(),
         attempt + 1,
     );
-    sink.emit(&Event::Warning { message });
+    let event = Event::Warning { message };
+    // On screen even when the log cannot take it: the log's failure shows at its next write, which ends the
+    // turn.
+    let _ = super::journal::keep(log, &event);
+    sink.emit(&event);
 }
 
 /// Sends `request` without streaming anything to the user (the summary of a compaction); `None` when the turn

@@ -349,6 +349,7 @@ impl<'t> Turn<'t> {
             &link.client,
             &link.retry,
             &request,
+            &mut self.s.work.log,
             &mut *self.sink,
             announce,
             self.control,

@@ -58,8 +58,8 @@ pub fn decode(line: &serde_json::Value) -> Vec<protocol::Event> {
 }
 
 /// The lines of logs written before every fact was stored as a [`protocol::Event`], as those events. This
-/// is the only mapping between the two: nothing writes these shapes any more, but the `explore` lines of an
-/// explorer's transcript.
+/// is the only mapping between the two, and [`Line`](legacy::Line) the only other type of a stored line:
+/// it is read here and never written.
 mod legacy {
     use super::*;
 

@@ -95,6 +95,128 @@ pub(super) fn persist(repo: &gix::Repository) -> Result<(), PersistError> {
     })
 }
 
+/// More small packs than this in `objects/pack` are merged into one at the end of a session: git's
+/// `gc --auto` repacks the whole repository past `gc.autoPackLimit` (50) packs, which sessions writing about
+/// five packs each would reach every ten sessions.
+pub(super) const MERGE_ABOVE: usize = 8;
+
+/// The largest pack merged: the agent's packs are a few KiB; the user's packs (a clone's, a repack's) are
+/// left as they are.
+pub(super) const SMALL_PACK: u64 = 4 << 20;
+
+/// The error of [`merge_small_packs()`]: nothing was deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("could not list or read the packs in {}: {source}", .dir.display())]
+    Io {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not read object {id} of a small pack: {message}")]
+    Object { id: ObjectId, message: String },
+}
+
+/// The packs (their paths without extension) in `dir` that may be merged: under [`SMALL_PACK`], with an
+/// index, and with nothing that asks git to leave them as they are (`.keep`, a promisor or cruft pack).
+fn small_packs(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let is_index = path.extension().is_some_and(|ext| ext == "idx");
+        let is_pack_name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with("pack-"));
+        if !is_index || !is_pack_name {
+            continue;
+        }
+        let stem = path.with_extension("");
+        let held = ["keep", "promisor", "mtimes"]
+            .iter()
+            .any(|ext| stem.with_extension(ext).exists());
+        let small = std::fs::metadata(stem.with_extension("pack"))
+            .is_ok_and(|meta| meta.is_file() && meta.len() <= SMALL_PACK);
+        if small && !held {
+            found.push(stem);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Merges the small packs of `repo`'s object store into one when there are more than [`MERGE_ABOVE`], so the
+/// pack count stays bounded without the user's `gc`. The new pack and its index are in place before any
+/// merged pack is deleted (index first, so no reader finds an index without its pack); a pack another
+/// session deleted meanwhile is no error (both new packs then hold the same objects, which git allows).
+/// Readers that hold a merged pack open keep reading it; gix and git look for packs again on a miss.
+/// Nothing when a multi-pack index exists: it names packs, and deleting one it names is git's business.
+pub(super) fn merge_small_packs(repo: &gix::Repository) -> Result<(), MergeError> {
+    let dir = repo.objects.store_ref().path().join("pack");
+    let io = |source| MergeError::Io {
+        dir: dir.clone(),
+        source,
+    };
+    if repo.object_hash() != HashKind::Sha1 || dir.join("multi-pack-index").exists() {
+        return Ok(());
+    }
+    let packs = match small_packs(&dir) {
+        Ok(packs) => packs,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(io(err)),
+    };
+    if packs.len() <= MERGE_ABOVE {
+        return Ok(());
+    }
+    let objects = read_objects(repo, &packs).map_err(|err| match err {
+        ReadError::Io(source) => io(source),
+        ReadError::Object(id, message) => MergeError::Object { id, message },
+    })?;
+    let sorted: Vec<(&ObjectId, &(Kind, Vec<u8>))> = objects.iter().collect();
+    write_pack(&dir, &sorted, shared_perm(repo)).map_err(io)?;
+    for stem in &packs {
+        for ext in ["idx", "pack", "rev"] {
+            match std::fs::remove_file(stem.with_extension(ext)) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(io(err)),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+enum ReadError {
+    Io(std::io::Error),
+    Object(ObjectId, String),
+}
+
+/// Every object of the `packs`, whole, by id (sorted, as the pack writer wants them).
+fn read_objects(
+    repo: &gix::Repository,
+    packs: &[std::path::PathBuf],
+) -> Result<std::collections::BTreeMap<ObjectId, (Kind, Vec<u8>)>, ReadError> {
+    let mut objects = std::collections::BTreeMap::new();
+    for stem in packs {
+        let index =
+            match gix::odb::pack::index::File::at(stem.with_extension("idx"), HashKind::Sha1) {
+                Ok(index) => index,
+                // Another session merged it meanwhile: its objects are in that session's new pack.
+                Err(_) if !stem.with_extension("idx").exists() => continue,
+                Err(err) => return Err(ReadError::Io(std::io::Error::other(err.to_string()))),
+            };
+        for entry in index.iter() {
+            if objects.contains_key(&entry.oid) {
+                continue;
+            }
+            let object = repo
+                .find_object(entry.oid)
+                .map_err(|err| ReadError::Object(entry.oid, err.to_string()))?;
+            objects.insert(entry.oid, (object.kind, object.detach().data));
+        }
+    }
+    Ok(objects)
+}
+
 /// The pack's type number of an object kind (git's `OBJ_COMMIT` ... `OBJ_TAG`).
 fn type_number(kind: Kind) -> u8 {
     match kind {
@@ -320,6 +442,79 @@ mod tests {
         entry_header(Kind::Commit, 300, &mut out);
         // 300 = 0b1_0010_1100: low 4 bits 1100 with the type, then 0b10010.
         assert_eq!(out, [0x80 | 0x10 | 0x0c, 0x12]);
+    }
+
+    /// Writes `data` as a blob in a pack of its own; its id and the pack's path without extension.
+    fn pack_of_one(repo: &gix::Repository, data: &[u8]) -> (ObjectId, std::path::PathBuf) {
+        let dir = repo.objects.store_ref().path().join("pack");
+        let before: Vec<_> = small_packs_or_all(&dir);
+        let id = repo.write_blob(data).unwrap().detach();
+        persist(repo).unwrap();
+        let after = small_packs_or_all(&dir);
+        let new = after.into_iter().find(|p| !before.contains(p)).unwrap();
+        (id, new)
+    }
+
+    fn small_packs_or_all(dir: &Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+                    .map(|p| p.with_extension(""))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Bytes zlib cannot shrink (a xorshift stream), so a pack of them is as big as they are.
+    fn incompressible(len: usize) -> Vec<u8> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_packs_are_merged_and_kept_or_big_ones_left_alone() {
+        let test = crate::store::test_repo::TestRepo::new("merge");
+        let mut repo = gix::open_opts(&test.dir, open_options()).unwrap();
+        repo.objects.enable_object_memory();
+        let (kept_id, kept) = pack_of_one(&repo, b"kept by a .keep\n");
+        std::fs::write(kept.with_extension("keep"), "").unwrap();
+        let (big_id, big) = pack_of_one(&repo, &incompressible((SMALL_PACK + 1024) as usize));
+        let mut small = Vec::new();
+        for n in 0..=MERGE_ABOVE {
+            small.push(pack_of_one(&repo, format!("small blob {n}\n").as_bytes()));
+        }
+        let dir = test.dir.join(".git/objects/pack");
+        assert_eq!(small_packs(&dir).unwrap().len(), MERGE_ABOVE + 1);
+
+        merge_small_packs(&repo).unwrap();
+
+        for (_, stem) in &small {
+            assert!(!stem.with_extension("idx").exists() && !stem.with_extension("pack").exists());
+        }
+        for stem in [&kept, &big] {
+            assert!(stem.with_extension("idx").exists() && stem.with_extension("pack").exists());
+        }
+        let all = small_packs_or_all(&dir);
+        assert_eq!(all.len(), 3, "{all:?}");
+        // Every object is still there, for git (which finds packs anew) and a fresh gix handle.
+        let fresh = gix::open_opts(&test.dir, open_options()).unwrap();
+        for id in small.iter().map(|(id, _)| *id).chain([kept_id, big_id]) {
+            fresh.find_object(id).unwrap();
+            test.git(&["cat-file", "-e", &id.to_string()]);
+        }
+        test.git(&["fsck", "--strict"]);
+        // Under the bound now: a second call changes nothing.
+        merge_small_packs(&repo).unwrap();
+        assert_eq!(small_packs_or_all(&dir).len(), 3);
     }
 
     #[test]

@@ -1,29 +1,53 @@
-//! One tool call: parse it, ask the safety policy (and, for a risky call no rule settles, the front-end's
-//! approver), run it, and hand what it changed to the step commit. The agent's own tools (`plan_update`,
-//! `finish`) are handled here too, without policy, sandbox or commit: they act on the session, not on files.
+//! The tool-call pipeline: one call of the model's goes through parse (once), the loop guards, the
+//! `PreToolUse` event hooks, the safety policy and (for a risky call no rule settles) the front-end's
+//! approver, execution, the change scan, the step commit and its note, then the `PostToolUse` hooks. The
+//! agent's own tools (`plan_update`, `remember`, `finish`) are handled here too, without policy, sandbox or
+//! commit: they act on the session, not on files. The `explore` calls and the `agent` subagent tool go
+//! through it as well: an explorer's children share its parse and execute stages ([`super::stages`]), a subagent's
+//! calls take the very same path, their steps naming it.
+//!
+//! [`ToolPipeline`] borrows what a call needs and nothing else of the session: the workspace (repository,
+//! branch, checkout, log), the toolbox (registry, policy, sandbox, change tracker), the conversation's plan
+//! and instructions, the hooks, the front-end's sink and approver, and the turn's state it updates (guards,
+//! budget, the calls already recorded). The turn makes one for each call ([`super::turn::Turn::pipeline`]);
+//! nothing here knows the turn or the session (issue 24: no file cycles, no `impl Turn` in other files).
 //!
 //! The tools say what they are ([`crate::tools::Tool`]: kind, path or command argument, whether a scan finds
 //! their changes); nothing here asks a tool's name what it does.
 
 use std::mem;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::event_hooks::HookEvent;
-use crate::protocol::{Approval, ApprovalRequest, Event, ToolCall, ToolKind};
-use crate::safety::redact;
+use serde_json::json;
+use tokio::sync::mpsc::unbounded_channel;
+
+use crate::config::agent_files::{self, AgentDef};
+use crate::model::Request;
+use crate::protocol::{
+    Approval, ApprovalRequest, Approver, Cost, Event, Message, Sink, ToolCall, ToolKind,
+    ToolSchema, Usage,
+};
 use crate::safety::{Answer, Decision, Ruling};
 use crate::sys::timings::Detail;
 use crate::tools::{Registry, Tool, ToolContext, ToolOutput};
 
+use super::control::TurnControl;
 use super::error::AgentError;
-use super::event_hooks::{self, Permission, Verdict as HookVerdict};
-use super::guards::{Effect, Verdict};
+use super::event_hooks::{self, HookPlace, Permission, SessionHooks, Verdict as HookVerdict};
+use super::explore::{
+    child_client, join_all, label, plural, relay, Explorer, Run, Shared, AGENT_MAX_STEPS,
+    AGENT_TOOL, MAX_PARALLEL, TOOL,
+};
+use super::guards::{Effect, Guards, Tally, Verdict};
 use super::instructions;
-use super::journal;
+use super::journal::{self, Event as LogEvent};
+use super::parts::{short_branch, Conversation, ModelLink, Narrowing, Toolbox, Workspace};
 use super::plan::{Finish, OwnTool, Plan};
+use super::stages::parse_args;
 use super::start::Ready;
 use super::step;
-use super::turn::Turn;
+use super::stream;
 
 /// What one round of tool calls leaves for the loop to do once every call has its result.
 #[derive(Default)]
@@ -35,7 +59,36 @@ pub(super) struct Round {
     pub finish: Option<Finish>,
 }
 
-impl Turn<'_> {
+/// One tool call's way through the stages (see the module docs), over the parts of the session it borrows.
+pub(super) struct ToolPipeline<'p> {
+    pub work: &'p mut Workspace,
+    pub tools: &'p mut Toolbox,
+    /// The plan (`plan_update`, `finish`) and the instructions a file tool's path brings in.
+    pub conv: &'p mut Conversation,
+    /// The session's model, which explorers and subagents use unless they name their own.
+    pub model: &'p ModelLink,
+    pub hooks: &'p SessionHooks,
+    /// Subagents defined in files, for the `agent` tool.
+    pub agents: &'p [AgentDef],
+    /// A command's `allowed-tools`, if the turn runs one.
+    pub narrowing: Option<&'p Narrowing>,
+    pub explorer: &'p Explorer,
+    pub sink: &'p mut dyn Sink,
+    /// Answers the risky calls no rule settles (terminal, editor, or never).
+    pub approver: &'p mut dyn Approver,
+    pub control: &'p TurnControl,
+    pub guards: &'p mut Guards,
+    /// The turn's budget and what it used (subagents charge theirs).
+    pub tally: &'p mut Tally,
+    /// The model's text before the tool calls being run, for the step notes.
+    pub why: &'p mut String,
+    /// The subagent whose calls are being run, named in their step commits.
+    pub subagent: &'p mut Option<String>,
+    /// The calls whose result is already in the log, recorded when the front-end was shown it.
+    pub recorded: &'p mut Vec<String>,
+}
+
+impl ToolPipeline<'_> {
     /// Runs one call: the agent's own tools here, the others through the guards and the registry. What the
     /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`. The tools work in
     /// the checkout, hence the [`Ready`] of a done start.
@@ -57,11 +110,11 @@ impl Turn<'_> {
                 return Ok(ToolOutput::error(format!("not run: {reason}")));
             }
         }
-        let tool = match self.s.tools.registry.find(&call.name) {
+        let tool = match self.tools.registry.find(&call.name) {
             Some(tool) => Some(Arc::clone(tool)),
             // Not built in: an MCP tool, whose server may still be starting (bounded by its startup timeout).
             None => tokio::select! {
-                tool = self.s.tools.mcp.tool(&call.name) => tool,
+                tool = self.tools.mcp.tool(&call.name) => tool,
                 () = self.control.cancelled() => None,
             },
         };
@@ -116,7 +169,7 @@ impl Turn<'_> {
                     input: serde_json::Value::Null,
                     location: None,
                 };
-                super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
+                super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
@@ -129,24 +182,29 @@ impl Turn<'_> {
             input: args.clone(),
             location: None,
         };
-        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
         let output = match own {
             OwnTool::Plan => match Plan::from_args(&args) {
                 Ok(plan) => {
-                    journal::record(&mut self.s.work.log, &mut *self.sink, plan.event())?;
-                    self.s.conv.plan = plan;
+                    journal::record(&mut self.work.log, &mut *self.sink, plan.event())?;
+                    self.conv.plan = plan;
                     self.guards.plan_updated();
-                    let plan = &self.s.conv.plan;
+                    let plan = &self.conv.plan;
                     let summary = format!("{} of {} done", plan.done(), plan.items.len());
                     ToolOutput::ok(format!("plan updated: {summary}"), summary)
                 }
                 Err(message) => ToolOutput::error(message),
             },
-            OwnTool::Remember => self.remember(&args)?,
+            OwnTool::Remember => {
+                let work = &mut *self.work;
+                self.tools
+                    .memory
+                    .remember(&mut work.log, &work.session, &args)?
+            }
             OwnTool::Finish => match Finish::from_args(&args) {
                 Ok(finish) => {
                     let reminder = if finish.completed {
-                        self.guards.may_finish(&self.s.conv.plan).err()
+                        self.guards.may_finish(&self.conv.plan).err()
                     } else {
                         None
                     };
@@ -174,7 +232,7 @@ impl Turn<'_> {
         let Some(path) = args.get(arg).and_then(|p| p.as_str()) else {
             return;
         };
-        for file in self.s.conv.instructions.touch(path) {
+        for file in self.conv.instructions.touch(path) {
             let text = instructions::message(&file);
             round.context.push(("instructions", file.path, text));
         }
@@ -188,7 +246,7 @@ impl Turn<'_> {
         call: &ToolCall,
         truncated: bool,
     ) -> Result<ToolOutput, AgentError> {
-        let (tool, args) = match parse_call(tool, &self.s.tools.registry, call, truncated) {
+        let (tool, args) = match parse_call(tool, &self.tools.registry, call, truncated) {
             Ok(found) => found,
             Err(message) => {
                 let label = format!("{} (rejected)", call.name);
@@ -200,7 +258,7 @@ impl Turn<'_> {
                     input: serde_json::Value::Null,
                     location: None,
                 };
-                super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
+                super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
                 return self.reported(call, ToolOutput::error(message));
             }
         };
@@ -214,7 +272,7 @@ impl Turn<'_> {
             input: args.clone(),
             location: tool.location(&args),
         };
-        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
         let decision = self.decide(tool.as_ref(), call, &mut args, &label).await?;
         if decision.is_denied() {
             let output = ToolOutput::error(decision.message_for_model());
@@ -225,7 +283,7 @@ impl Turn<'_> {
             return self.reported(call, ToolOutput::error(refusal));
         }
         if scan {
-            self.s.tools.changes.before_run()?;
+            self.tools.changes.before_run()?;
         }
         let running = crate::sys::timings::begin();
         let mut output = self.execute(tool, args).await?;
@@ -235,7 +293,7 @@ impl Turn<'_> {
         }
         // Only a mutating tool's call makes a step; a command's changes are found by a scan of the checkout.
         let changed = if scan {
-            self.s.tools.changes.after_run()?
+            self.tools.changes.after_run()?
         } else if tool.is_mutating() {
             mem::take(&mut output.changed)
         } else {
@@ -250,7 +308,7 @@ impl Turn<'_> {
         if let Some(delta) = &delta {
             self.report_diagnostics(call, delta)?;
         }
-        super::lsp::warn(&self.s.tools.state, &mut *self.sink);
+        super::lsp::warn(&self.tools.state, &mut *self.sink);
         if !changed.is_empty() {
             let why = match &delta {
                 Some(d) if !d.answered.is_empty() => format!(
@@ -271,15 +329,8 @@ impl Turn<'_> {
                 None => (label, why),
             };
             let committing = crate::sys::timings::begin();
-            step::commit(
-                &mut self.s.work,
-                &mut *self.sink,
-                call,
-                &label,
-                &why,
-                &changed,
-            )?;
-            let step = Detail::Count(self.s.work.session.steps.into());
+            step::commit(self.work, &mut *self.sink, call, &label, &why, &changed)?;
+            let step = Detail::Count(self.work.session.steps.into());
             crate::sys::timings::end("step commit", committing, &[("step", step)]);
         }
         Ok(output)
@@ -291,10 +342,10 @@ impl Turn<'_> {
         &self,
         changed: &[std::path::PathBuf],
     ) -> Result<Option<crate::lsp::delta::Delta>, AgentError> {
-        if changed.is_empty() || self.s.tools.state.lsp().is_none() {
+        if changed.is_empty() || self.tools.state.lsp().is_none() {
             return Ok(None);
         }
-        let work = &self.s.work;
+        let work = &self.work;
         let old: Vec<Option<String>> = changed
             .iter()
             .map(
@@ -304,7 +355,7 @@ impl Turn<'_> {
                 },
             )
             .collect();
-        let state = Arc::clone(&self.s.tools.state);
+        let state = Arc::clone(&self.tools.state);
         let changed = changed.to_vec();
         tokio::task::spawn_blocking(move || {
             super::lsp::after_change(&state, &changed, |rel| {
@@ -336,7 +387,7 @@ impl Turn<'_> {
             errors_left: delta.errors_left,
             lines,
         };
-        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        journal::record(&mut self.work.log, &mut *self.sink, event)?;
         Ok(())
     }
 
@@ -348,7 +399,7 @@ impl Turn<'_> {
             return None;
         }
         let path = args.get(tool.path_arg()?)?.as_str()?;
-        let work = &self.s.work;
+        let work = &self.work;
         let root = work.session.root();
         let rel =
             crate::safety::path::resolve(root, path, crate::safety::path::Access::Write).ok()?;
@@ -374,7 +425,7 @@ impl Turn<'_> {
         args: &mut serde_json::Value,
         label: &str,
     ) -> Result<Decision, AgentError> {
-        if let Some(narrowing) = &self.s.turn_tools {
+        if let Some(narrowing) = self.narrowing {
             if !crate::config::agent_files::tool_allowed(&narrowing.tools, tool.name()) {
                 let decision = Decision {
                     outcome: Ruling::Deny,
@@ -402,7 +453,7 @@ impl Turn<'_> {
                 rule: "event-hook".into(),
                 reason: reason.clone(),
             },
-            None => self.s.tools.policy.check(&tool.checked(args)),
+            None => self.tools.policy.check(&tool.checked(args)),
         };
         match hooks.permission {
             // A hook may ask for the user's word on a call the rules allow, never wave through one they deny.
@@ -435,11 +486,7 @@ impl Turn<'_> {
                 reason: decision.reason.clone(),
             };
             let answer = self.ask_user(&request).await;
-            decision = self
-                .s
-                .tools
-                .policy
-                .settle(&request.subject, decision, answer);
+            decision = self.tools.policy.settle(&request.subject, decision, answer);
         }
         self.sink.emit(&Event::Permission {
             id: call.id.clone(),
@@ -481,7 +528,7 @@ impl Turn<'_> {
             HookEvent::PostToolUse
         };
         let names = event_hooks::tool_names(&call.name);
-        if self.s.hooks.matching(event, &names).is_empty() {
+        if self.hooks.matching(event, &names).is_empty() {
             return Ok(());
         }
         let args = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
@@ -517,11 +564,11 @@ impl Turn<'_> {
         names: &[&str],
         fields: serde_json::Value,
     ) -> Result<HookVerdict, AgentError> {
-        let hooks = self.s.hooks.matching(event, names);
+        let hooks = self.hooks.matching(event, names);
         if hooks.is_empty() {
             return Ok(HookVerdict::default());
         }
-        let work = &self.s.work;
+        let work = &self.work;
         // Before a new session's checkout exists, the hooks run in the user's work tree, which it copies.
         let dir = match work.start.ready() {
             Some(_) => work.session.root().to_path_buf(),
@@ -530,11 +577,11 @@ impl Turn<'_> {
         let base = event_hooks::Base {
             session_id: &work.session.id,
             cwd: &dir,
-            agent_branch: super::session::short_branch(&work.session),
+            agent_branch: short_branch(&work.session),
             step_commit: work.session.tip.to_string(),
         };
         let input = base.input(event, fields);
-        let sandbox = Arc::clone(&self.s.tools.sandbox);
+        let sandbox = Arc::clone(&self.tools.sandbox);
         let runs = event_hooks::run_async(hooks, input, dir, sandbox).await;
         let verdict = event_hooks::judge(event, runs, event == HookEvent::PreToolUse);
         for (run, outcome) in &verdict.runs {
@@ -557,7 +604,7 @@ impl Turn<'_> {
             outcome: outcome.to_owned(),
             duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
         };
-        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
         Ok(())
     }
 
@@ -583,27 +630,24 @@ impl Turn<'_> {
         tool: &Arc<dyn Tool>,
         args: serde_json::Value,
     ) -> Result<ToolOutput, AgentError> {
-        let tools = &self.s.tools;
+        let tools = &self.tools;
         let ctx = ToolContext {
-            root: self.s.work.session.root().to_path_buf(),
+            root: self.work.session.root().to_path_buf(),
             run_timeout: tools.run_timeout,
             cancel: self.control.flag(),
             session: Arc::clone(&tools.state),
             sandbox: Arc::clone(&tools.sandbox),
         };
-        let tool = Arc::clone(tool);
-        let mut output = tokio::task::spawn_blocking(move || tool.execute(&ctx, &args))
+        super::stages::run_blocking(Arc::clone(tool), ctx, args)
             .await
-            .map_err(|e| AgentError::Join(e.to_string()))?;
-        redact_output(&mut output);
-        Ok(output)
+            .map_err(|e| AgentError::Join(e.to_string()))
     }
 
     /// Shows what an editing call did to each file it changed: the file as the branch's tip has it (the
     /// step before) and as the call left it in the checkout. Only text files up to [`DIFF_LIMIT`] bytes; a
     /// front-end gets the plain result for the others.
     fn show_diffs(&mut self, call: &ToolCall, changed: &[std::path::PathBuf]) {
-        let work = &self.s.work;
+        let work = &self.work;
         for rel in changed {
             let Some(new) = checkout_text(&work.session.root().join(rel)) else {
                 continue;
@@ -633,9 +677,9 @@ impl Turn<'_> {
             id: call.id.clone(),
             ok: !output.is_error,
             summary: output.summary.clone(),
-            output: super::turn::model_view(output),
+            output: model_view(output),
         };
-        journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
+        journal::record(&mut self.work.log, &mut *self.sink, event)?;
         self.recorded.push(call.id.clone());
         Ok(())
     }
@@ -646,7 +690,402 @@ impl Turn<'_> {
     }
 }
 
-/// The largest file [`Turn::show_diffs`] shows: an editor's diff view of a bigger file would not help, and
+impl ToolPipeline<'_> {
+    /// Runs a group of explore calls from one reply, at most [`MAX_PARALLEL`] at once, and returns their
+    /// outputs in order. The children's transcripts are logged and their use charged to this turn.
+    pub(super) async fn explore(
+        &mut self,
+        calls: &[&ToolCall],
+        _started: Ready,
+    ) -> Result<Vec<ToolOutput>, AgentError> {
+        let mut tasks: Vec<Result<String, String>> = Vec::new();
+        for call in calls {
+            let task = serde_json::from_str::<serde_json::Value>(&call.arguments)
+                .ok()
+                .and_then(|args| args.get("task").and_then(|t| t.as_str()).map(str::to_owned))
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| {
+                    "missing required string argument `task`: the question to explore".to_owned()
+                });
+            let input = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+            let label = match &task {
+                Ok(_) => label(&input),
+                Err(_) => "explore (rejected)".to_owned(),
+            };
+            let call_event = Event::ToolCall {
+                id: call.id.clone(),
+                name: TOOL.to_owned(),
+                kind: ToolKind::Search,
+                label,
+                input,
+                location: None,
+            };
+            super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
+            tasks.push(task);
+        }
+        let (requests, spent) = self.tally.used();
+        let budget = self.tally.budget;
+        let mut session_cost = Cost::of(self.work.log.meta.cost_usd);
+        session_cost.add(&self.tally.cost);
+        // The references themselves, so what the children borrow of them outlives no borrow of `self`.
+        let (link, explorer, work, toolbox) =
+            (self.model, self.explorer, &*self.work, &*self.tools);
+        let (client, model, price) = match &explorer.own {
+            Some((client, model)) => (client, model.model.as_str(), model.price),
+            None => (&link.client, link.config.model.as_str(), link.config.price),
+        };
+        let tools: Vec<Arc<dyn Tool>> = toolbox
+            .registry
+            .iter()
+            .filter(|t| {
+                !t.is_mutating()
+                    && matches!(t.kind(), ToolKind::Read | ToolKind::Search)
+                    && t.path_arg().is_some()
+            })
+            .cloned()
+            .collect();
+        let (events, mut arrivals) = unbounded_channel();
+        let shared = Shared {
+            client,
+            model,
+            price,
+            retry: &link.retry,
+            schemas: tools.iter().map(|t| t.schema()).collect(),
+            tools,
+            ctx: ToolContext {
+                root: work.session.root().to_path_buf(),
+                run_timeout: toolbox.run_timeout,
+                cancel: self.control.flag(),
+                session: Arc::clone(&toolbox.state),
+                sandbox: Arc::clone(&toolbox.sandbox),
+            },
+            secret_envs: vec![link.config.api_key_env.clone()],
+            hooks: HookPlace {
+                hooks: self.hooks.clone(),
+                session_id: work.session.id.clone(),
+                dir: work.session.root().to_path_buf(),
+                agent_branch: short_branch(&work.session).to_owned(),
+                step_commit: work.session.tip.to_string(),
+                sandbox: Arc::clone(&toolbox.sandbox),
+            },
+            policy: &toolbox.policy,
+            events,
+            used: Mutex::new((requests, spent)),
+            session_cost: Mutex::new(session_cost),
+            budget,
+            max_steps: explorer.max_steps,
+            control: self.control,
+        };
+        let mut runs: Vec<Option<Run>> = Vec::new();
+        let work: Vec<(usize, &str)> = tasks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().ok().map(|t| (i, t.as_str())))
+            .collect();
+        runs.resize_with(calls.len(), || None);
+        for chunk in work.chunks(MAX_PARALLEL) {
+            let futures: Vec<_> = chunk
+                .iter()
+                .map(|(i, task)| Box::pin(shared.run(&calls[*i].id, task)))
+                .collect();
+            let children = join_all(futures);
+            for ((i, _), run) in chunk
+                .iter()
+                .zip(relay(children, &mut arrivals, &mut *self.sink).await)
+            {
+                runs[*i] = Some(run);
+            }
+        }
+        let (requests, spent) = shared.used.lock().map(|u| *u).unwrap_or((requests, spent));
+        drop(shared);
+        let mut usage = Usage::default();
+        let mut cost = Cost::default();
+        let mut outputs = Vec::new();
+        for ((call, task), run) in calls.iter().zip(tasks).zip(runs) {
+            let output = match (task, run) {
+                (Err(message), _) => ToolOutput::error(message),
+                (Ok(_), None) => ToolOutput::error("the explorer did not run"),
+                (Ok(_), Some(run)) => {
+                    for event in run.events {
+                        let nested = LogEvent::Explore {
+                            parent: call.id.clone(),
+                            event: Box::new(event),
+                        };
+                        self.work.log.append(nested.to_json())?;
+                    }
+                    usage.add(&run.usage);
+                    cost.add(&run.cost);
+                    run.output
+                }
+            };
+            let event = Event::ToolResult {
+                id: call.id.clone(),
+                ok: !output.is_error,
+                summary: output.summary.clone(),
+                output: model_view(&output),
+            };
+            super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
+            self.recorded.push(call.id.clone());
+            outputs.push(output);
+        }
+        self.tally.charge(requests, spent, &usage, &cost);
+        Ok(outputs)
+    }
+}
+
+impl ToolPipeline<'_> {
+    /// Runs one `agent` call: the named subagent works on the task in a loop of its own (its system prompt,
+    /// its tools, its model if it names one) until it answers. Its calls go through the same path as the
+    /// session's (policy, approvals, event hooks, step commits naming it); its requests count against the
+    /// turn's budgets; its transcript is logged under the call, as an explorer's is.
+    pub(super) async fn delegate(
+        &mut self,
+        call: &ToolCall,
+        _started: Ready,
+    ) -> Result<ToolOutput, AgentError> {
+        let args: serde_json::Value =
+            serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+        let name = args["name"].as_str().unwrap_or_default().to_owned();
+        let task = args["task"].as_str().unwrap_or_default().to_owned();
+        let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
+        let call_event = Event::ToolCall {
+            id: call.id.clone(),
+            name: AGENT_TOOL.to_owned(),
+            kind: ToolKind::Other,
+            label,
+            input: args,
+            location: None,
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
+        let output = match self.agents.iter().find(|a| a.name == name).cloned() {
+            _ if task.trim().is_empty() => ToolOutput::error(
+                "missing required string argument `task`: what the subagent should do",
+            ),
+            None => ToolOutput::error(format!(
+                "there is no subagent '{name}'; the subagents are: {}",
+                self.agents
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some(agent) => {
+                let previous = self.subagent.replace(agent.name.clone());
+                // The subagent's text becomes the reason in its steps' notes; the parent's is kept for its own.
+                let why = self.why.clone();
+                let output = self.subagent_loop(call, &agent, &task).await;
+                *self.subagent = previous;
+                *self.why = why;
+                let output = output?;
+                let fields = json!({"agent_name": agent.name, "stop_hook_active": false});
+                self.fire(HookEvent::SubagentStop, &[&agent.name], fields)
+                    .await?;
+                output
+            }
+        };
+        let event = Event::ToolResult {
+            id: call.id.clone(),
+            ok: !output.is_error,
+            summary: output.summary.clone(),
+            output: model_view(&output),
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
+        Ok(output)
+    }
+
+    /// The subagent's loop, from the task to its answer.
+    async fn subagent_loop(
+        &mut self,
+        call: &ToolCall,
+        agent: &AgentDef,
+        task: &str,
+    ) -> Result<ToolOutput, AgentError> {
+        let own = match &agent.model {
+            Some(spec) => {
+                match child_client(spec, self.work.store.workdir(), self.model.timeouts()) {
+                    Ok(own) => Some(own),
+                    Err(message) => return Ok(ToolOutput::error(message)),
+                }
+            }
+            None => None,
+        };
+        let tools: Vec<Arc<dyn Tool>> = self
+            .tools
+            .registry
+            .iter()
+            .filter(|t| {
+                agent
+                    .tools
+                    .as_ref()
+                    .is_none_or(|list| agent_files::tool_allowed(list, t.name()))
+            })
+            .cloned()
+            .collect();
+        let schemas: Vec<ToolSchema> = tools.iter().map(|t| t.schema()).collect();
+        let root = self.work.session.root().display().to_string();
+        let mut messages = vec![
+            Message::System {
+                content: format!(
+                    "{}\n\nYou are the subagent '{}' of git-agent, a coding agent, working in the repository                      checked out at {root}. Paths are relative to it. When you are done, answer without                      calling tools: what you did or found, citing path:line. The agent sees only that answer.",
+                    agent.prompt, agent.name
+                ),
+            },
+            Message::User {
+                content: task.to_owned(),
+            },
+        ];
+        self.log_child(
+            call,
+            LogEvent::User {
+                content: task.to_owned(),
+            },
+        )?;
+        let mut requests = 0u32;
+        loop {
+            let (used, spent) = self.tally.used();
+            if let Some((_, reason)) = self.tally.budget.exceeded(used, spent) {
+                return Ok(ToolOutput::error(format!(
+                    "the subagent {} stopped before it answered: the session's budget ran out ({reason})",
+                    agent.name
+                )));
+            }
+            requests += 1;
+            let last = requests >= AGENT_MAX_STEPS;
+            let offered: &[ToolSchema] = if last { &[] } else { &schemas };
+            let sent = match &own {
+                Some((client, model)) => {
+                    let request = Request {
+                        model: &model.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
+                    stream::quietly(client, &self.model.retry, &request, self.control).await
+                }
+                None => {
+                    let link = self.model;
+                    let request = Request {
+                        model: &link.config.model,
+                        messages: &messages,
+                        tools: offered,
+                        max_tokens: None,
+                    };
+                    stream::quietly(&link.client, &link.retry, &request, self.control).await
+                }
+            };
+            let response = match sent {
+                None => return Ok(ToolOutput::error("interrupted by the user")),
+                Some(Err(err)) => {
+                    return Ok(ToolOutput::error(format!(
+                        "the subagent {}'s model request failed: {err}",
+                        agent.name
+                    )))
+                }
+                Some(Ok(response)) => response,
+            };
+            let mut usage = Usage::default();
+            let mut cost = Cost::default();
+            if let Some(u) = &response.usage {
+                usage.add(u);
+                let price = own
+                    .as_ref()
+                    .map_or(self.model.config.price, |(_, m)| m.price);
+                cost.add_request(price.map(|p| p.cost(u)));
+            }
+            let tokens = usage.input_tokens + usage.output_tokens;
+            self.tally.charge(used + 1, spent + tokens, &usage, &cost);
+            self.log_child(
+                call,
+                LogEvent::Assistant {
+                    content: response.text.clone(),
+                    tool_calls: response.tool_calls.clone(),
+                    thinking: Vec::new(),
+                },
+            )?;
+            messages.push(Message::Assistant {
+                content: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+                thinking: response.thinking,
+            });
+            if response.tool_calls.is_empty() || last {
+                let answer = response.text.trim();
+                if answer.is_empty() {
+                    return Ok(ToolOutput::error(format!(
+                        "the subagent {} answered with nothing",
+                        agent.name
+                    )));
+                }
+                let summary = format!("{}: {requests} request{}", agent.name, plural(requests));
+                return Ok(ToolOutput::ok(answer.to_owned(), summary));
+            }
+            self.why.clone_from(&response.text);
+            for child in &response.tool_calls {
+                let tool = tools.iter().find(|t| t.name() == child.name).cloned();
+                let output = match tool {
+                    Some(tool) => {
+                        // The session's path records the result as it is shown: at the top of the log, where
+                        // a resume skips it (its call is the subagent's, not the session's).
+                        let output = self.call_tool(Some(&tool), child, false).await?;
+                        self.recorded.retain(|id| *id != child.id);
+                        output
+                    }
+                    None => {
+                        let refusal = ToolOutput::error(format!(
+                            "`{}` is not among the tools of the subagent {} ({}); say in your answer what \
+                             should be done instead",
+                            child.name,
+                            agent.name,
+                            tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                        ));
+                        self.sink.emit(&Event::ToolCall {
+                            id: child.id.clone(),
+                            name: child.name.clone(),
+                            kind: ToolKind::Other,
+                            label: format!("{} (refused)", child.name),
+                            input: serde_json::Value::Null,
+                            location: None,
+                        });
+                        self.sink.emit(&Event::ToolResult {
+                            id: child.id.clone(),
+                            ok: false,
+                            summary: refusal.summary.clone(),
+                            output: refusal.content.clone(),
+                        });
+                        self.log_child(
+                            call,
+                            LogEvent::ToolResult {
+                                tool_call_id: child.id.clone(),
+                                name: child.name.clone(),
+                                ok: false,
+                                summary: refusal.summary.clone(),
+                                content: refusal.content.clone(),
+                            },
+                        )?;
+                        refusal
+                    }
+                };
+                messages.push(Message::Tool {
+                    tool_call_id: child.id.clone(),
+                    content: output.content,
+                });
+            }
+        }
+    }
+
+    /// Logs an event of a subagent under the call that started it (never part of the session's own
+    /// conversation on resume).
+    fn log_child(&mut self, call: &ToolCall, event: LogEvent) -> Result<(), AgentError> {
+        let nested = LogEvent::Explore {
+            parent: call.id.clone(),
+            event: Box::new(event),
+        };
+        self.work.log.append(nested.to_json())?;
+        Ok(())
+    }
+}
+
+/// The largest file [`ToolPipeline::show_diffs`] shows: an editor's diff view of a bigger file would not help, and
 /// reading it twice per edit would cost.
 const DIFF_LIMIT: usize = 1 << 20;
 
@@ -678,34 +1117,13 @@ fn parse_call<'t>(
     Ok((tool, parse_args(call, truncated)?))
 }
 
-/// Parses a call's arguments as a JSON object, or says what is wrong.
-fn parse_args(call: &ToolCall, truncated: bool) -> Result<serde_json::Value, String> {
-    if truncated {
-        return Err(format!(
-            "the arguments of this {} call were cut off by the output token limit, so it was not run; \
-             make the call again with shorter arguments (e.g. split a large write into several edits)",
-            call.name
-        ));
-    }
-    let text = call.arguments.trim();
-    let args = if text.is_empty() {
-        serde_json::Value::Object(Default::default())
+/// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
+pub(super) fn model_view(output: &ToolOutput) -> String {
+    if output.is_error && !output.content.starts_with("error") {
+        format!("error: {}", output.content)
     } else {
-        serde_json::from_str(text)
-            .map_err(|e| format!("the arguments are not valid JSON ({e}); send a JSON object"))?
-    };
-    if !args.is_object() {
-        return Err("the arguments must be a JSON object".to_string());
+        output.content.clone()
     }
-    Ok(args)
-}
-
-/// Redacts a tool result before it goes anywhere (the provider, the log, a front-end): the user's keys and
-/// the other known secrets never leave, whatever printed them (a test dumping its environment, an MCP server
-/// echoing its token) and at whatever depth the call ran (the parent or an explorer).
-pub(super) fn redact_output(output: &mut ToolOutput) {
-    output.content = redact::redact_known(&output.content);
-    output.summary = redact::redact_known(&output.summary);
 }
 
 #[cfg(test)]

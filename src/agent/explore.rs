@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use serde_json::json;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::config::agent_files::{self, AgentDef};
+use crate::config::agent_files::AgentDef;
 use crate::config::prices::Price;
 use crate::config::{ModelConfig, Settings};
 use crate::model::retry::RetryPolicy;
@@ -38,11 +38,10 @@ use crate::tools::{SessionState, Tool, ToolContext, ToolOutput};
 
 use super::control::TurnControl;
 use super::error::AgentError;
+use super::event_hooks::HookPlace;
 use super::guards::Budget;
 use super::journal::Event as LogEvent;
-use super::start::Ready;
 use super::stream;
-use super::turn::Turn;
 use crate::config::event_hooks::HookEvent;
 
 /// The tool's name.
@@ -55,7 +54,7 @@ const MAX_RESULT: usize = 12 * 1024;
 /// How a session explores: its own client and model when `explore_model` names one (else the session's),
 /// and the request budget of one call.
 pub(super) struct Explorer {
-    own: Option<(Client, ModelConfig)>,
+    pub(super) own: Option<(Client, ModelConfig)>,
     pub max_steps: u32,
 }
 
@@ -96,7 +95,7 @@ impl Explorer {
 /// The tool that hands a task to a subagent defined in a file.
 pub const AGENT_TOOL: &str = "agent";
 /// The most model requests one subagent task may make (the session's budgets bound it too).
-const AGENT_MAX_STEPS: u32 = 30;
+pub(super) const AGENT_MAX_STEPS: u32 = 30;
 
 /// The `agent` tool's schema, naming the subagents the session has.
 pub fn agent_schema(agents: &[AgentDef]) -> ToolSchema {
@@ -149,443 +148,45 @@ pub fn schema() -> ToolSchema {
 }
 
 /// What the children share: the model, the read-only tools, the policy, the way to the parent's sink, and
-/// the parent's budget.
-struct Shared<'a> {
-    client: &'a Client,
-    model: &'a str,
+/// the parent's budget (made by the tool-call pipeline from the parts it borrows).
+pub(super) struct Shared<'a> {
+    pub(super) client: &'a Client,
+    pub(super) model: &'a str,
     /// The explore model's price (`None`: unknown).
-    price: Option<Price>,
-    retry: &'a RetryPolicy,
-    tools: Vec<Arc<dyn Tool>>,
-    schemas: Vec<ToolSchema>,
-    ctx: ToolContext,
-    policy: &'a Policy,
+    pub(super) price: Option<Price>,
+    pub(super) retry: &'a RetryPolicy,
+    pub(super) tools: Vec<Arc<dyn Tool>>,
+    pub(super) schemas: Vec<ToolSchema>,
+    pub(super) ctx: ToolContext,
+    pub(super) policy: &'a Policy,
     /// Where a child's events go: the parent owns the sink and shows them in arrival order ([`relay`]).
-    events: UnboundedSender<Event>,
+    pub(super) events: UnboundedSender<Event>,
     /// Requests and tokens of the turn so far, the children's included.
-    used: Mutex<(u32, u64)>,
+    pub(super) used: Mutex<(u32, u64)>,
     /// What the session has cost so far, the children's requests included.
-    session_cost: Mutex<Cost>,
-    budget: Budget,
-    max_steps: u32,
-    control: &'a TurnControl,
+    pub(super) session_cost: Mutex<Cost>,
+    pub(super) budget: Budget,
+    pub(super) max_steps: u32,
+    pub(super) control: &'a TurnControl,
     /// Environment variables whose values must stay out of child tool output (the key's).
-    secret_envs: Vec<String>,
+    pub(super) secret_envs: Vec<String>,
     /// The session's event hooks: an explorer's calls meet the same `PreToolUse` hooks as the session's.
-    hooks: super::event_hooks::HookPlace,
+    pub(super) hooks: HookPlace,
 }
 
 /// What one child did.
-struct Run {
-    output: ToolOutput,
-    events: Vec<LogEvent>,
-    usage: Usage,
-    cost: Cost,
-}
-
-impl Turn<'_> {
-    /// Runs a group of explore calls from one reply, at most [`MAX_PARALLEL`] at once, and returns their
-    /// outputs in order. The children's transcripts are logged and their use charged to this turn.
-    pub(super) async fn explore(
-        &mut self,
-        calls: &[&ToolCall],
-        _started: Ready,
-    ) -> Result<Vec<ToolOutput>, AgentError> {
-        let mut tasks: Vec<Result<String, String>> = Vec::new();
-        for call in calls {
-            let task = serde_json::from_str::<serde_json::Value>(&call.arguments)
-                .ok()
-                .and_then(|args| args.get("task").and_then(|t| t.as_str()).map(str::to_owned))
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| {
-                    "missing required string argument `task`: the question to explore".to_owned()
-                });
-            let input = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
-            let label = match &task {
-                Ok(_) => label(&input),
-                Err(_) => "explore (rejected)".to_owned(),
-            };
-            let call_event = Event::ToolCall {
-                id: call.id.clone(),
-                name: TOOL.to_owned(),
-                kind: ToolKind::Search,
-                label,
-                input,
-                location: None,
-            };
-            super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
-            tasks.push(task);
-        }
-        let (requests, spent) = self.used();
-        let budget = self.budget();
-        let mut session_cost = Cost::of(self.s.work.log.meta.cost_usd);
-        session_cost.add(&self.cost());
-        let s = &mut *self.s;
-        let (client, model, price) = match &s.explore.own {
-            Some((client, model)) => (client, model.model.as_str(), model.price),
-            None => (
-                &s.model.client,
-                s.model.config.model.as_str(),
-                s.model.config.price,
-            ),
-        };
-        let tools: Vec<Arc<dyn Tool>> = s
-            .tools
-            .registry
-            .iter()
-            .filter(|t| {
-                !t.is_mutating()
-                    && matches!(t.kind(), ToolKind::Read | ToolKind::Search)
-                    && t.path_arg().is_some()
-            })
-            .cloned()
-            .collect();
-        let (events, mut arrivals) = unbounded_channel();
-        let shared = Shared {
-            client,
-            model,
-            price,
-            retry: &s.model.retry,
-            schemas: tools.iter().map(|t| t.schema()).collect(),
-            tools,
-            ctx: ToolContext {
-                root: s.work.session.root().to_path_buf(),
-                run_timeout: s.tools.run_timeout,
-                cancel: self.control.flag(),
-                session: Arc::clone(&s.tools.state),
-                sandbox: Arc::clone(&s.tools.sandbox),
-            },
-            secret_envs: vec![s.model.config.api_key_env.clone()],
-            hooks: super::event_hooks::HookPlace {
-                hooks: s.hooks.clone(),
-                session_id: s.work.session.id.clone(),
-                dir: s.work.session.root().to_path_buf(),
-                agent_branch: super::session::short_branch(&s.work.session).to_owned(),
-                step_commit: s.work.session.tip.to_string(),
-                sandbox: Arc::clone(&s.tools.sandbox),
-            },
-            policy: &s.tools.policy,
-            events,
-            used: Mutex::new((requests, spent)),
-            session_cost: Mutex::new(session_cost),
-            budget,
-            max_steps: s.explore.max_steps,
-            control: self.control,
-        };
-        let mut runs: Vec<Option<Run>> = Vec::new();
-        let work: Vec<(usize, &str)> = tasks
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.as_ref().ok().map(|t| (i, t.as_str())))
-            .collect();
-        runs.resize_with(calls.len(), || None);
-        for chunk in work.chunks(MAX_PARALLEL) {
-            let futures: Vec<_> = chunk
-                .iter()
-                .map(|(i, task)| Box::pin(shared.run(&calls[*i].id, task)))
-                .collect();
-            let children = join_all(futures);
-            for ((i, _), run) in chunk
-                .iter()
-                .zip(relay(children, &mut arrivals, &mut *self.sink).await)
-            {
-                runs[*i] = Some(run);
-            }
-        }
-        let (requests, spent) = shared.used.lock().map(|u| *u).unwrap_or((requests, spent));
-        drop(shared);
-        let mut usage = Usage::default();
-        let mut cost = Cost::default();
-        let mut outputs = Vec::new();
-        for ((call, task), run) in calls.iter().zip(tasks).zip(runs) {
-            let output = match (task, run) {
-                (Err(message), _) => ToolOutput::error(message),
-                (Ok(_), None) => ToolOutput::error("the explorer did not run"),
-                (Ok(_), Some(run)) => {
-                    for event in run.events {
-                        let nested = LogEvent::Explore {
-                            parent: call.id.clone(),
-                            event: Box::new(event),
-                        };
-                        self.s.work.log.append(nested.to_json())?;
-                    }
-                    usage.add(&run.usage);
-                    cost.add(&run.cost);
-                    run.output
-                }
-            };
-            let event = Event::ToolResult {
-                id: call.id.clone(),
-                ok: !output.is_error,
-                summary: output.summary.clone(),
-                output: super::turn::model_view(&output),
-            };
-            super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
-            self.recorded.push(call.id.clone());
-            outputs.push(output);
-        }
-        self.charge(requests, spent, &usage, &cost);
-        Ok(outputs)
-    }
-}
-
-impl Turn<'_> {
-    /// Runs one `agent` call: the named subagent works on the task in a loop of its own (its system prompt,
-    /// its tools, its model if it names one) until it answers. Its calls go through the same path as the
-    /// session's (policy, approvals, event hooks, step commits naming it); its requests count against the
-    /// turn's budgets; its transcript is logged under the call, as an explorer's is.
-    pub(super) async fn delegate(
-        &mut self,
-        call: &ToolCall,
-        _started: Ready,
-    ) -> Result<ToolOutput, AgentError> {
-        let args: serde_json::Value =
-            serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
-        let name = args["name"].as_str().unwrap_or_default().to_owned();
-        let task = args["task"].as_str().unwrap_or_default().to_owned();
-        let label = format!("agent {name} \"{}\"", crate::tools::short(&task, 60));
-        let call_event = Event::ToolCall {
-            id: call.id.clone(),
-            name: AGENT_TOOL.to_owned(),
-            kind: ToolKind::Other,
-            label,
-            input: args,
-            location: None,
-        };
-        super::journal::record(&mut self.s.work.log, &mut *self.sink, call_event)?;
-        let output = match self.s.agents.iter().find(|a| a.name == name).cloned() {
-            _ if task.trim().is_empty() => ToolOutput::error(
-                "missing required string argument `task`: what the subagent should do",
-            ),
-            None => ToolOutput::error(format!(
-                "there is no subagent '{name}'; the subagents are: {}",
-                self.s
-                    .agents
-                    .iter()
-                    .map(|a| a.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            Some(agent) => {
-                let previous = self.subagent.replace(agent.name.clone());
-                // The subagent's text becomes the reason in its steps' notes; the parent's is kept for its own.
-                let why = self.why.clone();
-                let output = self.subagent_loop(call, &agent, &task).await;
-                self.subagent = previous;
-                self.why = why;
-                let output = output?;
-                let fields = json!({"agent_name": agent.name, "stop_hook_active": false});
-                self.fire(HookEvent::SubagentStop, &[&agent.name], fields)
-                    .await?;
-                output
-            }
-        };
-        let event = Event::ToolResult {
-            id: call.id.clone(),
-            ok: !output.is_error,
-            summary: output.summary.clone(),
-            output: super::turn::model_view(&output),
-        };
-        super::journal::record(&mut self.s.work.log, &mut *self.sink, event)?;
-        self.recorded.push(call.id.clone());
-        Ok(output)
-    }
-
-    /// The subagent's loop, from the task to its answer.
-    async fn subagent_loop(
-        &mut self,
-        call: &ToolCall,
-        agent: &AgentDef,
-        task: &str,
-    ) -> Result<ToolOutput, AgentError> {
-        let own = match &agent.model {
-            Some(spec) => match child_client(spec, self.s.work.store.workdir(), &self.s.model) {
-                Ok(own) => Some(own),
-                Err(message) => return Ok(ToolOutput::error(message)),
-            },
-            None => None,
-        };
-        let tools: Vec<Arc<dyn Tool>> = self
-            .s
-            .tools
-            .registry
-            .iter()
-            .filter(|t| {
-                agent
-                    .tools
-                    .as_ref()
-                    .is_none_or(|list| agent_files::tool_allowed(list, t.name()))
-            })
-            .cloned()
-            .collect();
-        let schemas: Vec<ToolSchema> = tools.iter().map(|t| t.schema()).collect();
-        let root = self.s.work.session.root().display().to_string();
-        let mut messages = vec![
-            Message::System {
-                content: format!(
-                    "{}\n\nYou are the subagent '{}' of git-agent, a coding agent, working in the repository                      checked out at {root}. Paths are relative to it. When you are done, answer without                      calling tools: what you did or found, citing path:line. The agent sees only that answer.",
-                    agent.prompt, agent.name
-                ),
-            },
-            Message::User {
-                content: task.to_owned(),
-            },
-        ];
-        self.log_child(
-            call,
-            LogEvent::User {
-                content: task.to_owned(),
-            },
-        )?;
-        let mut requests = 0u32;
-        loop {
-            let (used, spent) = self.used();
-            if let Some((_, reason)) = self.budget().exceeded(used, spent) {
-                return Ok(ToolOutput::error(format!(
-                    "the subagent {} stopped before it answered: the session's budget ran out ({reason})",
-                    agent.name
-                )));
-            }
-            requests += 1;
-            let last = requests >= AGENT_MAX_STEPS;
-            let offered: &[ToolSchema] = if last { &[] } else { &schemas };
-            let sent = match &own {
-                Some((client, model)) => {
-                    let request = Request {
-                        model: &model.model,
-                        messages: &messages,
-                        tools: offered,
-                        max_tokens: None,
-                    };
-                    stream::quietly(client, &self.s.model.retry, &request, self.control).await
-                }
-                None => {
-                    let link = &self.s.model;
-                    let request = Request {
-                        model: &link.config.model,
-                        messages: &messages,
-                        tools: offered,
-                        max_tokens: None,
-                    };
-                    stream::quietly(&link.client, &link.retry, &request, self.control).await
-                }
-            };
-            let response = match sent {
-                None => return Ok(ToolOutput::error("interrupted by the user")),
-                Some(Err(err)) => {
-                    return Ok(ToolOutput::error(format!(
-                        "the subagent {}'s model request failed: {err}",
-                        agent.name
-                    )))
-                }
-                Some(Ok(response)) => response,
-            };
-            let mut usage = Usage::default();
-            let mut cost = Cost::default();
-            if let Some(u) = &response.usage {
-                usage.add(u);
-                let price = own
-                    .as_ref()
-                    .map_or(self.s.model.config.price, |(_, m)| m.price);
-                cost.add_request(price.map(|p| p.cost(u)));
-            }
-            let tokens = usage.input_tokens + usage.output_tokens;
-            self.charge(used + 1, spent + tokens, &usage, &cost);
-            self.log_child(
-                call,
-                LogEvent::Assistant {
-                    content: response.text.clone(),
-                    tool_calls: response.tool_calls.clone(),
-                    thinking: Vec::new(),
-                },
-            )?;
-            messages.push(Message::Assistant {
-                content: response.text.clone(),
-                tool_calls: response.tool_calls.clone(),
-                thinking: response.thinking,
-            });
-            if response.tool_calls.is_empty() || last {
-                let answer = response.text.trim();
-                if answer.is_empty() {
-                    return Ok(ToolOutput::error(format!(
-                        "the subagent {} answered with nothing",
-                        agent.name
-                    )));
-                }
-                let summary = format!("{}: {requests} request{}", agent.name, plural(requests));
-                return Ok(ToolOutput::ok(answer.to_owned(), summary));
-            }
-            self.why.clone_from(&response.text);
-            for child in &response.tool_calls {
-                let tool = tools.iter().find(|t| t.name() == child.name).cloned();
-                let output = match tool {
-                    Some(tool) => {
-                        // The session's path records the result as it is shown: at the top of the log, where
-                        // a resume skips it (its call is the subagent's, not the session's).
-                        let output = self.call_tool(Some(&tool), child, false).await?;
-                        self.recorded.retain(|id| *id != child.id);
-                        output
-                    }
-                    None => {
-                        let refusal = ToolOutput::error(format!(
-                            "`{}` is not among the tools of the subagent {} ({}); say in your answer what \
-                             should be done instead",
-                            child.name,
-                            agent.name,
-                            tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                        ));
-                        self.sink.emit(&Event::ToolCall {
-                            id: child.id.clone(),
-                            name: child.name.clone(),
-                            kind: ToolKind::Other,
-                            label: format!("{} (refused)", child.name),
-                            input: serde_json::Value::Null,
-                            location: None,
-                        });
-                        self.sink.emit(&Event::ToolResult {
-                            id: child.id.clone(),
-                            ok: false,
-                            summary: refusal.summary.clone(),
-                            output: refusal.content.clone(),
-                        });
-                        self.log_child(
-                            call,
-                            LogEvent::ToolResult {
-                                tool_call_id: child.id.clone(),
-                                name: child.name.clone(),
-                                ok: false,
-                                summary: refusal.summary.clone(),
-                                content: refusal.content.clone(),
-                            },
-                        )?;
-                        refusal
-                    }
-                };
-                messages.push(Message::Tool {
-                    tool_call_id: child.id.clone(),
-                    content: output.content,
-                });
-            }
-        }
-    }
-
-    /// Logs an event of a subagent under the call that started it (never part of the session's own
-    /// conversation on resume).
-    fn log_child(&mut self, call: &ToolCall, event: LogEvent) -> Result<(), AgentError> {
-        let nested = LogEvent::Explore {
-            parent: call.id.clone(),
-            event: Box::new(event),
-        };
-        self.s.work.log.append(nested.to_json())?;
-        Ok(())
-    }
+pub(super) struct Run {
+    pub(super) output: ToolOutput,
+    pub(super) events: Vec<LogEvent>,
+    pub(super) usage: Usage,
+    pub(super) cost: Cost,
 }
 
 /// The client of a subagent that names its own model (`provider/model`), resolved as the session's is.
-fn child_client(
+pub(super) fn child_client(
     spec: &str,
     workdir: &std::path::Path,
-    main: &super::session::ModelLink,
+    timeouts: (std::time::Duration, std::time::Duration),
 ) -> Result<(Client, ModelConfig), String> {
     let env = |name: &str| crate::safety::secrets::var(name);
     let settings = Settings::load(workdir, &env).unwrap_or_default();
@@ -599,8 +200,8 @@ fn child_client(
         model.wire,
         model.base_url.clone(),
         model.api_key.clone(),
-        main.timeouts().0,
-        main.timeouts().1,
+        timeouts.0,
+        timeouts.1,
         model.tuning.clone(),
     )
     .map_err(|err| format!("the subagent's model '{spec}' cannot be used: {err}"))?;
@@ -609,7 +210,7 @@ fn child_client(
 
 impl Shared<'_> {
     /// One child loop, from the task to its summary.
-    async fn run(&self, parent: &str, task: &str) -> Run {
+    pub(super) async fn run(&self, parent: &str, task: &str) -> Run {
         let mut run = Run {
             output: ToolOutput::default(),
             events: vec![LogEvent::User {
@@ -793,11 +394,10 @@ impl Shared<'_> {
         looked_at: &mut Vec<String>,
     ) -> ToolOutput {
         let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
-        let args = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .ok()
-            .filter(|a| a.is_object());
+        // Parsed as the parent's calls are, with the same messages for the model.
+        let args = super::stages::parse_args(call, false);
         let label = match (&tool, &args) {
-            (Some(tool), Some(args)) => tool.label(args),
+            (Some(tool), Ok(args)) => tool.label(args),
             _ => format!("{} (refused)", call.name),
         };
         let input = args.clone().unwrap_or(serde_json::Value::Null);
@@ -819,8 +419,8 @@ impl Shared<'_> {
                 call.name,
                 self.tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
             )),
-            (Some(_), None) => ToolOutput::error("the arguments must be a JSON object"),
-            (Some(tool), Some(args)) => {
+            (Some(_), Err(message)) => ToolOutput::error(message),
+            (Some(tool), Ok(args)) => {
                 looked_at.push(label);
                 match self.hooked(parent, tool.name(), &call.id, args).await {
                     Ok(args) => self.checked_run(tool, args, ctx).await,
@@ -858,15 +458,12 @@ impl Shared<'_> {
                 tool.name()
             ));
         }
-        let ctx = ctx.clone();
-        let mut output = match tokio::task::spawn_blocking(move || tool.execute(&ctx, &args)).await
-        {
+        // The parent's execute stage, with the same redactor and known secrets (the keys, the `.env`
+        // values): a child's result goes to the provider just the same (issue 23, finding 2).
+        let mut output = match super::stages::run_blocking(tool, ctx.clone(), args).await {
             Ok(output) => output,
             Err(err) => ToolOutput::error(format!("the tool failed: {err}")),
         };
-        // The same redactor as the parent's results, with the same known secrets (the keys, the `.env`
-        // values): a child's result goes to the provider just the same (issue 23, finding 2).
-        super::call::redact_output(&mut output);
         if output.content.len() > MAX_RESULT {
             let mut end = MAX_RESULT;
             while !output.content.is_char_boundary(end) {
@@ -936,7 +533,7 @@ fn system_prompt(checkout: &str, max_steps: u32) -> String {
     )
 }
 
-fn plural(n: u32) -> &'static str {
+pub(super) fn plural(n: u32) -> &'static str {
     if n == 1 {
         ""
     } else {
@@ -946,7 +543,7 @@ fn plural(n: u32) -> &'static str {
 
 /// Runs `children` to their end while showing on `sink` the events they send, in the order they arrive: the
 /// parent owns the sink, the children hold only a sender, so no lock is shared between them.
-async fn relay<T>(
+pub(super) async fn relay<T>(
     children: impl Future<Output = T>,
     arrivals: &mut UnboundedReceiver<Event>,
     sink: &mut dyn Sink,
@@ -969,7 +566,7 @@ async fn relay<T>(
 
 /// Polls every future until all are done, on the current task (no spawn, so they may borrow), and returns
 /// their outputs in order.
-async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> Vec<F::Output> {
+pub(super) async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> Vec<F::Output> {
     let mut futures = futures;
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -995,6 +592,7 @@ async fn join_all<F: Future + ?Sized>(futures: Vec<Pin<Box<F>>>) -> Vec<F::Outpu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
 
     /// The children's events reach the parent's sink in the order they were sent, the last ones (sent as
     /// the children finish) before their outputs come back.

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::plan::Plan;
-use crate::protocol::{Cost, Status, ToolCall};
+use crate::protocol::{Cost, Status, ToolCall, Usage};
 
 /// How many recent calls the repetition check looks at.
 const WINDOW: usize = 20;
@@ -225,6 +225,44 @@ fn is_duration(word: &str) -> bool {
     !number.is_empty()
         && number.chars().any(|c| c.is_ascii_digit())
         && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+}
+
+/// A turn's budget and what it used: the loop's own requests and its subagents' (the tool-call pipeline
+/// charges what an `explore` or `agent` call used).
+pub(super) struct Tally {
+    pub budget: Budget,
+    pub requests: u32,
+    /// Tokens used by the turn's requests: the provider's figures, or estimates where it gave none.
+    pub spent: u64,
+    pub usage: Usage,
+    /// What the turn's requests cost (the subagents' included).
+    pub cost: Cost,
+}
+
+impl Tally {
+    pub(super) fn new(budget: Budget) -> Tally {
+        Tally {
+            budget,
+            requests: 0,
+            spent: 0,
+            usage: Usage::default(),
+            cost: Cost::default(),
+        }
+    }
+
+    /// What the turn used of its budget so far: model requests, and tokens as `--max-tokens` counts them.
+    pub(super) fn used(&self) -> (u32, u64) {
+        (self.requests, self.spent)
+    }
+
+    /// Takes over what subagents used: the turn now stands at `requests` and `spent`, and their `usage` is
+    /// the turn's too (so the session's totals count it).
+    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage, cost: &Cost) {
+        self.requests = self.requests.max(requests);
+        self.spent = self.spent.max(spent);
+        self.usage.add(usage);
+        self.cost.add(cost);
+    }
 }
 
 /// What a stopped session's budgets are.

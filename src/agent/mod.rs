@@ -6,15 +6,24 @@
 //! - [`session`]: [`AgentSession`], what front-ends (ask, chat, ACP, hooks) hold: open (start or resume), turns,
 //!   undo, model switch, compaction on demand, close (and the rollback of a session that never started);
 //! - [`control`]: [`TurnControl`], the per-turn cancel and steering queue;
+//! - `parts`: what a session's turns work on (workspace, model link, toolbox, conversation), below both the
+//!   session that owns them and the turn that borrows them;
 //! - `turn`: the loop and how a turn ends ([`TurnEnd`]);
-//! - `call`: one tool call: parse, policy and approval, execute, and the agent's own tools;
-//! - `step`: the step commit and its note;
+//! - `call`: the tool-call pipeline (`ToolPipeline`): parse, guards, hooks, policy and approval, execute,
+//!   change scan, step; the agent's own tools, `explore` and the `agent` subagent tool run through it;
+//! - `stages` (the arguments parsed once, a tool run on a blocking thread, its result redacted), `step`
+//!   (the step commit and its note), [`explore`] (the explorers' child loops, the subagents' schemas): the
+//!   pipeline's leaves;
 //! - `stream`: one model request raced against the cancel;
 //! - [`context`]: context accounting, pruning and compaction, on its own state;
 //! - [`memory`]: project memory in a session (retrieval, the `remember` tool, the end-of-session writes);
 //! - `guards` (budgets, loop guards), `instructions` (AGENTS.md), `prompt` (the system prompt), [`plan`],
 //!   [`journal`] (what the session log's events mean), [`date`];
 //! - [`check`] (running the project's check) and [`fix`] (`git agent fix`'s loop: turn, check, again).
+//!
+//! Dependencies run one way: session, turn, call (the pipeline), step, parts, then the leaves (explore,
+//! stages, memory, guards, journal, ...); no file needs one above it (tests/architecture.rs fails on any
+//! cycle between files).
 
 mod call;
 pub(crate) mod check;
@@ -32,10 +41,12 @@ mod instructions;
 pub(crate) mod journal;
 mod lsp;
 pub mod memory;
+mod parts;
 pub(crate) mod plan;
 mod prompt;
 pub(crate) mod session;
 pub(crate) mod skills;
+mod stages;
 mod start;
 mod step;
 mod stream;

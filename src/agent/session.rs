@@ -11,11 +11,12 @@
 //! is recorded in the session log as `ask` and `--resume` record theirs, so `show`, `log` and a later `--resume`
 //! see a chat's turns like any other.
 //!
-//! What a session holds is cut into parts that change for different reasons: [`Workspace`] (the repository,
-//! the branch and checkout, the log), [`ModelLink`] (the client and how to reach it), [`Toolbox`] (tools,
-//! policy, sandbox, change tracking), [`Conversation`] (messages, plan, goal, instructions) and the context
-//! accounting. What lives for one turn only (budget, guards, the front-end's sink and approver) is in
-//! [`super::turn`].
+//! What a session's turns work on is cut into parts that change for different reasons, [`SessionParts`] in
+//! [`super::parts`]: [`Workspace`] (the repository, the branch and checkout, the log), [`ModelLink`] (the
+//! client and how to reach it), [`Toolbox`] (tools, policy, sandbox, change tracking), [`Conversation`]
+//! (messages, plan, goal, instructions) and the context accounting. What lives for one turn only (budget,
+//! guards, the front-end's sink and approver) is in [`super::turn`]; a turn borrows the parts, never the
+//! session.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use crate::config::ModelConfig;
 use crate::model::retry::RetryPolicy;
 use crate::model::Client;
-use crate::protocol::{Approver, Cost, Event, Message, Never, Sink, Status, ToolSchema, Usage};
+use crate::protocol::{Approver, Event, Message, Never, Sink, Status, ToolSchema, Usage};
 use crate::safety::guard::GuardEnv;
 use crate::safety::redact;
 use crate::safety::rules::Rules;
@@ -32,22 +33,26 @@ use crate::safety::sandbox::{Sandbox, SandboxConfig};
 use crate::safety::scratch::ScratchDir;
 use crate::safety::Policy;
 use crate::store::{
-    ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartFrom, StartOptions, Started,
-    Store, StoreError, DEFAULT_MAX_CAPTURE_SIZE,
+    ChangeTracker, Checkout, Meta, ObjectId, Session, SessionLog, StartFrom, StartOptions, Store,
+    StoreError, DEFAULT_MAX_CAPTURE_SIZE,
 };
-use crate::tools::mcp::servers::{Servers, Status as McpStatus, STARTUP_WAIT};
+use crate::tools::mcp::servers::{Servers, Status as McpStatus};
 use crate::tools::mcp::ServerSpec;
 use crate::tools::{Registry, SessionState};
 
 use super::context::{ContextState, Settings};
 use super::control::TurnControl;
 use super::error::AgentError;
-use super::explore::{self, Explorer};
+use super::explore::Explorer;
 use super::instructions::{self, Instructions};
 use super::journal::{self, Event as LogEvent};
-use super::plan::{self, Plan};
+use super::parts::{
+    add_spend, offered, short_branch, start_mcp, Conversation, Limits, ModelLink, Narrowing, Probe,
+    SessionParts, Toolbox, Workspace,
+};
+use super::plan::Plan;
 use super::skills::SessionSkills;
-use super::start::{self as starting, Pending, Ready, Starting};
+use super::start::{self as starting, Pending, Starting};
 use super::stream::SessionLine;
 use super::turn::{Turn, TurnEnd};
 use super::{date, prompt};
@@ -80,22 +85,6 @@ pub struct SessionOptions {
     pub memory: Option<crate::config::memory::MemorySettings>,
 }
 
-/// Adds a turn's cached tokens and cost to the session's summary (the callers add its input and output tokens).
-pub(super) fn add_spend(meta: &mut Meta, usage: &Usage, cost: &Cost) {
-    meta.cached_tokens += usage.cached_tokens;
-    let mut total = Cost::of(meta.cost_usd);
-    total.add(cost);
-    meta.cost_usd = total.known();
-}
-
-/// The tools a turn may use, as a command's `allowed-tools` names them.
-#[derive(Clone, Debug)]
-pub(super) struct Narrowing {
-    /// What narrowed them, for refusals: `/fix-issue`.
-    pub by: String,
-    pub tools: Vec<String>,
-}
-
 /// Which session `--resume` / `--continue` means.
 #[derive(Debug, Clone)]
 pub enum Resume {
@@ -114,137 +103,21 @@ pub struct SafetyOptions {
 
 /// An open session; see the module docs.
 pub struct AgentSession {
-    pub(super) work: Workspace,
-    pub(super) model: ModelLink,
-    pub(super) tools: Toolbox,
-    pub(super) conv: Conversation,
-    pub(super) context: ContextState,
-    pub(super) limits: Limits,
+    /// What its turns work on.
+    pub(super) parts: SessionParts,
     /// The skills the session sees, and which were loaded this turn.
     pub(super) skills: SessionSkills,
     /// How `explore` calls run.
     pub(super) explore: Explorer,
-    /// The event hooks the session runs (issue 26).
-    pub(super) hooks: super::event_hooks::SessionHooks,
-    /// Subagents defined in files, which the `agent` tool hands tasks to.
-    pub(super) agents: Vec<crate::config::agent_files::AgentDef>,
     /// Commands defined in files: a prompt `/name args` runs one.
     file_commands: Vec<crate::config::agent_files::FileCommand>,
-    /// The tools this turn may use (a command's `allowed-tools`): `None` for all.
-    pub(super) turn_tools: Option<Narrowing>,
-    /// The `session` event, shown once the model first answers.
-    pub(super) line: SessionLine,
-    /// The model has answered at least once in this process.
-    pub(super) announced: bool,
-    /// Opened with `--resume`.
-    pub(super) resumed: bool,
-    /// Turns begun in this process.
-    pub(super) turns: u32,
-    /// Images the user gave for the next turn (`ask --image`, a path in chat), sent after its prompt.
-    pub(super) images: Vec<crate::protocol::Image>,
     /// A new session in which nothing happened but model requests that never got an answer: closing it
     /// leaves no trace (no branch, checkout or log), as if it had never started.
     pub(super) untouched: bool,
-    /// The start of a new session could not be finished (step 0, branch or checkout): closing removes
-    /// what was made of it (its log and local record).
-    start_failed: bool,
     /// The log's status before this process set it to running (restored when no turn ran).
     prior_status: Status,
     /// Tokens of this process's turns.
     usage: Usage,
-}
-
-/// Where the session's work is kept: the repository, the session's branch and checkout, and its log.
-pub(super) struct Workspace {
-    pub store: Store,
-    pub session: Session,
-    /// Every message, tool result and step is appended as it happens.
-    pub log: SessionLog,
-    /// `step N: <commit> (files)` for summaries and stop reports.
-    pub step_lines: Vec<String>,
-    /// Step 0, the branch and the checkout of a new session while they are being made (see `start`).
-    pub start: Starting,
-    /// `max_capture_size`, for the warnings about files left out of step 0.
-    pub max_capture: u64,
-}
-
-/// The model and how to reach it.
-pub(super) struct ModelLink {
-    pub client: Client,
-    pub config: ModelConfig,
-    /// The server's context window, to be asked once the first reply is in (see `resolve_context`).
-    pub probe: Option<Probe>,
-    pub retry: RetryPolicy,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
-}
-
-impl ModelLink {
-    /// The connect and idle timeouts the session's clients are made with.
-    pub(super) fn timeouts(&self) -> (Duration, Duration) {
-        (self.connect_timeout, self.idle_timeout)
-    }
-}
-
-/// What tool calls run with.
-pub(super) struct Toolbox {
-    pub registry: Registry,
-    pub policy: Policy,
-    pub sandbox: Arc<Sandbox>,
-    /// What the sandbox was made from: it is made again once a new session's checkout exists (it grants
-    /// writes to the checkout's registration, which it finds through the checkout).
-    pub sandbox_config: SandboxConfig,
-    /// Shared by the session's tool calls: read fingerprints, saved output, background jobs.
-    pub state: Arc<SessionState>,
-    /// What commands changed in the checkout (inotify, or a stat scan).
-    pub changes: ChangeTracker,
-    pub run_timeout: Duration,
-    /// The session's MCP servers, joining in the background.
-    pub mcp: Servers,
-    /// Their status as last shown, so each change is shown once.
-    pub mcp_shown: Option<McpStatus>,
-    /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
-    pub scratch: Option<ScratchDir>,
-    /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
-    pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
-    /// Project memory: what the session was given and proposed (`remember` runs with it).
-    pub memory: super::memory::SessionMemory,
-    /// Servers an editor added before the checkout existed; they start with the configured ones.
-    pub mcp_added: Vec<(String, Result<ServerSpec, String>)>,
-    /// Whether `mcp_later` has servers to start: then the first request waits for the checkout, so they
-    /// can start and be waited for (see [`AgentSession::await_mcp`]).
-    pub mcp_configured: bool,
-    /// The language servers to attach once a new session's checkout exists (they run in it).
-    pub lsp_later: Option<super::lsp::LspPlan>,
-}
-
-/// The conversation and what the agent keeps beside it.
-pub(super) struct Conversation {
-    /// The system prompt, then the conversation as the model sees it.
-    pub messages: Vec<Message>,
-    /// What the model is offered: the registry's tools, then `plan_update` and `finish`.
-    pub schemas: Vec<ToolSchema>,
-    /// The plan, kept outside the conversation (see [`plan`]).
-    pub plan: Plan,
-    /// The user's goal, restated in every compaction summary.
-    pub goal: String,
-    pub instructions: Instructions,
-}
-
-/// Asking the endpoint for its context window: the question, then the task asking it.
-pub(super) enum Probe {
-    /// Not asked yet: the question, to be sent beside a request or awaited.
-    Unasked(std::pin::Pin<Box<dyn std::future::Future<Output = Option<u64>> + Send>>),
-    Asking(tokio::task::JoinHandle<Option<u64>>),
-}
-
-/// The budgets every turn starts with.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Limits {
-    pub max_steps: u32,
-    pub max_time: Option<Duration>,
-    pub max_tokens: Option<u64>,
-    pub max_cost: Option<f64>,
 }
 
 /// What [`AgentSession::undo()`] did.
@@ -412,7 +285,7 @@ impl AgentSession {
             model: model.display_name(),
         };
         super::footprint::mark("open");
-        Ok(AgentSession {
+        let parts = SessionParts {
             context: ContextState::new(context, &conv.schemas),
             conv,
             work: Workspace {
@@ -439,18 +312,21 @@ impl AgentSession {
                 max_cost: options.max_cost,
             },
             line,
-            skills,
-            explore,
             hooks,
             agents,
-            file_commands,
             turn_tools: None,
             announced: false,
             resumed,
             turns: 0,
             images: Vec::new(),
-            untouched: !resumed,
             start_failed: false,
+        };
+        Ok(AgentSession {
+            parts,
+            skills,
+            explore,
+            file_commands,
+            untouched: !resumed,
             prior_status,
             usage: Usage::default(),
         })
@@ -470,9 +346,9 @@ impl AgentSession {
     ) -> Result<TurnEnd, AgentError> {
         let (expanded, tools) = self.expand_command(prompt).unzip();
         let prompt = expanded.as_deref().unwrap_or(prompt);
-        self.turn_tools = tools.flatten();
+        self.parts.turn_tools = tools.flatten();
         self.begin(prompt)?;
-        let mut turn = Turn::new(self, sink, approver, control);
+        let mut turn = Turn::new(&mut self.parts, &self.explore, sink, approver, control);
         let result = match turn.run(prompt).await {
             // The turn's end is recorded with step 0 known: a start still under way is waited for.
             Ok(outcome) => match turn.s.ready(&mut *turn.sink).await {
@@ -482,12 +358,16 @@ impl AgentSession {
             Err(err) => Err(err),
         };
         // A server that failed or joined while the last request ran is shown now rather than never.
-        self.refresh_mcp(sink);
+        self.parts.refresh_mcp(sink);
         let status = result
             .as_ref()
             .map_or(Status::Error, |end| end.status.clone());
-        self.skills
-            .count_turn(&self.work.store, &self.work.session.id, &status, sink);
+        self.skills.count_turn(
+            &self.parts.work.store,
+            &self.parts.work.session.id,
+            &status,
+            sink,
+        );
         match result {
             Ok(end) => {
                 self.untouched = false;
@@ -500,21 +380,21 @@ impl AgentSession {
 
     /// The largest image the session's model is sent, in bytes (`max_image_size`).
     pub fn max_image_size(&self) -> u64 {
-        self.model.config.max_image_size
+        self.parts.model.config.max_image_size
     }
 
     /// Gives the next turn `images` (checked by [`crate::tools::image`]), sent to the model after its prompt.
     /// A model whose provider says `vision = false` refuses them here, before any request.
     pub fn attach_images(&mut self, images: Vec<crate::protocol::Image>) -> Result<(), AgentError> {
-        if !images.is_empty() && !self.model.config.vision {
+        if !images.is_empty() && !self.parts.model.config.vision {
             return Err(AgentError::Config(
                 crate::tools::image::ImageError::NoVision {
-                    model: self.model.config.display_name(),
+                    model: self.parts.model.config.display_name(),
                 }
                 .to_string(),
             ));
         }
-        self.images.extend(images);
+        self.parts.images.extend(images);
         Ok(())
     }
 
@@ -526,25 +406,25 @@ impl AgentSession {
         sink: &mut dyn Sink,
         control: &TurnControl,
     ) -> Result<bool, AgentError> {
-        self.settle_window(true).await;
+        self.parts.settle_window(true).await;
         let mut never = Never;
-        let mut turn = Turn::new(self, sink, &mut never, control);
+        let mut turn = Turn::new(&mut self.parts, &self.explore, sink, &mut never, control);
         let compacted = turn.compact(true, focus).await?;
         let (usage, cost) = (turn.usage(), turn.cost());
-        let meta = &mut self.work.log.meta;
+        let meta = &mut self.parts.work.log.meta;
         meta.input_tokens += usage.input_tokens;
         meta.output_tokens += usage.output_tokens;
         add_spend(meta, &usage, &cost);
         self.usage.add(&usage);
-        self.work.log.fold(&self.work.store)?;
+        self.parts.work.log.fold(&self.parts.work.store)?;
         Ok(compacted)
     }
 
     /// Moves the session's branch back `n` steps and its checkout with it (`/undo`), recorded in the log; the
     /// next turn commits on the new tip.
     pub fn undo(&mut self, n: u32) -> Result<Undone, AgentError> {
-        self.ready_blocking()?;
-        let work = &mut self.work;
+        self.parts.ready_blocking()?;
+        let work = &mut self.parts.work;
         let from = record_undo(&work.store, &mut work.log, &mut work.session, n)?;
         let steps = work.session.steps;
         // The summaries and stop reports must not cite what was undone.
@@ -560,10 +440,10 @@ impl AgentSession {
     /// Switches the model for the next turns (`/model`): a new client, the context window resolved for the new
     /// model, and its key registered for redaction. The conversation stays.
     pub async fn set_model(&mut self, mut model: ModelConfig) -> Result<(), AgentError> {
-        if !self.tools.sandbox_config.network {
+        if !self.parts.tools.sandbox_config.network {
             model.tuning.server_tools.clear();
         }
-        let link = &mut self.model;
+        let link = &mut self.parts.model;
         link.client = Client::new_tuned(
             model.wire,
             model.base_url.clone(),
@@ -572,15 +452,17 @@ impl AgentSession {
             link.idle_timeout,
             model.tuning.clone(),
         )?;
-        register_secrets(&model, &self.work.store);
+        register_secrets(&model, &self.parts.work.store);
         let ollama = model.provider == "ollama";
         let reported = link.client.context_window(&model.model, ollama);
         let settings = Settings::resolve(&model, reported).await;
         if let Some(Probe::Asking(task)) = link.probe.take() {
             task.abort();
         }
-        self.context.switch_model(settings, &self.conv.schemas);
-        self.line.model = model.display_name();
+        self.parts
+            .context
+            .switch_model(settings, &self.parts.conv.schemas);
+        self.parts.line.model = model.display_name();
         link.config = model;
         Ok(())
     }
@@ -599,64 +481,18 @@ impl AgentSession {
     /// `config::mcp::parse_acp` reads them); they join in the background like the configured ones, and an
     /// entry that cannot be used counts as a failed server.
     pub fn add_mcp_servers(&mut self, servers: Vec<(String, Result<ServerSpec, String>)>) {
-        if self.tools.mcp_later.is_some() {
-            // The checkout they run in does not exist yet (`adopt` starts them).
-            self.tools.mcp_added.extend(servers);
-            return;
-        }
-        let mut specs = Vec::new();
-        for (name, spec) in servers {
-            match spec {
-                Ok(spec) => specs.push(spec),
-                Err(problem) => self.tools.mcp.failed(&name, problem),
-            }
-        }
-        self.tools.mcp.add(specs, self.work.session.root());
+        self.parts.add_mcp_servers(servers);
     }
 
     /// How the session's MCP servers stand.
     pub fn mcp_status(&self) -> McpStatus {
-        self.tools.mcp.status()
+        self.parts.tools.mcp.status()
     }
 
     /// Stops the session's MCP servers gracefully (stdio: close stdin, SIGTERM, SIGKILL; HTTP: end the
     /// session). [`AgentSession::close`] stops any left without waiting on the runtime.
     pub async fn shutdown_mcp(&self) {
-        self.tools.mcp.shutdown().await;
-    }
-
-    /// Before the session's first request: the MCP servers get their bounded startup time, so the request
-    /// offers their tools (issue 23, finding 7). A new session's servers start in its checkout, so when
-    /// there are any, the checkout is waited for first; the servers' own start still overlaps the rest of
-    /// step 0 and whatever else the session does before its first request.
-    pub(super) async fn await_mcp(&mut self, sink: &mut dyn Sink) -> Result<(), AgentError> {
-        let later = self.tools.mcp_later.is_some();
-        if later && (self.tools.mcp_configured || !self.tools.mcp_added.is_empty()) {
-            self.ready(sink).await?;
-        }
-        self.tools.mcp.wait_for_start().await;
-        Ok(())
-    }
-
-    /// Before a request: the tools of servers that joined (or changed) since are offered from now on, and a
-    /// change in their status worth telling (a failure, all settled) is shown.
-    pub(super) fn refresh_mcp(&mut self, sink: &mut dyn Sink) {
-        if self.tools.mcp.is_empty() {
-            return;
-        }
-        let schemas = offered(&self.tools, &self.agents);
-        if schemas != self.conv.schemas {
-            self.context.accounting.set_schemas(&schemas);
-            self.conv.schemas = schemas;
-        }
-        for warning in self.tools.mcp.take_warnings() {
-            sink.emit(&Event::Warning { message: warning });
-        }
-        let status = self.tools.mcp.status();
-        if status.is_news(self.tools.mcp_shown.as_ref()) {
-            show_mcp(sink, &status, None);
-            self.tools.mcp_shown = Some(status);
-        }
+        self.parts.tools.mcp.shutdown().await;
     }
 
     /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last
@@ -664,16 +500,16 @@ impl AgentSession {
     pub fn close(mut self) {
         super::footprint::mark("close");
         // Background jobs (dev servers) and MCP servers never outlive the session, however it ended.
-        self.tools.state.shutdown();
-        self.tools.mcp.stop_blocking();
-        if let Some(pool) = self.tools.state.lsp() {
+        self.parts.tools.state.shutdown();
+        self.parts.tools.mcp.stop_blocking();
+        if let Some(pool) = self.parts.tools.state.lsp() {
             pool.shutdown();
         }
         // A start still under way is finished first, so what it made is kept or rolled back as a whole.
-        let _ = self.ready_blocking();
+        let _ = self.parts.ready_blocking();
         self.session_end_hooks();
-        let work = &mut self.work;
-        if self.start_failed {
+        let work = &mut self.parts.work;
+        if self.parts.start_failed {
             // Best effort: the start's own error is what the user needs to see; it cleaned up after itself.
             let _ = work.store.delete_log(&work.session.id);
             let _ = work.store.forget_local(&work.session.id);
@@ -681,12 +517,12 @@ impl AgentSession {
             // Best effort: the model error is what the user needs to see.
             let _ = work.store.rollback_session(&work.session);
             let _ = work.store.delete_log(&work.session.id);
-        } else if work.log.meta.status == Status::Running && self.turns == 0 {
+        } else if work.log.meta.status == Status::Running && self.parts.turns == 0 {
             // Resumed, and closed without a turn: the session stands where it stood.
             work.log.meta.status = std::mem::take(&mut self.prior_status);
             let _ = work.log.fold(&work.store);
         }
-        if let Some(scratch) = self.tools.scratch.take() {
+        if let Some(scratch) = self.parts.tools.scratch.take() {
             scratch.remove();
         }
     }
@@ -695,11 +531,12 @@ impl AgentSession {
     /// more: they are run, not read).
     fn session_end_hooks(&self) {
         use crate::config::event_hooks::HookEvent;
-        if self.untouched || self.start_failed || !self.hooks.has(HookEvent::SessionEnd) {
+        if self.untouched || self.parts.start_failed || !self.parts.hooks.has(HookEvent::SessionEnd)
+        {
             return;
         }
-        let hooks = self.hooks.matching(HookEvent::SessionEnd, &["other"]);
-        let session = &self.work.session;
+        let hooks = self.parts.hooks.matching(HookEvent::SessionEnd, &["other"]);
+        let session = &self.parts.work.session;
         let base = super::event_hooks::Base {
             session_id: &session.id,
             cwd: session.root(),
@@ -710,7 +547,12 @@ impl AgentSession {
             HookEvent::SessionEnd,
             serde_json::json!({"reason": "other"}),
         );
-        super::event_hooks::run_all(hooks, &input, session.root(), Some(&self.tools.sandbox));
+        super::event_hooks::run_all(
+            hooks,
+            &input,
+            session.root(),
+            Some(&self.parts.tools.sandbox),
+        );
     }
 
     /// A prompt `/name args` naming a command defined in a file: its expanded prompt, and the tools it
@@ -736,38 +578,38 @@ impl AgentSession {
 
     /// The subagents defined in files.
     pub fn agents(&self) -> &[crate::config::agent_files::AgentDef] {
-        &self.agents
+        &self.parts.agents
     }
 
     /// The session's id (6 hex characters).
     pub fn id(&self) -> &str {
-        &self.work.session.id
+        &self.parts.work.session.id
     }
 
     /// The session's branch without `refs/heads/`: `agent/<id>`.
     pub fn branch(&self) -> &str {
-        short_branch(&self.work.session)
+        short_branch(&self.parts.work.session)
     }
 
     /// The store-level session: base, step 0, tip, steps, checkout (for `/diff`: `git diff base...tip`).
     pub fn session(&self) -> &Session {
-        &self.work.session
+        &self.parts.work.session
     }
 
     /// The repository, for front-ends that read it between turns (diffs, logs).
     pub fn store(&self) -> &Store {
-        &self.work.store
+        &self.parts.work.store
     }
 
     /// Step commits on the branch (step 0 not counted).
     pub fn steps(&self) -> u32 {
-        self.work.session.steps
+        self.parts.work.session.steps
     }
 
     /// Tokens of the session's requests as its log counts them (earlier runs included); cached tokens of this
     /// process's turns.
     pub fn usage(&self) -> Usage {
-        let meta = &self.work.log.meta;
+        let meta = &self.parts.work.log.meta;
         Usage {
             input_tokens: meta.input_tokens,
             output_tokens: meta.output_tokens,
@@ -778,12 +620,12 @@ impl AgentSession {
     /// What the session's requests cost in USD (earlier runs included), as of its last turn; `None` when one
     /// of them had no price.
     pub fn cost(&self) -> Option<f64> {
-        self.work.log.meta.cost_usd
+        self.parts.work.log.meta.cost_usd
     }
 
     /// Project memory in this session: the entries it was given, its proposals not written yet.
     pub fn memory(&self) -> &super::memory::SessionMemory {
-        &self.tools.memory
+        &self.parts.tools.memory
     }
 
     /// The skills the session sees: usable ones with their counts, shadowed ones, and the problems of those
@@ -794,144 +636,38 @@ impl AgentSession {
 
     /// The plan the model keeps with `plan_update` (chat's `/plan`).
     pub fn plan(&self) -> &Plan {
-        &self.conv.plan
+        &self.parts.conv.plan
     }
 
     /// `provider/model`.
     pub fn model_name(&self) -> String {
-        self.model.config.display_name()
+        self.parts.model.config.display_name()
     }
 
     /// Estimated tokens the next request would carry (conversation and tool schemas), for a status line.
     pub fn context_used(&self) -> u64 {
-        self.context.tokens(&self.conv.messages)
+        self.parts.context.tokens(&self.parts.conv.messages)
     }
 
     /// The model's context window as the session knows it (learned smaller after an overflow).
     pub fn context_window(&self) -> u64 {
-        self.context.settings.window
-    }
-
-    /// Starts asking the endpoint for its context window, if that is still to be done.
-    pub(super) fn start_window_probe(&mut self) {
-        if let Some(Probe::Unasked(_)) = &self.model.probe {
-            if let Some(Probe::Unasked(ask)) = self.model.probe.take() {
-                self.model.probe = Some(Probe::Asking(tokio::spawn(ask)));
-            }
-        }
-    }
-
-    /// Takes the context window the endpoint reports, if it is being asked: waiting for the answer when
-    /// `wait` (the next request could need compaction; asking first if nobody has yet), else only if it is
-    /// there already.
-    pub(super) async fn settle_window(&mut self, wait: bool) {
-        let reported = match self.model.probe.take() {
-            None => return,
-            Some(Probe::Unasked(ask)) if wait => ask.await,
-            Some(Probe::Asking(task)) if wait || task.is_finished() => task.await.ok().flatten(),
-            Some(probe) => {
-                self.model.probe = Some(probe);
-                return;
-            }
-        };
-        let Some(reported) = reported else {
-            return;
-        };
-        let window = &mut self.context.settings.window;
-        // An overflow may have taught a smaller window meanwhile: that one is the truth.
-        *window = if *window == super::context::DEFAULT_WINDOW {
-            reported
-        } else {
-            (*window).min(reported)
-        };
-    }
-
-    /// Waits for a new session's start (step 0, branch, checkout) if it is still under way, showing progress
-    /// when the checkout takes long, and takes what it made: the [`Ready`] that what works in the checkout
-    /// needs. Called before the first tool call and at the end of a turn.
-    pub(super) async fn ready(&mut self, sink: &mut dyn Sink) -> Result<Ready, AgentError> {
-        let Some(pending) = self.work.start.take_underway() else {
-            return self.work.start.ready().ok_or(AgentError::StartFailed);
-        };
-        let started = pending.wait(sink).await;
-        super::footprint::mark("checkout");
-        self.adopt(started, sink)?;
-        Ok(self.work.start.made())
-    }
-
-    /// [`AgentSession::ready()`], blocking the thread (undo, close, a failed turn).
-    fn ready_blocking(&mut self) -> Result<Ready, AgentError> {
-        let Some(pending) = self.work.start.take_underway() else {
-            return self.work.start.ready().ok_or(AgentError::StartFailed);
-        };
-        let started = pending.join();
-        self.adopt(started, &mut starting::Quiet)?;
-        Ok(self.work.start.made())
-    }
-
-    /// Takes a finished start: step 0 and the branch's tip into the session and its log, and the checkout
-    /// into the sandbox and the instructions.
-    fn adopt(
-        &mut self,
-        started: Result<Started, StoreError>,
-        sink: &mut dyn Sink,
-    ) -> Result<(), AgentError> {
-        let started = match started {
-            Ok(started) => started,
-            Err(err) => {
-                self.start_failed = true;
-                return Err(err.into());
-            }
-        };
-        starting::announce(&started, self.work.max_capture, sink);
-        let work = &mut self.work;
-        work.session.step0 = started.session.step0;
-        work.session.tip = started.session.tip;
-        work.session.base = started.session.base;
-        if started.session.step0.is_some() {
-            work.log.meta.step0 = started.session.step0.map(|c| c.to_string());
-            work.log.fold(&work.store)?;
-        }
-        if let Checkout::Linked(root) = &work.session.checkout {
-            let checkout = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
-            let tmpdir = self.tools.sandbox.tmpdir.clone();
-            let sandbox = Sandbox::new(
-                &self.tools.sandbox_config,
-                &checkout,
-                work.store.common_dir(),
-                tmpdir,
-            );
-            self.tools.sandbox = Arc::new(sandbox);
-            self.conv.instructions.rebase(root);
-        }
-        if let Some(lsp) = self.tools.lsp_later.take() {
-            lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
-        }
-        if let Some(settings) = self.tools.mcp_later.take() {
-            let registry = &self.tools.registry;
-            self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
-            let added = std::mem::take(&mut self.tools.mcp_added);
-            if !added.is_empty() {
-                self.add_mcp_servers(added);
-            }
-        }
-        Ok(())
+        self.parts.context.settings.window
     }
 
     /// Gets a turn going: the branch's current tip, the title, the goal, and the status `running`.
     fn begin(&mut self, prompt: &str) -> Result<(), AgentError> {
-        let first = !self.resumed && self.turns == 0;
-        self.turns += 1;
-        if !self.work.start.is_underway() {
+        let first = !self.parts.resumed && self.parts.turns == 0;
+        self.parts.turns += 1;
+        if !self.parts.work.start.is_underway() {
             self.follow_branch()?;
         }
-        let meta = &mut self.work.log.meta;
+        let meta = &mut self.parts.work.log.meta;
         let mut changed = false;
         if meta.prompt.is_empty() {
             meta.prompt = prompt.to_owned();
             changed = true;
         }
-        self.conv.goal = if first {
+        self.parts.conv.goal = if first {
             prompt.to_owned()
         } else {
             format!("{}\n\n(continued with:) {prompt}", meta.prompt)
@@ -941,7 +677,7 @@ impl AgentSession {
             changed = true;
         }
         if changed {
-            self.work.log.fold(&self.work.store)?;
+            self.parts.work.log.fold(&self.parts.work.store)?;
         }
         Ok(())
     }
@@ -949,7 +685,7 @@ impl AgentSession {
     /// Takes the branch as it stands if something outside the session moved it since the last turn (as
     /// `--resume` would), so the next step commits on the right parent.
     fn follow_branch(&mut self) -> Result<(), AgentError> {
-        let work = &mut self.work;
+        let work = &mut self.parts.work;
         let tip = work
             .store
             .branch_tip(&work.session.branch)?
@@ -967,25 +703,27 @@ impl AgentSession {
     /// Records a turn that failed with a host error, and adds the hint the user needs to the error.
     fn failed(&mut self, err: AgentError) -> AgentError {
         // What the start made is known before the failure is recorded (or rolled back at close).
-        let _ = self.ready_blocking();
-        let never_answered = matches!(err, AgentError::Model(_)) && !self.announced;
+        let _ = self.parts.ready_blocking();
+        let never_answered = matches!(err, AgentError::Model(_)) && !self.parts.announced;
         if !never_answered {
             self.untouched = false;
         }
-        let work = &mut self.work;
+        let work = &mut self.parts.work;
         work.log.meta.status = Status::Error;
         work.log.meta.steps = work.session.steps;
         // Best effort: the error itself is what the user needs to see.
         let _ = work.log.fold(&work.store);
         match err {
-            AgentError::Model(err) if super::error::refused_an_image(&err, &self.conv.messages) => {
+            AgentError::Model(err)
+                if super::error::refused_an_image(&err, &self.parts.conv.messages) =>
+            {
                 AgentError::ImageRefused {
                     source: err,
-                    provider: self.model.config.provider.clone(),
-                    model: self.model.config.display_name(),
+                    provider: self.parts.model.config.provider.clone(),
+                    model: self.parts.model.config.display_name(),
                 }
             }
-            AgentError::Model(err) => super::error::with_hint(err, &self.model.config),
+            AgentError::Model(err) => super::error::with_hint(err, &self.parts.model.config),
             err => err,
         }
     }
@@ -1331,132 +1069,126 @@ fn relative_cwd(store: &Store, cwd: &Path) -> PathBuf {
         .unwrap_or_default()
 }
 
-/// `agent/<id>`.
-pub(super) fn short_branch(session: &Session) -> &str {
-    session.branch.trim_start_matches("refs/heads/")
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ToolCall;
 
-/// What the model is offered: the registry's tools, `plan_update` and `finish`, then the MCP tools (last, so
-/// the stable part of the request comes first for prompt caches, and servers joining change only its end).
-fn offered(tools: &Toolbox, agents: &[crate::config::agent_files::AgentDef]) -> Vec<ToolSchema> {
-    let mut schemas: Vec<_> = tools.registry.iter().map(|t| t.schema()).collect();
-    schemas.extend(plan::schemas());
-    schemas.extend(tools.memory.schemas());
-    schemas.push(explore::schema());
-    if !agents.is_empty() {
-        schemas.push(explore::agent_schema(agents));
+    use super::super::call::Round;
+
+    /// Keeps what the front-end would have been shown.
+    struct Shown(Vec<Event>);
+
+    impl Sink for Shown {
+        fn emit(&mut self, event: &Event) {
+            self.0.push(event.clone());
+        }
     }
-    schemas.extend(tools.mcp.offered());
-    schemas
-}
 
-/// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
-/// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
-fn start_mcp(
-    settings: Result<crate::config::Settings, crate::config::ConfigError>,
-    store: &Store,
-    session: &Session,
-    registry: &Registry,
-    sink: &mut dyn Sink,
-) -> Servers {
-    let env = |name: &str| crate::safety::secrets::var(name);
-    let user = match settings {
-        Ok(settings) => settings.user,
-        Err(err) => {
-            sink.emit(&Event::Warning {
-                message: format!("MCP servers not started: {err}"),
+    fn git(dir: &Path, args: &[&str]) {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+
+    /// The pipeline on its own, without a model: a call refused at the policy stage (here by a command's
+    /// `allowed-tools`) comes back as the refusal, is shown and recorded once, never runs, and makes no step
+    /// (the branch stays where it was).
+    #[test]
+    fn the_pipeline_reports_a_refused_call_and_makes_no_step() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.path().join("a.txt"), "a\n").expect("write");
+        git(dir.path(), &["add", "a.txt"]);
+        git(dir.path(), &["commit", "-q", "-m", "one"]);
+        let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-unit-test".to_owned());
+        let model = crate::config::Settings::default()
+            .resolve(Some("openai/gpt-4.1"), &env)
+            .expect("a model");
+        let options = SessionOptions {
+            model,
+            max_steps: 5,
+            max_time: None,
+            max_tokens: None,
+            max_cost: None,
+            run_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+            retry: RetryPolicy::default(),
+            safety: SafetyOptions::default(),
+            resume: None,
+            here: false,
+            title: None,
+            memory: None,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let mut shown = Shown(Vec::new());
+            let mut session = AgentSession::open(dir.path(), options, &mut shown)
+                .await
+                .expect("a session");
+            let ready = session.parts.ready(&mut shown).await.expect("its checkout");
+            let tip = session.parts.work.session.tip;
+            session.parts.turn_tools = Some(Narrowing {
+                by: "/review".into(),
+                tools: vec!["read_file".into()],
             });
-            return Servers::none();
-        }
-    };
-    let config = crate::config::mcp::load(
-        &user.mcp_servers,
-        &user.path,
-        Some((store.workdir(), store.common_dir())),
-        &env,
-    );
-    if let Some(project) = config.project.as_ref() {
-        if let Some(error) = &project.error {
-            let message = format!(
-                "{}: {error}; its MCP servers are not used",
-                project.path.display()
+            let control = TurnControl::new();
+            let mut never = Never;
+            let mut turn = Turn::new(
+                &mut session.parts,
+                &session.explore,
+                &mut shown,
+                &mut never,
+                &control,
             );
-            sink.emit(&Event::Warning { message });
-        }
+            let call = ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments: r#"{"path": "b.txt", "content": "x"}"#.into(),
+            };
+            let mut round = Round::default();
+            let output = turn
+                .pipeline()
+                .dispatch(&call, false, &mut round, ready)
+                .await
+                .expect("no host failure");
+            assert!(output.is_error, "{}", output.content);
+            assert!(output.content.contains("allows only read_file"), "{}", output.content);
+            assert_eq!(turn.recorded, ["c1"], "recorded when shown");
+            assert!(round.stop.is_none() && round.finish.is_none());
+            drop(turn);
+            let parts = &session.parts;
+            assert_eq!(parts.work.session.tip, tip, "no step");
+            assert_eq!(parts.work.session.steps, 0);
+            assert!(!parts.work.session.root().join("b.txt").exists(), "never ran");
+            let results: Vec<&Event> = shown
+                .0
+                .iter()
+                .filter(|e| matches!(e, Event::ToolResult { id, ok: false, .. } if id == "c1"))
+                .collect();
+            assert_eq!(results.len(), 1, "{:?}", shown.0);
+            assert!(
+                shown.0.iter().any(
+                    |e| matches!(e, Event::Permission { id, decision, rule, .. } if id == "c1" && decision == "deny" && rule == "allowed-tools")
+                ),
+                "{:?}",
+                shown.0
+            );
+            assert!(!shown.0.iter().any(|e| matches!(e, Event::Step { .. })));
+            session.close();
+        });
     }
-    let mut reserved: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
-    reserved.extend(plan::schemas().into_iter().map(|s| s.name));
-    reserved.push(super::memory::REMEMBER_TOOL.to_owned());
-    reserved.push(explore::TOOL.to_owned());
-    let reserved: Vec<&str> = reserved.iter().map(String::as_str).collect();
-    let mut specs = Vec::new();
-    let mut broken = Vec::new();
-    for entry in config.to_start() {
-        match &entry.spec {
-            Ok(spec) => match changed_here(store, session, entry, spec) {
-                Some(problem) => broken.push((entry.name.clone(), problem)),
-                None => specs.push(spec.clone()),
-            },
-            Err(problem) => {
-                broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
-            }
-        }
-    }
-    let servers = Servers::start(specs, session.root().to_path_buf(), &reserved);
-    servers.set_startup_wait(user.mcp_startup_wait.unwrap_or(STARTUP_WAIT));
-    for (name, problem) in broken {
-        servers.failed(&name, problem);
-    }
-    let notice = config.untrusted_notice();
-    if !servers.is_empty() || notice.is_some() {
-        show_mcp(sink, &servers.status(), notice.as_deref());
-    }
-    servers
-}
-
-/// Why a project server may not start in a `--here` session: it runs a file of the work tree that differs
-/// from the session's base commit. A `--here` session writes into the user's own tree, so the file the user
-/// trusted may be one the model rewrote, and the server would run it outside the sandbox (issue 23,
-/// finding 1); other sessions write into their checkout and the server runs the user's file.
-fn changed_here(
-    store: &Store,
-    session: &Session,
-    entry: &crate::config::mcp::Entry,
-    spec: &ServerSpec,
-) -> Option<String> {
-    if !session.checkout.is_here()
-        || !matches!(entry.origin, crate::config::mcp::Origin::Project { .. })
-    {
-        return None;
-    }
-    let workdir = std::fs::canonicalize(store.workdir()).unwrap_or_else(|_| store.workdir().into());
-    let files = crate::config::mcp::files_run(spec, store.workdir())
-        .into_iter()
-        .chain(crate::config::mcp::files_run(spec, &workdir));
-    for rel in files {
-        let on_disk = std::fs::read(workdir.join(&rel)).ok();
-        let committed = store
-            .blob_at(session.base, &rel.to_string_lossy())
-            .ok()
-            .flatten()
-            .map(|(bytes, _)| bytes);
-        if on_disk.is_none() || on_disk != committed {
-            return Some(format!(
-                "not started: it runs {}, which differs from the session's base commit, and a --here session may \
-                 have written it; commit the file (or work without --here) to use this server",
-                rel.display()
-            ));
-        }
-    }
-    None
-}
-
-fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
-    let states = status.states();
-    sink.emit(&Event::Mcp {
-        connected: status.connected(),
-        total: status.total(),
-        servers: states.clone(),
-        untrusted: untrusted.map(str::to_owned),
-    });
 }

@@ -8,7 +8,7 @@ use crate::protocol::{Event, Sink, ToolCall};
 
 use super::error::AgentError;
 use super::journal;
-use super::session::Workspace;
+use super::parts::Workspace;
 
 /// Commits `changed` (checkout-relative) as the session's next step; `label` and `why` (the model's text
 /// before the call) go into the message and the note. Withheld files stay in the checkout, with a warning.

@@ -3,7 +3,9 @@
 //! something stops it; then record how the turn ended and tell the front-end.
 //!
 //! What lives for one turn only is here: the front-end's sink, approver and [`TurnControl`], the budget and
-//! what the turn used of it, and the loop guards. The session's parts are borrowed from [`AgentSession`].
+//! what the turn used of it, and the loop guards. The session's parts ([`SessionParts`]) are borrowed, not
+//! the session: a turn knows nothing of [`super::session`], and runs each tool call through the pipeline
+//! ([`ToolPipeline`]).
 
 use std::time::Instant;
 
@@ -14,15 +16,16 @@ use crate::tools::ToolOutput;
 
 use crate::config::event_hooks::HookEvent;
 
-use super::call::Round;
+use super::call::{model_view, Round, ToolPipeline};
 use super::context::Facts;
 use super::control::TurnControl;
 use super::error::{AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
 use super::event_hooks::MAX_STOP_CONTINUES;
-use super::explore;
-use super::guards::{Budget, Guards};
+use super::explore::{self, Explorer};
+use super::guards::{Budget, Guards, Tally};
+use super::memory::Place;
+use super::parts::{add_spend, short_branch, SessionParts};
 use super::plan::Finish;
-use super::session::{short_branch, AgentSession};
 use super::start::Ready;
 use super::stream::{self, Streamed};
 use super::trim;
@@ -64,55 +67,42 @@ pub(super) enum LoopEnd {
 
 /// One turn in progress.
 pub(super) struct Turn<'t> {
-    pub(super) s: &'t mut AgentSession,
+    pub(super) s: &'t mut SessionParts,
+    /// How `explore` calls run.
+    explorer: &'t Explorer,
     pub(super) sink: &'t mut dyn Sink,
     /// Answers the risky calls no rule settles (terminal, editor, or never).
-    pub(super) approver: &'t mut dyn Approver,
-    pub(super) control: &'t TurnControl,
+    approver: &'t mut dyn Approver,
+    control: &'t TurnControl,
     tally: Tally,
-    pub(super) guards: Guards,
+    guards: Guards,
     /// The model's text before the tool calls being run, for the step notes.
-    pub(super) why: String,
+    why: String,
     /// The subagent whose calls are being run, named in their step commits.
-    pub(super) subagent: Option<String>,
+    subagent: Option<String>,
     /// The calls whose result is already in the log, recorded when the front-end was shown it.
     pub(super) recorded: Vec<String>,
 }
 
-/// The turn's budget and what it used.
-struct Tally {
-    budget: Budget,
-    requests: u32,
-    /// Tokens used by the turn's requests: the provider's figures, or estimates where it gave none.
-    spent: u64,
-    usage: Usage,
-    /// What the turn's requests cost (the subagents' included).
-    cost: Cost,
-}
-
 impl<'t> Turn<'t> {
     pub(super) fn new(
-        s: &'t mut AgentSession,
+        s: &'t mut SessionParts,
+        explorer: &'t Explorer,
         sink: &'t mut dyn Sink,
         approver: &'t mut dyn Approver,
         control: &'t TurnControl,
     ) -> Turn<'t> {
         let limits = s.limits;
         Turn {
-            tally: Tally {
-                budget: Budget {
-                    max_steps: limits.max_steps,
-                    deadline: limits.max_time.map(|t| Instant::now() + t),
-                    max_time: limits.max_time,
-                    max_tokens: limits.max_tokens,
-                    max_cost: limits.max_cost,
-                },
-                requests: 0,
-                spent: 0,
-                usage: Usage::default(),
-                cost: Cost::default(),
-            },
+            tally: Tally::new(Budget {
+                max_steps: limits.max_steps,
+                deadline: limits.max_time.map(|t| Instant::now() + t),
+                max_time: limits.max_time,
+                max_tokens: limits.max_tokens,
+                max_cost: limits.max_cost,
+            }),
             s,
+            explorer,
             sink,
             approver,
             control,
@@ -133,23 +123,48 @@ impl<'t> Turn<'t> {
         self.tally.cost
     }
 
-    /// What the turn used of its budget so far: model requests, and tokens as `--max-tokens` counts them.
-    pub(super) fn used(&self) -> (u32, u64) {
-        (self.tally.requests, self.tally.spent)
+    /// The tool-call pipeline over this turn's parts: what one call needs (the workspace, tools, policy,
+    /// hooks, the front-end) and the turn's state it updates (guards, budget, the calls already recorded).
+    pub(super) fn pipeline(&mut self) -> ToolPipeline<'_> {
+        let s = &mut *self.s;
+        ToolPipeline {
+            work: &mut s.work,
+            tools: &mut s.tools,
+            conv: &mut s.conv,
+            model: &s.model,
+            hooks: &s.hooks,
+            agents: &s.agents,
+            narrowing: s.turn_tools.as_ref(),
+            explorer: self.explorer,
+            sink: &mut *self.sink,
+            approver: &mut *self.approver,
+            control: self.control,
+            guards: &mut self.guards,
+            tally: &mut self.tally,
+            why: &mut self.why,
+            subagent: &mut self.subagent,
+            recorded: &mut self.recorded,
+        }
     }
 
-    /// The turn's budget.
-    pub(super) fn budget(&self) -> Budget {
-        self.tally.budget
-    }
-
-    /// Takes over what subagents used: the turn now stands at `requests` and `spent`, and their `usage` is
-    /// the turn's too (so the session's totals count it).
-    pub(super) fn charge(&mut self, requests: u32, spent: u64, usage: &Usage, cost: &Cost) {
-        self.tally.requests = self.tally.requests.max(requests);
-        self.tally.spent = self.tally.spent.max(spent);
-        self.tally.usage.add(usage);
-        self.tally.cost.add(cost);
+    /// At the first turn of a new session: the memory entries relevant to `prompt` join the conversation
+    /// before it.
+    fn inject_memory(&mut self, prompt: &str) -> Result<(), AgentError> {
+        let s = &mut *self.s;
+        let place = Place {
+            store: &s.work.store,
+            log: &mut s.work.log,
+            session: &s.work.session,
+        };
+        let window = s.context.settings.window;
+        let text = s
+            .tools
+            .memory
+            .inject(place, window, prompt, &mut *self.sink)?;
+        if let Some(text) = text {
+            self.add_context("memory", "", text)?;
+        }
+        Ok(())
     }
 
     pub(super) async fn run(&mut self, prompt: &str) -> Result<LoopEnd, AgentError> {
@@ -160,11 +175,14 @@ impl<'t> Turn<'t> {
             );
             self.add_context("plan", "", text)?;
         }
-        self.inject_memory(prompt)?;
+        if !self.s.resumed && self.s.turns == 1 {
+            self.inject_memory(prompt)?;
+        }
         if self.s.turns == 1 {
             let source = if self.s.resumed { "resume" } else { "startup" };
             let fields = serde_json::json!({"source": source});
             let verdict = self
+                .pipeline()
                 .fire(HookEvent::SessionStart, &[source], fields)
                 .await?;
             for text in verdict.context {
@@ -172,7 +190,10 @@ impl<'t> Turn<'t> {
             }
         }
         let fields = serde_json::json!({"prompt": prompt});
-        let verdict = self.fire(HookEvent::UserPromptSubmit, &[], fields).await?;
+        let verdict = self
+            .pipeline()
+            .fire(HookEvent::UserPromptSubmit, &[], fields)
+            .await?;
         if let Some(reason) = verdict.block {
             // Claude Code's way: a blocked prompt never reaches the model.
             return Ok(LoopEnd::Stopped {
@@ -210,7 +231,7 @@ impl<'t> Turn<'t> {
             "stop_hook_active": *continued > 0,
             "last_assistant_message": message,
         });
-        let verdict = self.fire(HookEvent::Stop, &[], fields).await?;
+        let verdict = self.pipeline().fire(HookEvent::Stop, &[], fields).await?;
         let Some(reason) = verdict.block else {
             return Ok(false);
         };
@@ -443,7 +464,13 @@ impl<'t> Turn<'t> {
                         })
                         .map(|(_, c)| c)
                         .collect();
-                    for (j, output) in self.explore(&group, ready).await?.into_iter().enumerate() {
+                    for (j, output) in self
+                        .pipeline()
+                        .explore(&group, ready)
+                        .await?
+                        .into_iter()
+                        .enumerate()
+                    {
                         explored[i + j] = Some(output);
                     }
                 }
@@ -451,9 +478,11 @@ impl<'t> Turn<'t> {
                     .take()
                     .unwrap_or_else(|| ToolOutput::error("the explorer did not run"))
             } else if call.name == explore::AGENT_TOOL && !truncated && !self.s.agents.is_empty() {
-                self.delegate(call, ready).await?
+                self.pipeline().delegate(call, ready).await?
             } else {
-                self.dispatch(call, truncated, &mut round, ready).await?
+                self.pipeline()
+                    .dispatch(call, truncated, &mut round, ready)
+                    .await?
             };
             self.push_result(call, output)?;
         }
@@ -476,7 +505,9 @@ impl<'t> Turn<'t> {
         };
         let trigger = if force { "manual" } else { "auto" };
         let fields = serde_json::json!({"trigger": trigger, "custom_instructions": focus.unwrap_or_default()});
-        self.fire(HookEvent::PreCompact, &[trigger], fields).await?;
+        self.pipeline()
+            .fire(HookEvent::PreCompact, &[trigger], fields)
+            .await?;
         let ask = self.s.context.summary_request(
             &pending,
             &self.s.conv.messages,
@@ -751,7 +782,13 @@ impl<'t> Turn<'t> {
                 _ => (Status::Interrupted, partial, EXIT_INTERRUPTED),
             },
         };
-        self.settle_memory(&status);
+        let work = &mut self.s.work;
+        let place = Place {
+            store: &work.store,
+            log: &mut work.log,
+            session: &work.session,
+        };
+        self.s.tools.memory.settle(place, &status, &mut *self.sink);
         let usage = self.tally.usage;
         let cost = self.tally.cost.known();
         let session = &self.s.work.session;
@@ -810,7 +847,7 @@ impl<'t> Turn<'t> {
         meta.steps = work.session.steps;
         meta.input_tokens += self.tally.usage.input_tokens;
         meta.output_tokens += self.tally.usage.output_tokens;
-        super::session::add_spend(meta, &self.tally.usage, &self.tally.cost);
+        add_spend(meta, &self.tally.usage, &self.tally.cost);
         work.log.fold(&work.store)
     }
 
@@ -834,14 +871,5 @@ impl<'t> Turn<'t> {
             out.push_str(&format!("\nPlan:\n{}", plan.render()));
         }
         out
-    }
-}
-
-/// What the model sees of a tool result: errors are marked as such, so it cannot mistake them for output.
-pub(super) fn model_view(output: &ToolOutput) -> String {
-    if output.is_error && !output.content.starts_with("error") {
-        format!("error: {}", output.content)
-    } else {
-        output.content.clone()
     }
 }

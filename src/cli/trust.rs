@@ -38,7 +38,9 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let env = |name: &str| ctx.env(name);
     let settings = Settings::load(ctx.cwd(), &env)?;
-    let items = trust::asked(store.workdir(), settings.repo.check.as_deref());
+    let repo_lsp = &settings.repo.lsp;
+    let repo_lsp = (!repo_lsp.servers.is_empty()).then_some(repo_lsp.text.as_str());
+    let items = trust::asked(store.workdir(), settings.repo.check.as_deref(), repo_lsp);
     if items.is_empty() {
         println!("this repository asks git-agent to run nothing (no check in .git-agent.toml, no .mcp.json, no event hooks)");
         return Ok(());

@@ -258,8 +258,12 @@ fn ledger_path() -> Option<PathBuf> {
 
 /// Everything the repository at `workdir` now asks to run: its `check` (from `repo_check`, the value of
 /// its `.git-agent.toml`), its `.mcp.json`, its files of event hooks and the language servers of its
-/// `.git-agent.toml`.
-pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
+/// `.git-agent.toml` (`repo_lsp`, the text of its `[lsp]` tables when it configures a server).
+///
+/// The caller passes what it read of `.git-agent.toml`: the ledger sits below the file reader (which asks
+/// it whether `[mcp_servers]` are trusted), so reading the file here again would make the two need each
+/// other (issue 24: no file cycles).
+pub fn asked(workdir: &Path, repo_check: Option<&str>, repo_lsp: Option<&str>) -> Vec<Item> {
     let mut items = Vec::new();
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
         items.push(Item::check(command));
@@ -270,11 +274,8 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>) -> Vec<Item> {
     for (source, text) in super::event_hooks::repo_files(workdir) {
         items.push(Item::event_hooks(&source, &text));
     }
-    let repo_file = workdir.join(super::syntax::REPO_FILE);
-    if let Ok(config) = super::file::load(&repo_file, super::syntax::Scope::Repo) {
-        if !config.lsp.servers.is_empty() {
-            items.push(Item::lsp_servers(&config.lsp.text));
-        }
+    if let Some(text) = repo_lsp {
+        items.push(Item::lsp_servers(text));
     }
     items
 }

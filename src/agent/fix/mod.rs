@@ -96,7 +96,7 @@ async fn attempts(
     // The first run was shown when it ran, before there was a session to log it in.
     let shown = &mut super::start::Quiet;
     session.record_check(0, &fix.tree, &fix.check.command, first, shown)?;
-    let budget = session.limits;
+    let budget = session.parts.limits;
     let started = Instant::now();
     let tree = format!("agent/{}", session.id());
     let mut prompt = prompt::first(&fix.check.command, &fix.tree, first);
@@ -106,16 +106,16 @@ async fn attempts(
     let (last, answer, status) = loop {
         attempt += 1;
         let spent = usage.input_tokens + usage.output_tokens;
-        session.limits.max_steps = budget
+        session.parts.limits.max_steps = budget
             .max_steps
-            .saturating_sub(session.context.requests())
+            .saturating_sub(session.parts.context.requests())
             .max(1);
-        session.limits.max_time = budget.max_time.map(|t| {
+        session.parts.limits.max_time = budget.max_time.map(|t| {
             t.saturating_sub(started.elapsed())
                 .max(Duration::from_secs(1))
         });
-        session.limits.max_tokens = budget.max_tokens.map(|t| t.saturating_sub(spent).max(1));
-        session.limits.max_cost = budget.max_cost.map(|c| (c - cost.usd).max(0.0));
+        session.parts.limits.max_tokens = budget.max_tokens.map(|t| t.saturating_sub(spent).max(1));
+        session.parts.limits.max_cost = budget.max_cost.map(|c| (c - cost.usd).max(0.0));
         let end = {
             let mut turn_sink = TurnSink(&mut *sink);
             session
@@ -148,7 +148,7 @@ async fn attempts(
         }
         prompt = prompt::again(&fix.check.command, attempt, fix.max_attempts, &run);
     };
-    session.limits = budget;
+    session.parts.limits = budget;
     session.set_status(&status)?;
     let s = session.session();
     let from = s.step0.unwrap_or(s.base);
@@ -193,7 +193,7 @@ async fn run_check(
         tree: tree.to_owned(),
     });
     let root = session.session().root().to_path_buf();
-    let sandbox = std::sync::Arc::clone(&session.tools.sandbox);
+    let sandbox = std::sync::Arc::clone(&session.parts.tools.sandbox);
     let run = fix
         .check
         .run(&root, Some(sandbox.as_ref()), control)
@@ -246,14 +246,14 @@ impl AgentSession {
         sink: &mut dyn Sink,
     ) -> Result<(), AgentError> {
         let event = check_event(attempt, command, tree, run);
-        super::journal::record(&mut self.work.log, sink, event)?;
+        super::journal::record(&mut self.parts.work.log, sink, event)?;
         Ok(())
     }
 
     /// Sets the status the session is listed with, and folds the log.
     fn set_status(&mut self, status: &Status) -> Result<(), AgentError> {
-        self.work.log.meta.status = status.clone();
-        self.work.log.fold(&self.work.store)?;
+        self.parts.work.log.meta.status = status.clone();
+        self.parts.work.log.fold(&self.parts.work.store)?;
         Ok(())
     }
 }

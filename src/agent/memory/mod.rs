@@ -21,15 +21,15 @@ pub mod rank;
 use serde_json::json;
 
 use crate::config::memory::MemorySettings;
-use crate::protocol::{Event, MemoryItem, Status, ToolSchema};
+use crate::protocol::{Event, MemoryItem, Sink, Status, ToolSchema};
 use crate::safety::quote;
 use crate::store::memory::{Source, Summary};
-use crate::store::session_log::now;
+use crate::store::session_log::{now, SessionLog};
+use crate::store::{Session, Store};
 use crate::tools::ToolOutput;
 
 use super::error::AgentError;
 use super::journal::Event as LogEvent;
-use super::turn::Turn;
 use policy::{Proposal, SessionEnd, Written};
 
 pub use super::plan::REMEMBER_TOOL;
@@ -160,31 +160,42 @@ fn schema() -> ToolSchema {
     }
 }
 
-impl Turn<'_> {
-    /// At the first turn of a new session: the entries relevant to `prompt` join the conversation before it.
-    pub(super) fn inject_memory(&mut self, prompt: &str) -> Result<(), AgentError> {
-        let Some(settings) = self.s.tools.memory.settings else {
-            return Ok(());
+/// Where a session's memory work is recorded: the repository (the memory ref), the session log and the
+/// session (its id, step and tip), borrowed from the turn's workspace.
+pub(super) struct Place<'a> {
+    pub store: &'a Store,
+    pub log: &'a mut SessionLog,
+    pub session: &'a Session,
+}
+
+impl SessionMemory {
+    /// At the first turn of a new session: the entries relevant to `prompt`, as the message to add to the
+    /// conversation before it (`None`: nothing to add). `window` is the model's context window.
+    pub(super) fn inject(
+        &mut self,
+        place: Place<'_>,
+        window: u64,
+        prompt: &str,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(settings) = self.settings else {
+            return Ok(None);
         };
-        if self.s.resumed || self.s.turns != 1 {
-            return Ok(());
-        }
-        let entries = match self.s.work.store.memory_summaries() {
+        let entries = match place.store.memory_summaries() {
             Ok(entries) => entries,
             Err(err) => {
                 let message = format!("project memory not used: {err}");
-                self.sink.emit(&Event::Warning { message });
-                return Ok(());
+                sink.emit(&Event::Warning { message });
+                return Ok(None);
             }
         };
-        let window = self.s.context.settings.window;
         let budget = rank::Budget {
             tokens: (window as f64 * settings.context_share) as u64,
             max_entries: settings.max_entries,
         };
         let hits = rank::retrieve(&entries, prompt, now(), budget);
         if hits.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let items: Vec<MemoryItem> = hits.iter().map(|h| item(h.entry)).collect();
         let candidates = entries
@@ -197,21 +208,28 @@ impl Turn<'_> {
             budget: budget.tokens,
             candidates,
         };
-        self.s.work.log.append(event.to_json())?;
-        let store = &self.s.work.store;
-        let origins: Vec<String> = items.iter().map(|i| provenance(store, &i.id)).collect();
-        self.add_context("memory", "", message(&items, &origins))?;
-        self.s.tools.memory.injected = items.iter().map(|i| i.id.clone()).collect();
-        self.sink.emit(&Event::Memory {
+        place.log.append(event.to_json())?;
+        let origins: Vec<String> = items
+            .iter()
+            .map(|i| provenance(place.store, &i.id))
+            .collect();
+        let text = message(&items, &origins);
+        self.injected = items.iter().map(|i| i.id.clone()).collect();
+        sink.emit(&Event::Memory {
             action: "injected".to_owned(),
             entries: items.clone(),
         });
-        Ok(())
+        Ok(Some(text))
     }
 
     /// `remember`: the proposal is recorded in the session log, nothing else yet.
-    pub(super) fn remember(&mut self, args: &serde_json::Value) -> Result<ToolOutput, AgentError> {
-        if !self.s.tools.memory.is_on() {
+    pub(super) fn remember(
+        &mut self,
+        log: &mut SessionLog,
+        session: &Session,
+        args: &serde_json::Value,
+    ) -> Result<ToolOutput, AgentError> {
+        if !self.is_on() {
             return Ok(ToolOutput::error(
                 "project memory is off for this run (--no-memory or memory.enabled = false): nothing is remembered",
             ));
@@ -220,9 +238,8 @@ impl Turn<'_> {
             Ok(proposal) => proposal,
             Err(message) => return Ok(ToolOutput::error(message)),
         };
-        let work = &mut self.s.work;
-        let seq = work.log.len();
-        let (step, commit) = (work.session.steps, work.session.tip.to_string());
+        let seq = log.len();
+        let (step, commit) = (session.steps, session.tip.to_string());
         let event = LogEvent::Remember {
             text: proposal.text.clone(),
             tags: proposal.tags.clone(),
@@ -231,15 +248,14 @@ impl Turn<'_> {
             step,
             commit: commit.clone(),
         };
-        work.log.append(event.to_json())?;
+        log.append(event.to_json())?;
         let source = source(None, step, &commit, &proposal.why, now());
-        let memory = &mut self.s.tools.memory;
-        memory.pending.push(Pending {
+        self.pending.push(Pending {
             seq,
             proposal,
             source,
         });
-        let n = memory.pending.len();
+        let n = self.pending.len();
         Ok(ToolOutput::ok(
             format!(
                 "noted as proposal {n}: it becomes part of the project's memory if this task completes"
@@ -250,8 +266,8 @@ impl Turn<'_> {
 
     /// At the end of a turn that ended with `status`: proposals written if it completed, the confidence of the
     /// entries given moved once. Problems are warnings: the turn's outcome stands.
-    pub(super) fn settle_memory(&mut self, status: &Status) {
-        let Some(settings) = self.s.tools.memory.settings else {
+    pub(super) fn settle(&mut self, place: Place<'_>, status: &Status, sink: &mut dyn Sink) {
+        let Some(settings) = self.settings else {
             return;
         };
         let outcome = match status {
@@ -266,42 +282,51 @@ impl Turn<'_> {
             _ => None,
         };
         if let Some(outcome) = outcome {
-            self.settle_confidence(outcome, settings.archive_below);
+            self.settle_confidence(
+                place.store,
+                &place.session.id,
+                outcome,
+                settings.archive_below,
+                sink,
+            );
         }
-        if *status == Status::Done && !self.s.tools.memory.pending.is_empty() {
+        if *status == Status::Done && !self.pending.is_empty() {
             if settings.auto {
-                self.write_proposals();
+                self.write_proposals(place, sink);
             } else {
-                self.keep_proposals();
+                self.keep_proposals(&place.session.id, sink);
             }
         }
     }
 
-    fn settle_confidence(&mut self, outcome: SessionEnd, archive_below: f64) {
-        let memory = &mut self.s.tools.memory;
-        if memory.settled || memory.injected.is_empty() {
+    fn settle_confidence(
+        &mut self,
+        store: &Store,
+        session: &str,
+        outcome: SessionEnd,
+        archive_below: f64,
+        sink: &mut dyn Sink,
+    ) {
+        if self.settled || self.injected.is_empty() {
             return;
         }
-        memory.settled = true;
-        let ids = memory.injected.clone();
-        let session = self.s.work.session.id.clone();
-        if let Err(err) = policy::settle(&self.s.work.store, &ids, outcome, &session, archive_below)
-        {
+        self.settled = true;
+        if let Err(err) = policy::settle(store, &self.injected, outcome, session, archive_below) {
             let message =
                 format!("could not update the confidence of the memory entries used: {err}");
-            self.sink.emit(&Event::Warning { message });
+            sink.emit(&Event::Warning { message });
         }
     }
 
     /// The session's proposals into memory, each recorded in the log as written.
-    fn write_proposals(&mut self) {
-        let pending = std::mem::take(&mut self.s.tools.memory.pending);
-        let session = self.s.work.session.id.clone();
+    fn write_proposals(&mut self, place: Place<'_>, sink: &mut dyn Sink) {
+        let pending = std::mem::take(&mut self.pending);
+        let session = place.session.id.clone();
         let mut shown: Vec<(&'static str, MemoryItem)> = Vec::new();
         for mut p in pending {
             p.source.session = Some(session.clone());
             let written = policy::remember(
-                &self.s.work.store,
+                place.store,
                 &p.proposal,
                 p.source.clone(),
                 policy::PROPOSED_CONFIDENCE,
@@ -310,9 +335,9 @@ impl Turn<'_> {
                 Ok(written) => written,
                 Err(err) => {
                     let message = format!("could not write a proposal to project memory: {err}");
-                    self.sink.emit(&Event::Warning { message });
+                    sink.emit(&Event::Warning { message });
                     // Kept: a later turn, or `git agent memory accept`, writes it.
-                    self.s.tools.memory.pending.push(p);
+                    self.pending.push(p);
                     continue;
                 }
             };
@@ -323,9 +348,9 @@ impl Turn<'_> {
                 action: written.action().into(),
                 text: p.proposal.text.clone(),
             };
-            if let Err(err) = self.s.work.log.append(event.to_json()) {
+            if let Err(err) = place.log.append(event.to_json()) {
                 let message = format!("could not record a memory write in the session log: {err}");
-                self.sink.emit(&Event::Warning { message });
+                sink.emit(&Event::Warning { message });
             }
             shown.push((written.action(), entry_item(&written)));
         }
@@ -336,7 +361,7 @@ impl Turn<'_> {
                 .map(|(_, i)| i.clone())
                 .collect();
             if !items.is_empty() {
-                self.sink.emit(&Event::Memory {
+                sink.emit(&Event::Memory {
                     action: action.to_owned(),
                     entries: items.clone(),
                 });
@@ -345,8 +370,8 @@ impl Turn<'_> {
     }
 
     /// `memory.auto = false`: the proposals stay in the log for `git agent memory accept`.
-    fn keep_proposals(&mut self) {
-        let pending = std::mem::take(&mut self.s.tools.memory.pending);
+    fn keep_proposals(&mut self, session: &str, sink: &mut dyn Sink) {
+        let pending = std::mem::take(&mut self.pending);
         let items: Vec<MemoryItem> = pending
             .iter()
             .map(|p| MemoryItem {
@@ -356,7 +381,7 @@ impl Turn<'_> {
                 confidence: policy::PROPOSED_CONFIDENCE,
             })
             .collect();
-        self.sink.emit(&Event::Memory {
+        sink.emit(&Event::Memory {
             action: "proposed".to_owned(),
             entries: items.clone(),
         });
@@ -365,9 +390,9 @@ impl Turn<'_> {
             items.len(),
             if items.len() == 1 { "" } else { "s" },
             if items.len() == 1 { "it" } else { "them" },
-            self.s.work.session.id
+            session
         );
-        self.sink.emit(&Event::Warning { message });
+        sink.emit(&Event::Warning { message });
     }
 }
 

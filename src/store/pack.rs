@@ -467,6 +467,18 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// Runs plain git in `dir` (the user's and system config ignored); fails the test when git does.
+    fn git(dir: &Path, args: &[&str]) {
+        let status = std::process::Command::new("git")
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?} failed");
+    }
+
     /// Bytes zlib cannot shrink (a xorshift stream), so a pack of them is as big as they are.
     fn incompressible(len: usize) -> Vec<u8> {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -482,8 +494,10 @@ mod tests {
 
     #[test]
     fn small_packs_are_merged_and_kept_or_big_ones_left_alone() {
-        let test = crate::store::test_repo::TestRepo::new("merge");
-        let mut repo = gix::open_opts(&test.dir, open_options()).unwrap();
+        let temp = tempfile::tempdir().unwrap();
+        let top = temp.path();
+        git(top, &["init", "-q"]);
+        let mut repo = gix::open_opts(top, open_options()).unwrap();
         repo.objects.enable_object_memory();
         let (kept_id, kept) = pack_of_one(&repo, b"kept by a .keep\n");
         std::fs::write(kept.with_extension("keep"), "").unwrap();
@@ -492,7 +506,7 @@ mod tests {
         for n in 0..=MERGE_ABOVE {
             small.push(pack_of_one(&repo, format!("small blob {n}\n").as_bytes()));
         }
-        let dir = test.dir.join(".git/objects/pack");
+        let dir = top.join(".git/objects/pack");
         assert_eq!(small_packs(&dir).unwrap().len(), MERGE_ABOVE + 1);
 
         merge_small_packs(&repo).unwrap();
@@ -506,12 +520,12 @@ mod tests {
         let all = small_packs_or_all(&dir);
         assert_eq!(all.len(), 3, "{all:?}");
         // Every object is still there, for git (which finds packs anew) and a fresh gix handle.
-        let fresh = gix::open_opts(&test.dir, open_options()).unwrap();
+        let fresh = gix::open_opts(top, open_options()).unwrap();
         for id in small.iter().map(|(id, _)| *id).chain([kept_id, big_id]) {
             fresh.find_object(id).unwrap();
-            test.git(&["cat-file", "-e", &id.to_string()]);
+            git(top, &["cat-file", "-e", &id.to_string()]);
         }
-        test.git(&["fsck", "--strict"]);
+        git(top, &["fsck", "--strict"]);
         // Under the bound now: a second call changes nothing.
         merge_small_packs(&repo).unwrap();
         assert_eq!(small_packs_or_all(&dir).len(), 3);

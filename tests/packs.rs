@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::common::{agent_branches, call, fsck, Reply, Server, TestRepo};
+use crate::common::{call, fsck, session_id, Reply, Server, TestRepo};
 
 /// The loose object files under `.git/objects/??/`.
 fn loose_objects(repo: &TestRepo) -> usize {
@@ -38,9 +38,8 @@ fn pack_indexes(repo: &TestRepo) -> Vec<String> {
     found
 }
 
-/// A 3-step session on the user's work in progress (so step 0 captures it): a write, an edit, "done". Its id.
+/// A 3-step session on the user's work in progress (so step 0 captures it): a write, an edit, "done".
 fn run_session(repo: &TestRepo, env: &[(&str, &str)], big: Option<&str>) -> String {
-    let before = agent_branches(repo);
     repo.write("file.txt", "one\ntwo\nthree\nfour (the user's)\n");
     repo.write("notes.txt", "an untracked note\n");
     let mut replies = vec![
@@ -67,10 +66,7 @@ fn run_session(repo: &TestRepo, env: &[(&str, &str)], big: Option<&str>) -> Stri
     }
     let out = crate::common::run(&mut cmd);
     out.assert_code(0);
-    let mut new = agent_branches(repo);
-    new.retain(|id| !before.contains(id));
-    assert_eq!(new.len(), 1, "expected one new agent branch, found {new:?}");
-    new.remove(0)
+    session_id(repo)
 }
 
 fn assert_readable_by_git(repo: &TestRepo, id: &str) {
@@ -175,41 +171,4 @@ fn packs_in_a_shared_repository_are_readable_by_the_group() {
         }
     }
     fsck(&repo);
-}
-
-/// Sessions write a few packs each; at the end of a session the small ones are merged, so the pack count
-/// stays bounded (git's `gc --auto` repacks the whole repository past 50 packs) without touching the user's
-/// configuration, and every session's objects stay readable by plain git.
-#[test]
-fn many_sessions_keep_the_pack_count_bounded() {
-    const MERGE_ABOVE: usize = 8;
-    let repo = TestRepo::new();
-    let loose_before = loose_objects(&repo);
-    let mut ids = Vec::new();
-    for _ in 0..15 {
-        ids.push(run_session(&repo, &[], None));
-        let packs = pack_indexes(&repo);
-        assert!(
-            packs.len() <= MERGE_ABOVE + 1,
-            "{} packs after session {}: {packs:?}",
-            packs.len(),
-            ids.len()
-        );
-    }
-    repo.git(&["fsck", "--strict"]);
-    for id in &ids {
-        assert_eq!(
-            repo.git(&["show", &format!("agent/{id}:new.txt")]),
-            "edited by the agent\n"
-        );
-        repo.git(&["log", "-1", &format!("refs/agent/sessions/{id}")]);
-        repo.git(&["notes", "--ref", "agent", "show", &format!("agent/{id}")]);
-    }
-    // No loose object but the user's own first commit's (git wrote those before any session).
-    let counts = repo.git(&["count-objects", "-v"]);
-    assert!(
-        counts.starts_with(&format!("count: {loose_before}\n")),
-        "{counts}"
-    );
-    assert_eq!(loose_objects(&repo), loose_before);
 }

@@ -130,14 +130,9 @@ impl Clone for Store {
 
 /// Objects written and never handed on (no ref, no git process) are still written, so no id a session saw
 /// is missing later (a scratch tree in a record, a commit a crash left unreferenced).
-///
-/// It is also where a session ends, so the place that keeps the pack count bounded (best effort: a failed
-/// merge deletes nothing and the next session tries again).
 impl Drop for Store {
     fn drop(&mut self) {
-        if super::pack::persist(&self.repo).is_ok() {
-            let _ = super::pack::merge_small_packs(&self.repo);
-        }
+        let _ = super::pack::persist(&self.repo);
     }
 }
 

@@ -139,3 +139,36 @@ fn a_large_file_is_written_loose_and_the_rest_packed() {
     assert!(shown == big, "big.txt differs ({} bytes)", shown.len());
     assert!(Path::new(&repo.path().join(".git/objects/pack")).is_dir());
 }
+
+/// In a repository shared with the group (`git init --shared=group`), the packs a session writes are
+/// readable by the group as git's own would be (read-only for the owner, git's `calc_shared_perm`), even
+/// under a umask that gives the group nothing.
+#[test]
+fn packs_in_a_shared_repository_are_readable_by_the_group() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = TestRepo::new();
+    repo.git(&["init", "-q", "--shared=group"]);
+    repo.write("file.txt", "one\ntwo\nthree\nfour (the user's)\n");
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "new.txt", "content": "written by the agent\n"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let mut cmd = repo.via(
+        &server,
+        "sh",
+        &["-c", "umask 077 && exec git agent ask 'write new.txt'"],
+    );
+    crate::common::run(&mut cmd).assert_code(0);
+    let packs = pack_indexes(&repo);
+    assert!(!packs.is_empty(), "no pack written");
+    for idx in packs {
+        for file in [idx.clone(), idx.replace(".idx", ".pack")] {
+            let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o440, "{file} has mode {mode:o}");
+        }
+    }
+    fsck(&repo);
+}

@@ -83,7 +83,7 @@ pub(super) fn persist(repo: &gix::Repository) -> Result<(), PersistError> {
     let dir = repo.objects.store_ref().path().join("pack");
     let mut sorted: Vec<(&ObjectId, &(Kind, Vec<u8>))> = objects.iter().collect();
     sorted.sort_unstable_by_key(|(id, _)| **id);
-    write_pack(&dir, &sorted).map_err(|source| {
+    write_pack(&dir, &sorted, shared_perm(repo)).map_err(|source| {
         // Back into memory (the proxy's writes take `&self`), so a later door can try again.
         for (_, (kind, data)) in &sorted {
             let _ = gix::objs::Write::write_buf(&repo.objects, *kind, data);
@@ -138,7 +138,11 @@ fn sha1(parts: &[&[u8]]) -> std::io::Result<ObjectId> {
 }
 
 /// Writes `objects` (sorted by id) as a version-2 pack of whole objects and its version-2 index into `dir`.
-fn write_pack(dir: &Path, objects: &[(&ObjectId, &(Kind, Vec<u8>))]) -> std::io::Result<()> {
+fn write_pack(
+    dir: &Path,
+    objects: &[(&ObjectId, &(Kind, Vec<u8>))],
+    shared: i32,
+) -> std::io::Result<()> {
     let count = u32::try_from(objects.len()).map_err(std::io::Error::other)?;
     let mut pack = Vec::new();
     pack.extend_from_slice(b"PACK");
@@ -165,8 +169,8 @@ fn write_pack(dir: &Path, objects: &[(&ObjectId, &(Kind, Vec<u8>))]) -> std::io:
         return Ok(());
     }
     std::fs::create_dir_all(dir)?;
-    install(dir, &pack, &pack_path)?;
-    install(dir, &index, &index_path)
+    install(dir, &pack, &pack_path, shared)?;
+    install(dir, &index, &index_path, shared)
 }
 
 /// The version-2 index of a pack: fan-out, ids, CRCs, offsets (large ones in a second table), checksums.
@@ -213,9 +217,10 @@ fn index_bytes(
 }
 
 /// Writes `bytes` to a temporary file in `dir` and renames it to `path`: the one new inode, complete
-/// before it has its name. Read-only, as git leaves its packs.
-fn install(dir: &Path, bytes: &[u8], path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// before it has its name. Read-only, as git leaves its packs, and readable by the group or everybody when
+/// `core.sharedRepository` says so (`shared`, from [`shared_perm()`]).
+fn install(dir: &Path, bytes: &[u8], path: &Path, shared: i32) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let temp = dir.join(format!(
         "tmp_pack_agent_{}_{}",
@@ -227,12 +232,79 @@ fn install(dir: &Path, bytes: &[u8], path: &Path) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o444)
         .open(&temp)
-        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|mut file| {
+            if shared != PERM_UMASK {
+                // The umask applied to 0444 at creation; git then widens (or, for 0xxx, sets) the bits.
+                let created = file.metadata()?.permissions().mode();
+                let mode = calc_shared_perm(created, shared);
+                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
+            file.write_all(bytes)
+        })
         .and_then(|()| std::fs::rename(&temp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
     written
+}
+
+/// `core.sharedRepository` unset, `umask` or false: files keep the mode the umask gave them.
+const PERM_UMASK: i32 = 0;
+/// `group`, true or 1.
+const PERM_GROUP: i32 = 0o660;
+/// `all`, `world`, `everybody` or 2.
+const PERM_EVERYBODY: i32 = 0o664;
+
+/// The repository's `core.sharedRepository` as git's `git_config_perm` reads it: [`PERM_UMASK`],
+/// [`PERM_GROUP`], [`PERM_EVERYBODY`], or minus an exact mode (`0640`). A value git would refuse (the owner
+/// cannot read and write) counts as unset: git itself stops on it before it would read these packs' mode.
+fn shared_perm(repo: &gix::Repository) -> i32 {
+    let config = repo.config_snapshot();
+    match config.string("core.sharedRepository") {
+        Some(value) => parse_shared_perm(&value.to_string()),
+        // A key without a value (`sharedRepository` alone) is true.
+        None if config.boolean("core.sharedRepository") == Some(true) => PERM_GROUP,
+        None => PERM_UMASK,
+    }
+}
+
+fn parse_shared_perm(value: &str) -> i32 {
+    match value.to_ascii_lowercase().as_str() {
+        "" | "group" | "true" | "yes" | "on" => return PERM_GROUP,
+        "umask" | "false" | "no" | "off" => return PERM_UMASK,
+        "all" | "world" | "everybody" => return PERM_EVERYBODY,
+        _ => {}
+    }
+    match i32::from_str_radix(value, 8) {
+        Ok(0) => PERM_UMASK,
+        Ok(1) => PERM_GROUP,
+        Ok(2) => PERM_EVERYBODY,
+        Ok(mode) if mode & 0o600 == 0o600 => -(mode & 0o666),
+        Ok(_) => PERM_UMASK,
+        // Not octal: git reads it as a boolean (an integer other than 0 is true).
+        _ => match value.parse::<i64>() {
+            Ok(0) => PERM_UMASK,
+            Ok(_) => PERM_GROUP,
+            Err(_) => PERM_UMASK,
+        },
+    }
+}
+
+/// git's `calc_shared_perm`: the mode of a file created with `mode` in a shared repository. A read-only file
+/// (a pack) gets no write bits; an exact mode (`shared < 0`) replaces the permission bits, a named one adds.
+fn calc_shared_perm(mode: u32, shared: i32) -> u32 {
+    let mut tweak = shared.unsigned_abs();
+    if mode & 0o200 == 0 {
+        tweak &= !0o222;
+    }
+    if mode & 0o100 != 0 {
+        tweak |= (tweak & 0o444) >> 2;
+    }
+    if shared < 0 {
+        (mode & !0o777) | tweak
+    } else {
+        mode | tweak
+    }
 }
 
 #[cfg(test)]
@@ -248,5 +320,30 @@ mod tests {
         entry_header(Kind::Commit, 300, &mut out);
         // 300 = 0b1_0010_1100: low 4 bits 1100 with the type, then 0b10010.
         assert_eq!(out, [0x80 | 0x10 | 0x0c, 0x12]);
+    }
+
+    #[test]
+    fn shared_repository_values_read_as_git_reads_them() {
+        assert_eq!(parse_shared_perm("group"), PERM_GROUP);
+        assert_eq!(parse_shared_perm("1"), PERM_GROUP);
+        assert_eq!(parse_shared_perm("true"), PERM_GROUP);
+        assert_eq!(parse_shared_perm("2"), PERM_EVERYBODY);
+        assert_eq!(parse_shared_perm("all"), PERM_EVERYBODY);
+        assert_eq!(parse_shared_perm("umask"), PERM_UMASK);
+        assert_eq!(parse_shared_perm("0"), PERM_UMASK);
+        assert_eq!(parse_shared_perm("0640"), -0o640);
+        assert_eq!(parse_shared_perm("0755"), -0o644);
+        // The owner must read and write: git refuses it, and this leaves the mode alone.
+        assert_eq!(parse_shared_perm("0440"), PERM_UMASK);
+    }
+
+    #[test]
+    fn shared_packs_stay_read_only_with_the_group_or_everybody_reading() {
+        // A 0444 pack created under umask 077 is 0400.
+        assert_eq!(calc_shared_perm(0o100400, PERM_GROUP), 0o100440);
+        assert_eq!(calc_shared_perm(0o100400, PERM_EVERYBODY), 0o100444);
+        assert_eq!(calc_shared_perm(0o100444, -0o640), 0o100440);
+        assert_eq!(calc_shared_perm(0o100444, -0o600), 0o100400);
+        assert_eq!(calc_shared_perm(0o100400, PERM_UMASK), 0o100400);
     }
 }

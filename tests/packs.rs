@@ -172,3 +172,40 @@ fn packs_in_a_shared_repository_are_readable_by_the_group() {
     }
     fsck(&repo);
 }
+
+/// Past half of `gc.autoPackLimit` packs, sessions write loose objects: the packs they leave never bring the
+/// whole-repository repack that the user's next `git commit` would start any closer (here the limit is 4, so
+/// sessions stop adding packs at 2).
+#[test]
+fn sessions_stop_adding_packs_at_half_the_auto_pack_limit() {
+    let repo = TestRepo::new();
+    repo.git(&["config", "gc.autoPackLimit", "4"]);
+    let first = run_session(&repo, &[], None);
+    let after_first = pack_indexes(&repo).len();
+    assert!(after_first >= 2, "{after_first} packs after one session");
+    let loose_before = loose_objects(&repo);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "more.txt", "content": "a second step\n"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "--resume", &first, "one more file"]);
+    out.assert_code(0);
+    assert_eq!(
+        pack_indexes(&repo).len(),
+        after_first,
+        "the second session added packs past half the limit"
+    );
+    assert!(
+        loose_objects(&repo) > loose_before,
+        "no loose objects written"
+    );
+    fsck(&repo);
+    assert_readable_by_git(&repo, &first);
+    assert_eq!(
+        repo.git(&["show", &format!("agent/{first}:more.txt")]),
+        "a second step\n"
+    );
+}

@@ -14,6 +14,9 @@
 //! a crash leaves either a complete pack or a temporary file, never a ref to a missing object. Packs are
 //! named by their content, so concurrent sessions never write the same file name with different content.
 //!
+//! Once the repository holds half of `gc.autoPackLimit` packs, sessions write loose objects instead, so
+//! they never bring git's whole-repository repack closer ([`too_many_packs`]).
+//!
 //! `GIT_AGENT_LOOSE_OBJECTS=1` writes loose objects as before (an A/B switch for `scripts/bench-inodes.py`).
 
 use std::io::Write;
@@ -66,9 +69,30 @@ pub(super) fn open_options() -> gix::open::Options {
 /// [`LOOSE_ENV`] asks for loose objects. Only SHA-1 repositories: the pack writer below hashes with SHA-1.
 pub(super) fn enable(repo: &mut gix::Repository) {
     let loose = std::env::var_os(LOOSE_ENV).is_some_and(|v| !v.is_empty() && v != "0");
-    if !loose && repo.object_hash() == HashKind::Sha1 {
+    if !loose && repo.object_hash() == HashKind::Sha1 && !too_many_packs(repo) {
         repo.objects.enable_object_memory();
     }
+}
+
+/// Whether the repository already holds half of `gc.autoPackLimit` packs (git's default: 50). Past that
+/// limit the user's next `git commit` repacks the whole repository (`git maintenance run --auto`), and a
+/// session adds several small packs: so once half the limit is reached, sessions write loose objects as git
+/// does, and the pack count they leave never brings that repack closer. Counting is one directory read.
+fn too_many_packs(repo: &gix::Repository) -> bool {
+    let limit = repo
+        .config_snapshot()
+        .integer("gc.autoPackLimit")
+        .filter(|limit| *limit > 0)
+        .unwrap_or(50);
+    let dir = repo.objects.store_ref().path().join("pack");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let packs = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .count();
+    packs as i64 >= limit / 2
 }
 
 /// Writes the objects `repo` holds in memory as one pack in its object store; nothing when it holds none.

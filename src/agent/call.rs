@@ -89,6 +89,19 @@ pub(super) struct ToolPipeline<'p> {
 }
 
 impl ToolPipeline<'_> {
+    /// Records a call's result as the model sees it (logged, then shown) and marks the call answered.
+    fn record_result(&mut self, call: &ToolCall, output: &ToolOutput) -> Result<(), AgentError> {
+        let event = Event::ToolResult {
+            id: call.id.clone(),
+            ok: !output.is_error,
+            summary: output.summary.clone(),
+            output: model_view(output),
+        };
+        super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
+        self.recorded.push(call.id.clone());
+        Ok(())
+    }
+
     /// Runs one call: the agent's own tools here, the others through the guards and the registry. What the
     /// round must do afterwards (reminders, instructions, stop, finish) goes into `round`. The tools work in
     /// the checkout, hence the [`Ready`] of a done start.
@@ -819,14 +832,7 @@ impl ToolPipeline<'_> {
                     run.output
                 }
             };
-            let event = Event::ToolResult {
-                id: call.id.clone(),
-                ok: !output.is_error,
-                summary: output.summary.clone(),
-                output: model_view(&output),
-            };
-            super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
-            self.recorded.push(call.id.clone());
+            self.record_result(call, &output)?;
             outputs.push(output);
         }
         self.tally.charge(requests, spent, &usage, &cost);
@@ -884,14 +890,7 @@ impl ToolPipeline<'_> {
                 output
             }
         };
-        let event = Event::ToolResult {
-            id: call.id.clone(),
-            ok: !output.is_error,
-            summary: output.summary.clone(),
-            output: model_view(&output),
-        };
-        super::journal::record(&mut self.work.log, &mut *self.sink, event)?;
-        self.recorded.push(call.id.clone());
+        self.record_result(call, &output)?;
         Ok(output)
     }
 

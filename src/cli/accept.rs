@@ -16,6 +16,7 @@ use super::context::Context;
 use super::error::CommandError;
 use crate::config::file::Attribution;
 use crate::protocol::{self, Event, Untrusted};
+use crate::safety::tree_path::shown;
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::PathRecovery;
@@ -90,7 +91,7 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         for file in plan.conflicts() {
             match file.action {
                 Action::Skip(Skip::Refused(_)) => eprintln!("{}", line(file, &range.label)),
-                _ => eprintln!("  conflict  {}", file.path),
+                _ => eprintln!("  conflict  {}", shown(&file.path)),
             }
         }
         return Err(CommandError::user(format!(
@@ -189,8 +190,8 @@ fn not_staged(plan: &Plan) -> String {
     let names: Vec<String> = plan
         .conflicts()
         .map(|f| match &f.action {
-            Action::Skip(Skip::Refused(refusal)) => crate::safety::tree_path::shown(&refusal.path),
-            _ => f.path.clone(),
+            Action::Skip(Skip::Refused(refusal)) => shown(&refusal.path),
+            _ => shown(&f.path),
         })
         .collect();
     names.join(", ")
@@ -333,9 +334,10 @@ fn commit_failed(err: crate::store::StoreError, paths: &[&str]) -> CommandError 
     .hint("fix what the hook reported, then `git add` and `git commit` them yourself")
 }
 
-/// What was done to one path, as a line of the listing.
+/// What was done to one path, as a line of the listing. The path comes from the session's tree (model
+/// output, or a pulled branch): shown with its control characters visible (issue 22, finding 8).
 pub(super) fn line(file: &FilePlan, label: &str) -> String {
-    let path = &file.path;
+    let path = &shown(&file.path);
     let what = match &file.action {
         Action::AlreadyApplied => "unchanged",
         Action::Write => "updated",
@@ -389,7 +391,7 @@ fn resume(store: &Store, forward: bool) -> Result<(), CommandError> {
         } else {
             ""
         };
-        eprintln!("  {word:<9} {path}{note}");
+        eprintln!("  {word:<9} {}{note}", shown(path));
     }
     let done = if forward { "finished" } else { "undid" };
     eprintln!("{done} the interrupted {what}");

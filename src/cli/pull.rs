@@ -116,10 +116,12 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         let report = store.merge_skills(theirs, &args.remote)?;
         for (name, why) in &report.skipped {
             eprintln!(
-                "warning: skill {} of {} (in {skills}) was not merged: {why}; inspect it with \
+                "warning: skill {} of {} (in {skills}) was not merged: {}; inspect it with \
                  `git ls-tree -r -l {skills} -- {}`",
                 shown(name),
                 args.remote,
+                // The reason may quote the pulled name or front matter (issue 22, finding 8).
+                Untrusted::name(why),
                 shown(name)
             );
         }

@@ -57,6 +57,15 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         );
     }
     let sessions = store.take_pulled_sessions(&args.remote)?;
+    for refused in &sessions.refused {
+        eprintln!(
+            "warning: the session log {} of {} was not taken: {}; inspect it with `git log -p {}`",
+            Untrusted::name(&refused.id),
+            args.remote,
+            Untrusted::name(&refused.why),
+            Untrusted::name(&refused.staged)
+        );
+    }
     for kept in &sessions.kept {
         let why = if kept.local {
             "the session was started here, and a pull never moves its refs"

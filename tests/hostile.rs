@@ -900,3 +900,100 @@ fn a_pulled_session_log_that_is_not_one_is_not_taken() {
     }
     fsck(v);
 }
+
+/// A remote's session whose transcript is 150 MB: `accept` and `review` need only its summary and branch,
+/// so they land its change within the memory limit (issue 22, finding 4: they read the whole transcript,
+/// 333 MB at their peak).
+#[test]
+fn accept_and_review_of_a_session_with_a_huge_transcript_stay_small() {
+    let s = shared();
+    let a = s.attacker.as_path();
+    let writing = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "landed.txt", "content": "landed\n"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let mut cmd = s.victim.agent(&writing, &["ask", "write a file"]);
+    cmd.current_dir(a);
+    run(&mut cmd).assert_code(0);
+    let id = git_in(
+        a,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/agent/sessions",
+        ],
+        None,
+        &[],
+    );
+    let log_ref = format!("refs/agent/sessions/{id}");
+    // The same log, its transcript one 150 MB line.
+    let huge = {
+        let mut child = Command::new("git")
+            .args(["hash-object", "-w", "--stdin"])
+            .current_dir(a)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"{\"type\": \"text\", \"text\": \"")
+            .unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..150 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.write_all(b"\"}\n").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let events = tree(a, &[("100644", &huge, "0000000000.jsonl")]);
+    let meta = git_in(
+        a,
+        &["rev-parse", &format!("{log_ref}:meta.json")],
+        None,
+        &[],
+    );
+    let t = tree(
+        a,
+        &[
+            ("100644", &meta, "meta.json"),
+            ("040000", &events, "events"),
+        ],
+    );
+    let old = git_in(a, &["rev-parse", &log_ref], None, &[]);
+    let c = commit(a, &t, Some(&old), "log");
+    git_in(a, &["update-ref", &log_ref, &c], None, &[]);
+    git_in(
+        a,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/agent/*:refs/agent/*",
+            "refs/heads/agent/*:refs/heads/agent/*",
+        ],
+        None,
+        &[],
+    );
+
+    let v = &s.victim;
+    let idle = Server::start(vec![]);
+    run(v.agent(&idle, &["pull"]).current_dir(v.path())).assert_code(0);
+    let (list, rss) = measured(v, &idle, v.path(), &["review", &id, "--list"]);
+    list.assert_code(0);
+    assert!(list.stdout.contains("landed.txt"), "{}", list.stdout);
+    assert!(rss < LIMIT_KB, "review --list peaked at {rss} kB");
+    let (accept, rss) = measured(v, &idle, v.path(), &["accept", &id]);
+    accept.assert_code(0);
+    assert!(rss < LIMIT_KB, "accept peaked at {rss} kB");
+    assert_eq!(
+        std::fs::read_to_string(v.path().join("landed.txt")).unwrap(),
+        "landed\n"
+    );
+}

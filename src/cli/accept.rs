@@ -20,7 +20,7 @@ use crate::safety::tree_path::shown;
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::PathRecovery;
-use crate::store::{LogContents, ObjectId, Store};
+use crate::store::{LogContents, Meta, ObjectId, Store};
 
 /// Apply the session's change to your working tree (three-way per file; conflicts are reported)
 ///
@@ -63,7 +63,8 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         return resume(store, args.continue_landing);
     }
     let id = store.resolve_session(args.id.as_deref())?;
-    let log = store.read_log(&id)?;
+    // The summary only: the transcript (a pulled one may be any size) is read when a message needs it.
+    let meta = read_meta(store, &id)?;
     // This repository's own record, not the log's: a pulled log could claim anything.
     if store.is_here(&id) {
         // Its changes are already in the user's working tree: a three-way merge would only report conflicts.
@@ -74,11 +75,11 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
             "review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
         )));
     }
-    let range = Range::of(store, &log)?;
+    let range = Range::of(store, &meta)?;
     let env = |name: &str| ctx.env(name);
     let attribution = crate::config::Settings::load(ctx.cwd(), &env)?.attribution();
     if args.series {
-        return series(store, &log, &range, attribution);
+        return series(store, &store.read_log(&id)?, &range, attribution);
     }
     let plan = store.plan_landing(range.from, range.tip, &range.label)?;
     if plan.files.is_empty() {
@@ -131,7 +132,7 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         return Err(attention(&plan, &range.label));
     }
     if let Some(versions) = on_head {
-        let message = squash_message(&id, &log, attribution);
+        let message = squash_message(&id, &store.read_log(&id)?, attribution);
         let files: Vec<(&str, Side)> = versions
             .iter()
             .map(|(path, side)| (path.as_str(), side.clone()))
@@ -244,9 +245,15 @@ pub(super) struct Range {
     pub label: String,
 }
 
+/// The summary of session `id` (`meta.json`), without its transcript.
+pub(super) fn read_meta(store: &Store, id: &str) -> Result<Meta, CommandError> {
+    Ok(store
+        .read_meta(id)?
+        .ok_or_else(|| crate::store::StoreError::NoSession(id.to_owned()))?)
+}
+
 impl Range {
-    pub(super) fn of(store: &Store, log: &LogContents) -> Result<Range, CommandError> {
-        let meta = &log.meta;
+    pub(super) fn of(store: &Store, meta: &Meta) -> Result<Range, CommandError> {
         let tip = super::context::session_tip(store, meta)?;
         let parse = |hex: &str| {
             ObjectId::from_hex(hex.as_bytes())

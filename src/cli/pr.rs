@@ -56,7 +56,7 @@ pub fn run(ctx: &Context, args: PrArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let id = store.resolve_session(args.id.as_deref())?;
     let log = store.read_log(&id)?;
-    let range = Range::of(store, &log)?;
+    let range = Range::of(store, &log.meta)?;
     let remote = remote(store, args.remote.as_deref())?;
     let base = match &args.base {
         Some(b) => b.clone(),

@@ -57,7 +57,11 @@ def main():
     agents = [common.Agent(s) for s in a.agent]
     ref = a.ref or agents[-1].label
     work = a.out or tempfile.mkdtemp(prefix="bench-bytes.")
-    results = {ag.label: one_task(ag, work, a.wip) for ag in agents}
+    try:
+        results = {ag.label: one_task(ag, work, a.wip) for ag in agents}
+    finally:
+        for ag in agents:  # the agents' HOMEs (Codex keeps its databases and skills there)
+            common.rmtree(ag.home)
     print("request bytes over the 3-step task%s (%s):" % (" with work in progress" if a.wip else "", work))
     width = max(10, *(len(ag.label) for ag in agents))
     print("%-*s %8s %10s %10s %10s  %s" % (width, "agent", "requests", "total B", "tools B", "system B",

@@ -36,7 +36,8 @@ esac
 [[ -x $lsp_bin/pyright-langserver ]] || { echo "error: no pyright-langserver in $lsp_bin (set LSP_BIN)"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/git-agent-bench-lsp.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+# `|| true`: under `set -e` a failing `kill` (no job left) would end the trap before the folder is removed.
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 repo=$work/repo
 mkdir -p "$repo/pkg"
 touch "$repo/pkg/__init__.py"

@@ -53,8 +53,11 @@ class Agent:
             path, _, self.model = path.rpartition(":")
         self.label, self.kind, self.path = label, kind, os.path.abspath(path)
         if not os.access(self.path, os.X_OK):
-            hint = ("; install nano-coder 0.58 with `cargo install nano-coder --version 0.58.0 --locked --root DIR`"
-                    " and pass DIR/bin/nano-coder" if kind == "nc" else "; build it with `cargo build --release`")
+            hint = {"nc": "; install nano-coder 0.58 with `cargo install nano-coder --version 0.58.0 --locked --root"
+                          " DIR` and pass DIR/bin/nano-coder",
+                    "cx": "; install the Codex SDK with `npm i -E @openai/codex-sdk@0.163.0` and pass its native"
+                          " codex (node_modules/@openai/codex-linux-x64/vendor/*/bin/codex)"}.get(
+                kind, "; build it with `cargo build --release`")
             sys.exit("agent %s: %s is not executable%s" % (label, self.path, hint))
         self.home = tempfile.mkdtemp(prefix="bench-home-%s." % label)
         with open(os.path.join(self.home, ".gitconfig"), "w") as f:

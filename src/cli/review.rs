@@ -389,7 +389,7 @@ fn record(
     units: &[Unit],
 ) -> Result<(), CommandError> {
     let reviewer = store.reviewer();
-    let records: Vec<Record> = units
+    let records = units
         .iter()
         .map(|u| {
             let change = &changes[u.file];
@@ -405,7 +405,7 @@ fn record(
                         .collect(),
                 ),
             };
-            Record::Decision(Decision::new(
+            Decision::new(
                 &range.id,
                 range.tip,
                 range.from,
@@ -415,9 +415,10 @@ fn record(
                 u.verdict,
                 u.comment.as_deref(),
                 &reviewer,
-            ))
+            )
+            .map(Record::Decision)
         })
-        .collect();
+        .collect::<Result<Vec<Record>, _>>()?;
     store.add_review(range.tip, &records)?;
     Ok(())
 }

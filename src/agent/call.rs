@@ -89,7 +89,8 @@ pub(super) struct ToolPipeline<'p> {
 }
 
 impl ToolPipeline<'_> {
-    /// Records a call's result as the model sees it (logged, then shown) and marks the call answered.
+    /// Records a call's result as the model sees it (logged, then shown: both tell the result before the step
+    /// it may make) and marks the call answered.
     fn record_result(&mut self, call: &ToolCall, output: &ToolOutput) -> Result<(), AgentError> {
         let event = Event::ToolResult {
             id: call.id.clone(),
@@ -317,11 +318,17 @@ impl ToolPipeline<'_> {
         if let Some(delta) = &delta {
             output.content.push_str(&delta.render());
         }
-        self.report(call, &output)?;
+        self.record_result(call, &output)?;
         if let Some(delta) = &delta {
             self.report_diagnostics(call, delta)?;
         }
-        super::lsp::warn(&self.tools.state, &mut *self.sink);
+        for message in super::lsp::warnings(&self.tools.state) {
+            journal::record(
+                &mut self.work.log,
+                &mut *self.sink,
+                Event::Warning { message },
+            )?;
+        }
         if !changed.is_empty() {
             let why = match &delta {
                 Some(d) if !d.answered.is_empty() => format!(
@@ -683,22 +690,9 @@ impl ToolPipeline<'_> {
         }
     }
 
-    /// Records the result of a call the front-end was shown, in the log and on the screen at once, before the
-    /// step it may make: both then tell the result, then the step.
-    fn report(&mut self, call: &ToolCall, output: &ToolOutput) -> Result<(), AgentError> {
-        let event = Event::ToolResult {
-            id: call.id.clone(),
-            ok: !output.is_error,
-            summary: output.summary.clone(),
-            output: model_view(output),
-        };
-        journal::record(&mut self.work.log, &mut *self.sink, event)?;
-        self.recorded.push(call.id.clone());
-        Ok(())
-    }
-
+    /// Records `output` as the call's result ([`Self::record_result`]) and hands it on.
     fn reported(&mut self, call: &ToolCall, output: ToolOutput) -> Result<ToolOutput, AgentError> {
-        self.report(call, &output)?;
+        self.record_result(call, &output)?;
         Ok(output)
     }
 }
@@ -1038,29 +1032,19 @@ impl ToolPipeline<'_> {
                             agent.name,
                             tools.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                         ));
-                        self.sink.emit(&Event::ToolCall {
+                        // Logged and shown as one, at the top of the log like an allowed call's (and skipped
+                        // on resume the same way): `show` prints what the live run printed.
+                        let call_event = Event::ToolCall {
                             id: child.id.clone(),
                             name: child.name.clone(),
                             kind: ToolKind::Other,
                             label: format!("{} (refused)", child.name),
                             input: serde_json::Value::Null,
                             location: None,
-                        });
-                        self.sink.emit(&Event::ToolResult {
-                            id: child.id.clone(),
-                            ok: false,
-                            summary: refusal.summary.clone(),
-                            output: refusal.content.clone(),
-                        });
-                        self.log_child(
-                            call,
-                            Event::ToolResult {
-                                id: child.id.clone(),
-                                ok: false,
-                                summary: refusal.summary.clone(),
-                                output: refusal.content.clone(),
-                            },
-                        )?;
+                        };
+                        journal::record(&mut self.work.log, &mut *self.sink, call_event)?;
+                        self.record_result(child, &refusal)?;
+                        self.recorded.retain(|id| *id != child.id);
                         refusal
                     }
                 };

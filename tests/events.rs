@@ -516,7 +516,7 @@ fn memory_explore_and_housekeeping_are_stored_as_protocol_events() {
         let value: serde_json::Value = serde_json::from_str(line).expect("a stored line is JSON");
         let kind = value["type"].as_str().unwrap_or_default().to_owned();
         assert!(!OLD_TYPES.contains(&kind.as_str()), "old shape: {line}");
-        if let Err(err) = serde_json::from_value::<git_agent::protocol::Event>(value) {
+        if let Err(err) = serde_json::from_value::<git_agent::session::Event>(value) {
             panic!("not a protocol event ({err}): {line}");
         }
         types.push(kind);

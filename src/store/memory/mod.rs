@@ -43,12 +43,9 @@ use gix::ObjectId;
 /// How many ids [`MemoryView::new_id()`] draws before it gives up (each collision is one chance in 2^32).
 const ID_DRAWS: u32 = 1000;
 
-pub use entry::{
-    entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,
-};
+pub use entry::{entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source};
 use entry::{parse_entry, shard_of};
 pub use index::Summary;
-pub use merge::Merged;
 
 pub use entry::MEMORY_REF;
 

@@ -35,7 +35,7 @@ pub(super) fn commit(
             w.reason,
             work.session.root().display()
         );
-        sink.emit(&Event::Warning { message: warning });
+        journal::record(&mut work.log, sink, Event::Warning { message: warning })?;
     }
     let Some(commit) = step.commit else {
         return Ok(());

@@ -64,7 +64,7 @@ pub use checkout::scan::Scan;
 pub use checkout::scratch::Scratch;
 pub use checkout::Progress;
 pub use gix::ObjectId;
-pub use objects::notes::NOTES_REF;
+pub use objects::notes::{PreparedNote, NOTES_REF};
 pub use objects::snapshot::{Capture, StepCommit};
 pub(crate) use repo::branch_name;
 use repo::open_from_environment;

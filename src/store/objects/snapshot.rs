@@ -98,6 +98,19 @@ impl Store {
         changed: &[PathBuf],
         subject: &str,
     ) -> Result<StepCommit, StoreError> {
+        self.commit_step_noted(s, changed, subject, None)
+    }
+
+    /// [`Store::commit_step()`], with the objects of `note` (the new commit's note) written beside the
+    /// commit's, so both reach the disk as one pack: two inodes fewer per step (issue 29). The notes ref is
+    /// not moved here: [`Store::add_prepared_note()`] does it with [`StepCommit::note`].
+    pub fn commit_step_noted(
+        &self,
+        s: &mut Session,
+        changed: &[PathBuf],
+        subject: &str,
+        note: Option<&str>,
+    ) -> Result<StepCommit, StoreError> {
         let mut step = StepCommit::default();
         if changed.is_empty() {
             return Ok(step);
@@ -123,6 +136,8 @@ impl Store {
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
+        // A note that cannot be prepared (an unreadable notes tree) is left to `add_note()`, which reports why.
+        step.note = note.and_then(|text| self.prepare_note(&checkout, commit, text).ok());
         // On disk before the record names it: after a crash the record is how the commit is found.
         crate::store::pack::persist(&checkout)?;
         crate::store::repo::crash_point();
@@ -219,6 +234,9 @@ pub struct StepCommit {
     pub committed: Vec<PathBuf>,
     /// The files kept out of git, and why; they stay in the checkout.
     pub withheld: Vec<Withheld>,
+    /// The commit's note, written with it, for [`Store::add_prepared_note()`] (only from
+    /// [`Store::commit_step_noted()`]).
+    pub note: Option<super::notes::PreparedNote>,
 }
 
 /// Splits `paths` (relative to `root`) into those that may enter git and those the withholding policy keeps

@@ -84,7 +84,8 @@ impl Store {
                 let commit = if current == note.on {
                     note.notes_commit
                 } else {
-                    let tree = self.noted_tree(&self.repo, self.tip_tree(current)?, &hex, &note.text)?;
+                    let tree =
+                        self.noted_tree(&self.repo, self.tip_tree(current)?, &hex, &note.text)?;
                     write_commit(&self.repo, tree, current, &message)?
                 };
                 Ok(Proposal::Move {

@@ -148,7 +148,6 @@ impl SessionLog {
         Ok(())
     }
 
-
     /// The number of events written so far (folded or not).
     pub fn len(&self) -> u64 {
         self.next

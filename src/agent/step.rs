@@ -22,14 +22,14 @@ pub(super) fn commit(
 ) -> Result<(), AgentError> {
     // Written with the step's objects, so both reach the disk as one pack (issue 29).
     let note = journal::step_note(work.session.steps + 1, call, label, why);
-    let step = work
+    let (step, prepared) = work
         .store
         // The label names what the model asked for (a path of its choosing): one line of plain prose.
         .commit_step_noted(
             &mut work.session,
             changed,
             &crate::protocol::commit_subject(label),
-            Some(&note),
+            &note,
         )?;
     for w in &step.withheld {
         let warning = format!(
@@ -43,7 +43,6 @@ pub(super) fn commit(
     let Some(commit) = step.commit else {
         return Ok(());
     };
-    let prepared = step.note;
     let changed = &step.committed[..];
     let hex = commit.to_string();
     let step = work.session.steps;

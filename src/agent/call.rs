@@ -637,23 +637,40 @@ impl ToolPipeline<'_> {
     }
 
     /// Runs the tool on a blocking thread (file I/O, child processes); a cancel reaches it through
-    /// `ctx.cancel`.
+    /// `ctx.cancel`, and so does the end of `--max-time`: a budget is kept while a command runs, not only
+    /// between requests (issue 23, finding 11), and the turn then stops before its next request.
     async fn execute(
         &self,
         tool: &Arc<dyn Tool>,
         args: serde_json::Value,
     ) -> Result<ToolOutput, AgentError> {
         let tools = &self.tools;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ctx = ToolContext {
             root: self.work.session.root().to_path_buf(),
             run_timeout: tools.run_timeout,
-            cancel: self.control.flag(),
+            cancel: Arc::clone(&stop),
             session: Arc::clone(&tools.state),
             sandbox: Arc::clone(&tools.sandbox),
         };
-        super::stages::run_blocking(Arc::clone(tool), ctx, args)
-            .await
-            .map_err(|e| AgentError::Join(e.to_string()))
+        let run = super::stages::run_blocking(Arc::clone(tool), ctx, args);
+        tokio::pin!(run);
+        let budget = self.tally.budget;
+        let finished = tokio::select! {
+            finished = &mut run => Some(finished),
+            () = self.control.cancelled() => None,
+            () = budget.expired() => None,
+        };
+        let finished = match finished {
+            Some(finished) => finished,
+            None => {
+                // The tool stops at its next look at the flag (a command's process group is killed); what
+                // it returns says so.
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                run.await
+            }
+        };
+        finished.map_err(|e| AgentError::Join(e.to_string()))
     }
 
     /// Shows what an editing call did to each file it changed: the file as the branch's tip has it (the

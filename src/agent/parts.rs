@@ -306,7 +306,15 @@ impl SessionParts {
         }
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
-            self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+            let sandbox = &self.tools.sandbox;
+            self.tools.mcp = start_mcp(
+                settings,
+                &work.store,
+                &work.session,
+                registry,
+                sandbox,
+                sink,
+            );
             let added = std::mem::take(&mut self.tools.mcp_added);
             if !added.is_empty() {
                 self.add_mcp_servers(added);
@@ -364,6 +372,7 @@ pub(super) fn start_mcp(
     store: &Store,
     session: &Session,
     registry: &Registry,
+    sandbox: &Arc<Sandbox>,
     sink: &mut dyn Sink,
 ) -> Servers {
     let env = |name: &str| crate::safety::secrets::var(name);
@@ -402,7 +411,7 @@ pub(super) fn start_mcp(
         match &entry.spec {
             Ok(spec) => match changed_here(store, session, entry, spec) {
                 Some(problem) => broken.push((entry.name.clone(), problem)),
-                None => specs.push(spec.clone()),
+                None => specs.push(confined(spec, entry, sandbox)),
             },
             Err(problem) => {
                 broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
@@ -419,6 +428,21 @@ pub(super) fn start_mcp(
         show_mcp(sink, &servers.status(), notice.as_deref());
     }
     servers
+}
+
+/// `spec`, under the session's sandbox when it is a repository's server: it starts in the checkout the model
+/// writes to, and a command line that names no file of it (`python -m tools.srv`, `npm run mcp`) still runs
+/// the model's code there; the user's own servers run as configured (issue 23, finding 1).
+fn confined(
+    spec: &ServerSpec,
+    entry: &crate::config::mcp::Entry,
+    sandbox: &Arc<Sandbox>,
+) -> ServerSpec {
+    let mut spec = spec.clone();
+    if matches!(entry.origin, crate::config::mcp::Origin::Project { .. }) {
+        spec.sandbox = Some(crate::config::mcp::Confinement(Arc::clone(sandbox)));
+    }
+    spec
 }
 
 /// Why a project server may not start in a `--here` session: it runs a file of the work tree that differs

@@ -260,7 +260,14 @@ impl AgentSession {
             }
             tools.mcp_later = Some(settings);
         } else {
-            tools.mcp = start_mcp(settings, &store, &session, &tools.registry, sink);
+            tools.mcp = start_mcp(
+                settings,
+                &store,
+                &session,
+                &tools.registry,
+                &tools.sandbox,
+                sink,
+            );
         }
         let (context, probe) = resolve_context(&client, &model, store.common_dir());
         // A new session's checkout may still be being written: its instructions are read from the user's work

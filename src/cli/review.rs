@@ -67,8 +67,9 @@ pub struct ReviewArgs {
 pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let id = store.resolve_session(args.id.as_deref())?;
-    let log = store.read_log(&id)?;
-    let range = Range::of(store, &log)?;
+    // The summary only: a pulled transcript may be any size, and review needs none of it.
+    let meta = accept::read_meta(store, &id)?;
+    let range = Range::of(store, &meta)?;
     let changes = store.file_changes(range.from, range.tip)?;
     if args.list {
         return list(&changes);

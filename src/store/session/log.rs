@@ -44,6 +44,10 @@ use crate::store::objects::snapshot::{edit_ref, full_name, write_commit};
 use crate::store::repo::{crash_point, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
+/// The largest log commit and `meta.json` read: a summary holds the prompt, and no model takes a prompt of
+/// this size.
+const MAX_META_BYTES: u64 = 8 << 20;
+
 /// The summary of a session, stored as `meta.json` next to the events.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -252,7 +256,12 @@ impl Store {
 
     /// The summary from the log commit's message (one object read, which is what keeps `log` fast), falling back
     /// to `meta.json` in its tree.
-    fn meta_of(&self, commit: ObjectId) -> Result<Meta, StoreError> {
+    pub(crate) fn meta_of(&self, commit: ObjectId) -> Result<Meta, StoreError> {
+        // A log may be someone else's push: its objects are judged by their size before they are read, so a
+        // 150 MB summary costs nothing (issue 22, finding 4).
+        if self.repo.find_header(commit)?.size() > MAX_META_BYTES {
+            return Err(StoreError::CorruptLog(commit, "a log commit over 8 MiB"));
+        }
         let object = self.repo.find_commit(commit)?;
         let message = object.message_raw_sloppy();
         if let Some(pos) = message.find("\n\n{") {
@@ -264,6 +273,9 @@ impl Store {
         let entry = tree
             .lookup_entry_by_path("meta.json")?
             .ok_or(StoreError::CorruptLog(commit, "no meta.json"))?;
+        if self.repo.find_header(entry.object_id())?.size() > MAX_META_BYTES {
+            return Err(StoreError::CorruptLog(commit, "a meta.json over 8 MiB"));
+        }
         let blob = self.repo.find_object(entry.object_id())?;
         serde_json::from_slice(&blob.data).map_err(|_| StoreError::CorruptLog(commit, "meta.json"))
     }

@@ -127,6 +127,7 @@ impl Client {
                     args,
                     env,
                     cwd: &cwd,
+                    sandbox: spec.sandbox.as_ref().map(|c| c.0.as_ref()),
                 };
                 let stdio = Stdio::spawn(&launch, tx, Arc::clone(&diagnostics));
                 Transport::Stdio(stdio.map_err(Failure::from)?)

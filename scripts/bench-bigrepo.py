@@ -17,7 +17,8 @@ fake server (benchlib/fakesrv.py --calls). Figures per session:
   first_any   start -> its first request of any kind (the context-window probe GET /v1/models comes first)
   wall, cpu (tree), own_hwm (the agent's own peak RSS), maxrss (largest single process, e.g. a git child)
 Ratios: session wall / the same round's `git worktree add` wall; medians over rounds. Each session runs with
-GIT_AGENT_TIMINGS, and the per-phase medians of session 1 and session 2 are printed side by side. "pooled" counts the
+GIT_AGENT_TIMINGS, and the per-phase medians of session 1 and session 2 are printed side by side, with how many
+directories step 0's walk for untracked files read and kept from the last session's walk. "pooled" counts the
 sessions that took a checkout from git-agent's worktree pool (the pool held one fewer after the session than
 before it): session 1 must not (the pool is emptied with `gc` first), session 2 must (session 1's discard pooled
 its checkout); a session 2 that did not is reported.
@@ -68,6 +69,13 @@ def pooled(repo):
         return 0
 
 
+def read_jsonl(path):
+    try:
+        return [json.loads(line) for line in open(path) if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
 def session(agent, repo, work, tag):
     d = os.path.join(work, "%s-%s" % (agent.label, tag))
     os.makedirs(d)
@@ -88,6 +96,10 @@ def session(agent, repo, work, tag):
     r["first_any_s"] = round(min(q["t"] for q in reqs) - r["start_epoch"], 4) if reqs else None
     r["model_requests"] = len(chat)
     r["phases"] = bench_task.phase_figures(timings)
+    # Step 0's walk for untracked files: directories read, and kept unread from the last session's walk.
+    walk = [line for line in read_jsonl(timings) if line.get("phase") == "untracked"]
+    r["walk_read"] = walk[0].get("read") if walk else None
+    r["walk_kept"] = walk[0].get("kept") if walk else None
     # The session took a pooled checkout if the pool lost one while it ran (its discard puts one back).
     r["pool_before"] = pool_before
     r["reused"] = pool_before > 0 and pooled(repo) == pool_before - 1
@@ -145,16 +157,22 @@ def main():
         print("round %d: git worktree add %.2fs" % (i, row["wt_add"]["wall_s"]), file=sys.stderr)
         for ag in (agents if i % 2 == 0 else agents[::-1]):
             # Session 1 starts cold: no pooled checkout left by an earlier round (`gc` empties the pool; a
-            # binary without one has none).
+            # binary without one has none) ...
             subprocess.run([ag.path, "gc"], cwd=a.repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
+            # ... and no remembered walk for step 0 (session 2 has session 1's).
+            try:
+                os.remove(os.path.join(a.repo, ".git", "agent", "untracked.json"))
+            except OSError:
+                pass
             for s in ("s1", "s2"):
                 common.wait_quiet(a.quiet_wait)
                 r = session(ag, a.repo, work, "%d%s" % (i, s))
                 row["%s.%s" % (ag.label, s)] = r
                 print("round %d %s %s: exit %s edited %s pooled checkout %s first_req %.3fs wall %.2fs "
-                      "own peak %d KB" % (i, ag.label, s, r["exit"], r["edited"], r["reused"],
-                                          r["first_req_s"] or -1, r["wall_s"], r["own_hwm_kb"] or 0),
+                      "own peak %d KB, step 0 read %s directories, kept %s" % (
+                          i, ag.label, s, r["exit"], r["edited"], r["reused"], r["first_req_s"] or -1,
+                          r["wall_s"], r["own_hwm_kb"] or 0, r["walk_read"], r["walk_kept"]),
                       file=sys.stderr)
                 if s == "s2" and not r["reused"]:
                     print("round %d %s s2: did NOT take a pooled checkout (pool held %d before it): its "

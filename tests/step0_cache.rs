@@ -43,7 +43,13 @@ fn step0(repo: &TestRepo) -> (BTreeSet<String>, Value) {
         .find(|id| !before.contains(id))
         .expect("the session's branch");
     let captured = repo
-        .git(&["diff", "--name-only", "--no-renames", "HEAD", &format!("agent/{id}")])
+        .git(&[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "HEAD",
+            &format!("agent/{id}"),
+        ])
         .lines()
         .map(str::to_owned)
         .collect();
@@ -59,7 +65,11 @@ fn step0(repo: &TestRepo) -> (BTreeSet<String>, Value) {
 /// Step 0 captured what `git status` shows, no more and no less.
 fn assert_captures_status(repo: &TestRepo, when: &str) -> Value {
     let (captured, walk) = step0(repo);
-    assert_eq!(captured, status_paths(repo), "{when}: step 0 against git status");
+    assert_eq!(
+        captured,
+        status_paths(repo),
+        "{when}: step 0 against git status"
+    );
     walk
 }
 

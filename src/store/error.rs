@@ -163,7 +163,9 @@ pub enum StoreError {
     #[error("the checkout could not be made (its thread failed)")]
     CheckoutThreadFailed,
     /// The thread listing the user's untracked files for step 0 panicked.
-    #[error("step 0 could not list the untracked files (its thread failed); start the session again")]
+    #[error(
+        "step 0 could not list the untracked files (its thread failed); start the session again"
+    )]
     UntrackedThreadFailed,
     /// `git write-tree` on an index with unmerged entries.
     #[error(

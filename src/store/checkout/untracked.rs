@@ -135,7 +135,8 @@ fn subtree<'a>(dirs: &'a BTreeMap<String, Dir>, top: &str) -> Vec<(&'a String, &
     }
     // From `top/` to `top0`: '0' follows '/', so these are exactly the paths inside `top`.
     let (from, to) = (format!("{top}/"), format!("{top}0"));
-    let inside = dirs.range::<str, _>((Bound::Included(from.as_str()), Bound::Excluded(to.as_str())));
+    let inside =
+        dirs.range::<str, _>((Bound::Included(from.as_str()), Bound::Excluded(to.as_str())));
     dirs.get_key_value(top).into_iter().chain(inside).collect()
 }
 
@@ -267,9 +268,7 @@ fn is_racy(id: &Identity, started: SystemTime) -> bool {
     };
     let mtime = at(id[2], id[3]);
     let ctime = at(id[4], id[5]);
-    [mtime, ctime]
-        .iter()
-        .any(|t| t.is_none_or(|t| t >= limit))
+    [mtime, ctime].iter().any(|t| t.is_none_or(|t| t >= limit))
 }
 
 /// The walk's delegate: records each directory it enters (its identity taken before gix reads it, so a change
@@ -300,7 +299,10 @@ impl Walker<'_> {
         } = self;
         for path in &untracked {
             let parent = path.rfind_byte(b'/').map_or(&path[..0], |at| &path[..at]);
-            let dir = parent.to_str().ok().and_then(|parent| walked.get_mut(parent));
+            let dir = parent
+                .to_str()
+                .ok()
+                .and_then(|parent| walked.get_mut(parent));
             match (dir, path.to_str()) {
                 (Some(dir), Ok(path)) => dir.untracked.push(path.to_owned()),
                 _ => rememberable = false,
@@ -437,7 +439,10 @@ mod tests {
         assert!(is_racy(&at(999_999, 0), started));
         assert!(is_racy(&at(999_999, 500_000_000), started));
         assert!(is_racy(&at(1_000_001, 0), started));
-        assert!(is_racy(&at(-5, 0), started), "before the epoch: not trusted");
+        assert!(
+            is_racy(&at(-5, 0), started),
+            "before the epoch: not trusted"
+        );
         let mut ctime_only = at(999_990, 0);
         ctime_only[4] = 999_999;
         ctime_only[5] = 900_000_000;

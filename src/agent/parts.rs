@@ -305,7 +305,7 @@ impl SessionParts {
             self.conv.instructions.rebase(root);
         }
         if std::mem::take(&mut self.tools.notices_later) {
-            super::session::show_notices(&self.tools.sandbox, sink);
+            show_notices(&self.tools.sandbox, sink);
         }
         if let Some(lsp) = self.tools.lsp_later.take() {
             lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
@@ -338,6 +338,16 @@ impl SessionParts {
             }
         }
         self.tools.mcp.add(specs, self.work.session.root());
+    }
+}
+
+/// What `sandbox` tells the user once about what commands are not isolated from.
+pub(super) fn show_notices(sandbox: &Sandbox, sink: &mut dyn Sink) {
+    for (topic, message) in sandbox.notices() {
+        sink.emit(&Event::Notice {
+            topic: topic.to_owned(),
+            message,
+        });
     }
 }
 

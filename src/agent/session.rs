@@ -755,7 +755,7 @@ impl Toolbox {
         let sandbox_config = safety.sandbox.clone();
         let (policy, sandbox, scratch) = safety_for(store, session, safety, unprobed);
         if !unprobed {
-            show_notices(&sandbox, sink);
+            super::parts::show_notices(&sandbox, sink);
         }
         let output = store
             .common_dir()
@@ -793,16 +793,6 @@ impl Toolbox {
             lsp_later: None,
             notices_later: unprobed,
         }
-    }
-}
-
-/// What `sandbox` tells the user once about what commands are not isolated from.
-pub(super) fn show_notices(sandbox: &Sandbox, sink: &mut dyn Sink) {
-    for (topic, message) in sandbox.notices() {
-        sink.emit(&Event::Notice {
-            topic: topic.to_owned(),
-            message,
-        });
     }
 }
 

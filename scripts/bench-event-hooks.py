@@ -7,8 +7,9 @@ Prints the median wall time of each, the added time per call ((with - without) /
 the median of the hooks' own run time as the `hook` events of --json report it (spawn of `sh -c`, sandbox set-up,
 the JSON on stdin, the wait for its exit).
 
-usage: scripts/bench-event-hooks.py [--calls N] [--rounds R] [--bin PATH]
-       (default N=20, R=5, PATH target/release/git-agent if built, else target/debug/git-agent)
+usage: scripts/bench-event-hooks.py [--calls N] [--rounds R] [--short] [--bin PATH]
+       (default N=20, R=5, --short N=10 and R=2; PATH target/release/git-agent if built, else
+       target/debug/git-agent)
 """
 import argparse
 import json
@@ -74,8 +75,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--short", action="store_true", help="10 calls, 2 rounds")
     ap.add_argument("--bin")
     a = ap.parse_args()
+    if a.short:
+        a.calls, a.rounds = 10, 2
     agent = a.bin or next((p for p in (os.path.join(ROOT, "target", b, "git-agent") for b in ("release", "debug"))
                            if os.path.exists(p)), None)
     if not agent:
@@ -89,6 +93,7 @@ def main():
     os.makedirs(env["HOME"])
     server, port = start_server(work, a.calls)
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:%d/v1" % port
+    load = os.getloadavg()[0]
     try:
         plain, hooked, added, durations = [], [], [], []
         for r in range(a.rounds + 1):
@@ -106,9 +111,11 @@ def main():
             hooked.append(w_hooked)
             added.append((w_hooked - w_plain) / a.calls * 1000)
             durations.extend(hooks)
-        print("binary: %s; %d read_file calls per session, %d rounds" % (agent, a.calls, a.rounds))
+        print("binary: %s; %d read_file calls per session, %d rounds after a warm-up; load average %.1f at the"
+              " start, %.1f at the end" % (agent, a.calls, a.rounds, load, os.getloadavg()[0]))
         print("  session without hooks:    %.3f s (median)" % statistics.median(plain))
-        print("  session with a PreToolUse hook: %.3f s (median)" % statistics.median(hooked))
+        print("  session with a PreToolUse hook: %.3f s (median), %.2fx" % (
+            statistics.median(hooked), statistics.median(h / p for h, p in zip(hooked, plain))))
         print("  added per tool call:      %.1f ms (median over rounds)" % statistics.median(added))
         print("  the hook's own run:       %d ms (median of %d runs, from the hook events)"
               % (statistics.median(durations), len(durations)))

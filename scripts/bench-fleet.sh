@@ -3,8 +3,9 @@
 # this machine against a bare remote on local disk, every task played by the scripted fake model
 # (benchlib/fakesrv.py: one write_file step, then "done").
 #
-# usage: scripts/bench-fleet.sh [BINARY] [TASKS] [WORKERS]
-#   BINARY defaults to target/release/git-agent, else target/debug/git-agent.
+# usage: scripts/bench-fleet.sh [--short] [BINARY] [TASKS] [WORKERS]
+#   BINARY defaults to target/release/git-agent, else target/debug/git-agent. --short: 20 tasks, 4 workers
+#   (unless TASKS and WORKERS say), a minute or two on a busy 2-core machine.
 #
 # Prints: submit time; fleet wall time and tasks per second; claim latency (listing the queue to a won claim,
 # from each worker's "claimed task" line) median and p99; the remote's ref count and size after the fleet, after
@@ -14,13 +15,21 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+short=
+if [ "${1:-}" = --short ]; then
+	short=1
+	shift
+fi
 bin=${1:-}
 if [ -z "$bin" ]; then
 	if [ -x "$root/target/release/git-agent" ]; then bin=$root/target/release/git-agent; else bin=$root/target/debug/git-agent; fi
 fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
-tasks=${2:-1000}
-workers=${3:-16}
+tasks=${2:-${short:+20}}
+tasks=${tasks:-1000}
+workers=${3:-${short:+4}}
+workers=${workers:-16}
+load_start=$(cut -d' ' -f1 /proc/loadavg)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-fleet.XXXXXX")
 trap 'kill "$srv" 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -79,10 +88,11 @@ git --git-dir="$tmp/remote.git" gc -q --prune=now
 size_after_git_gc=$(size)
 
 python3 - "$tmp/work.err" "$tasks" "$workers" "$t0" "$t1" "$t2" "$results" "$branches" "$claims" "$fsck" \
-	"$refs_after_fleet" "$size_after_fleet" "$refs_after_gc" "$size_after_gc" "$size_after_git_gc" "$bin" <<'EOF'
+	"$refs_after_fleet" "$size_after_fleet" "$refs_after_gc" "$size_after_gc" "$size_after_git_gc" "$bin" \
+	"$load_start" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
 import re, sys
 (err, tasks, workers, t0, t1, t2, results, branches, claims, fsck,
- refs_fleet, size_fleet, refs_gc, size_gc, size_git_gc, binary) = sys.argv[1:]
+ refs_fleet, size_fleet, refs_gc, size_gc, size_git_gc, binary, load_start, load_end) = sys.argv[1:]
 tasks, workers, results, branches, claims = int(tasks), int(workers), int(results), int(branches), int(claims)
 t0, t1, t2 = float(t0), float(t1), float(t2)
 text = open(err).read()
@@ -92,7 +102,7 @@ finished = re.findall(r": task (\S+) (?:done|passed|failed|unfinished|error) ", 
 def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 wall = t2 - t1
-print("binary: %s" % binary)
+print("binary: %s; load average %s at the start, %s at the end" % (binary, load_start, load_end))
 print("tasks: %d, workers: %d (one process, --jobs %d)" % (tasks, workers, workers))
 print("submit: %.2f s" % (t1 - t0))
 print("fleet wall: %.1f s, %.2f tasks/s" % (wall, tasks / wall))

@@ -2,9 +2,11 @@
 # Benchmark language servers (issue 25): the wall time each edit gains when its diagnostics are awaited, and
 # the servers' start-up.
 #
-# usage: scripts/bench-lsp.sh      (env: GIT_AGENT_BIN, default target/release/git-agent; LSP_BIN, the folder
-#                                   holding pyright-langserver, default $GIT_AGENT_LSP_PARTNERS/node_modules/.bin;
-#                                   FILES, modules in the project, default 200; EDITS, default 10)
+# usage: scripts/bench-lsp.sh [--short]
+#   env: GIT_AGENT_BIN, default target/release/git-agent; LSP_BIN, the folder holding pyright-langserver,
+#   default $GIT_AGENT_LSP_PARTNERS/node_modules/.bin, else the cache `.ci/run` installs the language servers
+#   into (${XDG_CACHE_HOME:-~/.cache}/git-agent-ci/lsp/node_modules/.bin); FILES, modules in the project,
+#   default 200; EDITS, default 10. --short: 50 modules and 4 edits unless FILES or EDITS say.
 #
 # A Python project of FILES modules (each imports the previous one and defines a few typed functions) in a git
 # repository; a scripted model (benchlib/fakesrv.py) makes EDITS edit_file calls, each on its own module,
@@ -21,14 +23,21 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GIT_AGENT_BIN:-$root/target/release/git-agent}
-lsp_bin=${LSP_BIN:-${GIT_AGENT_LSP_PARTNERS:-}/node_modules/.bin}
+partners=${GIT_AGENT_LSP_PARTNERS:-${XDG_CACHE_HOME:-$HOME/.cache}/git-agent-ci/lsp}
+lsp_bin=${LSP_BIN:-$partners/node_modules/.bin}
 files=${FILES:-200}
 edits=${EDITS:-10}
+case ${1:-} in
+--short) files=${FILES:-50} edits=${EDITS:-4} ;;
+"") ;;
+*) echo "usage: scripts/bench-lsp.sh [--short]" >&2; exit 2 ;;
+esac
 [[ -x $bin ]] || { echo "error: $bin is not built (cargo build --release, or set GIT_AGENT_BIN)"; exit 1; }
 [[ -x $lsp_bin/pyright-langserver ]] || { echo "error: no pyright-langserver in $lsp_bin (set LSP_BIN)"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/git-agent-bench-lsp.XXXXXX")
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+# `|| true`: under `set -e` a failing `kill` (no job left) would end the trap before the folder is removed.
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 repo=$work/repo
 mkdir -p "$repo/pkg"
 touch "$repo/pkg/__init__.py"
@@ -83,6 +92,8 @@ t = [r["t"] for r in map(json.loads, open(log)) if r.get("flavour") == "chat"]
 gaps = [(b - a) * 1000 for a, b in zip(t, t[1:])]
 print(f"  {label:<16} per edit: median {statistics.median(gaps):7.0f} ms, max {max(gaps):7.0f} ms;"
       f" session wall {ended - started:5.1f} s ({len(gaps)} edits)")
+with open(log + ".median", "w") as f:
+    f.write(str(statistics.median(gaps)))
 PY
 }
 
@@ -91,9 +102,19 @@ printf '[lsp]\ndiagnostics = false\n' >"$work/off.toml"
 printf '[lsp]\ndiagnostics = true\n' >"$work/on.toml"
 plain_path=$(dirname "$(command -v git)"):/usr/bin:/bin
 echo "project: $files Python modules; $edits edits, each on its own module; binary $bin"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== wall time per edit =="
 session no-server "$plain_path" "$work/on.toml"
 session diagnostics-off "$lsp_bin:$plain_path" "$work/off.toml"
 session diagnostics-on "$lsp_bin:$plain_path" "$work/on.toml"
+python3 - "$work" <<'PY'
+import sys
+median = {k: float(open(f"{sys.argv[1]}/{k}.log.median").read())
+          for k in ("no-server", "diagnostics-off", "diagnostics-on")}
+on, off, none = median["diagnostics-on"], median["diagnostics-off"], median["no-server"]
+print(f"  added per edit by diagnostics: {on - off:.0f} ms over diagnostics off ({on / off:.2f}x),"
+      f" {on - none:.0f} ms over no server ({on / none:.2f}x); diagnostics off / no server {off / none:.2f}x")
+PY
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== server start-up (initialize handshake) =="
-(cd "$repo" && PATH="$lsp_bin:$PATH" "$bin" lsp status --start | grep -B1 "running:\|last error" | sed 's/^/  /')
+(cd "$repo" && PATH="$lsp_bin:$PATH" "$bin" lsp status --start | grep --no-group-separator -B1 "running:\|last error" | sed 's/^/  /')

@@ -890,3 +890,65 @@ fn a_task_with_a_base_starts_from_that_branch_of_the_remote() {
         0
     );
 }
+
+/// A task's session writes the script its check runs (the model's code, from a task anyone who can push
+/// may submit): the worker runs the check under the sandbox of the session's commands, so the script can
+/// write neither a hook of the worker's repository nor a file outside the check's checkout, and the check
+/// still decides the outcome (issue 23: nothing the session could have changed runs outside the sandbox).
+#[test]
+fn a_check_runs_the_sessions_script_only_inside_the_sandbox() {
+    if git_agent::platform::landlock_abi() < 1 {
+        eprintln!(
+            "SKIPPED a_check_runs_the_sessions_script_only_inside_the_sandbox: no Landlock here"
+        );
+        return;
+    }
+    let repo = TestRepo::new();
+    let remote = remote(&repo);
+    let server = Server::start(vec![]);
+    let outside = repo.root().join("check-wrote-here");
+    let script = format!(
+        "echo 'exit 1' > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\" || true\n\
+         touch {} || true\nexit 0\n",
+        outside.display()
+    );
+    server.script_for(
+        "marker-t00",
+        vec![
+            Reply::tool_calls(vec![call(
+                "write_file",
+                json!({"path": "check.sh", "content": script}),
+            )]),
+            Reply::text("done t00"),
+        ],
+    );
+    let tasks = repo.root().join("check.jsonl");
+    let task = json!({"id": "t00", "prompt": "marker-t00: write", "check": "sh check.sh"});
+    std::fs::write(&tasks, task.to_string()).unwrap();
+    submit(&repo, &server, &tasks, "fs");
+    let out = run_within(
+        &mut repo.agent(
+            &server,
+            &[
+                "fleet",
+                "work",
+                "origin",
+                "--fleet",
+                "fs",
+                "--allow-check",
+                "sh check.sh",
+            ],
+        ),
+        Duration::from_secs(120),
+    );
+    out.assert_code(0);
+    assert_eq!(result(&remote, "fs", "t00")["outcome"], "passed", "{out}");
+    assert!(
+        !repo.path().join(".git/hooks/pre-commit").exists(),
+        "the session's script planted a hook"
+    );
+    assert!(
+        !outside.exists(),
+        "the session's script wrote outside its checkout"
+    );
+}

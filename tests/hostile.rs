@@ -697,3 +697,303 @@ fn skill_add_and_import_never_follow_a_link() {
         .unwrap();
     assert!(!grep.success());
 }
+
+/// A cloned repository commits links with innocent names to the files the file tools refuse by name
+/// (`notes.txt` -> `.env`, `docs/key.txt` -> `id_ed25519`, a folder link to the root): neither `read_file`
+/// nor `search` given such a path opens the target, in the session's checkout and under `--here`, and
+/// nothing of it reaches the provider (issue 23, finding 3: one rule for secret-looking files).
+#[test]
+fn a_link_with_an_innocent_name_opens_no_secret_file() {
+    use std::os::unix::fs::symlink;
+    const KEY_LINE: &str = "MARKER-KEY-b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ";
+    const ENV_LINE: &str = "MARKER_ENV=plain-value-9f3a";
+    for here in [false, true] {
+        let repo = TestRepo::new();
+        repo.write(".env", &format!("{ENV_LINE}\n"));
+        repo.write(
+            "id_ed25519",
+            &format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{KEY_LINE}\n-----END OPENSSH PRIVATE KEY-----\n"),
+        );
+        repo.write("docs/readme.md", "docs\n");
+        symlink(".env", repo.path().join("notes.txt")).unwrap();
+        symlink("../id_ed25519", repo.path().join("docs/key.txt")).unwrap();
+        symlink("..", repo.path().join("docs/up")).unwrap();
+        repo.commit_all("a repository with links");
+        let calls = vec![
+            call("read_file", json!({"path": "notes.txt"})),
+            call("read_file", json!({"path": "docs/key.txt"})),
+            call("read_file", json!({"path": "docs/up/notes.txt"})),
+            call("search", json!({"pattern": "MARKER", "path": "notes.txt"})),
+            call(
+                "search",
+                json!({"pattern": "MARKER", "path": "docs/key.txt"}),
+            ),
+            call("read_file", json!({"path": "docs/readme.md"})),
+        ];
+        let server = Server::start(vec![Reply::tool_calls(calls.clone()), Reply::text("done")]);
+        let mut args = vec!["ask", "--yes"];
+        if here {
+            args.push("--here");
+        }
+        args.push("read the notes");
+        repo.run_agent(&server, &args).assert_code(0);
+        let requests = server.requests();
+        let last = requests.last().expect("the follow-up request");
+        for c in &calls[..5] {
+            let result = last.tool_result(&c.id);
+            assert!(
+                result.contains("sensitive-file") && result.contains("is a link to"),
+                "here={here}: {} {}: {result}",
+                c.name,
+                c.arguments
+            );
+        }
+        assert!(last.tool_result(&calls[5].id).contains("docs"));
+        for request in &requests {
+            let body = request.body.to_string();
+            assert!(
+                !body.contains("MARKER-KEY"),
+                "here={here}: the key was sent"
+            );
+            assert!(
+                !body.contains("plain-value"),
+                "here={here}: the .env was sent"
+            );
+        }
+    }
+}
+
+/// A cloned repository's skill folder holds a 150 MB file (sparse: it costs no disk): `load_skill` of it is
+/// refused from its size before anything is read, and the session stays small (issue 22, finding 4, for the
+/// files of a skill on disk as for stored ones).
+#[test]
+fn a_huge_file_of_a_repositorys_skill_is_refused_before_it_is_read() {
+    let repo = TestRepo::new();
+    repo.write(".agents/skills/big-files/SKILL.md", &skill_md("big-files"));
+    repo.commit_all("a skill");
+    let data = repo.path().join(".agents/skills/big-files/data.txt");
+    std::fs::File::create(&data)
+        .unwrap()
+        .set_len(150 << 20)
+        .unwrap();
+    // Not the user's work to capture: the file is only where the skill's folder is.
+    std::fs::write(repo.path().join(".git/info/exclude"), "data.txt\n").unwrap();
+    let load = call(
+        "load_skill",
+        json!({"name": "big-files", "path": "data.txt"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![load.clone()]),
+        Reply::text("done"),
+    ]);
+    let (out, rss) = measured(&repo, &server, repo.path(), &["ask", "use the skill"]);
+    out.assert_code(0);
+    let last = server.requests().pop().expect("the follow-up request");
+    let result = last.tool_result(&load.id);
+    assert!(result.contains("has 157286400 bytes"), "{result}");
+    assert!(rss < LIMIT_KB, "ask peaked at {rss} kB");
+}
+
+/// A remote's session logs that are not one: a summary that is not JSON, a 150 MB summary, and a log that
+/// names another session. The pull takes none of them and names each; `log` and `stats` go on listing the
+/// sessions that are sound, within the memory limit (issue 22, findings 3 and 4).
+#[test]
+fn a_pulled_session_log_that_is_not_one_is_not_taken() {
+    let s = shared();
+    let a = s.attacker.as_path();
+    let answering = Server::start(vec![Reply::text("fine")]);
+    let mut cmd = s.victim.agent(&answering, &["ask", "a real session"]);
+    cmd.current_dir(a);
+    run(&mut cmd).assert_code(0);
+    let real = git_in(
+        a,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/agent/sessions",
+        ],
+        None,
+        &[],
+    );
+    let real_log = git_in(
+        a,
+        &["rev-parse", &format!("refs/agent/sessions/{real}")],
+        None,
+        &[],
+    );
+
+    let log_with = |meta: &str| {
+        let t = tree(a, &[("100644", meta, "meta.json")]);
+        commit(a, &t, None, "log")
+    };
+    let garbage = blob(a, b"not a summary\n");
+    let big = {
+        let mut child = Command::new("git")
+            .args(["hash-object", "-w", "--stdin"])
+            .current_dir(a)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"{\"id\": \"b1b1b1\", \"prompt\": \"")
+            .unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..150 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.write_all(b"\"}").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    for (id, log) in [
+        ("c0c0c0", log_with(&garbage)),
+        ("b1b1b1", log_with(&big)),
+        ("d0d0d0", real_log.clone()),
+    ] {
+        git_in(
+            a,
+            &["update-ref", &format!("refs/agent/sessions/{id}"), &log],
+            None,
+            &[],
+        );
+    }
+    git_in(
+        a,
+        &["push", "-q", "origin", "refs/agent/*:refs/agent/*"],
+        None,
+        &[],
+    );
+
+    let v = &s.victim;
+    let idle = Server::start(vec![]);
+    let (pull, rss) = measured(v, &idle, v.path(), &["pull"]);
+    pull.assert_code(0);
+    assert!(rss < LIMIT_KB, "pull peaked at {rss} kB");
+    for id in ["c0c0c0", "b1b1b1", "d0d0d0"] {
+        assert!(
+            pull.stderr
+                .contains(&format!("the session log {id} of origin was not taken")),
+            "{id}: {}",
+            pull.stderr
+        );
+        assert!(v
+            .git(&["for-each-ref", &format!("refs/agent/sessions/{id}")])
+            .is_empty());
+    }
+    assert!(
+        pull.stderr.contains("names another session"),
+        "{}",
+        pull.stderr
+    );
+    for args in [&["log"][..], &["stats"]] {
+        let (out, rss) = measured(v, &idle, v.path(), args);
+        out.assert_code(0);
+        assert!(rss < LIMIT_KB, "{args:?} peaked at {rss} kB");
+        if args == ["log"] {
+            assert!(out.stdout.contains(&real), "{}", out.stdout);
+            assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+        }
+    }
+    fsck(v);
+}
+
+/// A remote's session whose transcript is 150 MB: `accept` and `review` need only its summary and branch,
+/// so they land its change within the memory limit (issue 22, finding 4: they read the whole transcript,
+/// 333 MB at their peak).
+#[test]
+fn accept_and_review_of_a_session_with_a_huge_transcript_stay_small() {
+    let s = shared();
+    let a = s.attacker.as_path();
+    let writing = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "landed.txt", "content": "landed\n"}),
+        )]),
+        Reply::text("done"),
+    ]);
+    let mut cmd = s.victim.agent(&writing, &["ask", "write a file"]);
+    cmd.current_dir(a);
+    run(&mut cmd).assert_code(0);
+    let id = git_in(
+        a,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/agent/sessions",
+        ],
+        None,
+        &[],
+    );
+    let log_ref = format!("refs/agent/sessions/{id}");
+    // The same log, its transcript one 150 MB line.
+    let huge = {
+        let mut child = Command::new("git")
+            .args(["hash-object", "-w", "--stdin"])
+            .current_dir(a)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"{\"type\": \"text\", \"text\": \"")
+            .unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..150 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.write_all(b"\"}\n").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let events = tree(a, &[("100644", &huge, "0000000000.jsonl")]);
+    let meta = git_in(
+        a,
+        &["rev-parse", &format!("{log_ref}:meta.json")],
+        None,
+        &[],
+    );
+    let t = tree(
+        a,
+        &[
+            ("100644", &meta, "meta.json"),
+            ("040000", &events, "events"),
+        ],
+    );
+    let old = git_in(a, &["rev-parse", &log_ref], None, &[]);
+    let c = commit(a, &t, Some(&old), "log");
+    git_in(a, &["update-ref", &log_ref, &c], None, &[]);
+    git_in(
+        a,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/agent/*:refs/agent/*",
+            "refs/heads/agent/*:refs/heads/agent/*",
+        ],
+        None,
+        &[],
+    );
+
+    let v = &s.victim;
+    let idle = Server::start(vec![]);
+    run(v.agent(&idle, &["pull"]).current_dir(v.path())).assert_code(0);
+    let (list, rss) = measured(v, &idle, v.path(), &["review", &id, "--list"]);
+    list.assert_code(0);
+    assert!(list.stdout.contains("landed.txt"), "{}", list.stdout);
+    assert!(rss < LIMIT_KB, "review --list peaked at {rss} kB");
+    let (accept, rss) = measured(v, &idle, v.path(), &["accept", &id]);
+    accept.assert_code(0);
+    assert!(rss < LIMIT_KB, "accept peaked at {rss} kB");
+    assert_eq!(
+        std::fs::read_to_string(v.path().join("landed.txt")).unwrap(),
+        "landed\n"
+    );
+}

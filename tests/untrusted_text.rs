@@ -583,3 +583,141 @@ fn a_remotes_hook_output_is_shown_neutralised_by_push() {
         "{out}"
     );
 }
+
+/// A session whose prompt, reason, answer and file name carry the sequences: `accept` lists the path with
+/// its controls visible, and the pull request's title and body (on stdout with `--stdout`, in the body
+/// file and in the forge CLI's arguments) hold none of them raw: they are published and shown again by
+/// `gh pr view` (issue 22, finding 8).
+#[test]
+fn accept_and_pr_show_model_text_and_paths_neutralised() {
+    let repo = TestRepo::new();
+    with_remote(&repo);
+    let evil = format!("n{OSC52}{BIDI}.txt");
+    let id = session(
+        &repo,
+        &hostile("Add it"),
+        vec![
+            Reply::text_and_tool_calls(
+                &hostile("Writing"),
+                vec![call("write_file", json!({"path": evil, "content": "x\n"}))],
+            ),
+            Reply::text(&hostile("Done")),
+        ],
+    );
+
+    let out = agent(&repo, &["pr", "--stdout", &id]);
+    out.assert_code(0);
+    assert!(out.stdout().contains("## Prompt"), "{out}");
+    assert_neutral(&out, "pr --stdout");
+
+    let (bin, log) = forge_double(repo.root(), "gh", "  --body-file file");
+    let server = Server::start(vec![]);
+    let mut cmd = repo.agent(&server, &["pr", &id]);
+    cmd.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert_neutral(&out, "pr");
+    let args = fs::read_to_string(&log).unwrap();
+    assert!(args.contains("--title"), "{args}");
+    let body = fs::read_to_string(repo.path().join(format!(".git/agent/pr/{id}.md"))).unwrap();
+    for (what, text) in [("gh's arguments", &args), ("the body file", &body)] {
+        for raw in ['\u{1b}', '\u{7}', '\r', '\u{202e}'] {
+            assert!(!text.contains(raw), "{raw:?} in {what}:\n{text:?}");
+        }
+    }
+
+    let out = agent(&repo, &["accept", &id]);
+    out.assert_code(0);
+    assert_neutral(&out, "accept");
+    assert!(
+        out.stderr().contains("updated   n\\x1b]52;c;"),
+        "the path is shown with its controls visible: {out}"
+    );
+    assert!(repo.path().join(&evil).is_file());
+}
+
+/// Text a remote or a cloned repository supplies, through the printers the other tests do not reach: the
+/// reason a pulled skill was not merged (it quotes the folder's name), `skill show` of a stored skill into
+/// a pipe, `agents --json`, and an error about a key of the repository's `.git-agent.toml` (issue 22,
+/// finding 8).
+#[test]
+fn pulled_skills_subagent_files_and_settings_errors_print_no_raw_escape() {
+    let repo = TestRepo::new();
+    with_remote(&repo);
+    // A stored skill whose text carries the sequences, and beside it (pushed with plain git) a folder whose
+    // name does.
+    let folder = repo.root().join("src-skills/shown");
+    fs::create_dir_all(&folder).unwrap();
+    fs::write(
+        folder.join("SKILL.md"),
+        format!(
+            "---\nname: shown\ndescription: Shows{BIDI} things\n---\nBody {}\n",
+            hostile("text")
+        ),
+    )
+    .unwrap();
+    agent(&repo, &["skill", "add", folder.to_str().unwrap()]).assert_code(0);
+    let show = agent(&repo, &["skill", "show", "shown"]);
+    show.assert_code(0);
+    assert!(show.stdout().contains("Body text"), "{show}");
+    assert_neutral(&show, "skill show");
+
+    let skill_md = git_with(
+        &repo,
+        &[],
+        &["hash-object", "-w", "--stdin"],
+        Some("---\nname: x\ndescription: X\n---\nB\n"),
+    );
+    let dir = git_with(
+        &repo,
+        &[],
+        &["mktree"],
+        Some(&format!("100644 blob {}\tSKILL.md\n", skill_md.trim())),
+    );
+    let mut entries = repo.git(&["ls-tree", "refs/agent/skills"]);
+    entries.push_str(&format!("040000 tree {}\t{}\n", dir.trim(), hostile("x")));
+    let tree = git_with(&repo, &[], &["mktree"], Some(&entries));
+    let old = repo.git(&["rev-parse", "refs/agent/skills"]);
+    let commit = repo.git(&["commit-tree", tree.trim(), "-p", old.trim(), "-m", "skills"]);
+    repo.git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("{}:refs/agent/skills", commit.trim()),
+    ]);
+    let pull = agent(&repo, &["pull"]);
+    pull.assert_code(0);
+    assert!(pull.stderr().contains("was not merged"), "{pull}");
+    assert_neutral(&pull, "pull");
+
+    fs::create_dir_all(repo.path().join(".claude/agents")).unwrap();
+    fs::write(
+        repo.path().join(".claude/agents/rev.md"),
+        format!(
+            "---\nname: rev\ndescription: {}\n---\nYou review.\n",
+            hostile("Reviews")
+        ),
+    )
+    .unwrap();
+    for args in [&["agents"][..], &["agents", "--json"]] {
+        let out = agent(&repo, args);
+        out.assert_code(0);
+        assert!(out.stdout().contains("rev"), "{out}");
+        assert_neutral(&out, &args.join(" "));
+    }
+
+    let escaped = "x\\u001b]52;c;aGk=\\u0007\\u001b[2J\\r\\u202e";
+    fs::write(
+        repo.path().join(".git-agent.toml"),
+        format!("\"{escaped}\" = 1\n"),
+    )
+    .unwrap();
+    let out = agent(&repo, &["ask", "hi"]);
+    assert_ne!(out.code(), 0, "{out}");
+    assert!(out.stderr().contains("unknown key"), "{out}");
+    assert_neutral(&out, "a settings error");
+    fsck(&repo);
+}

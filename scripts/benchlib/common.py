@@ -4,8 +4,15 @@ fixtures, medians, host load. Needs only python3, git and GNU time (/usr/bin/tim
 An agent is given on the command line as LABEL=KIND:PATH, KIND one of
   ga  git-agent, started directly: `PATH ask PROMPT` (OPENAI_BASE_URL + GIT_AGENT_MODEL=openai/fake-model)
   nc  nano-coder, started directly: `PATH --config CFG --model fake/fake-model`, the prompt piped on stdin
+  cx  the Codex CLI: `PATH exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT` with a
+      custom model provider (CODEX_HOME/config.toml: `base_url` the fake server, `wire_api = "responses"`, the
+      only one Codex still takes) and its default model, or MODEL with LABEL=cx:PATH:MODEL (a name Codex does not
+      know gets its generic prompt and plain function tools); no sandbox, since bwrap cannot run in every
+      container
 e.g. --agent new=ga:target/release/git-agent --agent old=ga:/tmp/old/git-agent --agent nano=nc:NANO
-where NANO is nano-coder 0.58 (`cargo install nano-coder --version 0.58.0 --locked --root DIR`: DIR/bin/nano-coder).
+where NANO is nano-coder 0.58 (`cargo install nano-coder --version 0.58.0 --locked --root DIR`: DIR/bin/nano-coder)
+and CODEX the native binary of the Codex SDK's package (`npm i -E @openai/codex-sdk@0.163.0`, with its optional
+dependency: node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex).
 """
 import json
 import os
@@ -39,12 +46,18 @@ class Agent:
     def __init__(self, spec):
         label, _, rest = spec.partition("=")
         kind, _, path = rest.partition(":")
-        if kind not in ("ga", "nc") or not path:
-            sys.exit("bad --agent %r: want LABEL=ga:PATH or LABEL=nc:PATH" % spec)
+        if kind not in ("ga", "nc", "cx") or not path:
+            sys.exit("bad --agent %r: want LABEL=ga:PATH, LABEL=nc:PATH or LABEL=cx:PATH" % spec)
+        self.model = None
+        if kind == "cx" and ":" in path:  # LABEL=cx:PATH:MODEL
+            path, _, self.model = path.rpartition(":")
         self.label, self.kind, self.path = label, kind, os.path.abspath(path)
         if not os.access(self.path, os.X_OK):
-            hint = ("; install nano-coder 0.58 with `cargo install nano-coder --version 0.58.0 --locked --root DIR`"
-                    " and pass DIR/bin/nano-coder" if kind == "nc" else "; build it with `cargo build --release`")
+            hint = {"nc": "; install nano-coder 0.58 with `cargo install nano-coder --version 0.58.0 --locked --root"
+                          " DIR` and pass DIR/bin/nano-coder",
+                    "cx": "; install the Codex SDK with `npm i -E @openai/codex-sdk@0.163.0` and pass its native"
+                          " codex (node_modules/@openai/codex-linux-x64/vendor/*/bin/codex)"}.get(
+                kind, "; build it with `cargo build --release`")
             sys.exit("agent %s: %s is not executable%s" % (label, self.path, hint))
         self.home = tempfile.mkdtemp(prefix="bench-home-%s." % label)
         with open(os.path.join(self.home, ".gitconfig"), "w") as f:
@@ -60,6 +73,8 @@ class Agent:
         base = "http://127.0.0.1:%d/v1" % port
         if self.kind == "ga":
             env.update(OPENAI_BASE_URL=base, OPENAI_API_KEY="dummy", GIT_AGENT_MODEL="openai/fake-model")
+        elif self.kind == "cx":
+            env.update(CODEX_HOME=self.codex_home(base), FAKE_API_KEY="dummy")
         else:
             cfgdir = os.path.join(self.home, ".config", "nano-coder")
             os.makedirs(cfgdir, exist_ok=True)
@@ -70,6 +85,16 @@ class Agent:
             env["FAKE_API_KEY"] = "dummy"
         return env
 
+    def codex_home(self, base):
+        """CODEX_HOME with a config that sends every model request to `base` (Responses API)."""
+        home = os.path.join(self.home, ".codex")
+        os.makedirs(home, exist_ok=True)
+        with open(os.path.join(home, "config.toml"), "w") as f:
+            f.write('model_provider = "fake"\ncheck_for_update_on_startup = false\n'
+                    '[model_providers.fake]\nname = "fake"\nbase_url = "%s"\nenv_key = "FAKE_API_KEY"\n'
+                    'wire_api = "responses"\n' % base)
+        return home
+
     def task_spec(self, repo, port, prompt, out_dir):
         """A ptmeasure spec running the task in `repo`."""
         env = self.env(port)
@@ -77,6 +102,10 @@ class Agent:
                 "stdout": os.path.join(out_dir, "stdout"), "stderr": os.path.join(out_dir, "stderr")}
         if self.kind == "ga":
             spec["argv"] = [self.path, "ask", prompt]
+        elif self.kind == "cx":
+            model = ["-m", self.model] if self.model else []
+            spec["argv"] = [self.path, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                            *model, "-C", repo, prompt]
         else:
             pf = os.path.join(out_dir, "prompt")
             with open(pf, "w") as f:

@@ -31,6 +31,7 @@ use super::error::AgentError;
 use super::event_hooks::SessionHooks;
 use super::explore;
 use super::instructions::Instructions;
+use super::journal;
 use super::plan::{self, Plan};
 use super::start::{self as starting, Ready, Starting};
 use super::stream::SessionLine;
@@ -203,12 +204,20 @@ impl SessionParts {
             self.conv.schemas = schemas;
         }
         for warning in self.tools.mcp.take_warnings() {
-            sink.emit(&Event::Warning { message: warning });
+            self.record_or_show(sink, Event::Warning { message: warning });
         }
         let status = self.tools.mcp.status();
         if status.is_news(self.tools.mcp_shown.as_ref()) {
-            show_mcp(sink, &status, None);
+            self.record_or_show(sink, mcp_event(&status, None));
             self.tools.mcp_shown = Some(status);
+        }
+    }
+
+    /// Records `event` in the log and shows it (so `show` prints it where the live run did); shown even when
+    /// the log cannot take it, whose failure then shows at its next write.
+    fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
+        if journal::record(&mut self.work.log, sink, event.clone()).is_err() {
+            sink.emit(&event);
         }
     }
 
@@ -253,9 +262,13 @@ impl SessionParts {
         let Some(pending) = self.work.start.take_underway() else {
             return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
-        let started = pending.wait(sink).await;
+        // What the finished start shows (files left out of step 0, the MCP servers' status) goes into the log
+        // too, where it was shown.
+        let mut heard = journal::Heard::new(sink);
+        let started = pending.wait(&mut heard).await;
         super::footprint::mark("checkout");
-        self.adopt(started, sink)?;
+        self.adopt(started, &mut heard)?;
+        heard.record_into(&mut self.work.log);
         Ok(self.work.start.made())
     }
 
@@ -312,7 +325,15 @@ impl SessionParts {
         }
         if let Some(settings) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
-            self.tools.mcp = start_mcp(settings, &work.store, &work.session, registry, sink);
+            let sandbox = &self.tools.sandbox;
+            self.tools.mcp = start_mcp(
+                settings,
+                &work.store,
+                &work.session,
+                registry,
+                sandbox,
+                sink,
+            );
             let added = std::mem::take(&mut self.tools.mcp_added);
             if !added.is_empty() {
                 self.add_mcp_servers(added);
@@ -380,6 +401,7 @@ pub(super) fn start_mcp(
     store: &Store,
     session: &Session,
     registry: &Registry,
+    sandbox: &Arc<Sandbox>,
     sink: &mut dyn Sink,
 ) -> Servers {
     let env = |name: &str| crate::safety::secrets::var(name);
@@ -418,7 +440,7 @@ pub(super) fn start_mcp(
         match &entry.spec {
             Ok(spec) => match changed_here(store, session, entry, spec) {
                 Some(problem) => broken.push((entry.name.clone(), problem)),
-                None => specs.push(spec.clone()),
+                None => specs.push(confined(spec, entry, sandbox)),
             },
             Err(problem) => {
                 broken.push((entry.name.clone(), format!("{problem} ({})", entry.origin)))
@@ -432,9 +454,24 @@ pub(super) fn start_mcp(
     }
     let notice = config.untrusted_notice();
     if !servers.is_empty() || notice.is_some() {
-        show_mcp(sink, &servers.status(), notice.as_deref());
+        sink.emit(&mcp_event(&servers.status(), notice.as_deref()));
     }
     servers
+}
+
+/// `spec`, under the session's sandbox when it is a repository's server: it starts in the checkout the model
+/// writes to, and a command line that names no file of it (`python -m tools.srv`, `npm run mcp`) still runs
+/// the model's code there; the user's own servers run as configured (issue 23, finding 1).
+fn confined(
+    spec: &ServerSpec,
+    entry: &crate::config::mcp::Entry,
+    sandbox: &Arc<Sandbox>,
+) -> ServerSpec {
+    let mut spec = spec.clone();
+    if matches!(entry.origin, crate::config::mcp::Origin::Project { .. }) {
+        spec.sandbox = Some(crate::config::mcp::Confinement(Arc::clone(sandbox)));
+    }
+    spec
 }
 
 /// Why a project server may not start in a `--here` session: it runs a file of the work tree that differs
@@ -474,12 +511,12 @@ fn changed_here(
     None
 }
 
-pub(super) fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
-    let states = status.states();
-    sink.emit(&Event::Mcp {
+/// The [`Event::Mcp`] of `status`, with the notice of an untrusted project file.
+fn mcp_event(status: &McpStatus, untrusted: Option<&str>) -> Event {
+    Event::Mcp {
         connected: status.connected(),
         total: status.total(),
-        servers: states.clone(),
+        servers: status.states(),
         untrusted: untrusted.map(str::to_owned),
-    });
+    }
 }

@@ -16,10 +16,11 @@ use super::context::Context;
 use super::error::CommandError;
 use crate::config::file::Attribution;
 use crate::protocol::{self, Event, Untrusted};
+use crate::safety::tree_path::shown;
 use crate::store::commit::Committed;
 use crate::store::land::{Action, FilePlan, Plan, Side, Skip};
 use crate::store::land_record::PathRecovery;
-use crate::store::{LogContents, ObjectId, Store};
+use crate::store::{LogContents, Meta, ObjectId, Store};
 
 /// Apply the session's change to your working tree (three-way per file; conflicts are reported)
 ///
@@ -62,7 +63,8 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         return resume(store, args.continue_landing);
     }
     let id = store.resolve_session(args.id.as_deref())?;
-    let log = store.read_log(&id)?;
+    // The summary only: the transcript (a pulled one may be any size) is read when a message needs it.
+    let meta = read_meta(store, &id)?;
     // This repository's own record, not the log's: a pulled log could claim anything.
     if store.is_here(&id) {
         // Its changes are already in the user's working tree: a three-way merge would only report conflicts.
@@ -73,11 +75,11 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
             "review them with `git diff`, commit them with `git commit`; `git log agent/{id}` lists the steps"
         )));
     }
-    let range = Range::of(store, &log)?;
+    let range = Range::of(store, &meta)?;
     let env = |name: &str| ctx.env(name);
     let attribution = crate::config::Settings::load(ctx.cwd(), &env)?.attribution();
     if args.series {
-        return series(store, &log, &range, attribution);
+        return series(store, &store.read_log(&id)?, &range, attribution);
     }
     let plan = store.plan_landing(range.from, range.tip, &range.label)?;
     if plan.files.is_empty() {
@@ -90,7 +92,7 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         for file in plan.conflicts() {
             match file.action {
                 Action::Skip(Skip::Refused(_)) => eprintln!("{}", line(file, &range.label)),
-                _ => eprintln!("  conflict  {}", file.path),
+                _ => eprintln!("  conflict  {}", shown(&file.path)),
             }
         }
         return Err(CommandError::user(format!(
@@ -130,7 +132,7 @@ pub fn run(ctx: &Context, args: AcceptArgs) -> Result<(), CommandError> {
         return Err(attention(&plan, &range.label));
     }
     if let Some(versions) = on_head {
-        let message = squash_message(&id, &log, attribution);
+        let message = squash_message(&id, &store.read_log(&id)?, attribution);
         let files: Vec<(&str, Side)> = versions
             .iter()
             .map(|(path, side)| (path.as_str(), side.clone()))
@@ -189,8 +191,8 @@ fn not_staged(plan: &Plan) -> String {
     let names: Vec<String> = plan
         .conflicts()
         .map(|f| match &f.action {
-            Action::Skip(Skip::Refused(refusal)) => crate::safety::tree_path::shown(&refusal.path),
-            _ => f.path.clone(),
+            Action::Skip(Skip::Refused(refusal)) => shown(&refusal.path),
+            _ => shown(&f.path),
         })
         .collect();
     names.join(", ")
@@ -243,9 +245,15 @@ pub(super) struct Range {
     pub label: String,
 }
 
+/// The summary of session `id` (`meta.json`), without its transcript.
+pub(super) fn read_meta(store: &Store, id: &str) -> Result<Meta, CommandError> {
+    Ok(store
+        .read_meta(id)?
+        .ok_or_else(|| crate::store::StoreError::NoSession(id.to_owned()))?)
+}
+
 impl Range {
-    pub(super) fn of(store: &Store, log: &LogContents) -> Result<Range, CommandError> {
-        let meta = &log.meta;
+    pub(super) fn of(store: &Store, meta: &Meta) -> Result<Range, CommandError> {
         let tip = super::context::session_tip(store, meta)?;
         let parse = |hex: &str| {
             ObjectId::from_hex(hex.as_bytes())
@@ -333,9 +341,10 @@ fn commit_failed(err: crate::store::StoreError, paths: &[&str]) -> CommandError 
     .hint("fix what the hook reported, then `git add` and `git commit` them yourself")
 }
 
-/// What was done to one path, as a line of the listing.
+/// What was done to one path, as a line of the listing. The path comes from the session's tree (model
+/// output, or a pulled branch): shown with its control characters visible (issue 22, finding 8).
 pub(super) fn line(file: &FilePlan, label: &str) -> String {
-    let path = &file.path;
+    let path = &shown(&file.path);
     let what = match &file.action {
         Action::AlreadyApplied => "unchanged",
         Action::Write => "updated",
@@ -389,7 +398,7 @@ fn resume(store: &Store, forward: bool) -> Result<(), CommandError> {
         } else {
             ""
         };
-        eprintln!("  {word:<9} {path}{note}");
+        eprintln!("  {word:<9} {}{note}", shown(path));
     }
     let done = if forward { "finished" } else { "undid" };
     eprintln!("{done} the interrupted {what}");

@@ -32,7 +32,8 @@ pub fn run(ctx: &Context, args: AgentsArgs) -> Result<(), CommandError> {
         for a in &agents {
             let line = serde_json::json!({"name": a.name, "description": a.description,
                 "tools": a.tools, "model": a.model, "source": a.source});
-            println!("{line}");
+            // A cloned repository's file: bidi controls escaped like every other `--json` printer's.
+            println!("{}", crate::protocol::json_for_terminal(line.to_string()));
         }
         return Ok(());
     }
@@ -46,7 +47,7 @@ pub fn run(ctx: &Context, args: AgentsArgs) -> Result<(), CommandError> {
             .as_ref()
             .map_or_else(|| "all tools".to_owned(), |t| t.join(", "));
         let model = a.model.as_deref().unwrap_or("the session's model");
-        println!("{}  {}", neutralize(&a.name), a.source);
+        println!("{}  {}", neutralize(&a.name), neutralize(&a.source));
         println!("  {}", neutralize(&a.description));
         println!(
             "  tools: {}; model: {}",

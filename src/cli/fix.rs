@@ -389,7 +389,7 @@ pub(super) fn summary(
 /// and writing; conflicts are listed and fail the command.
 fn apply(store: &Store, id: &str, index: bool) -> Result<(), CommandError> {
     let log = store.read_log(id)?;
-    let range = accept::Range::of(store, &log)?;
+    let range = accept::Range::of(store, &log.meta)?;
     let plan = store.plan_landing(range.from, range.tip, &range.label)?;
     accept::refuse_unresolved(&plan, id)?;
     accept::land(store, &plan, &format!("fix of session {id}"), &range.label)?;

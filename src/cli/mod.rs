@@ -135,14 +135,17 @@ fn fail(ctx: Option<&mut Context>, err: CommandError) -> i32 {
     err.exit_code()
 }
 
-/// Prints an error as git does: one `error:` line first, then the detail and `hint:` lines.
+/// Prints an error as git does: one `error:` line first, then the detail and `hint:` lines. Each line
+/// through the one neutraliser: an error may quote a cloned repository's settings key or a pulled name
+/// (issue 22, finding 8), as the terminal sink's `error:` line does.
 fn print_error(text: &str) {
+    use crate::protocol::Untrusted;
     let mut lines = text.lines();
     if let Some(first) = lines.next() {
-        eprintln!("error: {first}");
+        eprintln!("error: {}", Untrusted::text(first));
     }
     for line in lines {
-        eprintln!("{line}");
+        eprintln!("{}", Untrusted::text(line));
     }
 }
 

@@ -56,7 +56,7 @@ pub fn run(ctx: &Context, args: PrArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let id = store.resolve_session(args.id.as_deref())?;
     let log = store.read_log(&id)?;
-    let range = Range::of(store, &log)?;
+    let range = Range::of(store, &log.meta)?;
     let remote = remote(store, args.remote.as_deref())?;
     let base = match &args.base {
         Some(b) => b.clone(),
@@ -64,10 +64,10 @@ pub fn run(ctx: &Context, args: PrArgs) -> Result<(), CommandError> {
     };
     let branch = args.branch.clone().unwrap_or_else(|| format!("agent/{id}"));
     check_branch_name(store, &branch)?;
-    let title = args
-        .title
-        .clone()
-        .unwrap_or_else(|| first_line(&log.meta.prompt, "git-agent session"));
+    let title = args.title.clone().unwrap_or_else(|| {
+        let first = first_line(&log.meta.prompt, "git-agent session");
+        crate::protocol::Untrusted::name(&first).to_string()
+    });
     let body = body(store, &log, &range)?;
     if args.stdout {
         print!(
@@ -375,7 +375,9 @@ fn body(store: &Store, log: &LogContents, range: &Range) -> Result<String, Comma
         meta.id,
         meta.id,
     ));
-    Ok(crate::store::sanitize(&out))
+    // Prompts, answers and step reasons are model or user text, published and shown by `gh pr view`,
+    // `--stdout` and the forge's own tools: no control or bidi character survives (issue 22, finding 8).
+    Ok(crate::protocol::neutralize(&crate::store::sanitize(&out)).into_owned())
 }
 
 /// The session's prompts, quoted: the one prompt, or each turn's (a session resumed with `ask --resume`

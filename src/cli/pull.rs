@@ -57,6 +57,15 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         );
     }
     let sessions = store.take_pulled_sessions(&args.remote)?;
+    for refused in &sessions.refused {
+        eprintln!(
+            "warning: the session log {} of {} was not taken: {}; inspect it with `git log -p {}`",
+            Untrusted::name(&refused.id),
+            args.remote,
+            Untrusted::name(&refused.why),
+            Untrusted::name(&refused.staged)
+        );
+    }
     for kept in &sessions.kept {
         let why = if kept.local {
             "the session was started here, and a pull never moves its refs"
@@ -116,10 +125,12 @@ pub fn run(ctx: &Context, args: PullArgs) -> Result<(), CommandError> {
         let report = store.merge_skills(theirs, &args.remote)?;
         for (name, why) in &report.skipped {
             eprintln!(
-                "warning: skill {} of {} (in {skills}) was not merged: {why}; inspect it with \
+                "warning: skill {} of {} (in {skills}) was not merged: {}; inspect it with \
                  `git ls-tree -r -l {skills} -- {}`",
                 shown(name),
                 args.remote,
+                // The reason may quote the pulled name or front matter (issue 22, finding 8).
+                Untrusted::name(why),
                 shown(name)
             );
         }

@@ -67,8 +67,9 @@ pub struct ReviewArgs {
 pub fn run(ctx: &mut Context, args: ReviewArgs) -> Result<(), CommandError> {
     let store = ctx.store()?;
     let id = store.resolve_session(args.id.as_deref())?;
-    let log = store.read_log(&id)?;
-    let range = Range::of(store, &log)?;
+    // The summary only: a pulled transcript may be any size, and review needs none of it.
+    let meta = accept::read_meta(store, &id)?;
+    let range = Range::of(store, &meta)?;
     let changes = store.file_changes(range.from, range.tip)?;
     if args.list {
         return list(&changes);
@@ -389,7 +390,7 @@ fn record(
     units: &[Unit],
 ) -> Result<(), CommandError> {
     let reviewer = store.reviewer();
-    let records: Vec<Record> = units
+    let records = units
         .iter()
         .map(|u| {
             let change = &changes[u.file];
@@ -405,7 +406,7 @@ fn record(
                         .collect(),
                 ),
             };
-            Record::Decision(Decision::new(
+            Decision::new(
                 &range.id,
                 range.tip,
                 range.from,
@@ -415,9 +416,10 @@ fn record(
                 u.verdict,
                 u.comment.as_deref(),
                 &reviewer,
-            ))
+            )
+            .map(Record::Decision)
         })
-        .collect();
+        .collect::<Result<Vec<Record>, _>>()?;
     store.add_review(range.tip, &records)?;
     Ok(())
 }

@@ -217,12 +217,10 @@ fn show(store: &Store, name: &str) -> Result<(), CommandError> {
     text.push('\n');
     text.push_str(&skill.text);
     let out = std::io::stdout();
-    // A skill may come from someone else's push: on a terminal its text must not drive the terminal.
-    let shown = if crate::ui::use_color(&out) {
-        crate::ui::neutralize(&text).into_owned()
-    } else {
-        text
-    };
+    // A skill may come from someone else's push: its text must not drive the terminal, also when piped to
+    // a pager or a log that a terminal shows later (issue 22, finding 8). The exact bytes are one
+    // `git agent skill export` away.
+    let shown = crate::ui::neutralize(&text);
     let _ = out.lock().write_all(shown.as_bytes());
     Ok(())
 }

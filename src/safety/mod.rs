@@ -217,17 +217,31 @@ impl Policy {
             );
         }
         let allowed = self.rules.allow_path(call, rel, &abs, home);
-        if let Some(what) = withhold::sensitive_path(rel) {
+        let sensitive = withhold::sensitive_path(rel)
+            .map(|what| format!("is {what}"))
+            .or_else(|| sensitive_target(root, &abs).map(|what| format!("is a link to {what}")));
+        if let Some(what) = sensitive {
             return match allowed {
                 Some(rule) => Decision::allow(rule.text.clone()),
                 None => Decision::deny(
                     "sensitive-file",
-                    format!("`{path}` is {what}, which the file tools do not open unless the user allows it (e.g. --allow 'Read({path})')"),
+                    format!("`{path}` {what}, which the file tools do not open unless the user allows it (e.g. --allow 'Read({path})')"),
                 ),
             };
         }
         Decision::allow(allowed.map_or("default".to_string(), |r| r.text.clone()))
     }
+}
+
+/// The sensitive-file rule applied to where `abs` leads when a link is on the way: `notes.txt` -> `.env` or
+/// `key.txt` -> `id_ed25519` (a link a cloned repository can commit) must not open what the rule refuses by
+/// name, to `read_file`, `search` or `list_files` alike (issue 23, finding 3). `None` when nothing there
+/// resolves differently or the path does not exist.
+fn sensitive_target(root: &Path, abs: &Path) -> Option<&'static str> {
+    let target = std::fs::canonicalize(abs).ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    let rel = target.strip_prefix(&root).unwrap_or(&target);
+    withhold::sensitive_path(rel)
 }
 
 #[cfg(test)]

@@ -238,7 +238,7 @@ fn claim_one(
         .filter(|id| !listing.claims.contains_key(*id))
         .collect();
     // Workers start at different places in the list, so that they rarely race for the same task.
-    let offset = spread(name, free.len());
+    let offset = spread(free.len());
     for id in free.iter().cycle().skip(offset).take(free.len()) {
         let task_commit = listing.tasks[*id];
         if let Some(won) = try_claim(queue, shared, name, (id, task_commit), Expect::Absent, 1)? {
@@ -280,21 +280,10 @@ fn claim_one(
     Ok(None)
 }
 
-/// A number in `0..len` that differs between workers and between tries, so that workers that listed the
-/// queue at the same moment rarely race for the same task (a fixed place per worker made neighbours collide
-/// again and again as the list shrank).
-fn spread(name: &str, len: usize) -> usize {
-    use std::hash::{Hash, Hasher};
-    if len == 0 {
-        return 0;
-    }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut hasher);
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-        .hash(&mut hasher);
-    (hasher.finish() % len as u64) as usize
+/// A random place in `0..len`, so that workers that listed the queue at the same moment rarely race for the
+/// same task (a fixed place per worker made neighbours collide again and again as the list shrank).
+fn spread(len: usize) -> usize {
+    crate::sys::random::jitter_below(len as u64) as usize
 }
 
 /// Pushes a claim on `task` expecting `expect`; `None` when another worker got there first.
@@ -807,17 +796,33 @@ fn run_check(store: &Store, shared: &Shared, session: &str, check: &str) -> Resu
         .ok_or("could not check out the session's branch for its check")?;
     let mut cmd = Command::new("sh");
     crate::store::git::without_redirects(&mut cmd);
-    let status = cmd
-        .args(["-c", check])
+    cmd.args(["-c", check])
         .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+        .stderr(Stdio::null());
+    let status = confine_check(&mut cmd, store, &dir).and_then(|()| {
+        cmd.status()
+            .map_err(|e| format!("could not run the check: {e}"))
+    });
     remove_worktree(store, shared, &dir);
-    status
-        .map(|s| s.success())
-        .map_err(|e| format!("could not run the check: {e}"))
+    status.map(|s| s.success())
+}
+
+/// Puts the check under the sandbox a session's commands get, as `fix` does for its re-check: the check runs
+/// the session's code, which the model wrote from a task someone pushed, and outside the sandbox it could
+/// write this repository's `.git` (a hook every later commit runs) or anything else (issue 23: nothing the
+/// session could have changed runs outside the sandbox).
+fn confine_check(cmd: &mut Command, store: &Store, dir: &Path) -> Result<(), String> {
+    use crate::safety::sandbox::{Sandbox, SandboxConfig};
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    let sandbox = Sandbox::new(&SandboxConfig::default(), dir, store.common_dir(), None);
+    let prepared = sandbox
+        .prepare()
+        .map_err(|e| format!("could not sandbox the check: {e}"))?;
+    prepared.install(cmd);
+    Ok(())
 }
 
 /// The final push: the session's branch, log and notes, the result, and the claim's deletion.

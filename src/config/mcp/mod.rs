@@ -47,6 +47,20 @@ pub struct ServerSpec {
     pub enabled_tools: Option<Vec<String>>,
     /// Never these tools (`disabled_tools`).
     pub disabled_tools: Vec<String>,
+    /// The sandbox a stdio server starts under, when the session gives it one: a repository's server starts
+    /// in the checkout the model writes to, where `python -m tools.srv`, `npm run mcp` or `go run ./cmd`
+    /// run whatever the model wrote there (issue 23, finding 1).
+    pub sandbox: Option<Confinement>,
+}
+
+/// A session's sandbox as a server's: compared by identity, as two specs share one session's sandbox.
+#[derive(Clone, Debug)]
+pub struct Confinement(pub std::sync::Arc<crate::safety::sandbox::Sandbox>);
+
+impl PartialEq for Confinement {
+    fn eq(&self, other: &Confinement) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// How to reach a server.
@@ -76,6 +90,7 @@ impl fmt::Debug for ServerSpec {
             .field("tool_timeout", &self.tool_timeout)
             .field("enabled_tools", &self.enabled_tools)
             .field("disabled_tools", &self.disabled_tools)
+            .field("sandboxed", &self.sandbox.is_some())
             .finish()
     }
 }
@@ -118,6 +133,7 @@ impl ServerSpec {
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             enabled_tools: None,
             disabled_tools: Vec::new(),
+            sandbox: None,
         }
     }
 

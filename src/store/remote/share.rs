@@ -68,6 +68,20 @@ pub struct PulledSessions {
     pub taken: usize,
     /// Refs left as they were, each with why and where theirs is kept.
     pub kept: Vec<KeptRef>,
+    /// Session logs not taken because they cannot be read as one (left in the staging area to inspect).
+    pub refused: Vec<RefusedLog>,
+}
+
+/// A pulled session log that is not one: its summary is missing, too large, not a summary, or names
+/// another session. Taken, it would fail `log` and `stats` for every session, or pass for another one
+/// (issue 22, finding 3).
+#[derive(Debug)]
+pub struct RefusedLog {
+    /// The session id its ref names.
+    pub id: String,
+    /// Where it stays (`refs/agent-remotes/<remote>/sessions/<id>`).
+    pub staged: String,
+    pub why: String,
 }
 
 /// A ref of ours a pull did not move.
@@ -101,6 +115,16 @@ impl Store {
             }
             for (name, theirs) in staged {
                 let id = &name[staged_prefix.len()..];
+                if family == "sessions" {
+                    if let Some(why) = self.log_problem(id, theirs) {
+                        report.refused.push(RefusedLog {
+                            id: id.to_owned(),
+                            staged: name.clone(),
+                            why,
+                        });
+                        continue;
+                    }
+                }
                 let ours_name = format!("{ours_prefix}{id}");
                 let ours = self.ref_target(&ours_name)?;
                 let local = self.local_session(id).is_some();
@@ -141,6 +165,20 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// Why the pulled log commit `commit` of session `id` cannot be taken, or `None` when its summary reads
+    /// (within the size limit, checked before reading) and names that session.
+    fn log_problem(&self, id: &str, commit: ObjectId) -> Option<String> {
+        match self.meta_of(commit) {
+            Ok(meta) if meta.id == id => None,
+            Ok(meta) => Some(format!(
+                "its summary names another session ({})",
+                crate::protocol::Untrusted::name(&meta.id)
+            )),
+            Err(StoreError::CorruptLog(_, what)) => Some(format!("it is damaged ({what})")),
+            Err(err) => Some(err.to_string()),
+        }
     }
 
     /// The shared notes refs that exist here (a push of a missing one would fail the whole push).

@@ -13,10 +13,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::format::{self, SkillDoc, SKILL_FILE};
-use super::shared::{Stats, MAX_FILES, SKILLS_REF};
+use super::shared::{Stats, MAX_BYTES, MAX_FILES, SKILLS_REF};
 use crate::protocol::Untrusted;
 use crate::store::{Store, StoreError};
 
@@ -234,6 +235,7 @@ impl Catalog {
             }
             Source::Disk { folder, .. } => {
                 let mut at = folder.clone();
+                let mut size = 0;
                 for part in path.split('/') {
                     at.push(part);
                     let meta = std::fs::symlink_metadata(&at).map_err(|_| missing())?;
@@ -242,8 +244,21 @@ impl Catalog {
                             "{path} is a symbolic link; skill files are read only as regular files"
                         ));
                     }
+                    size = meta.len();
                 }
-                std::fs::read(&at).map_err(|e| format!("cannot read {path}: {e}"))
+                // A cloned repository's folder may hold a file of any size: judged before it is read, with
+                // the limit of a stored skill (issue 22, finding 4).
+                if size > MAX_BYTES {
+                    return Err(format!(
+                        "{path} has {size} bytes; a skill file is read up to {MAX_BYTES}"
+                    ));
+                }
+                // And read no further than the limit, should it have grown since.
+                let mut bytes = Vec::new();
+                std::fs::File::open(&at)
+                    .and_then(|file| file.take(MAX_BYTES).read_to_end(&mut bytes))
+                    .map_err(|e| format!("cannot read {path}: {e}"))?;
+                Ok(bytes)
             }
         }
     }

@@ -24,6 +24,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// How much of an error body is quoted.
 const ERROR_PREVIEW: usize = 300;
+/// The most of an error answer's body that is read (see [`error_body()`]).
+const MAX_ERROR_BODY: usize = 64 * 1024;
 /// How long the closing DELETE may take.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -213,7 +215,7 @@ impl Http {
 
     async fn status_error(&self, response: reqwest::Response) -> McpError {
         let status = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
+        let body = error_body(response).await;
         let parsed: Option<Value> = serde_json::from_str(&body).ok();
         let message = parsed
             .as_ref()
@@ -318,6 +320,21 @@ async fn read_stream(mut response: reqwest::Response, inbound: InboundTx, id: Op
     if let (Some(id), false) = (id, answered) {
         let _ = inbound.send(Inbound::Lost { id, reason });
     }
+}
+
+/// The head of an error answer's body, up to [`MAX_ERROR_BODY`]: enough for its JSON-RPC error or the preview
+/// a message shows, and never the whole of a body a server makes huge or endless (issue 23, finding 17: a
+/// 300 MB answer to `initialize` peaked at 625 MB).
+async fn error_body(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// A JSON answer's body, refused as it streams in once it passes [`MAX_MESSAGE_BYTES`].

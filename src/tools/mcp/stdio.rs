@@ -39,6 +39,8 @@ pub struct Launch<'a> {
     pub args: &'a [String],
     pub env: &'a [(String, String)],
     pub cwd: &'a Path,
+    /// The session's sandbox, for a server whose files the model may have written (a repository's).
+    pub sandbox: Option<&'a crate::safety::sandbox::Sandbox>,
 }
 
 impl Stdio {
@@ -65,11 +67,26 @@ impl Stdio {
         // Under the supervisor `run` commands have (safety::isolate): the server's whole process group dies
         // with the agent, even by SIGKILL, which `kill_on_drop` cannot do; and where the kernel allows it the
         // server sees only its own processes, not the environments of git or the user's shell.
-        let namespace = match isolate::probe() {
-            isolate::Isolation::Namespace { user } => Some(isolate::Namespace::new(*user, &[])),
-            isolate::Isolation::Shared { .. } => None,
-        };
-        isolate::Plan::new(namespace).install(cmd.as_std_mut());
+        match launch.sandbox {
+            // The sandbox of `run` (supervisor, Landlock, seccomp): what the server runs may be the model's
+            // code, which must not write outside the checkout (issue 23, finding 1).
+            Some(sandbox) => sandbox
+                .prepare()
+                .map_err(|err| McpError::Spawn {
+                    command: launch.command.to_string(),
+                    message: err.to_string(),
+                })?
+                .install(cmd.as_std_mut()),
+            None => {
+                let namespace = match isolate::probe() {
+                    isolate::Isolation::Namespace { user } => {
+                        Some(isolate::Namespace::new(*user, &[]))
+                    }
+                    isolate::Isolation::Shared { .. } => None,
+                };
+                isolate::Plan::new(namespace).install(cmd.as_std_mut());
+            }
+        }
         let mut child = cmd.spawn().map_err(|err| McpError::Spawn {
             command: launch.command.to_string(),
             message: spawn_message(launch.command, &err),

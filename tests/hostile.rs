@@ -110,7 +110,12 @@ fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String
 
 /// `git-agent args` in `dir` under `/usr/bin/time -f %M`: the output, and the peak RSS in kB of the
 /// process and every child it waited for (git, hooks).
-fn measured(repo: &TestRepo, server: &Server, dir: &Path, args: &[&str]) -> (Output, u64) {
+pub(crate) fn measured(
+    repo: &TestRepo,
+    server: &Server,
+    dir: &Path,
+    args: &[&str],
+) -> (Output, u64) {
     let mut full = vec!["-f", "%M", "git-agent"];
     full.extend_from_slice(args);
     let mut cmd = repo.via(server, "/usr/bin/time", &full);
@@ -133,7 +138,7 @@ fn measured(repo: &TestRepo, server: &Server, dir: &Path, args: &[&str]) -> (Out
     (out, kb)
 }
 
-const LIMIT_KB: u64 = 60 * 1024;
+pub(crate) const LIMIT_KB: u64 = 60 * 1024;
 
 fn skill_md(name: &str) -> String {
     format!("---\nname: {name}\ndescription: A skill called {name}.\n---\nDo the {name} thing.\n")

@@ -1,17 +1,17 @@
 fn main() {
     git_agent::answer_version();
     // After --version (which must stay as quick as it is): the instant phase timings count from.
-    git_agent::sys::timings::init();
-    git_agent::sys::timings::mark("start", &[]);
+    git_agent::startup::init_timings();
+    git_agent::startup::mark("start", &[]);
     tune_allocator();
     // Before anything else: secret variables leave the environment (see safety::secrets).
-    git_agent::safety::secrets::scrub_environment();
+    git_agent::startup::scrub_environment();
     let code = git_agent::run();
-    git_agent::sys::timings::mark(
+    git_agent::startup::mark(
         "exit",
         &[(
             "code",
-            git_agent::sys::timings::Detail::Count(code.unsigned_abs().into()),
+            git_agent::startup::Detail::Count(code.unsigned_abs().into()),
         )],
     );
     std::process::exit(code);
@@ -33,6 +33,6 @@ fn tune_allocator() {
         if tuned {
             return;
         }
-        git_agent::sys::alloc::tune_for_small_heap();
+        git_agent::startup::tune_for_small_heap();
     }
 }

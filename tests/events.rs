@@ -341,6 +341,76 @@ fn show_prints_what_the_live_run_printed() {
     assert!(session_line.ends_with(")\n"), "{session_line}");
 }
 
+/// Issue 24 item 7: what a session's start shows before its log exists (a subagent file left out) or from its
+/// checkout's start (an untrusted `.mcp.json`), `show` prints too, where the live run printed it. Before,
+/// the log missed them, and `show` began at the prompt.
+#[test]
+fn show_prints_the_start_up_warnings_the_live_run_printed() {
+    let repo = TestRepo::new();
+    repo.write(".claude/agents/empty.md", "---\nname: empty\n---\n");
+    repo.write(
+        ".mcp.json",
+        r#"{"mcpServers": {"unvetted": {"command": "true"}}}"#,
+    );
+    repo.commit_all("a subagent without a prompt, an MCP server nobody trusted");
+    let server = Server::start(vec![Reply::text("Nothing to do.")]);
+    let out = repo.run_agent(&server, &["ask", "say hello"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let (live, _) = without_session_line(out.stderr(), &id);
+    for part in [
+        "warning: subagent skipped: .claude/agents/empty.md: no system prompt",
+        ".mcp.json",
+    ] {
+        assert!(live.contains(part), "{part:?} not in:\n{live}");
+    }
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
+}
+
+/// Issue 24 item 7: a subagent's call to a tool it was not given is shown by `show` as the live run showed
+/// it (the call, refused, and its result). Before, the live run printed the call and its result while the
+/// log kept only the result, under the subagent, which `show` does not print.
+#[test]
+fn show_prints_a_subagents_refused_call_as_the_live_run_did() {
+    let repo = TestRepo::new();
+    repo.write(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews\ntools: Read, Grep\n---\nYou review.\n",
+    );
+    repo.commit_all("a reviewer");
+    let delegate = call(
+        "agent",
+        json!({"name": "reviewer", "task": "review file.txt"}),
+    );
+    let edit = call(
+        "edit_file",
+        json!({"path": "file.txt", "old_string": "two", "new_string": "2"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![delegate]),
+        Reply::text("The reviewer found nothing."),
+    ]);
+    server.script_for(
+        "review file.txt",
+        vec![
+            Reply::tool_calls(vec![edit]),
+            Reply::text("file.txt reads fine"),
+        ],
+    );
+    let out = repo.run_agent(&server, &["ask", "--yes", "get a review"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let (live, _) = without_session_line(out.stderr(), &id);
+    assert!(live.contains("edit_file (refused)"), "{live}");
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
+}
+
 /// The same across a resume: two prompts in one session, each run's output in turn, and `show` prints the
 /// two runs' output one after the other (with the resume marker between them, which the second run did
 /// not print: it is `show`'s record that another run took the session up).
@@ -446,7 +516,7 @@ fn memory_explore_and_housekeeping_are_stored_as_protocol_events() {
         let value: serde_json::Value = serde_json::from_str(line).expect("a stored line is JSON");
         let kind = value["type"].as_str().unwrap_or_default().to_owned();
         assert!(!OLD_TYPES.contains(&kind.as_str()), "old shape: {line}");
-        if let Err(err) = serde_json::from_value::<git_agent::protocol::Event>(value) {
+        if let Err(err) = serde_json::from_value::<git_agent::session::Event>(value) {
             panic!("not a protocol event ({err}): {line}");
         }
         types.push(kind);

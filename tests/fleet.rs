@@ -897,7 +897,7 @@ fn a_task_with_a_base_starts_from_that_branch_of_the_remote() {
 /// still decides the outcome (issue 23: nothing the session could have changed runs outside the sandbox).
 #[test]
 fn a_check_runs_the_sessions_script_only_inside_the_sandbox() {
-    if git_agent::safety::sandbox::landlock_abi() < 1 {
+    if git_agent::platform::landlock_abi() < 1 {
         eprintln!(
             "SKIPPED a_check_runs_the_sessions_script_only_inside_the_sandbox: no Landlock here"
         );

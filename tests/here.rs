@@ -263,7 +263,7 @@ fn undo_of_a_here_session_restores_files_but_never_a_later_edit() {
 #[test]
 #[cfg_attr(git_agent_portable, ignore = "needs Landlock: Linux only")]
 fn the_sandbox_lets_commands_write_the_work_tree_but_not_its_git_dir() {
-    if git_agent::safety::sandbox::landlock_abi() < 1 {
+    if git_agent::platform::landlock_abi() < 1 {
         eprintln!("SKIPPED: this kernel does not support Landlock");
         return;
     }
@@ -324,11 +324,11 @@ fn the_sandbox_lets_commands_write_the_work_tree_but_not_its_git_dir() {
 #[test]
 #[cfg_attr(git_agent_portable, ignore = "needs Landlock: Linux only")]
 fn here_under_the_sandbox_creates_top_level_files_while_git_stays_read_only() {
-    if git_agent::safety::sandbox::landlock_abi() < 1 {
+    if git_agent::platform::landlock_abi() < 1 {
         eprintln!("SKIPPED: this kernel does not support Landlock");
         return;
     }
-    let available = git_agent::safety::isolate::probe().is_namespace();
+    let available = git_agent::platform::isolation().is_namespace();
     // With the namespace where the kernel allows it, and the fallback (forced off) everywhere.
     for namespaces in [available, false] {
         let repo = repo_with_work_in_progress();

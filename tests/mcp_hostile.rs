@@ -537,7 +537,7 @@ fn a_tools_description_reaches_the_model_quoted_as_data() {
 /// checkout (a hook of the user's repository, a file beside it) are refused (issue 23, finding 1).
 #[test]
 fn a_project_server_run_as_a_module_runs_the_models_code_only_in_the_sandbox() {
-    if git_agent::safety::sandbox::landlock_abi() < 1 {
+    if git_agent::platform::landlock_abi() < 1 {
         eprintln!(
             "SKIPPED a_project_server_run_as_a_module...: this kernel does not support Landlock"
         );

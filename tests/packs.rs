@@ -113,6 +113,54 @@ fn a_session_writes_no_loose_objects() {
     assert_eq!(loose_objects(&repo), loose_before);
 }
 
+/// The ids of the objects in the pack whose index is `idx` (`git show-index`).
+fn pack_objects(repo: &TestRepo, idx: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("show-index")
+        .stdin(fs::File::open(idx).unwrap())
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git show-index {idx} failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
+}
+
+/// A step commit and the notes commit that adds its note reach the disk as one pack (two inodes fewer a
+/// step, issue 29), and git reads both.
+#[test]
+fn a_step_and_its_note_are_one_pack() {
+    let repo = TestRepo::new();
+    let id = run_session(&repo, &[], None);
+    let step = repo.git(&["rev-parse", &format!("agent/{id}")]);
+    let notes = repo.git(&["rev-parse", "refs/notes/agent"]);
+    let (step, notes) = (step.trim(), notes.trim());
+    let packs: Vec<(String, Vec<String>)> = pack_indexes(&repo)
+        .into_iter()
+        .map(|idx| {
+            let objects = pack_objects(&repo, &idx);
+            (idx, objects)
+        })
+        .collect();
+    let with_step: Vec<&String> = packs
+        .iter()
+        .filter(|(_, objects)| objects.iter().any(|o| o == step))
+        .map(|(idx, _)| idx)
+        .collect();
+    assert_eq!(with_step.len(), 1, "the last step commit in {with_step:?}");
+    let (_, objects) = packs.iter().find(|(idx, _)| idx == with_step[0]).unwrap();
+    assert!(
+        objects.iter().any(|o| o == notes),
+        "the note of the last step is not in the step's pack"
+    );
+    assert!(repo
+        .git(&["notes", "--ref=agent", "show", step])
+        .contains("step 2: "));
+    assert_readable_by_git(&repo, &id);
+}
+
 #[test]
 fn the_loose_switch_writes_loose_objects_as_before() {
     let repo = TestRepo::new();

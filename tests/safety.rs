@@ -12,7 +12,7 @@ use crate::common::{call, fsck, run, session_id, user_state, Reply, Server, Test
 /// Landlock is a Linux feature of kernels since 5.13: the portable configuration ignores the sandbox tests
 /// (`cfg_attr`), and on an older kernel they say so and pass.
 fn landlock_available(test: &str) -> bool {
-    let available = git_agent::safety::sandbox::landlock_abi() >= 1;
+    let available = git_agent::platform::landlock_abi() >= 1;
     if !available {
         eprintln!("SKIPPED {test}: this kernel does not support Landlock");
     }
@@ -502,7 +502,7 @@ fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
             .iter()
             .find(|e| e["type"] == "notice" && e["topic"] == "isolation");
         if isolated {
-            if !git_agent::safety::isolate::probe().is_namespace() {
+            if !git_agent::platform::isolation().is_namespace() {
                 eprintln!("SKIPPED the isolated half: the kernel refuses namespaces here");
                 assert!(
                     notice.is_some(),
@@ -578,7 +578,7 @@ fn a_session_says_once_what_its_commands_are_not_isolated_from() {
     let message = notices[0]["message"].as_str().unwrap_or_default();
     assert_eq!(warnings[0], format!("warning: {message}"));
     assert!(message.contains("without a private /proc"), "{message}");
-    if git_agent::safety::sandbox::landlock_abi() < 1 {
+    if git_agent::platform::landlock_abi() < 1 {
         assert_eq!(notices[0]["topic"], "sandbox", "{message}");
         assert!(message.contains("commands run unsandboxed"), "{message}");
     } else {

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use git_agent::agent::{AgentSession, SafetyOptions, SessionOptions, TurnControl, TurnEnd};
-use git_agent::model::retry::RetryPolicy;
-use git_agent::protocol::{Event, Never, Sink, Status};
-use git_agent::safety::rules::Rules;
-use git_agent::safety::sandbox::{Mode, SandboxConfig};
+use git_agent::session::{
+    AgentSession, Event, Mode, Never, RetryPolicy, Rules, SafetyOptions, SandboxConfig,
+    SessionOptions, Sink, Status, TurnControl, TurnEnd,
+};
 use serde_json::json;
 
 use crate::common::{agent_commits, call, trailer, Reply, Server, TestRepo, API_KEY};
@@ -112,7 +111,7 @@ fn options(server: &Server) -> SessionOptions {
         _ => None,
     };
     SessionOptions {
-        model: git_agent::config::resolve(Some("openai/test-model"), &env).expect("a model"),
+        model: git_agent::session::resolve_model(Some("openai/test-model"), &env).expect("a model"),
         max_steps: 20,
         max_time: None,
         max_tokens: None,
@@ -132,7 +131,7 @@ fn options(server: &Server) -> SessionOptions {
         resume: None,
         here: false,
         title: None,
-        memory: Some(git_agent::config::memory::MemorySettings::default()),
+        memory: Some(git_agent::session::MemorySettings::default()),
     }
 }
 

@@ -9,9 +9,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use git_agent::agent::memory::{policy, rank};
-use git_agent::store::memory::{Entry, Kind, MemoryEdit, Source};
-use git_agent::store::Store;
+use git_agent::bench::{policy, rank, Entry, Kind, MemoryEdit, Source, Store};
 
 use crate::common::{run, Reply, Server, TestRepo};
 use crate::stats::{env_number, median, ms};
@@ -186,7 +184,7 @@ const PROMPT: &str =
 pub fn memory() {
     let runs = env_number("BENCH_RUNS", 11);
     let window = 32_768u64;
-    let settings = git_agent::config::memory::MemorySettings::default();
+    let settings = git_agent::bench::MemorySettings::default();
     let budget = rank::Budget {
         tokens: (window as f64 * settings.context_share) as u64,
         max_entries: settings.max_entries,

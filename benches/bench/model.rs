@@ -10,11 +10,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use git_agent::model::openai::{ChunkParser, OpenAiClient};
-use git_agent::model::retry::RetryPolicy;
-use git_agent::model::sse::SseDecoder;
-use git_agent::model::{Client, Request};
-use git_agent::protocol::Message;
+use git_agent::bench::{
+    ChunkParser, Client, Message, OpenAiClient, Request, RetryPolicy, SseDecoder,
+};
 use serde_json::json;
 
 use crate::common::server::openai_chunk;

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use git_agent::protocol::Status;
-use git_agent::store::{ChangeTracker, Detection, Meta, Scan, Store};
+use git_agent::bench::{ChangeTracker, Detection, Meta, Scan, Status, Store};
 
 use crate::stats::{env_number, median, ms, us};
 

@@ -8,10 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use git_agent::safety::sandbox::Sandbox;
-use git_agent::tools::edit::EditFile;
-use git_agent::tools::search::Search;
-use git_agent::tools::{SessionState, Tool, ToolContext};
+use git_agent::bench::{EditFile, Sandbox, Search, SessionState, Tool, ToolContext};
 use serde_json::json;
 
 use crate::stats::{env_number, median, ms, status_kib};

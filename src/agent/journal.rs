@@ -31,6 +31,53 @@ pub fn record(
     Ok(())
 }
 
+/// The sink a session's start shows through: shows every event at once and keeps the warnings, notices and
+/// MCP status, which the start emits before its log exists (or, for a new session's checkout, from code that
+/// has no log at hand), so that they are recorded once the log can take them ([`Heard::record_into()`]) and
+/// `show` prints them where the live run did (a skipped subagent, an untrusted `.mcp.json`, a sandbox that
+/// fell back).
+pub struct Heard<'s> {
+    sink: &'s mut dyn Sink,
+    kept: Vec<protocol::Event>,
+}
+
+impl<'s> Heard<'s> {
+    pub fn new(sink: &'s mut dyn Sink) -> Heard<'s> {
+        Heard {
+            sink,
+            kept: Vec::new(),
+        }
+    }
+
+    /// Appends what was kept to `log`, without showing it again (it was shown as it happened). Best effort:
+    /// the user has seen the warnings, and a log that cannot be written fails at its next write.
+    pub fn record_into(self, log: &mut SessionLog) {
+        for event in &self.kept {
+            if keep(log, event).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Sink for Heard<'_> {
+    fn emit(&mut self, event: &protocol::Event) {
+        if matches!(
+            event,
+            protocol::Event::Warning { .. }
+                | protocol::Event::Notice { .. }
+                | protocol::Event::Mcp { .. }
+        ) {
+            self.kept.push(event.clone());
+        }
+        self.sink.emit(event);
+    }
+
+    fn wants_diffs(&self) -> bool {
+        self.sink.wants_diffs()
+    }
+}
+
 /// The events of a stored log, in order: what the front-ends were shown live, for `show` and ACP's
 /// `session/load` to replay through the same renderers. Lines this version does not know (written by a
 /// newer one) are skipped.

@@ -103,11 +103,10 @@ pub(super) fn after_change(
     pool.after_change(&files)
 }
 
-/// Shows the failures of servers (each once).
-pub(super) fn warn(state: &SessionState, sink: &mut dyn Sink) {
-    if let Some(pool) = state.lsp() {
-        for warning in pool.take_warnings() {
-            sink.emit(&Event::Warning { message: warning });
-        }
-    }
+/// The failures of servers not told yet (each is told once).
+pub(super) fn warnings(state: &SessionState) -> Vec<String> {
+    state
+        .lsp()
+        .map(|pool| pool.take_warnings())
+        .unwrap_or_default()
 }

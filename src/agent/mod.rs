@@ -55,10 +55,9 @@ mod turn;
 
 use crate::protocol::{Approver, Sink};
 
-pub use context::Settings as ContextSettings;
 pub use control::TurnControl;
 pub use error::{exit_terminated, AgentError, EXIT_INTERRUPTED, EXIT_UNFINISHED};
-pub use session::{record_undo, AgentSession, Resume, SafetyOptions, SessionOptions, Undone};
+pub use session::{record_undo, AgentSession, Resume, SafetyOptions, SessionOptions};
 pub use turn::TurnEnd;
 
 /// Runs one task to completion (`git agent ask`): open a session, one turn with Ctrl-C, SIGTERM and SIGHUP

@@ -31,6 +31,7 @@ use super::error::AgentError;
 use super::event_hooks::SessionHooks;
 use super::explore;
 use super::instructions::Instructions;
+use super::journal;
 use super::plan::{self, Plan};
 use super::start::{self as starting, Ready, Starting};
 use super::stream::SessionLine;
@@ -200,12 +201,20 @@ impl SessionParts {
             self.conv.schemas = schemas;
         }
         for warning in self.tools.mcp.take_warnings() {
-            sink.emit(&Event::Warning { message: warning });
+            self.record_or_show(sink, Event::Warning { message: warning });
         }
         let status = self.tools.mcp.status();
         if status.is_news(self.tools.mcp_shown.as_ref()) {
-            show_mcp(sink, &status, None);
+            self.record_or_show(sink, mcp_event(&status, None));
             self.tools.mcp_shown = Some(status);
+        }
+    }
+
+    /// Records `event` in the log and shows it (so `show` prints it where the live run did); shown even when
+    /// the log cannot take it, whose failure then shows at its next write.
+    fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
+        if journal::record(&mut self.work.log, sink, event.clone()).is_err() {
+            sink.emit(&event);
         }
     }
 
@@ -250,9 +259,13 @@ impl SessionParts {
         let Some(pending) = self.work.start.take_underway() else {
             return self.work.start.ready().ok_or(AgentError::StartFailed);
         };
-        let started = pending.wait(sink).await;
+        // What the finished start shows (files left out of step 0, the MCP servers' status) goes into the log
+        // too, where it was shown.
+        let mut heard = journal::Heard::new(sink);
+        let started = pending.wait(&mut heard).await;
         super::footprint::mark("checkout");
-        self.adopt(started, sink)?;
+        self.adopt(started, &mut heard)?;
+        heard.record_into(&mut self.work.log);
         Ok(self.work.start.made())
     }
 
@@ -425,7 +438,7 @@ pub(super) fn start_mcp(
     }
     let notice = config.untrusted_notice();
     if !servers.is_empty() || notice.is_some() {
-        show_mcp(sink, &servers.status(), notice.as_deref());
+        sink.emit(&mcp_event(&servers.status(), notice.as_deref()));
     }
     servers
 }
@@ -482,12 +495,12 @@ fn changed_here(
     None
 }
 
-pub(super) fn show_mcp(sink: &mut dyn Sink, status: &McpStatus, untrusted: Option<&str>) {
-    let states = status.states();
-    sink.emit(&Event::Mcp {
+/// The [`Event::Mcp`] of `status`, with the notice of an untrusted project file.
+fn mcp_event(status: &McpStatus, untrusted: Option<&str>) -> Event {
+    Event::Mcp {
         connected: status.connected(),
         total: status.total(),
-        servers: states.clone(),
+        servers: status.states(),
         untrusted: untrusted.map(str::to_owned),
-    });
+    }
 }

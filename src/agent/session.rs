@@ -152,6 +152,9 @@ impl AgentSession {
         from: StartFrom,
         sink: &mut dyn Sink,
     ) -> Result<AgentSession, AgentError> {
+        // What the start shows (warnings, notices) is recorded once the log exists, below.
+        let mut heard = journal::Heard::new(sink);
+        let sink: &mut dyn Sink = &mut heard;
         let mut model = options.model;
         if !options.safety.sandbox.network {
             // The provider's own search is network use we could not refuse call by call.
@@ -187,7 +190,7 @@ impl AgentSession {
         let explore = Explorer::new(own, &model, timeouts)?;
         let caps = own.catalog_caps();
         let resumed = options.resume.is_some();
-        let (session, log, events, prior_status, pending) = match &options.resume {
+        let (session, mut log, events, prior_status, pending) = match &options.resume {
             None => {
                 let title = options.title.unwrap_or_default();
                 let (session, log, pending) =
@@ -291,6 +294,7 @@ impl AgentSession {
             base: session.base.to_string(),
             model: model.display_name(),
         };
+        heard.record_into(&mut log);
         super::footprint::mark("open");
         let parts = SessionParts {
             context: ContextState::new(context, &conv.schemas),

@@ -20,13 +20,16 @@ pub(super) fn commit(
     why: &str,
     changed: &[PathBuf],
 ) -> Result<(), AgentError> {
-    let step = work
+    // Written with the step's objects, so both reach the disk as one pack (issue 29).
+    let note = journal::step_note(work.session.steps + 1, call, label, why);
+    let (step, prepared) = work
         .store
         // The label names what the model asked for (a path of its choosing): one line of plain prose.
-        .commit_step(
+        .commit_step_noted(
             &mut work.session,
             changed,
             &crate::protocol::commit_subject(label),
+            &note,
         )?;
     for w in &step.withheld {
         let warning = format!(
@@ -35,7 +38,7 @@ pub(super) fn commit(
             w.reason,
             work.session.root().display()
         );
-        sink.emit(&Event::Warning { message: warning });
+        journal::record(&mut work.log, sink, Event::Warning { message: warning })?;
     }
     let Some(commit) = step.commit else {
         return Ok(());
@@ -53,7 +56,9 @@ pub(super) fn commit(
     journal::record(&mut work.log, sink, event)?;
     // A step is a point worth keeping across a power loss too (see `store::session_log`).
     work.log.sync()?;
-    let note = journal::step_note(step, call, label, why);
-    work.store.add_note(commit, &note)?;
+    match &prepared {
+        Some(prepared) => work.store.add_prepared_note(prepared)?,
+        None => work.store.add_note(commit, &note)?,
+    }
     Ok(())
 }

@@ -390,7 +390,7 @@ fn record(
     units: &[Unit],
 ) -> Result<(), CommandError> {
     let reviewer = store.reviewer();
-    let records: Vec<Record> = units
+    let records = units
         .iter()
         .map(|u| {
             let change = &changes[u.file];
@@ -406,7 +406,7 @@ fn record(
                         .collect(),
                 ),
             };
-            Record::Decision(Decision::new(
+            Decision::new(
                 &range.id,
                 range.tip,
                 range.from,
@@ -416,9 +416,10 @@ fn record(
                 u.verdict,
                 u.comment.as_deref(),
                 &reviewer,
-            ))
+            )
+            .map(Record::Decision)
         })
-        .collect();
+        .collect::<Result<Vec<Record>, _>>()?;
     store.add_review(range.tip, &records)?;
     Ok(())
 }

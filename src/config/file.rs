@@ -95,13 +95,6 @@ impl HookMode {
             _ => None,
         }
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookMode::Fix => "fix",
-            HookMode::Check => "check",
-        }
-    }
 }
 
 /// What commits that `accept --commit` makes on the user's branch say about the agent, beyond the

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// The URI of an absolute path.
 pub fn from_path(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    // Percent-encoded outside of unreserved characters and `/`, as MCP's roots are.
+    // Percent-encoded outside of unreserved characters and `/`; MCP's roots are the same URIs.
     let mut uri = String::from("file://");
     for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
@@ -62,5 +62,10 @@ mod tests {
         assert_eq!(normalise("file:///tmp/a%20b/c:d.py"), uri);
         assert_eq!(normalise("file:///tmp/a%20b/c%3ad.py"), uri);
         assert_eq!(to_path("untitled:x"), None);
+        // MCP's roots are these URIs too (tools/mcp/client.rs).
+        assert_eq!(
+            from_path(Path::new("/tmp/my repo/ü")),
+            "file:///tmp/my%20repo/%C3%BC"
+        );
     }
 }

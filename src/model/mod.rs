@@ -12,8 +12,6 @@ pub(crate) mod anthropic;
 mod http;
 pub mod openai;
 pub mod retry;
-// The byte-level SSE decoder lives at the crate's top (the MCP client reads event streams too).
-pub use crate::sse;
 pub(crate) mod think;
 mod types;
 mod window;

@@ -6,8 +6,6 @@
 //! asks (its `Retry-After`, or the "try again in 1.5s" text OpenAI and Gemini put in the message), an
 //! overloaded server with exponential backoff and jitter so many clients do not return in lockstep.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::types::ModelError;
@@ -62,7 +60,7 @@ impl RetryPolicy {
             .base_delay
             .saturating_mul(1 << doublings)
             .min(self.max_delay);
-        full / 2 + full.mul_f64(jitter(attempt) / 2.0)
+        full / 2 + full.mul_f64(jitter() / 2.0)
     }
 }
 
@@ -299,11 +297,9 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-/// A random fraction in `[0, 1)`; `RandomState` is randomly seeded per instance, which is all jitter needs.
-fn jitter(salt: u32) -> f64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u32(salt);
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+/// A random fraction in `[0, 1)`: 53 random bits, all an `f64` holds.
+fn jitter() -> f64 {
+    crate::sys::random::jitter_below(1 << 53) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

@@ -15,12 +15,13 @@
 //!   drops trailing dots and spaces, reads the 8.3 short name `git~1` and stops at `:` (an alternate data
 //!   stream, `.git::$INDEX_ALLOCATION`) (`is_ntfs_dotgit`);
 //! - a symbolic link named `.gitmodules` in any of those spellings (git follows it when reading submodules);
-//! - a path below a gitlink (mode 160000) of the same tree ([`GitlinkPaths`]): those files belong to the
-//!   submodule's repository.
+//!
+//! A path below a gitlink (mode 160000) of the same tree needs no rule here: the gitlink's name would be an
+//! entry of its tree twice (a commit and a tree), which git's fsck refuses (`duplicateEntries`) on every
+//! pull; below a submodule of the user's work tree, landing refuses to write (`store/land/place.rs`).
 //!
 //! This module decides; it depends on nothing else in the crate and never touches the file system.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 /// Which of the policy's rules refused a path.
@@ -39,8 +40,6 @@ pub enum Rule {
     DotGit,
     /// A symbolic link named `.gitmodules` in some spelling.
     SymlinkedGitmodules,
-    /// Below a gitlink (a submodule) of the same tree.
-    BelowGitlink,
 }
 
 impl Rule {
@@ -55,7 +54,6 @@ impl Rule {
                 "a `.git` component in some spelling (case, macOS or Windows look-alike)"
             }
             Rule::SymlinkedGitmodules => "a symbolic link named .gitmodules",
-            Rule::BelowGitlink => "inside a submodule of the same tree",
         }
     }
 }
@@ -83,7 +81,7 @@ pub enum EntryKind {
     Other,
 }
 
-/// Checks one path of a tree against the policy (without the gitlink rule, see [`GitlinkPaths`]).
+/// Checks one path of a tree against the policy.
 pub fn check(path: &[u8], kind: EntryKind) -> Result<(), Refusal> {
     rule_for(path, kind).map_or(Ok(()), |rule| {
         Err(Refusal {
@@ -96,36 +94,6 @@ pub fn check(path: &[u8], kind: EntryKind) -> Result<(), Refusal> {
 /// [`check()`] of a path already held as text.
 pub fn check_str(path: &str, kind: EntryKind) -> Result<(), Refusal> {
     check(path.as_bytes(), kind)
-}
-
-/// The gitlinks (submodules) of one tree, to refuse the paths below them.
-#[derive(Clone, Debug, Default)]
-pub struct GitlinkPaths {
-    links: BTreeSet<Vec<u8>>,
-}
-
-impl GitlinkPaths {
-    /// Records that `path` is a gitlink in the tree.
-    pub fn add(&mut self, path: &[u8]) {
-        self.links.insert(path.to_vec());
-    }
-
-    /// [`check()`], and refused when a proper prefix of `path` is a recorded gitlink.
-    pub fn check(&self, path: &[u8], kind: EntryKind) -> Result<(), Refusal> {
-        check(path, kind)?;
-        let below = path
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'/')
-            .any(|(i, _)| self.links.contains(&path[..i]));
-        if below {
-            return Err(Refusal {
-                path: String::from_utf8_lossy(path).into_owned(),
-                rule: Rule::BelowGitlink,
-            });
-        }
-        Ok(())
-    }
 }
 
 fn rule_for(path: &[u8], kind: EntryKind) -> Option<Rule> {
@@ -390,23 +358,6 @@ mod tests {
         assert_eq!(link(".gitmodules/x"), None);
         assert_eq!(link("gitmodules"), None);
         assert_eq!(link("gi7eba~a"), None);
-    }
-
-    #[test]
-    fn paths_below_a_gitlink_are_refused() {
-        let mut links = GitlinkPaths::default();
-        links.add(b"vendor/lib");
-        let rule = |p: &str| {
-            links
-                .check(p.as_bytes(), EntryKind::File)
-                .err()
-                .map(|r| r.rule)
-        };
-        assert_eq!(rule("vendor/lib/src/x.c"), Some(Rule::BelowGitlink));
-        assert_eq!(rule("vendor/lib/x"), Some(Rule::BelowGitlink));
-        assert_eq!(rule("vendor/lib"), None);
-        assert_eq!(rule("vendor/library/x"), None);
-        assert_eq!(rule("vendor/.git/x"), Some(Rule::DotGit));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The OS gave no random bytes for a new id ([`crate::sys::random::random_u64()`]).
+    #[error("the operating system gave no random bytes ({0}): check that getrandom(2) or /dev/urandom works")]
+    NoRandomness(#[source] std::io::Error),
     #[error("could not run git ({0}): make sure git is installed and on PATH")]
     GitMissing(#[source] std::io::Error),
     #[error("`git {args}` failed: {stderr}")]

@@ -48,10 +48,8 @@ mod test_repo;
 mod tests;
 
 // The callers' paths from before the store had folders (issue 24, item 5).
-pub use land::stage;
 pub(crate) use land::{commit, hunks, record as land_record, review};
 pub(crate) use objects::git;
-pub use remote::quarantine;
 pub(crate) use remote::share;
 pub(crate) use session::log as session_log;
 
@@ -59,22 +57,17 @@ use crate::sys::timings::Detail;
 use std::path::{Path, PathBuf};
 
 pub use checkout::changes::{ChangeTracker, Detection};
-pub use checkout::pool::{GcReport, DEFAULT_POOL};
+pub use checkout::pool::DEFAULT_POOL;
 pub use checkout::scan::Scan;
-pub use checkout::scratch::Scratch;
 pub use checkout::Progress;
 pub use gix::ObjectId;
 pub use objects::notes::NOTES_REF;
-pub use objects::snapshot::{Capture, StepCommit};
+pub use objects::snapshot::Capture;
 pub(crate) use repo::branch_name;
 use repo::open_from_environment;
-pub use repo::{crash_point, sanitize, sanitize_record, Checkout, Session, Store, StoreError};
-pub use session::lifecycle::Change;
-pub use session::local::{cache_window, cached_window, Local};
+pub use repo::{sanitize, sanitize_record, Checkout, Session, Store, StoreError};
+pub use session::local::{cache_window, cached_window};
 pub use session::log::{is_zero, LogContents, Meta, SessionLog};
-
-/// What the withholding policy keeps out of a commit (returned by [`Store::commit_step()`]).
-pub use crate::safety::withhold::{Reason as WithheldReason, Withheld};
 
 impl Store {
     /// Discover the repository containing `cwd`, or open the one `GIT_DIR` and `GIT_WORK_TREE` name (as git

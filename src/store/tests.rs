@@ -5,6 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::objects::snapshot::StepCommit;
 use super::test_repo::{git_in, write, TestRepo};
 use super::*;
 

@@ -6,4 +6,3 @@ pub const ENOTDIR: i32 = libc::ENOTDIR;
 pub const ELOOP: i32 = libc::ELOOP;
 pub const EXDEV: i32 = libc::EXDEV;
 pub const ENOSYS: i32 = libc::ENOSYS;
-pub const ESRCH: i32 = libc::ESRCH;

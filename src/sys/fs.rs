@@ -178,7 +178,9 @@ pub fn lock(file: impl AsFd, how: Lock) -> io::Result<()> {
     Ok(rustix::fs::flock(file, op)?)
 }
 
-/// Sets the access and modification times of `path` (following links) to `seconds` since the epoch.
+/// Sets the access and modification times of `path` (following links) to `seconds` since the epoch (the
+/// change scan's tests age a folder so).
+#[cfg(test)]
 pub fn set_times(path: &Path, seconds: i64) -> io::Result<()> {
     let at = rustix::fs::Timespec {
         tv_sec: seconds,

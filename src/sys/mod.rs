@@ -17,6 +17,7 @@ pub mod fs;
 pub mod inotify;
 pub mod isolate;
 pub mod process;
+pub mod random;
 pub mod sandbox;
 pub mod signal;
 pub mod stdio;

@@ -1,7 +1,6 @@
 //! Processes: signals to a child's process group, whether a process still exists, waiting for a child's exit
 //! on a pidfd (Linux), and leaving this process at once.
 
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
@@ -17,7 +16,9 @@ pub fn signal_group(pid: u32, signal: i32) -> bool {
     rustix::process::kill_process_group(pid, signal).is_ok()
 }
 
-/// True while the process group led by `pid` has a member (signal 0: nothing is sent).
+/// True while the process group led by `pid` has a member (signal 0: nothing is sent); the shell's tests
+/// wait for killed groups so.
+#[cfg(test)]
 pub fn group_exists(pid: u32) -> bool {
     pid_of(pid).is_some_and(|pid| rustix::process::test_kill_process_group(pid).is_ok())
 }
@@ -55,6 +56,7 @@ pub fn exit_now(code: i32) -> ! {
 }
 
 /// Registers `f` to run once when the process exits normally (tests clean their temp directories so).
+#[cfg(test)]
 pub fn at_exit(f: extern "C" fn()) {
     // SAFETY: registers a plain function that takes nothing and is valid for the whole process.
     unsafe { libc::atexit(f) };
@@ -91,9 +93,10 @@ fn pid_of(pid: u32) -> Option<Pid> {
 }
 
 /// The error for "not on this platform", with what is missing.
-pub fn unsupported(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
+#[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
+pub fn unsupported(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
         format!("{what} exists only on Linux"),
     )
 }

@@ -49,11 +49,6 @@ pub fn init() {
     recorder();
 }
 
-/// True when phases are recorded: a caller that needs work to describe a phase (a size, a count) asks first.
-pub fn enabled() -> bool {
-    recorder().is_some()
-}
-
 /// The beginning of a phase that [`end()`] closes: `None` (and no clock read) when timings are off.
 pub fn begin() -> Option<Instant> {
     recorder().map(|_| Instant::now())

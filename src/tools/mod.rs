@@ -26,10 +26,7 @@ pub(crate) mod web_search;
 pub(crate) mod write;
 
 pub use state::SessionState;
-pub use tool::{
-    bool_arg, confine, cut_line, display_rel, looks_binary, opt_str_arg, relative, short, str_arg,
-    u64_arg, Confined, Tool, ToolContext, ToolOutput, BINARY_SNIFF,
-};
+pub use tool::{confine, opt_str_arg, short, str_arg, u64_arg, Tool, ToolContext, ToolOutput};
 
 use std::sync::Arc;
 

@@ -24,7 +24,6 @@
 //!   it throws when the process fails).
 
 use std::collections::HashMap;
-use std::io::Write;
 
 use serde_json::{json, Value};
 
@@ -35,8 +34,7 @@ use crate::protocol::{Event, PlanStatus, Sink, Status, ToolKind, Usage};
 /// supplies it (it has the repository; a front-end does not).
 pub type StepChanges = Box<dyn FnMut(&str) -> Option<Vec<(String, char)>> + Send>;
 
-/// Where the events go: stdout for `exec`, a buffer in tests.
-pub type Out = Box<dyn Write + Send>;
+pub use super::jsonl::Out;
 
 /// Renders a session's events as Codex's exec JSONL; see the module docs.
 pub struct CodexSink {
@@ -114,12 +112,7 @@ impl CodexSink {
     }
 
     fn write(&mut self, value: &Value) {
-        // Model and tool text may hold C1 and bidi controls: escaped, as in `--json`, so the stream cannot
-        // drive the terminal of whoever watches it.
-        let line = crate::protocol::json_for_terminal(value.to_string());
-        // A closed stdout (the SDK gave up) must not kill the session; the work is in git either way.
-        let _ = writeln!(self.out, "{line}");
-        let _ = self.out.flush();
+        super::jsonl::write_line(&mut self.out, value);
     }
 
     fn item_id(&mut self) -> String {
@@ -485,30 +478,7 @@ fn first_line_or<'a>(text: &'a str, fallback: &'a str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// A writer the test keeps a handle on.
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn lines(buffer: &Buffer) -> Vec<Value> {
-        let bytes = buffer.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
+    use crate::ui::jsonl::testing::{lines, Buffer};
 
     fn session(sink: &mut CodexSink) {
         sink.emit(&Event::Session {

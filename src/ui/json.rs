@@ -1,7 +1,7 @@
 //! The `--json` event stream: one JSON object per event on stdout and nothing else (DESIGN section 5). Each
 //! line is the event's serialised form ([`Event::to_json`]); this sink only prints it.
 
-use std::io::{self, Write};
+use std::io;
 
 use crate::protocol::{Event, Sink};
 
@@ -19,12 +19,6 @@ impl Sink for JsonSink {
         let Some(value) = event.to_json() else {
             return;
         };
-        // Model and tool text may hold C1 and bidi controls, which serde_json writes raw; escaped, the line still
-        // decodes to the same text but cannot drive the terminal of whoever watches the stream.
-        let line = crate::protocol::json_for_terminal(value.to_string());
-        let mut out = self.out.lock();
-        // A closed stdout (e.g. `| head`) must not kill the session; the work is in git either way.
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        super::jsonl::write_line(&mut self.out.lock(), &value);
     }
 }

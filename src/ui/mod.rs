@@ -14,6 +14,7 @@ pub mod chat;
 pub mod codex;
 mod human;
 mod json;
+mod jsonl;
 pub mod stream_json;
 
 use std::io::{self, BufRead, IsTerminal, Write};

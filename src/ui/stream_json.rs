@@ -9,15 +9,13 @@
 //! alone. An error before the session started is a `result` with `is_error` and no session id, and an
 //! `error:` line on stderr.
 
-use std::io::Write;
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
 use crate::protocol::{Event, Sink, Status, Usage};
 
-/// Where the lines go: stdout for `ask`, a buffer in tests.
-pub type Out = Box<dyn Write + Send>;
+pub use super::jsonl::Out;
 
 /// Renders a session's events as Claude Code's stream-json; see the module docs.
 pub struct StreamJsonSink {
@@ -66,11 +64,7 @@ impl StreamJsonSink {
     }
 
     fn write(&mut self, value: &Value) {
-        // Escaped as in `--json`: model and tool text cannot drive the terminal of whoever watches.
-        let line = crate::protocol::json_for_terminal(value.to_string());
-        // A closed stdout must not kill the session; the work is in git either way.
-        let _ = writeln!(self.out, "{line}");
-        let _ = self.out.flush();
+        super::jsonl::write_line(&mut self.out, value);
     }
 
     fn streamed(&mut self, value: &Value) {
@@ -212,27 +206,7 @@ impl Sink for StreamJsonSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn lines(buffer: &Buffer) -> Vec<Value> {
-        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
+    use crate::ui::jsonl::testing::{lines, Buffer};
 
     #[test]
     fn json_prints_the_result_alone_and_an_early_error_is_a_result() {

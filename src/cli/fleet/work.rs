@@ -238,7 +238,7 @@ fn claim_one(
         .filter(|id| !listing.claims.contains_key(*id))
         .collect();
     // Workers start at different places in the list, so that they rarely race for the same task.
-    let offset = spread(name, free.len());
+    let offset = spread(free.len());
     for id in free.iter().cycle().skip(offset).take(free.len()) {
         let task_commit = listing.tasks[*id];
         if let Some(won) = try_claim(queue, shared, name, (id, task_commit), Expect::Absent, 1)? {
@@ -280,21 +280,10 @@ fn claim_one(
     Ok(None)
 }
 
-/// A number in `0..len` that differs between workers and between tries, so that workers that listed the
-/// queue at the same moment rarely race for the same task (a fixed place per worker made neighbours collide
-/// again and again as the list shrank).
-fn spread(name: &str, len: usize) -> usize {
-    use std::hash::{Hash, Hasher};
-    if len == 0 {
-        return 0;
-    }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut hasher);
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-        .hash(&mut hasher);
-    (hasher.finish() % len as u64) as usize
+/// A random place in `0..len`, so that workers that listed the queue at the same moment rarely race for the
+/// same task (a fixed place per worker made neighbours collide again and again as the list shrank).
+fn spread(len: usize) -> usize {
+    crate::sys::random::jitter_below(len as u64) as usize
 }
 
 /// Pushes a claim on `task` expecting `expect`; `None` when another worker got there first.

@@ -17,9 +17,6 @@ use super::error::ConfigError;
 use super::syntax::{span_of, Ctx, KeyType, Scope, Span};
 use crate::protocol::Usage;
 
-/// When the built-in table was taken from the providers' pricing pages.
-pub const TAKEN: &str = "2025-11";
-
 /// What a model's tokens cost, in USD per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Price {
@@ -52,7 +49,7 @@ impl Price {
 /// Local servers charge nothing per token, which is a known price, not an unknown one.
 const FREE_PROVIDERS: &[&str] = &["ollama", "llamacpp", "vllm"];
 
-/// The built-in table (`provider`, `model`, price), taken on [`TAKEN`]. Anthropic's cache writes cost 1.25x
+/// The built-in table (`provider`, `model`, price), taken from the providers' pricing pages in 2025-11. Anthropic's cache writes cost 1.25x
 /// the input price; they are counted as input here, so a session that writes a large cache costs a little more
 /// than shown.
 const TABLE: &[(&str, &str, Price)] = &[

@@ -496,23 +496,8 @@ fn classify(stdout: &[u8], stderr: &[u8]) -> Pushed {
 
 /// `delay` plus up to half of it again, so workers that failed together do not retry together.
 pub fn jittered(delay: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut x = u64::from(nanos) ^ (u64::from(std::process::id()) << 32) ^ thread_salt();
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
     let half = delay.as_millis() as u64 / 2;
-    delay + Duration::from_millis(if half == 0 { 0 } else { x % half })
-}
-
-/// A number that differs between threads, for jitter.
-fn thread_salt() -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    std::thread::current().id().hash(&mut hasher);
-    hasher.finish()
+    delay + Duration::from_millis(crate::sys::random::jitter_below(half))
 }
 
 #[cfg(test)]

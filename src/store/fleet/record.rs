@@ -244,20 +244,6 @@ impl Task {
     }
 }
 
-impl FleetMeta {
-    pub fn check(&self) -> Result<(), Invalid> {
-        check_id("fleet id", &self.fleet)?;
-        check_text("the submitter", &self.submitted_by, 256)?;
-        if let Some(model) = &self.model {
-            check_model(model)?;
-        }
-        if let Some(check) = &self.check {
-            check_text("the check", check, MAX_CHECK)?;
-        }
-        Ok(())
-    }
-}
-
 impl Claim {
     pub fn check(&self) -> Result<(), Invalid> {
         check_id("task id", &self.task)?;

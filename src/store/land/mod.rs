@@ -574,10 +574,14 @@ impl Store {
     ) -> Result<(Vec<u8>, bool), StoreError> {
         let dir = self.common_dir().join("agent").join("tmp");
         fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
-        let stem = format!("merge-{}", std::process::id());
+        // A folder of its own (random name, removed when dropped): merges of two threads never share files.
+        let scratch = tempfile::Builder::new()
+            .prefix("merge-")
+            .tempdir_in(&dir)
+            .map_err(StoreError::io("create a folder in", &dir))?;
         let files: Vec<PathBuf> = ["ours", "base", "theirs"]
             .iter()
-            .map(|n| dir.join(format!("{stem}.{n}")))
+            .map(|n| scratch.path().join(n))
             .collect();
         for (file, data) in files.iter().zip(versions) {
             fs::write(file, data).map_err(StoreError::io("write", file))?;
@@ -589,10 +593,7 @@ impl Store {
             .args(&files)
             .stdin(std::process::Stdio::null())
             .output();
-        for file in &files {
-            // Best effort: scratch files under .git/agent/tmp, named by our pid.
-            let _ = fs::remove_file(file);
-        }
+        drop(scratch);
         let out = out.map_err(StoreError::GitMissing)?;
         // merge-file exits with the number of conflicts (capped at 127), negative or above on failure.
         match out.status.code() {

@@ -85,18 +85,15 @@ impl Decision {
         decision: Verdict,
         comment: Option<&str>,
         reviewer: &str,
-    ) -> Decision {
+    ) -> Result<Decision, StoreError> {
         let (header, index) = hunk.unzip();
         let text = cut(text);
         let at = crate::store::session::log::now();
-        let id = unique_id(&[
-            session,
-            path,
-            header.as_deref().unwrap_or_default(),
-            reviewer,
-        ]);
-        Decision {
-            id,
+        // 64 random bits: records of many reviewers and machines are merged by line union, so ids must not
+        // repeat across them.
+        let id = crate::sys::random::random_u64().map_err(StoreError::NoRandomness)?;
+        Ok(Decision {
+            id: format!("{id:016x}"),
             session: session.to_owned(),
             commit: commit.to_string(),
             from: from.to_string(),
@@ -111,7 +108,7 @@ impl Decision {
             text: sanitize(&text),
             reviewer: reviewer.to_owned(),
             at,
-        }
+        })
     }
 
     /// True for a comment the model should hear about: a hunk left with a comment.
@@ -325,26 +322,6 @@ fn cut(text: &str) -> String {
     format!("{}\n[... {} more bytes]\n", &text[..end], text.len() - end)
 }
 
-/// 16 hex chars, unique per call in practice: the parts, the time and the process.
-fn unique_id(parts: &[&str]) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    // RandomState is seeded per process: two processes at the same nanosecond still differ.
-    let mut h = std::hash::RandomState::new().build_hasher();
-    for p in parts {
-        h.write(p.as_bytes());
-        h.write_u8(0);
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    h.write_u128(nanos);
-    h.write_u32(std::process::id());
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    format!("{:016x}", h.finish())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,7 +349,8 @@ mod tests {
             Verdict::Leave,
             Some("keep it lower case"),
             &store.reviewer(),
-        );
+        )
+        .unwrap();
         let take = Decision::new(
             "s1",
             tip,
@@ -383,7 +361,8 @@ mod tests {
             Verdict::Take,
             None,
             "Other <o@x>",
-        );
+        )
+        .unwrap();
         store
             .add_review(tip, &[Record::Decision(leave.clone())])
             .unwrap();
@@ -405,7 +384,8 @@ mod tests {
             Verdict::Take,
             None,
             "Here <h@x>",
-        );
+        )
+        .unwrap();
         store
             .add_review(tip, &[Record::Decision(local.clone())])
             .unwrap();

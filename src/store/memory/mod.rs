@@ -32,7 +32,6 @@ mod index;
 mod merge;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, Hasher};
 
 use gix::objs::tree::EntryKind;
 
@@ -44,12 +43,9 @@ use gix::ObjectId;
 /// How many ids [`MemoryView::new_id()`] draws before it gives up (each collision is one chance in 2^32).
 const ID_DRAWS: u32 = 1000;
 
-pub use entry::{
-    entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source, Version,
-};
+pub use entry::{entry_path, is_entry_id, round_confidence, Entry, EntryStatus, Kind, Source};
 use entry::{parse_entry, shard_of};
 pub use index::Summary;
-pub use merge::Merged;
 
 pub use entry::MEMORY_REF;
 
@@ -111,17 +107,11 @@ impl MemoryView<'_> {
         Ok(self.summaries.get_or_init(|| read))
     }
 
-    /// A fresh id no entry has: 8 hex characters from the clock, the process and a per-process seed.
+    /// A fresh id no entry has: 8 random hex characters.
     pub fn new_id(&self) -> Result<String, StoreError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let seed = std::hash::RandomState::new();
-        for attempt in 0..ID_DRAWS {
-            let mut h = seed.build_hasher();
-            h.write_u128(nanos ^ (u128::from(std::process::id()) << 64));
-            h.write_u32(attempt);
-            let id = format!("{:08x}", h.finish() & 0xffff_ffff);
+        for _ in 0..ID_DRAWS {
+            let draw = crate::sys::random::random_u64().map_err(StoreError::NoRandomness)?;
+            let id = format!("{:08x}", draw & 0xffff_ffff);
             if self.entry(&id)?.is_none() {
                 return Ok(id);
             }

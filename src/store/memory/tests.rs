@@ -1,5 +1,6 @@
 //! The memory store against real repositories; `git fsck --strict` and `git show` are the oracles.
 
+use super::merge::Merged;
 use super::*;
 use crate::store::test_repo::TestRepo;
 

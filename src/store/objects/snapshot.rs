@@ -98,9 +98,24 @@ impl Store {
         changed: &[PathBuf],
         subject: &str,
     ) -> Result<StepCommit, StoreError> {
+        Ok(self
+            .commit_step_then(s, changed, subject, |_, _| None::<()>)?
+            .0)
+    }
+
+    /// [`Store::commit_step()`], calling `with_commit(handle, commit)` once the new commit is written and
+    /// before its objects go to disk: objects it writes through `handle` join the step's pack (the step's
+    /// note, [`Store::commit_step_noted()`]). Returns what it returned.
+    pub(in crate::store) fn commit_step_then<T>(
+        &self,
+        s: &mut Session,
+        changed: &[PathBuf],
+        subject: &str,
+        with_commit: impl FnOnce(&gix::Repository, ObjectId) -> Option<T>,
+    ) -> Result<(StepCommit, Option<T>), StoreError> {
         let mut step = StepCommit::default();
         if changed.is_empty() {
-            return Ok(step);
+            return Ok((step, None));
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
         let mut checkout = self.open_checkout(s.root())?;
@@ -109,11 +124,11 @@ impl Store {
         let tip_tree = checkout.find_commit(s.tip)?.tree_id()?.detach();
         (step.committed, step.withheld) = screen(&checkout, s.root(), tip_tree, changed)?;
         if step.committed.is_empty() {
-            return Ok(step);
+            return Ok((step, None));
         }
         let tree = write_tree(&checkout, s.root(), tip_tree, &step.committed)?;
         if tree == tip_tree {
-            return Ok(step);
+            return Ok((step, None));
         }
         let number = s.steps + 1;
         let message = crate::store::repo::sanitize(&step_message(subject, &step.withheld));
@@ -123,6 +138,7 @@ impl Store {
             Some(s.tip),
             &with_trailers(&message, &s.id, number),
         )?;
+        let extra = with_commit(&checkout, commit);
         // On disk before the record names it: after a crash the record is how the commit is found.
         crate::store::pack::persist(&checkout)?;
         crate::store::repo::crash_point();
@@ -155,7 +171,7 @@ impl Store {
         s.tip = commit;
         s.steps = number;
         step.commit = Some(commit);
-        Ok(step)
+        Ok((step, extra))
     }
 
     /// Create `branch` at `target`; it must not exist yet.

@@ -51,7 +51,7 @@ impl Store {
         for round in 0..ATTEMPTS {
             if round > 0 {
                 // Spread the retries of writers that collided so they do not collide again in lockstep.
-                let jitter = u64::from(std::process::id() % 7 + round.min(20));
+                let jitter = u64::from(round.min(20)) + crate::sys::random::jitter_below(7);
                 std::thread::sleep(Duration::from_millis(jitter));
             }
             // Loose refs are read from disk on every lookup, so this sees another writer's update.

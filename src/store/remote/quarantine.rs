@@ -14,7 +14,7 @@
 //! cost 150 MB of memory in the fetch.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use crate::store::repo::{Store, StoreError};
@@ -54,15 +54,9 @@ pub struct Quarantined {
     pub refused: Vec<RefusedRef>,
 }
 
-/// The scratch repository, removed when dropped (also on an early return).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Best effort: it lives under .git/agent/tmp, named by our pid and the time.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// The scratch repository: a fresh `pull-*` folder with a random name under `.git/agent/tmp`, removed (best
+/// effort) when dropped, also on an early return.
+struct Scratch(tempfile::TempDir);
 
 impl Store {
     /// Fetches `refspecs` (sources on the remote, destinations in this repository) from `remote` through a
@@ -77,7 +71,7 @@ impl Store {
         let url = self.remote_url(remote);
         let mut fetch = self.git_command()?;
         fetch
-            .arg(git_dir_arg(&scratch.0))
+            .arg(git_dir_arg(scratch.0.path()))
             .args([
                 "-c",
                 "fetch.fsckObjects=false",
@@ -98,11 +92,11 @@ impl Store {
             return Err(StoreError::FetchFailed(remote.to_owned()));
         }
         let mut report = Quarantined::default();
-        for (name, oid) in self.scratch_refs(&scratch.0)? {
+        for (name, oid) in self.scratch_refs(scratch.0.path())? {
             if self.ref_target(&name)?.map(|o| o.to_string()) == Some(oid) {
                 continue;
             }
-            match self.take_checked(&scratch.0, &name)? {
+            match self.take_checked(scratch.0.path(), &name)? {
                 None => report.taken += 1,
                 Some(why) => report.refused.push(RefusedRef {
                     remote_ref: remote_name_of(&name, remote),
@@ -116,27 +110,23 @@ impl Store {
 
     /// A fresh bare repository under `.git/agent/tmp` that sees this repository's objects.
     fn scratch_repo(&self) -> Result<Scratch, StoreError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = self
-            .common_dir()
-            .join("agent")
-            .join("tmp")
-            .join(format!("pull-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(StoreError::io("create", &dir))?;
+        let tmp = self.common_dir().join("agent").join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(StoreError::io("create", &tmp))?;
+        let dir = tempfile::Builder::new()
+            .prefix("pull-")
+            .tempdir_in(&tmp)
+            .map_err(StoreError::io("create a folder in", &tmp))?;
         let scratch = Scratch(dir);
         let format = format!("--object-format={}", self.repo.object_hash());
         let mut init: Vec<OsString> = ["init", "--bare", "--quiet", format.as_str()]
             .map(OsString::from)
             .to_vec();
-        init.push(scratch.0.as_os_str().to_owned());
+        init.push(scratch.0.path().as_os_str().to_owned());
         let init: Vec<&std::ffi::OsStr> = init.iter().map(|a| a.as_os_str()).collect();
         self.git(self.workdir(), &init)?;
         // The repository's own settings (credential helpers, ssh command, proxies, `insteadOf`) apply to
         // the scratch fetch too: included first, so the scratch repository's own core settings win.
-        let config = scratch.0.join("config");
+        let config = scratch.0.path().join("config");
         let own = std::fs::read(&config).map_err(StoreError::io("read", &config))?;
         let user_config = self.common_dir().join("config");
         let user_config = user_config.canonicalize().unwrap_or(user_config);
@@ -147,7 +137,12 @@ impl Store {
         std::fs::write(&config, text).map_err(StoreError::io("write", &config))?;
         let objects = self.common_dir().join("objects");
         let objects = objects.canonicalize().unwrap_or(objects);
-        let alternates = scratch.0.join("objects").join("info").join("alternates");
+        let alternates = scratch
+            .0
+            .path()
+            .join("objects")
+            .join("info")
+            .join("alternates");
         let mut line = objects.into_os_string().into_encoded_bytes();
         line.push(b'\n');
         std::fs::write(&alternates, line).map_err(StoreError::io("write", &alternates))?;

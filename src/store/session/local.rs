@@ -58,9 +58,9 @@ impl Store {
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|n| (1..=0x100_0000).contains(n))
             .unwrap_or(0x100_0000);
-        let mut draw = Draw::new();
         for _ in 0..CLAIM_ATTEMPTS {
-            let id = format!("{:06x}", draw.next() % space);
+            let draw = crate::sys::random::random_u64().map_err(StoreError::NoRandomness)?;
+            let id = format!("{:06x}", draw % space);
             let taken = !matches!(
                 self.repo.try_find_reference(branch_name(&id).as_str()),
                 Ok(None)
@@ -159,36 +159,6 @@ impl Store {
             }
             _ => Ok(()),
         }
-    }
-}
-
-/// Random-enough session ids without a crate: the process's hash seed (random per process), the clock and
-/// the pid, stirred once per draw.
-struct Draw {
-    seed: std::hash::RandomState,
-    base: u128,
-    n: u64,
-}
-
-impl Draw {
-    fn new() -> Draw {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        Draw {
-            seed: std::hash::RandomState::new(),
-            base: nanos ^ (u128::from(std::process::id()) << 64),
-            n: 0,
-        }
-    }
-
-    fn next(&mut self) -> u64 {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = self.seed.build_hasher();
-        h.write_u128(self.base);
-        h.write_u64(self.n);
-        self.n += 1;
-        h.finish()
     }
 }
 

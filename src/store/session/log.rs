@@ -8,7 +8,8 @@
 //! **Durability.** A `write` that returned is in the kernel: a killed process (`kill -9`, a panic, an OOM kill)
 //! loses nothing it wrote. Only a power loss or a kernel crash can lose what is not on disk yet, so the journal
 //! is `fdatasync`ed at the points worth keeping across those: after each step commit ([`SessionLog::sync()`],
-//! the step's event names a commit that is on the branch), at the end of every turn and at every fold. The
+//! the step's event names a commit that is on the branch), at the end of every turn and at every fold, when
+//! something was appended since the last sync (a new session's first fold has nothing to sync). The
 //! guarantee: after a power loss, a session keeps every event up to its last step commit or turn end; events
 //! after that (model text, tool results of calls that changed nothing) may be lost, and resuming repeats them.
 //! One `fdatasync` per event cost 14 syncs in a 3-step session, each a disk flush (issue 16).
@@ -102,6 +103,9 @@ pub struct SessionLog {
     path: PathBuf,
     /// The seq of the next event.
     next: u64,
+    /// Whether the journal holds writes not yet made durable: a sync with nothing to make durable is a
+    /// disk flush that guards nothing (a new session's first fold, issue 29).
+    unsynced: bool,
 }
 
 impl SessionLog {
@@ -130,15 +134,20 @@ impl SessionLog {
             .map_err(StoreError::io("append to", &self.path))?;
         crash_point();
         self.next += 1;
+        self.unsynced = true;
         Ok(())
     }
 
     /// Makes every event appended so far durable across a power loss (`fdatasync`): called after a step
     /// commit, and by [`SessionLog::fold()`].
     pub fn sync(&mut self) -> Result<(), StoreError> {
+        if !self.unsynced {
+            return Ok(());
+        }
         self.journal
             .sync_data()
             .map_err(StoreError::io("sync", &self.path))?;
+        self.unsynced = false;
         crash_point();
         Ok(())
     }
@@ -188,6 +197,9 @@ impl Store {
     pub fn create_log(&self, mut meta: Meta) -> Result<SessionLog, StoreError> {
         let path = self.journal_path(&meta.id);
         let journal = open_locked(&path, &meta.id)?;
+        // A journal the id's claim found (a deleted session's) is emptied, and that is made durable; a new
+        // one is empty already, and the first fold has nothing to sync.
+        let leftover = journal.metadata().map_or(true, |m| m.len() > 0);
         journal
             .set_len(0)
             .map_err(StoreError::io("truncate", &path))?;
@@ -199,6 +211,7 @@ impl Store {
             journal,
             path,
             next: 0,
+            unsynced: leftover,
         };
         log.fold(self)?;
         Ok(log)
@@ -221,6 +234,7 @@ impl Store {
             meta,
             journal,
             path,
+            unsynced: false,
         })
     }
 
@@ -563,5 +577,23 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let (lines, _) = complete_lines(b"{\"seq\":0}\n{garbage\n{\"seq\":2}\n", 0);
         assert_eq!(lines.len(), 1);
+    }
+
+    #[test]
+    fn only_a_journal_with_new_writes_is_synced() {
+        let repo = crate::store::test_repo::TestRepo::with_commit("log-sync");
+        let store = repo.store();
+        let meta = Meta {
+            id: "abc123".into(),
+            ..Meta::default()
+        };
+        let mut log = store.create_log(meta).unwrap();
+        // A new session's journal is empty: its first fold had nothing to make durable.
+        assert!(!log.unsynced);
+        log.append(serde_json::json!({"type": "text"})).unwrap();
+        assert!(log.unsynced);
+        log.fold(&store).unwrap();
+        assert!(!log.unsynced);
+        assert_eq!(store.read_log("abc123").unwrap().events.len(), 1);
     }
 }

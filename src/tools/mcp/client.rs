@@ -691,34 +691,12 @@ fn root_entry(root: &Path) -> (String, String) {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "/".into());
-    (file_uri(&root), name)
-}
-
-/// `file://` and the path, percent-encoded outside of unreserved characters and `/`.
-pub fn file_uri(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let mut uri = String::from("file://");
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            uri.push(b as char);
-        } else {
-            uri.push_str(&format!("%{b:02X}"));
-        }
-    }
-    uri
+    (crate::lsp::uri::from_path(&root), name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn file_uris_are_percent_encoded() {
-        assert_eq!(
-            file_uri(Path::new("/tmp/my repo/ü")),
-            "file:///tmp/my%20repo/%C3%BC"
-        );
-    }
 
     #[test]
     fn versions_older_than_ours_are_accepted_unknown_ones_refused() {

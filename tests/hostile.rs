@@ -15,7 +15,12 @@ use crate::common::{call, fsck, run, session_id, Output, Reply, Server, TestRepo
 const HOOK: &str = "#!/bin/sh\ntouch \"$HOME/PWNED\"\n";
 
 /// Runs git in `dir` hermetically, with `input` on stdin and extra `env`; returns stdout, panics on failure.
-fn git_in(dir: &Path, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> String {
+pub(crate) fn git_in(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> String {
     let mut cmd = Command::new("git");
     cmd.args(args)
         .current_dir(dir)
@@ -51,7 +56,7 @@ fn blob(dir: &Path, data: &[u8]) -> String {
 }
 
 /// A tree of `entries` (mode, oid, name), built with `git mktree`, which takes names git would refuse.
-fn tree(dir: &Path, entries: &[(&str, &str, &str)]) -> String {
+pub(crate) fn tree(dir: &Path, entries: &[(&str, &str, &str)]) -> String {
     let mut input = String::new();
     for (mode, oid, name) in entries {
         let kind = if *mode == "040000" { "tree" } else { "blob" };
@@ -100,7 +105,7 @@ fn tree_plus(dir: &Path, rev: &str, extra: &[(&str, &str, &str)]) -> String {
     tree(dir, &borrowed)
 }
 
-fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String {
+pub(crate) fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String {
     let mut args = vec!["commit-tree", tree, "-m", message];
     if let Some(p) = parent {
         args.extend(["-p", p]);

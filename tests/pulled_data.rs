@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::common::landing::{agent, session};
 use crate::common::{call, fsck, run, Reply, Server, TestRepo};
-use crate::hostile::{measured, LIMIT_KB};
+use crate::hostile::{commit, git_in, measured, tree, LIMIT_KB};
 
 /// Audit finding 1: a review comment crafted in a second clone with plain git and pushed used to reach
 /// the model as plain instructions on `--resume`: its newlines forged further entries and nothing said
@@ -217,4 +217,126 @@ fn real_instruction_and_config_text_over_the_limit_is_skipped_with_a_warning() {
         !body.contains("from-the-huge-file"),
         "the configuration was applied"
     );
+}
+
+/// Audit finding 3: `show` and `ask --resume` of a pulled session read its whole transcript (486 MB for a
+/// 150 MB one). A session made in Mallory's clone gets one more events chunk, a 150 MB event line, and is
+/// pushed; the victim's `show` and `--resume` leave that chunk out with a warning naming the session and
+/// stay small, and a 5 MB event line in a small chunk is left out alone, the events around it kept.
+#[test]
+fn show_and_resume_of_a_pulled_session_with_a_huge_event_stay_small() {
+    let victim = TestRepo::new();
+    let bare = victim.root().join("remote.git");
+    let bare_s = bare.to_str().unwrap();
+    victim.git(&["init", "-q", "--bare", bare_s]);
+    victim.git(&["remote", "add", "origin", bare_s]);
+    victim.git(&["push", "-q", "origin", "main"]);
+    let mallory = TestRepo::new();
+    mallory.git(&["remote", "add", "origin", bare_s]);
+    let id = session(&mallory, "say hi", vec![Reply::text("hi there")]);
+    let m = mallory.path();
+    let log_ref = format!("refs/agent/sessions/{id}");
+    let old = git_in(m, &["rev-parse", &log_ref], None, &[]);
+    let meta = git_in(
+        m,
+        &["rev-parse", &format!("{log_ref}:meta.json")],
+        None,
+        &[],
+    );
+    let events = git_in(m, &["rev-parse", &format!("{log_ref}:events")], None, &[]);
+    let mut entries: Vec<(String, String, String)> = git_in(m, &["ls-tree", &events], None, &[])
+        .lines()
+        .map(|l| {
+            let (meta, name) = l.split_once('\t').unwrap();
+            let oid = meta.split(' ').nth(2).unwrap().to_owned();
+            ("100644".to_owned(), oid, name.to_owned())
+        })
+        .collect();
+    let event = |text: &str, seq: u64| {
+        format!(
+            "{}\n",
+            json!({"type": "reply", "seq": seq, "ts": 1, "content": text})
+        )
+    };
+    let mut huge = b"{\"type\": \"reply\", \"seq\": 900, \"ts\": 1, \"content\": \"".to_vec();
+    huge.resize(huge.len() + (150 << 20), b'a');
+    huge.extend_from_slice(b"\"}\n");
+    let huge = git_in(m, &["hash-object", "-w", "--stdin"], Some(&huge), &[]);
+    let long = "b".repeat(5 << 20);
+    let mixed = format!(
+        "{}{}{}",
+        event("before the long one", 950),
+        event(&long, 951),
+        event("after the long one", 952)
+    );
+    let mixed = git_in(
+        m,
+        &["hash-object", "-w", "--stdin"],
+        Some(mixed.as_bytes()),
+        &[],
+    );
+    entries.push(("100644".into(), huge, "0000000900.jsonl".into()));
+    entries.push(("100644".into(), mixed, "0000000950.jsonl".into()));
+    let borrowed: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    let events = tree(m, &borrowed);
+    let t = tree(
+        m,
+        &[
+            ("100644", &meta, "meta.json"),
+            ("040000", &events, "events"),
+        ],
+    );
+    let c = commit(m, &t, Some(&old), "log");
+    git_in(m, &["update-ref", &log_ref, &c], None, &[]);
+    mallory.git(&[
+        "push",
+        "-q",
+        "origin",
+        "refs/agent/*:refs/agent/*",
+        "refs/heads/agent/*:refs/heads/agent/*",
+    ]);
+
+    agent(&victim, &["pull"]).assert_code(0);
+    let idle = Server::start(vec![]);
+    let (show, rss) = measured(&victim, &idle, victim.path(), &["show", &id]);
+    show.assert_code(0);
+    assert!(rss < LIMIT_KB, "show peaked at {rss} kB");
+    assert!(show.stdout.contains("hi there"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("before the long one") && show.stdout.contains("after the long one"),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        !show.stdout.contains("bbbbbbbb"),
+        "the long event was shown"
+    );
+    assert!(
+        show.stderr
+            .contains(&format!("session {id}: the events in 0000000900.jsonl")),
+        "{}",
+        show.stderr
+    );
+    assert!(
+        show.stderr
+            .contains(&format!("session {id}: event 951 has")),
+        "{}",
+        show.stderr
+    );
+
+    let answering = Server::start(vec![Reply::text("resumed")]);
+    let (resume, rss) = measured(
+        &victim,
+        &answering,
+        victim.path(),
+        &["ask", "--resume", &id, "go on"],
+    );
+    resume.assert_code(0);
+    assert!(rss < LIMIT_KB, "ask --resume peaked at {rss} kB");
+    let body = &answering.requests()[0].raw_body;
+    assert!(body.contains("hi there") && !body.contains("bbbbbbbb"));
+    fsck(&victim);
 }

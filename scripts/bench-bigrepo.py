@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Issue 16, goal 3: git-agent on the 100,000-file repository (scripts/bench-commit.sh's generator, benchlib/gen100k.sh).
 
-usage: scripts/bench-bigrepo.py [--files 100000|1000000] [--rounds N] [--short] [--repo DIR] [--out DIR]
-                                --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
+usage: scripts/bench-bigrepo.py [--files 100000|1000000] [--rounds N] [--short] [--pooled N] [--repo DIR]
+                                [--out DIR] --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
 
 --files 1000000 (issue 29) builds and uses a 1,000,000-file repository instead (10,000 folders of 100 files,
 default REPO /tmp/git-agent-bench-repo1m: about 4 GB of inodes and blocks and a long build, once); --short is
@@ -17,7 +17,8 @@ fake server (benchlib/fakesrv.py --calls). Figures per session:
   first_any   start -> its first request of any kind (the context-window probe GET /v1/models comes first)
   wall, cpu (tree), own_hwm (the agent's own peak RSS), maxrss (largest single process, e.g. a git child)
 Ratios: session wall / the same round's `git worktree add` wall; medians over rounds. Each session runs with
-GIT_AGENT_TIMINGS, and the per-phase medians of session 1 and session 2 are printed side by side. "pooled" counts the
+GIT_AGENT_TIMINGS, and the per-phase medians of session 1 and session 2 are printed side by side, with how many
+directories step 0's walk for untracked files read and kept from the last session's walk. "pooled" counts the
 sessions that took a checkout from git-agent's worktree pool (the pool held one fewer after the session than
 before it): session 1 must not (the pool is emptied with `gc` first), session 2 must (session 1's discard pooled
 its checkout); a session 2 that did not is reported.
@@ -68,6 +69,13 @@ def pooled(repo):
         return 0
 
 
+def read_jsonl(path):
+    try:
+        return [json.loads(line) for line in open(path) if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
 def session(agent, repo, work, tag):
     d = os.path.join(work, "%s-%s" % (agent.label, tag))
     os.makedirs(d)
@@ -88,6 +96,10 @@ def session(agent, repo, work, tag):
     r["first_any_s"] = round(min(q["t"] for q in reqs) - r["start_epoch"], 4) if reqs else None
     r["model_requests"] = len(chat)
     r["phases"] = bench_task.phase_figures(timings)
+    # Step 0's walk for untracked files: directories read, and kept unread from the last session's walk.
+    walk = [line for line in read_jsonl(timings) if line.get("phase") == "untracked"]
+    r["walk_read"] = walk[0].get("read") if walk else None
+    r["walk_kept"] = walk[0].get("kept") if walk else None
     # The session took a pooled checkout if the pool lost one while it ran (its discard puts one back).
     r["pool_before"] = pool_before
     r["reused"] = pool_before > 0 and pooled(repo) == pool_before - 1
@@ -119,6 +131,9 @@ def main():
                     "1000000)")
     ap.add_argument("--out")
     ap.add_argument("--quiet-wait", type=float, default=30)
+    ap.add_argument("--pooled", type=int, default=0, metavar="N",
+                    help="after the rounds, N more pooled sessions per agent, the agents in turn (pairs taken "
+                    "under the same load: the pooled session's figures on a busy host)")
     a = ap.parse_args()
     if a.short:
         a.rounds, a.quiet_wait = 1, 0
@@ -145,16 +160,22 @@ def main():
         print("round %d: git worktree add %.2fs" % (i, row["wt_add"]["wall_s"]), file=sys.stderr)
         for ag in (agents if i % 2 == 0 else agents[::-1]):
             # Session 1 starts cold: no pooled checkout left by an earlier round (`gc` empties the pool; a
-            # binary without one has none).
+            # binary without one has none) ...
             subprocess.run([ag.path, "gc"], cwd=a.repo, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
+            # ... and no remembered walk for step 0 (session 2 has session 1's).
+            try:
+                os.remove(os.path.join(a.repo, ".git", "agent", "untracked.json"))
+            except OSError:
+                pass
             for s in ("s1", "s2"):
                 common.wait_quiet(a.quiet_wait)
                 r = session(ag, a.repo, work, "%d%s" % (i, s))
                 row["%s.%s" % (ag.label, s)] = r
                 print("round %d %s %s: exit %s edited %s pooled checkout %s first_req %.3fs wall %.2fs "
-                      "own peak %d KB" % (i, ag.label, s, r["exit"], r["edited"], r["reused"],
-                                          r["first_req_s"] or -1, r["wall_s"], r["own_hwm_kb"] or 0),
+                      "own peak %d KB, step 0 read %s directories, kept %s" % (
+                          i, ag.label, s, r["exit"], r["edited"], r["reused"], r["first_req_s"] or -1,
+                          r["wall_s"], r["own_hwm_kb"] or 0, r["walk_read"], r["walk_kept"]),
                       file=sys.stderr)
                 if s == "s2" and not r["reused"]:
                     print("round %d %s s2: did NOT take a pooled checkout (pool held %d before it): its "
@@ -163,6 +184,14 @@ def main():
         raw.write(json.dumps(row) + "\n")
         raw.flush()
         rounds.append(row)
+    if rounds:
+        summarize_rounds(rounds, agents)
+    if a.pooled:
+        pooled_pairs(a, agents, work, raw)
+    print("raw results: %s/raw.jsonl" % work)
+
+
+def summarize_rounds(rounds, agents):
     wt = common.median([r["wt_add"]["wall_s"] for r in rounds])
     print("\n== 100,000-file repo, median of %d rounds ==" % len(rounds))
     print("git worktree add alone: wall %.3f s, cpu %.3f s, maxrss %d KB" % (
@@ -195,7 +224,45 @@ def main():
                     pr = [r["%s.%s" % (ag.label, s)][k] / r["%s.%s" % (ref, s)][k] for r in rounds
                           if r["%s.%s" % (ag.label, s)][k] and r["%s.%s" % (ref, s)][k]]
                     print("ratio %s/%s %s %s: %s" % (ag.label, ref, s, k, common.fmt(common.median(pr), "x")))
-    print("raw results: %s/raw.jsonl" % work)
+
+
+def pooled_pairs(a, agents, work, raw):
+    """--pooled N: N pooled sessions per agent, in turn, each after the other's discard put a checkout back (the
+    first may make one afresh if the pool is empty); medians and medians of pair ratios to the last agent, with
+    step 0's and the checkout's durations and the host's load average during the run."""
+    pairs = []
+    for i in range(a.pooled):
+        pair = {}
+        for ag in (agents if i % 2 == 0 else agents[::-1]):
+            r = session(ag, a.repo, work, "p%d" % i)
+            r["load"] = os.getloadavg()[0]
+            pair[ag.label] = r
+            print("pooled %d %s: pooled checkout %s first_req %.3fs wall %.2fs step 0 %s ms checkout %s ms "
+                  "(read %s, kept %s), load %.1f" % (
+                      i, ag.label, r["reused"], r["first_req_s"] or -1, r["wall_s"],
+                      r["phases"].get("step 0", (None, None))[1], r["phases"].get("checkout", (None, None))[1],
+                      r["walk_read"], r["walk_kept"], r["load"]), file=sys.stderr)
+        raw.write(json.dumps({"pooled": pair}) + "\n")
+        raw.flush()
+        pairs.append(pair)
+    ok = [p for p in pairs if all(p[ag.label]["reused"] for ag in agents)]
+    print("\n== %d pooled sessions per agent in turn (%d pairs both pooled), load average %s to %s ==" % (
+        len(pairs), len(ok), common.fmt(min(p[ag.label]["load"] for p in pairs for ag in agents)),
+        common.fmt(max(p[ag.label]["load"] for p in pairs for ag in agents))))
+    figures = [("first_req_s", "first req s", lambda r: r["first_req_s"]),
+               ("wall_s", "wall s", lambda r: r["wall_s"]),
+               ("tree_cpu_s", "cpu s", lambda r: r["tree_cpu_s"]),
+               ("step0", "step 0 ms", lambda r: r["phases"].get("step 0", (None, None))[1]),
+               ("checkout", "checkout ms", lambda r: r["phases"].get("checkout", (None, None))[1])]
+    print("%-10s" % "agent" + "".join("%14s" % h for _, h, _ in figures))
+    for ag in agents:
+        print("%-10s" % ag.label + "".join("%14s" % common.fmt(common.median([get(p[ag.label]) for p in ok]))
+                                           for _, _, get in figures))
+    ref = agents[-1].label
+    for ag in agents[:-1]:
+        for _, h, get in figures:
+            ratios = [get(p[ag.label]) / get(p[ref]) for p in ok if get(p[ag.label]) and get(p[ref])]
+            print("ratio %s/%s pooled %s: %s" % (ag.label, ref, h, common.fmt(common.median(ratios), "x")))
 
 
 if __name__ == "__main__":

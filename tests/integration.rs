@@ -49,6 +49,8 @@ mod mcp_hostile;
 mod acp;
 // A session's checkout and id: in-process checkout, the pool, atomic ids, local facts, step 0 limits, locks.
 mod lifecycle;
+// Step 0 across sessions: untracked files remembered between walks, and every change still captured.
+mod step0_cache;
 // `git agent chat`: in a real terminal (tmux): streaming, status line, slash commands, cancel, steering,
 // approvals; and piped, one turn a line.
 mod chat;

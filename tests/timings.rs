@@ -129,3 +129,35 @@ fn timings_go_to_stderr_with_1_and_nowhere_without_the_switch() {
         out.stderr()
     );
 }
+
+/// Issue 29: the first model request does not wait for the isolation probe (a fork of the agent into new
+/// namespaces, which only commands need): the probe begins once the request is out, and the first command
+/// still runs isolated as the probe found.
+#[test]
+fn the_isolation_probe_begins_after_the_first_request_left() {
+    let (repo, server) = task();
+    let file = repo.root().join("timings.jsonl");
+    let out = crate::common::run(
+        repo.agent(&server, &["ask", "edit the file"])
+            .env("GIT_AGENT_TIMINGS", &file),
+    );
+    out.assert_code(0);
+    let text = std::fs::read_to_string(&file).expect("the timings file was written");
+    let lines = timing_lines(&text);
+    let at = |phase: &str| {
+        lines
+            .iter()
+            .find(|l| l["phase"] == phase)
+            .unwrap_or_else(|| panic!("no {phase:?} line in:\n{text}"))
+    };
+    let request = at("request")["ms"].as_f64().unwrap();
+    let probe = at("isolation");
+    let began = probe["ms"].as_f64().unwrap() - probe["took_ms"].as_f64().unwrap();
+    // Both figures are rounded to the microsecond.
+    assert!(
+        began + 0.002 >= request,
+        "the probe began at {began} ms, before the first request left at {request} ms:\n{text}"
+    );
+    let tool = at("tool")["ms"].as_f64().unwrap();
+    assert!(probe["ms"].as_f64().unwrap() <= tool, "{text}");
+}

@@ -144,6 +144,9 @@ pub(super) struct Toolbox {
     pub mcp_configured: bool,
     /// The language servers to attach once a new session's checkout exists (they run in it).
     pub lsp_later: Option<super::lsp::LspPlan>,
+    /// Whether the sandbox's notices are still to be shown: a new session's are shown once its checkout
+    /// exists, so that its first request does not wait for the isolation probe they depend on.
+    pub notices_later: bool,
 }
 
 /// The conversation and what the agent keeps beside it.
@@ -314,6 +317,9 @@ impl SessionParts {
             self.tools.sandbox = Arc::new(sandbox);
             self.conv.instructions.rebase(root);
         }
+        if std::mem::take(&mut self.tools.notices_later) {
+            show_notices(&self.tools.sandbox, sink);
+        }
         if let Some(lsp) = self.tools.lsp_later.take() {
             lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
         }
@@ -353,6 +359,16 @@ impl SessionParts {
             }
         }
         self.tools.mcp.add(specs, self.work.session.root());
+    }
+}
+
+/// What `sandbox` tells the user once about what commands are not isolated from.
+pub(super) fn show_notices(sandbox: &Sandbox, sink: &mut dyn Sink) {
+    for (topic, message) in sandbox.notices() {
+        sink.emit(&Event::Notice {
+            topic: topic.to_owned(),
+            message,
+        });
     }
 }
 

@@ -203,7 +203,17 @@ impl AgentSession {
             }
         };
         let (safety, run_timeout) = (options.safety, options.run_timeout);
-        let mut tools = Toolbox::new(&store, &session, &model, safety, run_timeout, sink);
+        // A new session's own checkout is made meanwhile: its sandbox does not wait for the isolation probe.
+        let unprobed = pending.is_some() && !session.checkout.is_here();
+        let mut tools = Toolbox::new(
+            &store,
+            &session,
+            &model,
+            safety,
+            run_timeout,
+            unprobed,
+            sink,
+        );
         // The backend's web_search only where the provider searches nothing itself.
         if model.tuning.server_tools.is_empty() {
             if let Some(backend) = own.user.web_search.backend(&env) {
@@ -742,22 +752,21 @@ impl AgentSession {
 
 impl Toolbox {
     /// The session's tools, policy and sandbox (a sandbox that fell back is a warning for `sink`), its tool
-    /// state and change tracker.
+    /// state and change tracker. `unprobed`: the sandbox does not wait for the isolation probe, and what it
+    /// says about isolation is said once the checkout exists (`adopt`), before the first command.
     fn new(
         store: &Store,
         session: &Session,
         model: &ModelConfig,
         safety: SafetyOptions,
         run_timeout: Duration,
+        unprobed: bool,
         sink: &mut dyn Sink,
     ) -> Toolbox {
         let sandbox_config = safety.sandbox.clone();
-        let (policy, sandbox, scratch) = safety_for(store, session, safety);
-        for (topic, message) in sandbox.notices() {
-            sink.emit(&Event::Notice {
-                topic: topic.to_owned(),
-                message,
-            });
+        let (policy, sandbox, scratch) = safety_for(store, session, safety, unprobed);
+        if !unprobed {
+            super::parts::show_notices(&sandbox, sink);
         }
         let output = store
             .common_dir()
@@ -793,6 +802,7 @@ impl Toolbox {
             mcp_added: Vec::new(),
             mcp_configured: false,
             lsp_later: None,
+            notices_later: unprobed,
         }
     }
 }
@@ -1015,11 +1025,13 @@ fn resolve_context(
     (Settings::with_window(model, DEFAULT_WINDOW), probe)
 }
 
-/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write.
+/// The policy and sandbox of a session: the guard's view of the repository, and where commands may write;
+/// `unprobed`, a sandbox that takes the isolation probe's answer only when it needs it.
 fn safety_for(
     store: &Store,
     session: &Session,
     opts: SafetyOptions,
+    unprobed: bool,
 ) -> (Policy, Sandbox, Option<ScratchDir>) {
     let checkout =
         std::fs::canonicalize(session.root()).unwrap_or_else(|_| session.root().to_path_buf());
@@ -1033,7 +1045,11 @@ fn safety_for(
     // Without one (a full or read-only temp dir) commands keep the TMPDIR they would have had.
     let scratch = ScratchDir::create(&std::env::temp_dir(), &session.id).ok();
     let tmpdir = scratch.as_ref().map(|s| s.path().to_path_buf());
-    let sandbox = Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir);
+    let sandbox = if unprobed {
+        Sandbox::unprobed(&opts.sandbox, &checkout, store.common_dir(), tmpdir)
+    } else {
+        Sandbox::new(&opts.sandbox, &checkout, store.common_dir(), tmpdir)
+    };
     (Policy::new(opts.rules, guard), sandbox, scratch)
 }
 

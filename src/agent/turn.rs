@@ -345,7 +345,7 @@ impl<'t> Turn<'t> {
         self.s.context.count_request();
         let announce = (!self.s.announced).then_some(&self.s.line);
         let link = &self.s.model;
-        let sent = stream::send(
+        let sending = stream::send(
             &link.client,
             &link.retry,
             &request,
@@ -353,8 +353,8 @@ impl<'t> Turn<'t> {
             &mut *self.sink,
             announce,
             self.control,
-        )
-        .await?;
+        );
+        let sent = probing_beside(sending).await?;
         if let Streamed::Reply(response) = &sent {
             self.s.announced = true;
             if let Some(usage) = &response.usage {
@@ -873,4 +873,16 @@ impl<'t> Turn<'t> {
         }
         out
     }
+}
+
+/// `sending`, with the isolation probe started once the request is out (the send's first poll builds and
+/// writes it before anything is waited for): the probe, a fork of the agent into new namespaces that only
+/// commands need, then overlaps the wait for the reply instead of delaying the first request (issue 29).
+/// It starts once per process; later requests only send.
+async fn probing_beside<T>(sending: impl std::future::Future<Output = T>) -> T {
+    let probe = async {
+        tokio::task::yield_now().await;
+        crate::safety::isolate::probe_in_background();
+    };
+    tokio::join!(sending, probe).0
 }

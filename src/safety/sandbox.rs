@@ -115,8 +115,9 @@ pub struct Sandbox {
     pub unsandboxed: Option<&'static str>,
     /// What a workspace sandbox cannot grant here (the top of a `--here` work tree), to warn once.
     pub fallback: Option<String>,
-    /// Whether commands get a PID namespace with a private `/proc` ([`super::isolate`]).
-    pub isolation: Isolation,
+    /// Whether commands get a PID namespace with a private `/proc` ([`super::isolate`]); `None` until
+    /// needed when made by [`Sandbox::unprobed()`] (see [`Sandbox::isolation()`]).
+    isolation: Option<Isolation>,
     /// Bound read-only over themselves in the command's mount namespace: the git dir of a `--here` work
     /// tree, whose whole top level is then writable.
     pub readonly: Vec<PathBuf>,
@@ -137,9 +138,9 @@ impl Sandbox {
             tmpdir: None,
             unsandboxed: None,
             fallback: None,
-            isolation: Isolation::Shared {
+            isolation: Some(Isolation::Shared {
                 why: "no sandbox".into(),
-            },
+            }),
             readonly: Vec::new(),
         }
     }
@@ -151,6 +152,30 @@ impl Sandbox {
         checkout: &Path,
         common_dir: &Path,
         tmpdir: Option<PathBuf>,
+    ) -> Sandbox {
+        let isolation = Some(isolate::probe().clone());
+        Self::with_isolation(config, checkout, common_dir, tmpdir, isolation)
+    }
+
+    /// [`Sandbox::new()`] without waiting for the isolation probe, which is taken when a command or the
+    /// notices need it: a new session makes its sandbox before its first model request, which must not wait
+    /// for a fork of the agent into new namespaces that only commands need (issue 29). A `--here` work tree
+    /// still waits: what it grants depends on the answer.
+    pub fn unprobed(
+        config: &SandboxConfig,
+        checkout: &Path,
+        common_dir: &Path,
+        tmpdir: Option<PathBuf>,
+    ) -> Sandbox {
+        Self::with_isolation(config, checkout, common_dir, tmpdir, None)
+    }
+
+    fn with_isolation(
+        config: &SandboxConfig,
+        checkout: &Path,
+        common_dir: &Path,
+        tmpdir: Option<PathBuf>,
+        mut isolation: Option<Isolation>,
     ) -> Sandbox {
         let mut mode = config.mode;
         let mut unsandboxed = None;
@@ -171,7 +196,6 @@ impl Sandbox {
                 });
             }
         }
-        let isolation = isolate::probe().clone();
         let mut writable = Vec::new();
         let mut readonly = Vec::new();
         if mode == Mode::Workspace {
@@ -181,7 +205,10 @@ impl Sandbox {
                 if let Some(admin) = worktree_admin_dir(checkout) {
                     writable.push(admin);
                 }
-            } else if isolation.is_namespace() {
+            } else if isolation
+                .get_or_insert_with(|| isolate::probe().clone())
+                .is_namespace()
+            {
                 // The user's work tree (`--here`), all of it, with its git dir read-only by a bind mount.
                 writable.push(checkout.to_path_buf());
                 readonly = git_paths_inside(checkout, common_dir);
@@ -191,8 +218,8 @@ impl Sandbox {
                 fallback = Some(format!(
                     "commands cannot create or delete entries at the top of the work tree: the git dir can only be kept read-only by granting each top-level entry but .git ({})",
                     match &isolation {
-                        Isolation::Shared { why } => why.as_str(),
-                        Isolation::Namespace { .. } => "",
+                        Some(Isolation::Shared { why }) => why.as_str(),
+                        _ => "",
                     }
                 ));
             }
@@ -241,7 +268,7 @@ impl Sandbox {
     /// not two: one line that names both holes reads as the platform's limit, two read as two faults.
     pub fn notices(&self) -> Vec<(&'static str, String)> {
         let mut notices = Vec::new();
-        match (self.unsandboxed, &self.isolation) {
+        match (self.unsandboxed, &self.isolation()) {
             (Some(no_landlock), Isolation::Shared { why }) => notices.push((
                 "sandbox",
                 format!(
@@ -260,12 +287,20 @@ impl Sandbox {
 
     /// What to tell the user once when commands cannot get a private `/proc`, and the fallback.
     pub fn isolation_warning(&self) -> Option<String> {
-        match &self.isolation {
+        match &self.isolation() {
             Isolation::Namespace { .. } => None,
             Isolation::Shared { why } => Some(format!(
                 "commands run without a private /proc ({why}): they can see other processes of yours and read their environments (your shell's, git's), so keys in those stay readable; git-agent's own environment holds none"
             )),
         }
+    }
+
+    /// Whether commands get a private `/proc`: as made, or the process's probe (waiting for it if it is under
+    /// way on another thread).
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+            .clone()
+            .unwrap_or_else(|| isolate::probe().clone())
     }
 
     pub fn is_active(&self) -> bool {
@@ -298,7 +333,7 @@ impl Sandbox {
     /// supervisor and namespaces ([`super::isolate`]), and in workspace or read-only mode the Landlock
     /// ruleset and seccomp filter.
     pub fn prepare(&self) -> Result<Prepared, SandboxError> {
-        let namespace = match self.isolation {
+        let namespace = match self.isolation() {
             Isolation::Namespace { user } => Some(Namespace::new(user, &self.readonly)),
             Isolation::Shared { .. } => None,
         };

@@ -165,6 +165,11 @@ pub enum StoreError {
     /// The thread making a session's checkout panicked.
     #[error("the checkout could not be made (its thread failed)")]
     CheckoutThreadFailed,
+    /// The thread listing the user's untracked files for step 0 panicked.
+    #[error(
+        "step 0 could not list the untracked files (its thread failed); start the session again"
+    )]
+    UntrackedThreadFailed,
     /// `git write-tree` on an index with unmerged entries.
     #[error(
         "the index has unmerged entries (a merge or rebase is under way): resolve them \

@@ -9,8 +9,9 @@
 //! {"phase":"tool","ms":41.07,"took_ms":3.91,"pid":4711,"name":"run","n":2}
 //! ```
 //!
-//! Phases: `start`, `config`, `runtime`, `store open`, `step 0`, `checkout`, `isolation`, `request` (each
-//! model request as it is sent), `reply` (each reply read), `tool`, `step commit`, `fold`, `exit`. Off, a
+//! Phases: `start`, `config`, `runtime`, `store open`, `step 0` (and within it `untracked`, the walk for
+//! untracked files: directories `read` and `kept` from the last walk), `checkout`, `isolation`, `request`
+//! (each model request as it is sent), `reply` (each reply read), `tool`, `step commit`, `fold`, `exit`. Off, a
 //! phase costs one read of an initialised `OnceLock`: nothing is formatted and the clock is not read.
 //! Like `GIT_AGENT_FOOTPRINT`, the variable is for benchmarks and for explaining figures, not for users.
 

@@ -24,6 +24,7 @@ pub(super) mod rules;
 pub(super) mod scan;
 pub(super) mod scratch;
 pub(super) mod status;
+mod untracked;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub(super) mod watch;
 

@@ -22,8 +22,12 @@ use super::transport::{Inbound, InboundTx, McpError, SharedTail, MAX_MESSAGE_BYT
 use crate::safety::isolate;
 use crate::sys::signal::{SIGKILL, SIGTERM};
 
-/// How long a server gets to exit after its stdin closed, and again after SIGTERM.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a server gets to exit after its stdin closed. Short: a server that keeps timers (server-everything
+/// sends notifications on an interval) never exits on EOF, and a session's end waited the whole grace for it
+/// (2 s a session); SIGTERM is the polite request that follows, and the spec's "reasonable time" is after it.
+const STDIN_GRACE: Duration = Duration::from_millis(250);
+/// How long a server gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// A running stdio server.
 #[derive(Debug)]
@@ -130,14 +134,18 @@ impl Stdio {
         })
     }
 
-    /// Stops the server: stdin closed, then SIGTERM, then SIGKILL, each after [`EXIT_GRACE`].
+    /// Stops the server: stdin closed, SIGTERM after [`STDIN_GRACE`], SIGKILL after [`TERM_GRACE`].
     pub(crate) async fn shutdown(&self) {
         drop(self.stdin.lock().await.take());
         let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
             return;
         };
-        for signal in [Some(SIGTERM), Some(SIGKILL), None] {
-            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
+        for (grace, signal) in [
+            (STDIN_GRACE, Some(SIGTERM)),
+            (TERM_GRACE, Some(SIGKILL)),
+            (TERM_GRACE, None),
+        ] {
+            if tokio::time::timeout(grace, child.wait()).await.is_ok() {
                 break;
             }
             match (signal, self.pid) {
@@ -153,8 +161,8 @@ impl Stdio {
 }
 
 impl Stdio {
-    /// [`Stdio::shutdown`] on this thread, for code that cannot await: stdin closed, then SIGTERM, then
-    /// SIGKILL to the group, each after [`EXIT_GRACE`] (polled, so a server that exits at once costs nothing).
+    /// [`Stdio::shutdown`] on this thread, for code that cannot await: stdin closed, then SIGTERM and SIGKILL
+    /// to the group after the same graces (polled, so a server that exits at once costs nothing).
     pub(crate) fn stop_blocking(&self) {
         if let Ok(mut stdin) = self.stdin.try_lock() {
             drop(stdin.take());
@@ -162,8 +170,8 @@ impl Stdio {
         let Some(mut child) = self.child.lock().ok().and_then(|mut c| c.take()) else {
             return;
         };
-        let exited = |child: &mut Child| {
-            let deadline = std::time::Instant::now() + EXIT_GRACE;
+        let exited = |child: &mut Child, grace: Duration| {
+            let deadline = std::time::Instant::now() + grace;
             while std::time::Instant::now() < deadline {
                 if !matches!(child.try_wait(), Ok(None)) {
                     return true;
@@ -172,8 +180,8 @@ impl Stdio {
             }
             false
         };
-        for signal in [SIGTERM, SIGKILL] {
-            if exited(&mut child) {
+        for (grace, signal) in [(STDIN_GRACE, SIGTERM), (TERM_GRACE, SIGKILL)] {
+            if exited(&mut child, grace) {
                 break;
             }
             if let Some(pid) = self.pid {

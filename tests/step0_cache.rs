@@ -1,0 +1,209 @@
+//! Step 0 across sessions (issue 29): the untracked files found by one session's walk are remembered for the
+//! next (`.git/agent/untracked.json`), and a directory whose identity has not changed is not read again.
+//! Whatever the user does between two sessions, step 0 must capture exactly what `git status` shows: files
+//! added, removed or modified beside directories that did not change, a directory whose mtime was set back,
+//! a new nested directory, a changed `.gitignore` or `info/exclude`.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{agent_branches, run, Reply, Server, TestRepo};
+
+/// What `git status` shows as changed in the user's work tree (staged, modified, deleted, untracked; each
+/// untracked file on its own), without refreshing the index (which would change what the cache keys on).
+fn status_paths(repo: &TestRepo) -> BTreeSet<String> {
+    repo.git(&[
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=all",
+        "--no-renames",
+    ])
+    .lines()
+    .map(|line| line[3..].to_owned())
+    .collect()
+}
+
+/// One session that only answers; returns the paths its step 0 captured (what its branch changes against
+/// HEAD) and its `untracked` timing line (how many directories the walk read and kept).
+fn step0(repo: &TestRepo) -> (BTreeSet<String>, Value) {
+    let before: BTreeSet<String> = agent_branches(repo).into_iter().collect();
+    let server = Server::start(vec![Reply::text("done")]);
+    let timings = repo.root().join(format!("timings-{}.jsonl", before.len()));
+    let out = run(repo
+        .agent(&server, &["ask", "hello"])
+        .env("GIT_AGENT_TIMINGS", &timings));
+    out.assert_code(0);
+    let id = agent_branches(repo)
+        .into_iter()
+        .find(|id| !before.contains(id))
+        .expect("the session's branch");
+    let captured = repo
+        .git(&[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "HEAD",
+            &format!("agent/{id}"),
+        ])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let text = std::fs::read_to_string(&timings).expect("timings written");
+    let walk = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["phase"] == "untracked")
+        .expect("an untracked line");
+    (captured, walk)
+}
+
+/// Step 0 captured what `git status` shows, no more and no less.
+fn assert_captures_status(repo: &TestRepo, when: &str) -> Value {
+    let (captured, walk) = step0(repo);
+    assert_eq!(
+        captured,
+        status_paths(repo),
+        "{when}: step 0 against git status"
+    );
+    walk
+}
+
+/// Directories changed less than a second before a walk are read again next time (the racy rule): the tests
+/// let the set-up age past it, so that what they check is the cache, not its refusal.
+fn age() {
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
+/// `dir`'s mtime set back to `(secs, nanos)`, as `touch -d` can: its ctime still moves.
+fn set_mtime(dir: &Path, (secs, nanos): (i64, i64)) {
+    let status = std::process::Command::new("touch")
+        .args(["-m", "-d", &format!("@{secs}.{nanos:09}")])
+        .arg(dir)
+        .status()
+        .expect("touch runs");
+    assert!(status.success());
+}
+
+fn mtime(path: &Path) -> (i64, i64) {
+    let md = std::fs::metadata(path).expect("the directory exists");
+    (md.mtime(), md.mtime_nsec())
+}
+
+/// A repository with tracked files in `a/`, `a/sub/`, `b/` and `c/`, an untracked file in `b/`, ignored files
+/// (`*.log`, `build/`) and untracked work in progress.
+fn repo_with_directories() -> TestRepo {
+    let repo = TestRepo::new();
+    for path in ["a/one.txt", "a/sub/two.txt", "b/three.txt", "c/four.txt"] {
+        repo.write(path, &format!("{path}\n"));
+    }
+    repo.write(".gitignore", "*.log\nbuild/\n");
+    repo.commit_all("directories");
+    repo.write("b/untracked.txt", "untracked\n");
+    repo.write("a/noise.log", "ignored\n");
+    repo.write("build/out.o", "ignored\n");
+    repo
+}
+
+#[test]
+fn changes_beside_unchanged_directories_are_captured_and_the_rest_is_not_read_again() {
+    let repo = repo_with_directories();
+    age();
+    let first = assert_captures_status(&repo, "first session");
+    assert!(
+        repo.path().join(".git/agent/untracked.json").is_file(),
+        "the walk is remembered"
+    );
+    assert_eq!(first["kept"], 0, "nothing to keep yet: {first}");
+    let second = assert_captures_status(&repo, "nothing changed");
+    // The root is read every time (gix never calls it tracked); a/, a/sub, b/ and c/ are not.
+    assert_eq!(second["read"], 1, "{second}");
+    assert_eq!(second["kept"], 4, "{second}");
+
+    // Added beside unchanged directories, removed, modified in place, a new nested directory (deep in a
+    // tracked one and at the top), and a file added to a directory whose mtime is then set back.
+    repo.write("a/new.txt", "new\n");
+    std::fs::remove_file(repo.path().join("b/untracked.txt")).unwrap();
+    repo.write("c/four.txt", "changed in place\n");
+    repo.write("a/sub/deeper/nested.txt", "nested\n");
+    repo.write("d/e/f.txt", "new tree\n");
+    let c = repo.path().join("c");
+    let before = mtime(&c);
+    repo.write("c/sneaky.txt", "mtime set back\n");
+    set_mtime(&c, before);
+    assert_eq!(mtime(&c), before);
+    let third = assert_captures_status(&repo, "after the changes");
+    assert!(third["read"].as_u64() > Some(1), "{third}");
+    assert_captures_status(&repo, "again, the changed directories racy");
+    age();
+    assert_captures_status(&repo, "again, from the cache");
+    // Removed again: an untracked directory that goes, a tracked file that goes.
+    std::fs::remove_dir_all(repo.path().join("d")).unwrap();
+    std::fs::remove_file(repo.path().join("a/one.txt")).unwrap();
+    assert_captures_status(&repo, "after the removals");
+}
+
+#[test]
+fn a_changed_gitignore_or_exclude_is_captured() {
+    let repo = repo_with_directories();
+    repo.write("a/keep.txt", "kept\n");
+    repo.write("a/drop.tmp", "ignored first\n");
+    repo.write("a/sub/.gitignore", "*.tmp\n");
+    repo.write("a/sub/x.tmp", "ignored first\n");
+    repo.write(".gitignore", "*.log\nbuild/\n*.tmp\n");
+    age();
+    assert_captures_status(&repo, "first session");
+    let again = assert_captures_status(&repo, "from the cache");
+    assert_eq!(again["read"], 1, "{again}");
+
+    // The top .gitignore edited in place (its directory keeps its mtime): *.tmp is no longer ignored there,
+    // and keep.txt now is.
+    std::fs::write(repo.path().join(".gitignore"), "*.log\nbuild/\nkeep.txt\n").unwrap();
+    let changed = assert_captures_status(&repo, "top .gitignore changed");
+    assert!(status_paths(&repo).contains("a/drop.tmp"));
+    assert!(changed["read"].as_u64() > Some(1), "{changed}");
+    age();
+    assert_captures_status(&repo, "from the cache again");
+
+    // A nested .gitignore edited in place: x.tmp is no longer ignored below a/sub.
+    std::fs::write(repo.path().join("a/sub/.gitignore"), "*.other\n").unwrap();
+    assert_captures_status(&repo, "nested .gitignore changed");
+    assert!(status_paths(&repo).contains("a/sub/x.tmp"));
+    age();
+    assert_captures_status(&repo, "from the cache again");
+
+    // The repository's own excludes.
+    let exclude = repo.path().join(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::fs::write(&exclude, "drop.tmp\n").unwrap();
+    assert_captures_status(&repo, "info/exclude changed");
+    assert!(!status_paths(&repo).contains("a/drop.tmp"));
+
+    // A .gitignore appearing in a directory that had none.
+    repo.write("b/.gitignore", "three.txt\nuntracked.txt\n");
+    assert_captures_status(&repo, "new .gitignore");
+}
+
+#[test]
+fn a_corrupt_or_foreign_cache_is_a_full_walk() {
+    let repo = repo_with_directories();
+    age();
+    assert_captures_status(&repo, "first session");
+    let file = repo.path().join(".git/agent/untracked.json");
+    std::fs::write(&file, "{not json").unwrap();
+    repo.write("b/more.txt", "more\n");
+    let walk = assert_captures_status(&repo, "corrupt cache");
+    assert_eq!(walk["kept"], 0, "{walk}");
+    // Another version: ignored as well.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut cache: Value = serde_json::from_str(&text).expect("rewritten as JSON");
+    cache["version"] = Value::from(999);
+    std::fs::write(&file, cache.to_string()).unwrap();
+    repo.write("c/more.txt", "more\n");
+    let walk = assert_captures_status(&repo, "another version");
+    assert_eq!(walk["kept"], 0, "{walk}");
+}

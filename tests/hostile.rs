@@ -15,7 +15,12 @@ use crate::common::{call, fsck, run, session_id, Output, Reply, Server, TestRepo
 const HOOK: &str = "#!/bin/sh\ntouch \"$HOME/PWNED\"\n";
 
 /// Runs git in `dir` hermetically, with `input` on stdin and extra `env`; returns stdout, panics on failure.
-fn git_in(dir: &Path, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> String {
+pub(crate) fn git_in(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> String {
     let mut cmd = Command::new("git");
     cmd.args(args)
         .current_dir(dir)
@@ -51,7 +56,7 @@ fn blob(dir: &Path, data: &[u8]) -> String {
 }
 
 /// A tree of `entries` (mode, oid, name), built with `git mktree`, which takes names git would refuse.
-fn tree(dir: &Path, entries: &[(&str, &str, &str)]) -> String {
+pub(crate) fn tree(dir: &Path, entries: &[(&str, &str, &str)]) -> String {
     let mut input = String::new();
     for (mode, oid, name) in entries {
         let kind = if *mode == "040000" { "tree" } else { "blob" };
@@ -100,7 +105,7 @@ fn tree_plus(dir: &Path, rev: &str, extra: &[(&str, &str, &str)]) -> String {
     tree(dir, &borrowed)
 }
 
-fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String {
+pub(crate) fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String {
     let mut args = vec!["commit-tree", tree, "-m", message];
     if let Some(p) = parent {
         args.extend(["-p", p]);
@@ -110,7 +115,12 @@ fn commit(dir: &Path, tree: &str, parent: Option<&str>, message: &str) -> String
 
 /// `git-agent args` in `dir` under `/usr/bin/time -f %M`: the output, and the peak RSS in kB of the
 /// process and every child it waited for (git, hooks).
-fn measured(repo: &TestRepo, server: &Server, dir: &Path, args: &[&str]) -> (Output, u64) {
+pub(crate) fn measured(
+    repo: &TestRepo,
+    server: &Server,
+    dir: &Path,
+    args: &[&str],
+) -> (Output, u64) {
     let mut full = vec!["-f", "%M", "git-agent"];
     full.extend_from_slice(args);
     let mut cmd = repo.via(server, "/usr/bin/time", &full);
@@ -133,7 +143,7 @@ fn measured(repo: &TestRepo, server: &Server, dir: &Path, args: &[&str]) -> (Out
     (out, kb)
 }
 
-const LIMIT_KB: u64 = 60 * 1024;
+pub(crate) const LIMIT_KB: u64 = 60 * 1024;
 
 fn skill_md(name: &str) -> String {
     format!("---\nname: {name}\ndescription: A skill called {name}.\n---\nDo the {name} thing.\n")

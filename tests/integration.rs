@@ -82,6 +82,9 @@ mod hostile;
 // Text from outside (issue 22, 8-10): printers neutralise, commit prose has only our trailers, decoded
 // redaction; edited hooks kept, long PR bodies to glab/tea, `review --send=-x`, every prompt in a PR body.
 mod untrusted_text;
+// Data from outside, second audit of issue 22: pulled review comments quoted with their remote, a clone's
+// huge files skipped by one bounded reader, a piped prompt that is not UTF-8.
+mod pulled_data;
 // `git agent exec`: Codex's exec arguments and JSONL events, and the real @openai/codex-sdk driving it.
 mod exec;
 // `git agent fleet`: a queue in a bare remote's refs, claims, leases, faults, status, gc and emitted files.

@@ -130,8 +130,8 @@ fn take_and_leave_by_path_then_the_comment_reaches_the_model_on_resume() {
         .assert_code(0);
     let body = &server.requests()[0].raw_body;
     for needle in [
-        "file: b.txt",
-        "hunk: (the whole file)",
+        r#"file=\"b.txt\""#,
+        r#"hunk=\"(the whole file)\""#,
         "keep the old name",
         "-old_name = 1",
         "+new_name = 1",
@@ -139,7 +139,7 @@ fn take_and_leave_by_path_then_the_comment_reaches_the_model_on_resume() {
         assert!(body.contains(needle), "{needle} missing from the request");
     }
     assert!(
-        !body.contains("file: a.txt"),
+        !body.contains(r#"file=\"a.txt\""#),
         "taken hunks are not feedback"
     );
     // Sent once: a second resume does not repeat it, and the records say it was sent.
@@ -585,7 +585,7 @@ fn review_send_resumes_the_session_with_the_comments() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let body = &requests[0].raw_body;
-    assert!(body.contains("keep the old name") && body.contains("file: b.txt"));
+    assert!(body.contains("keep the old name") && body.contains(r#"file=\"b.txt\""#));
     assert!(body.contains("Revise your change as the review comments ask."));
     assert_eq!(user_state(&repo), before, "nothing taken, nothing changed");
     // Nothing left with a comment: --send refuses to resume for nothing.

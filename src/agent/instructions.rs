@@ -109,7 +109,11 @@ impl Instructions {
             if !meta.is_file() {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(self.root.join(&rel)) else {
+            let Some(bytes) = crate::safety::bounded::read_or_skip(
+                &self.root.join(&rel),
+                "an instructions file",
+                crate::safety::bounded::INSTRUCTIONS_LIMIT,
+            ) else {
                 continue;
             };
             let text = String::from_utf8_lossy(&bytes);

@@ -974,7 +974,8 @@ fn reopen(
     let from = session.step0.unwrap_or(session.base);
     let unresolved = store.unresolved_review(&id, from, session.tip)?;
     if !unresolved.is_empty() {
-        let content = crate::store::review::feedback_message(&unresolved);
+        let origins = store.review_origins(&unresolved)?;
+        let content = crate::store::review::feedback_message(&unresolved, &origins);
         let kind = "review".to_owned();
         let event = serde_json::to_value(Event::Context {
             kind,

@@ -325,14 +325,24 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// The prompt words joined by spaces, or stdin when the only word is `-`.
+/// The prompt words joined by spaces, or stdin when the only word is `-`. Stdin that is not UTF-8 is
+/// taken with its bad bytes replaced (U+FFFD, as piped chat lines are) and said so once: it used to be
+/// refused outright (issue 22, audit finding 4).
 fn read_prompt(words: &[String]) -> Result<String, CommandError> {
     let prompt = if words.len() == 1 && words[0] == "-" {
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(|e| CommandError::user(format!("cannot read the prompt from stdin: {e}")))?;
-        text
+        match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(bad) => {
+                eprintln!(
+                    "warning: the prompt on stdin is not UTF-8: its invalid bytes were replaced with U+FFFD"
+                );
+                String::from_utf8_lossy(bad.as_bytes()).into_owned()
+            }
+        }
     } else {
         words.join(" ")
     };

@@ -147,12 +147,19 @@ fn files(dir: &Path, ext: &str) -> Vec<(std::path::PathBuf, String)> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_FILE))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
         .collect();
     paths.sort();
     paths
         .into_iter()
-        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
+        .filter_map(|p| {
+            let text = crate::safety::bounded::read_text_or_skip(
+                &p,
+                "an agent or command file",
+                MAX_FILE,
+            )?;
+            Some((p, text))
+        })
         .collect()
 }
 

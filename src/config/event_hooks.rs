@@ -203,7 +203,11 @@ pub fn repo_files(workdir: &Path) -> Vec<(String, String)> {
     REPO_FILES
         .iter()
         .filter_map(|rel| {
-            let text = std::fs::read_to_string(workdir.join(rel)).ok()?;
+            let text = crate::safety::bounded::read_text_or_skip(
+                &workdir.join(rel),
+                "a settings file",
+                crate::safety::bounded::CONFIG_LIMIT,
+            )?;
             defines_hooks(&text).then(|| ((*rel).to_owned(), text))
         })
         .collect()
@@ -236,7 +240,11 @@ pub fn load(
     };
     if let Some(home) = home {
         for rel in HOME_FILES {
-            if let Ok(text) = std::fs::read_to_string(home.join(rel)) {
+            if let Some(text) = crate::safety::bounded::read_text_or_skip(
+                &home.join(rel),
+                "a settings file",
+                crate::safety::bounded::CONFIG_LIMIT,
+            ) {
                 let value = serde_json::from_str(&text).map_err(|e| format!("~/{rel}: {e}"));
                 take(&mut found, value, &format!("~/{rel}"));
             }

@@ -214,17 +214,36 @@ pub fn key_type(path: &[&str]) -> Option<KeyType> {
     }
 }
 
-/// Reads and validates a file; a missing file is an empty configuration.
+/// Reads and validates a file; a missing file is an empty configuration. The read is bounded: a
+/// repository's file over the limit is skipped with a warning (a clone must not take `ask` past hundreds
+/// of MB), the user's own is refused with the error.
 pub fn load(path: &Path, scope: Scope) -> Result<FileConfig, ConfigError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse(path, &text, scope),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig {
-            path: path.to_path_buf(),
-            ..FileConfig::default()
-        }),
+    use crate::safety::bounded::{read_bounded, BoundedReadError, CONFIG_LIMIT};
+    let empty = || FileConfig {
+        path: path.to_path_buf(),
+        ..FileConfig::default()
+    };
+    match read_bounded(path, "a configuration file", CONFIG_LIMIT) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => parse(path, &text, scope),
+            Err(_) => Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                message: "stream did not contain valid UTF-8".to_owned(),
+            }),
+        },
+        Err(err) if err.is_not_found() => Ok(empty()),
+        Err(err @ BoundedReadError::TooLarge { .. }) if scope == Scope::Repo => {
+            crate::safety::bounded::warn_once(&err);
+            Ok(empty())
+        }
         Err(err) => Err(ConfigError::Io {
             path: path.to_path_buf(),
-            message: err.to_string(),
+            message: match err {
+                BoundedReadError::Io { source, .. } => source.to_string(),
+                BoundedReadError::TooLarge { kind, limit, .. } => {
+                    format!("it is larger than {limit} bytes, the most {kind} may have: shrink it")
+                }
+            },
         }),
     }
 }
@@ -737,6 +756,24 @@ chat_template_kwargs = { enable_thinking = false }
             assert!(err.starts_with("/cfg/config.toml"), "{err}");
             assert!(err.contains(expected), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_configuration_file_over_the_limit_is_refused_if_the_users_and_skipped_if_the_repositorys()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(150 << 20)
+            .unwrap();
+        let err = load(&path, Scope::User).unwrap_err().to_string();
+        assert!(
+            err.contains("is larger than 1048576 bytes, the most a configuration file may have"),
+            "{err}"
+        );
+        let repo = load(&path, Scope::Repo).unwrap();
+        assert_eq!(repo.model, None);
     }
 
     #[test]

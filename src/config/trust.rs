@@ -268,7 +268,12 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>, repo_lsp: Option<&str>) -
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
         items.push(Item::check(command));
     }
-    if let Ok(bytes) = std::fs::read(workdir.join(super::syntax::PROJECT_FILE)) {
+    let mcp = workdir.join(super::syntax::PROJECT_FILE);
+    if let Ok(bytes) = crate::safety::bounded::read_bounded(
+        &mcp,
+        "a configuration file",
+        crate::safety::bounded::CONFIG_LIMIT,
+    ) {
         items.push(Item::mcp_servers(&bytes));
     }
     for (source, text) in super::event_hooks::repo_files(workdir) {

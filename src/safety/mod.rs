@@ -9,6 +9,7 @@
 //! the answer to [`Policy::settle()`]. This module decides; it never reads or writes the terminal.
 
 pub(crate) mod beneath;
+pub(crate) mod bounded;
 mod call;
 pub(crate) mod guard;
 pub mod isolate;

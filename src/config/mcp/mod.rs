@@ -430,7 +430,11 @@ pub fn load(
         return config;
     };
     let path = workdir.join(PROJECT_FILE);
-    let Ok(bytes) = std::fs::read(&path) else {
+    let Some(bytes) = crate::safety::bounded::read_or_skip(
+        &path,
+        "a configuration file",
+        crate::safety::bounded::CONFIG_LIMIT,
+    ) else {
         return config;
     };
     let trusted = is_trusted(git_dir, &bytes);

@@ -374,10 +374,24 @@ impl Store {
         if let Some(dir) = tree.lookup_entry_by_path("events")? {
             let dir = self.repo.find_tree(dir.object_id())?;
             // Chunk names are zero-padded seq numbers, and git sorts tree entries by name: already in order.
+            let mut kept = 0u64;
             for entry in dir.iter() {
                 let entry = entry.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+                let size = self.repo.find_header(entry.oid())?.size();
+                // A pulled log is anyone's: its size is checked before it is read (issue 22, second
+                // audit, finding 3), so a crafted 150 MB chunk cannot take `show` or a resume past 400 MB.
+                if size > MAX_CHUNK_BYTES || kept + size > MAX_LOG_BYTES {
+                    let name = entry.filename().to_string();
+                    eprintln!(
+                        "warning: session {id}: the events in {name} ({size} bytes) are left out: a session log is read up to {MAX_CHUNK_BYTES} bytes a chunk and {MAX_LOG_BYTES} in all"
+                    );
+                    continue;
+                }
+                kept += size;
                 let blob = self.repo.find_object(entry.oid())?;
-                events.extend(complete_lines(&blob.data, 0).0);
+                let name = entry.filename().to_string();
+                let start = name.trim_end_matches(".jsonl").parse().ok();
+                events.extend(lines_within_limit(id, start, &blob.data));
             }
         }
         if let Ok(bytes) = std::fs::read(self.journal_path(id)) {
@@ -511,9 +525,44 @@ fn image_entries(lines: &[serde_json::Value]) -> Vec<ObjectId> {
     out
 }
 
+/// The most bytes one chunk of a session log may have to be read: a fold writes the events since the
+/// last one, whose tool results are cut long before this.
+const MAX_CHUNK_BYTES: u64 = 32 << 20;
+/// The most bytes of a session log's chunks kept in memory at once.
+const MAX_LOG_BYTES: u64 = 256 << 20;
+/// The most bytes one event line may have; a longer one is left out with a warning.
+const MAX_EVENT_BYTES: usize = 4 << 20;
+
+/// The events of one folded chunk of session `id` (whose first event is `start`, from its name), as
+/// [`complete_lines`] reads them, but an event line over [`MAX_EVENT_BYTES`] is left out, with a warning
+/// naming the session and the event's index, rather than parsed: one crafted line cannot take the reader
+/// to several times its size.
+fn lines_within_limit(id: &str, start: Option<u64>, bytes: &[u8]) -> Vec<serde_json::Value> {
+    let warn = |index: Option<u64>, len: usize| {
+        let index = index
+            .or(start)
+            .map_or_else(|| "?".to_owned(), |i| i.to_string());
+        eprintln!(
+            "warning: session {id}: event {index} has {len} bytes, more than the {MAX_EVENT_BYTES} an event may have: left out"
+        );
+    };
+    complete_lines_within(bytes, 0, MAX_EVENT_BYTES, &warn).0
+}
+
 /// Complete, parseable JSON lines of a journal or chunk whose `seq` is at least `from`, stopping at the first
 /// torn or garbled line; also the seq of the first line returned (or `from`).
 fn complete_lines(bytes: &[u8], from: u64) -> (Vec<serde_json::Value>, u64) {
+    complete_lines_within(bytes, from, usize::MAX, &|_, _| {})
+}
+
+/// [`complete_lines`] with lines over `limit` bytes left out unparsed: `too_long(seq it should have, its
+/// length)` is told of each, and the next line's seq is taken as it comes.
+fn complete_lines_within(
+    bytes: &[u8],
+    from: u64,
+    limit: usize,
+    too_long: &dyn Fn(Option<u64>, usize),
+) -> (Vec<serde_json::Value>, u64) {
     let mut out = Vec::new();
     let mut first = None;
     let mut expected = None;
@@ -521,6 +570,11 @@ fn complete_lines(bytes: &[u8], from: u64) -> (Vec<serde_json::Value>, u64) {
         let Some(line) = line.strip_suffix(b"\n") else {
             break; // torn tail: the event being written when the writer died
         };
+        if line.len() > limit {
+            too_long(expected, line.len());
+            expected = None;
+            continue;
+        }
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
             break;
         };

@@ -1,6 +1,6 @@
 //! inotify (Linux): a queue of events for every create, delete, write, attribute change and rename in the
-//! watched directories. Elsewhere [`Inotify::new()`] fails with `Unsupported`, and the caller scans the
-//! checkout instead (what it does when the queue overflows).
+//! watched directories. Built only with the Linux layer, like its one user (the checkout's watcher); elsewhere
+//! the checkout is scanned instead (what the watcher does when the queue overflows).
 
 use std::io;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
@@ -67,23 +67,6 @@ impl Inotify {
     /// Reads queued events into `buf`; `WouldBlock` when the queue is empty.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         Ok(rustix::io::read(&self.fd, buf)?)
-    }
-}
-
-#[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
-impl Inotify {
-    pub fn new() -> io::Result<Inotify> {
-        Err(super::process::unsupported("inotify"))
-    }
-
-    pub fn add_watch(&self, _dir: &Path, _mask: u32) -> io::Result<i32> {
-        Err(super::process::unsupported("inotify"))
-    }
-
-    pub fn remove_watch(&self, _wd: i32) {}
-
-    pub fn read(&self, _buf: &mut [u8]) -> io::Result<usize> {
-        Err(super::process::unsupported("inotify"))
     }
 }
 

@@ -91,12 +91,3 @@ pub fn wait_readable(fd: impl AsFd, timeout: Duration) -> bool {
 fn pid_of(pid: u32) -> Option<Pid> {
     Pid::from_raw(i32::try_from(pid).ok()?)
 }
-
-/// The error for "not on this platform", with what is missing.
-#[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
-pub fn unsupported(what: &str) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::Unsupported,
-        format!("{what} exists only on Linux"),
-    )
-}

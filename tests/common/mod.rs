@@ -198,7 +198,8 @@ pub fn without_notices(stderr: &str) -> String {
         .collect()
 }
 
-/// `stdout` without the `--json` `notice` events of [`PORTABLE_NOTICES`] in the portable configuration.
+/// `stdout` without [`PORTABLE_NOTICES`] in the portable configuration: as JSON events (`--json`'s `notice`,
+/// `exec`'s error item) and as the lines `show` prints when it replays a session's recorded notice.
 pub fn without_notice_events(stdout: &str) -> String {
     if !cfg!(git_agent_portable) {
         return stdout.to_string();
@@ -206,10 +207,10 @@ pub fn without_notice_events(stdout: &str) -> String {
     stdout
         .split_inclusive('\n')
         .filter(|line| {
-            !(line.contains("\"type\":\"notice\"")
-                && PORTABLE_NOTICES
-                    .iter()
-                    .any(|n| line.contains(n.trim_start_matches("warning: "))))
+            !PORTABLE_NOTICES.iter().any(|n| {
+                line.starts_with(n)
+                    || (line.starts_with('{') && line.contains(n.trim_start_matches("warning: ")))
+            })
         })
         .collect()
 }

@@ -207,9 +207,13 @@ pub fn without_notice_events(stdout: &str) -> String {
     stdout
         .split_inclusive('\n')
         .filter(|line| {
+            // Only whole notice events: a line that carries a notice among other things (an ACP replay,
+            // a listing) stays.
+            let event = line.contains("\"type\":\"notice\"")
+                || (line.contains("\"type\":\"item.completed\"")
+                    && line.contains("\"type\":\"error\""));
             !PORTABLE_NOTICES.iter().any(|n| {
-                line.starts_with(n)
-                    || (line.starts_with('{') && line.contains(n.trim_start_matches("warning: ")))
+                line.starts_with(n) || (event && line.contains(n.trim_start_matches("warning: ")))
             })
         })
         .collect()

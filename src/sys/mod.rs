@@ -17,6 +17,7 @@ pub mod fs;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub mod inotify;
 pub mod isolate;
+pub mod libm;
 pub mod process;
 pub mod random;
 pub mod sandbox;

@@ -12,6 +12,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::store::memory::{EntryStatus, Summary};
+use crate::sys::libm::ln;
 
 /// BM25's term-frequency saturation and length normalisation, the usual values.
 const K1: f64 = 1.2;
@@ -108,26 +109,9 @@ fn recency(updated: i64, now: i64) -> f64 {
     0.5 + 0.5 * exp2(-days / HALF_LIFE_DAYS)
 }
 
-// The two transcendental functions ranking needs, written out: `f64::ln` and `f64::powf` are calls into the
-// C maths library, and these were the binary's only ones, so without them `libm.so` is not loaded at all
-// (every start, `--version` included, maps one shared library less; issue 16). Ranking needs a dozen digits.
-
-/// `ln x` for a positive, finite, normal `x`: with `x = m * 2^e`, `m` in [1, 2), `ln x = e ln 2 + ln m`, and
-/// `ln m = 2 atanh z = 2 (z + z^3/3 + z^5/5 + ...)` for `z = (m - 1) / (m + 1)` in [0, 1/3): 14 terms reach
-/// 1e-14.
-fn ln(x: f64) -> f64 {
-    debug_assert!(x.is_normal() && x > 0.0, "ln of {x}");
-    let bits = x.to_bits();
-    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    let mantissa = f64::from_bits((bits & ((1 << 52) - 1)) | (1023 << 52));
-    let z = (mantissa - 1.0) / (mantissa + 1.0);
-    let (mut power, mut sum) = (z, 0.0);
-    for k in 0..14 {
-        sum += power / f64::from(2 * k + 1);
-        power *= z * z;
-    }
-    exponent as f64 * std::f64::consts::LN_2 + 2.0 * sum
-}
+// The two transcendental functions ranking needs are written out (`ln` in `sys::libm`, `exp2` here):
+// `f64::ln` and `f64::powf` are calls into the C maths library, and without them `libm.so` is not loaded at
+// all (issue 16). Ranking needs a dozen digits.
 
 /// `2^y` for `y <= 0` (0 below 2^-1022): `2^y = 2^k * e^(f ln 2)` with `k` the integer below `y`, `f` in
 /// [0, 1), and the exponential's series (18 terms: `f ln 2 < 0.7`).

@@ -134,7 +134,7 @@ pub(super) struct Toolbox {
     /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
     pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
-    pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    pub mcp_later: Option<crate::config::Settings>,
     /// Project memory: what the session was given and proposed (`remember` runs with it).
     pub memory: super::memory::SessionMemory,
     /// Servers an editor added before the checkout existed; they start with the configured ones.
@@ -397,7 +397,7 @@ pub(super) fn offered(
 /// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
 /// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
 pub(super) fn start_mcp(
-    settings: Result<crate::config::Settings, crate::config::ConfigError>,
+    settings: crate::config::Settings,
     store: &Store,
     session: &Session,
     registry: &Registry,
@@ -405,15 +405,7 @@ pub(super) fn start_mcp(
     sink: &mut dyn Sink,
 ) -> Servers {
     let env = |name: &str| crate::safety::secrets::var(name);
-    let user = match settings {
-        Ok(settings) => settings.user,
-        Err(err) => {
-            sink.emit(&Event::Warning {
-                message: format!("MCP servers not started: {err}"),
-            });
-            return Servers::none();
-        }
-    };
+    let user = settings.user;
     let config = crate::config::mcp::load(
         &user.mcp_servers,
         &user.path,

@@ -215,7 +215,7 @@ impl SessionParts {
 
     /// Records `event` in the log and shows it (so `show` prints it where the live run did); shown even when
     /// the log cannot take it, whose failure then shows at its next write.
-    fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
+    pub(super) fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
         if journal::record(&mut self.work.log, sink, event.clone()).is_err() {
             sink.emit(&event);
         }

@@ -375,12 +375,13 @@ impl AgentSession {
         let status = result
             .as_ref()
             .map_or(Status::Error, |end| end.status.clone());
-        self.skills.count_turn(
-            &self.parts.work.store,
-            &self.parts.work.session.id,
-            &status,
-            sink,
-        );
+        let work = &self.parts.work;
+        if let Some(warning) = self
+            .skills
+            .count_turn(&work.store, &work.session.id, &status)
+        {
+            self.parts.record_or_show(sink, warning);
+        }
         match result {
             Ok(end) => {
                 self.untouched = false;

@@ -188,7 +188,15 @@ impl SessionParts {
         if later && (self.tools.mcp_configured || !self.tools.mcp_added.is_empty()) {
             self.ready(sink).await?;
         }
-        self.tools.mcp.wait_for_start().await;
+        let waiting = crate::sys::timings::begin();
+        if self.tools.mcp.wait_for_start().await {
+            // Only the one wait, before the first request: the servers' start that the request waited for.
+            use crate::sys::timings::Detail::Count;
+            let status = self.tools.mcp.status();
+            let servers = ("servers", Count(status.total() as u64));
+            let connected = ("connected", Count(status.connected() as u64));
+            crate::sys::timings::end("mcp wait", waiting, &[servers, connected]);
+        }
         Ok(())
     }
 

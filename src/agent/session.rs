@@ -506,7 +506,14 @@ impl AgentSession {
     /// Stops the session's MCP servers gracefully (stdio: close stdin, SIGTERM, SIGKILL; HTTP: end the
     /// session). [`AgentSession::close`] stops any left without waiting on the runtime.
     pub async fn shutdown_mcp(&self) {
-        self.parts.tools.mcp.shutdown().await;
+        let servers = &self.parts.tools.mcp;
+        if servers.is_empty() {
+            return;
+        }
+        let stopping = crate::sys::timings::begin();
+        servers.shutdown().await;
+        let count = crate::sys::timings::Detail::Count(servers.status().total() as u64);
+        crate::sys::timings::end("mcp shutdown", stopping, &[("servers", count)]);
     }
 
     /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last

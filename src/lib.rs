@@ -56,6 +56,7 @@ pub mod session {
     pub use crate::agent::{AgentSession, SafetyOptions, SessionOptions, TurnControl, TurnEnd};
     pub use crate::config::memory::MemorySettings;
     pub use crate::config::resolve as resolve_model;
+    pub use crate::config::Settings;
     pub use crate::model::retry::RetryPolicy;
     pub use crate::protocol::{Event, Never, Sink, Status};
     pub use crate::safety::rules::Rules;

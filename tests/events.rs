@@ -578,3 +578,34 @@ fn show_prints_a_retried_requests_warning() {
     let (_, transcript) = without_heading(shown.stdout());
     assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
 }
+
+/// A warning at a turn's end, after the turn's own events: the use of a skill that could not be counted
+/// (here a stale lock on `refs/agent/skills`). It went to the screen only, so `show` missed it; it is now
+/// recorded as it is shown, and `show` prints it where the live run did.
+#[test]
+fn show_prints_the_warning_that_a_skills_use_was_not_counted() {
+    let repo = TestRepo::new();
+    repo.write(
+        ".claude/skills/pdf-tools/SKILL.md",
+        "---\nname: pdf-tools\ndescription: Extract text from PDF files.\n---\nRun pdftotext.\n",
+    );
+    repo.commit_all("a skill");
+    std::fs::create_dir_all(repo.path().join(".git/refs/agent")).unwrap();
+    let lock = repo.path().join(".git/refs/agent/skills.lock");
+    std::fs::write(&lock, "").unwrap();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("load_skill", json!({"name": "pdf-tools"}))]),
+        Reply::text("Read it."),
+    ]);
+    let out = repo.run_agent(&server, &["ask", "read the PDF"]);
+    out.assert_code(0);
+    let id = session_id(&repo);
+    let (live, _) = without_session_line(out.stderr(), &id);
+    let warning = "warning: could not count the use of skill pdf-tools";
+    assert_eq!(live.matches(warning).count(), 1, "{live}");
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    let (_, transcript) = without_heading(shown.stdout());
+    assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
+    std::fs::remove_file(&lock).unwrap();
+}

@@ -911,6 +911,118 @@ fn a_pulled_session_log_that_is_not_one_is_not_taken() {
     fsck(v);
 }
 
+/// A session log a pull refused stays in `refs/agent-remotes/<remote>/sessions/` to inspect, and nothing
+/// removed it. `git agent gc` now removes every refused one, naming it and why; a log the pull only kept
+/// beside ours stays; and once the remote holds a log that reads, the next pull takes it.
+#[test]
+fn gc_removes_the_session_logs_a_pull_refused_and_a_fixed_log_is_taken_later() {
+    let s = shared();
+    let a = s.attacker.as_path();
+    let answering = Server::start(vec![Reply::text("fine"), Reply::text("mine")]);
+    let mut cmd = s.victim.agent(&answering, &["ask", "a real session"]);
+    cmd.current_dir(a);
+    run(&mut cmd).assert_code(0);
+    let id = git_in(
+        a,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/agent/sessions",
+        ],
+        None,
+        &[],
+    );
+    // The remote first holds a summary that is not one under that session's name.
+    let garbage = blob(a, b"not a summary\n");
+    let t = tree(a, &[("100644", &garbage, "meta.json")]);
+    let broken = commit(a, &t, None, "log");
+    let log = format!("refs/agent/sessions/{id}");
+    git_in(
+        a,
+        &["push", "-q", "-f", "origin", &format!("{broken}:{log}")],
+        None,
+        &[],
+    );
+    // And a session started in the victim's repository, which the remote moved on: a valid log, left
+    // beside ours (a pull never moves a session started here), not refused.
+    let v = &s.victim;
+    let idle = Server::start(vec![]);
+    v.run_agent(&answering, &["ask", "a session here"])
+        .assert_code(0);
+    let own = session_id(v);
+    v.run_agent(&idle, &["push"]).assert_code(0);
+    let own_log = format!("refs/agent/sessions/{own}");
+    git_in(
+        a,
+        &["fetch", "-q", "origin", &format!("+{own_log}:{own_log}")],
+        None,
+        &[],
+    );
+    let own_tree = format!("{own_log}^{{tree}}");
+    let theirs = git_in(
+        a,
+        &["commit-tree", "-p", &own_log, "-m", "theirs", &own_tree],
+        None,
+        &[],
+    );
+    git_in(
+        a,
+        &["push", "-q", "-f", "origin", &format!("{theirs}:{own_log}")],
+        None,
+        &[],
+    );
+
+    let pull = v.run_agent(&idle, &["pull"]);
+    pull.assert_code(0);
+    assert!(
+        pull.stderr
+            .contains(&format!("the session log {id} of origin was not taken")),
+        "{pull}"
+    );
+    assert!(
+        pull.stderr.contains(&format!("{own_log} left as it was")),
+        "{pull}"
+    );
+    let staged = format!("refs/agent-remotes/origin/sessions/{id}");
+    let own_staged = format!("refs/agent-remotes/origin/sessions/{own}");
+    assert!(!v.git(&["for-each-ref", &staged]).is_empty());
+    assert!(!v.git(&["for-each-ref", &own_staged]).is_empty());
+
+    let gc = v.run_agent(&idle, &["gc"]);
+    gc.assert_code(0);
+    assert_eq!(
+        gc.stderr
+            .matches("a pulled session log that was not taken")
+            .count(),
+        1,
+        "{gc}"
+    );
+    assert!(
+        gc.stderr.contains(&format!(
+            "removed {staged}: a pulled session log that was not taken ("
+        )),
+        "{gc}"
+    );
+    assert!(v.git(&["for-each-ref", &staged]).is_empty(), "{gc}");
+    assert!(!v.git(&["for-each-ref", &own_staged]).is_empty(), "{gc}");
+    // A second gc has nothing left to remove.
+    let again = v.run_agent(&idle, &["gc"]);
+    assert!(!again.stderr.contains("session log"), "{again}");
+
+    // The remote gets the real log back: the next pull takes it.
+    git_in(a, &["push", "-q", "-f", "origin", &log], None, &[]);
+    let pull = v.run_agent(&idle, &["pull"]);
+    pull.assert_code(0);
+    assert!(!pull.stderr.contains("was not taken"), "{pull}");
+    assert_eq!(
+        v.git(&["rev-parse", &log]).trim(),
+        git_in(a, &["rev-parse", &log], None, &[])
+    );
+    let listed = v.run_agent(&idle, &["log"]);
+    assert!(listed.stdout.contains(&id), "{listed}");
+    fsck(v);
+}
+
 /// A remote's session whose transcript is 150 MB: `accept` and `review` need only its summary and branch,
 /// so they land its change within the memory limit (issue 22, finding 4: they read the whole transcript,
 /// 333 MB at their peak).

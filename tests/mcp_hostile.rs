@@ -68,7 +68,7 @@ fn server_script(dir: &Path) -> String {
 }
 
 /// A config.toml entry `[mcp_servers.<name>]` running the script with `cfg`, plus `extra` lines.
-fn entry(repo: &TestRepo, name: &str, cfg: &Value, extra: &str) -> String {
+pub(crate) fn entry(repo: &TestRepo, name: &str, cfg: &Value, extra: &str) -> String {
     let script = server_script(repo.root());
     let args = json!([script, cfg.to_string()]);
     format!("[mcp_servers.{name}]\ncommand = \"python3\"\nargs = {args}\n{extra}\n")

@@ -132,6 +132,8 @@ fn options(server: &Server) -> SessionOptions {
         here: false,
         title: None,
         memory: Some(git_agent::session::MemorySettings::default()),
+        // The test repo has no settings files: nothing to load.
+        settings: git_agent::session::Settings::default(),
     }
 }
 

@@ -161,3 +161,55 @@ fn the_isolation_probe_begins_after_the_first_request_left() {
     let tool = at("tool")["ms"].as_f64().unwrap();
     assert!(probe["ms"].as_f64().unwrap() <= tool, "{text}");
 }
+
+/// With an MCP server configured (the small stdio server of `mcp_hostile`, here slow to start), the first
+/// request's wait for it is the phase `mcp wait`, once, and its stop at the end is `mcp shutdown`; a session
+/// without servers has neither.
+#[test]
+fn the_wait_for_mcp_servers_and_their_shutdown_are_phases() {
+    let (repo, server) = task();
+    let config = crate::mcp_hostile::entry(&repo, "slow", &json!({"delay": 0.3}), "");
+    let config_path = repo.root().join("config.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let file = repo.root().join("timings.jsonl");
+    let out = crate::common::run(
+        repo.agent(&server, &["ask", "edit the file"])
+            .env("GIT_AGENT_CONFIG", &config_path)
+            .env("GIT_AGENT_TIMINGS", &file),
+    );
+    out.assert_code(0);
+    let text = std::fs::read_to_string(&file).expect("the timings file was written");
+    let lines = timing_lines(&text);
+    let of =
+        |phase: &str| -> Vec<&Value> { lines.iter().filter(|l| l["phase"] == phase).collect() };
+    let wait = of("mcp wait");
+    assert_eq!(wait.len(), 1, "one wait, before the first request:\n{text}");
+    assert_eq!(
+        (wait[0]["servers"].as_u64(), wait[0]["connected"].as_u64()),
+        (Some(1), Some(1)),
+        "{text}"
+    );
+    let took = wait[0]["took_ms"].as_f64().expect("took_ms");
+    assert!(took > 0.0, "{text}");
+    let first_request = of("request")[0]["ms"].as_f64().unwrap();
+    assert!(wait[0]["ms"].as_f64().unwrap() <= first_request, "{text}");
+    let shutdown = of("mcp shutdown");
+    assert_eq!(shutdown.len(), 1, "{text}");
+    assert_eq!(shutdown[0]["servers"], 1, "{text}");
+    assert!(shutdown[0]["took_ms"].as_f64().is_some(), "{text}");
+    let exit = of("exit")[0]["ms"].as_f64().unwrap();
+    assert!(shutdown[0]["ms"].as_f64().unwrap() <= exit, "{text}");
+
+    let (repo, server) = task();
+    let file = repo.root().join("timings.jsonl");
+    let out = crate::common::run(
+        repo.agent(&server, &["ask", "edit the file"])
+            .env("GIT_AGENT_TIMINGS", &file),
+    );
+    out.assert_code(0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains("\"mcp "),
+        "no MCP phases without servers:\n{text}"
+    );
+}

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::trust::{Item, Ledger, Standing};
-use crate::config::{ConfigError, Settings};
+use crate::config::Settings;
 use crate::lsp::delta::Delta;
 use crate::lsp::pool::{Pool, PoolOptions};
 use crate::lsp::spec::{self, ServerSpec};
@@ -22,17 +22,7 @@ pub(super) struct LspPlan {
 
 /// The plan the settings make. A repository's `[lsp]` tables count only when the user trusted them; when
 /// not, the user is told once how to.
-pub(super) fn plan(
-    settings: &Result<Settings, ConfigError>,
-    common_dir: &Path,
-    sink: &mut dyn Sink,
-) -> LspPlan {
-    let Ok(settings) = settings else {
-        return LspPlan {
-            specs: spec::resolve(&Default::default(), &Default::default(), false),
-            options: PoolOptions::default(),
-        };
-    };
+pub(super) fn plan(settings: &Settings, common_dir: &Path, sink: &mut dyn Sink) -> LspPlan {
     let (user, repo) = (&settings.user.lsp, &settings.repo.lsp);
     let mut trusted = false;
     if !repo.servers.is_empty() {

@@ -134,7 +134,7 @@ pub(super) struct Toolbox {
     /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
     pub scratch: Option<ScratchDir>,
     /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
-    pub mcp_later: Option<Result<crate::config::Settings, crate::config::ConfigError>>,
+    pub mcp_later: Option<crate::config::Settings>,
     /// Project memory: what the session was given and proposed (`remember` runs with it).
     pub memory: super::memory::SessionMemory,
     /// Servers an editor added before the checkout existed; they start with the configured ones.
@@ -188,7 +188,15 @@ impl SessionParts {
         if later && (self.tools.mcp_configured || !self.tools.mcp_added.is_empty()) {
             self.ready(sink).await?;
         }
-        self.tools.mcp.wait_for_start().await;
+        let waiting = crate::sys::timings::begin();
+        if self.tools.mcp.wait_for_start().await {
+            // Only the one wait, before the first request: the servers' start that the request waited for.
+            use crate::sys::timings::Detail::Count;
+            let status = self.tools.mcp.status();
+            let servers = ("servers", Count(status.total() as u64));
+            let connected = ("connected", Count(status.connected() as u64));
+            crate::sys::timings::end("mcp wait", waiting, &[servers, connected]);
+        }
         Ok(())
     }
 
@@ -215,7 +223,7 @@ impl SessionParts {
 
     /// Records `event` in the log and shows it (so `show` prints it where the live run did); shown even when
     /// the log cannot take it, whose failure then shows at its next write.
-    fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
+    pub(super) fn record_or_show(&mut self, sink: &mut dyn Sink, event: Event) {
         if journal::record(&mut self.work.log, sink, event.clone()).is_err() {
             sink.emit(&event);
         }
@@ -397,7 +405,7 @@ pub(super) fn offered(
 /// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
 /// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
 pub(super) fn start_mcp(
-    settings: Result<crate::config::Settings, crate::config::ConfigError>,
+    settings: crate::config::Settings,
     store: &Store,
     session: &Session,
     registry: &Registry,
@@ -405,15 +413,7 @@ pub(super) fn start_mcp(
     sink: &mut dyn Sink,
 ) -> Servers {
     let env = |name: &str| crate::safety::secrets::var(name);
-    let user = match settings {
-        Ok(settings) => settings.user,
-        Err(err) => {
-            sink.emit(&Event::Warning {
-                message: format!("MCP servers not started: {err}"),
-            });
-            return Servers::none();
-        }
-    };
+    let user = settings.user;
     let config = crate::config::mcp::load(
         &user.mcp_servers,
         &user.path,

@@ -83,6 +83,10 @@ pub struct SessionOptions {
     pub title: Option<String>,
     /// Project memory's settings; `None` turns memory off for the run (`--no-memory`).
     pub memory: Option<crate::config::memory::MemorySettings>,
+    /// The settings files as the front-end loaded them for the model: the session takes the rest of its
+    /// settings (MCP servers, language servers, hooks, caps) from the same reading rather than reading the
+    /// files again, so one run reads each file once and a file's warning is printed once.
+    pub settings: crate::config::Settings,
 }
 
 /// Which session `--resume` / `--continue` means.
@@ -175,20 +179,13 @@ impl AgentSession {
         super::footprint::mark("repository");
         register_secrets(&model, &store);
         let env = |name: &str| crate::safety::secrets::var(name);
-        // The front-end loaded the settings for the model already; a file that broke since costs only what
-        // it sets here (MCP servers, the step-0 size limit).
-        let settings = crate::config::Settings::load(cwd, &env);
+        let settings = options.settings;
         let max_capture = settings
-            .as_ref()
-            .ok()
-            .and_then(|s| s.max_capture_size())
+            .max_capture_size()
             .unwrap_or(DEFAULT_MAX_CAPTURE_SIZE);
-        // The agent's own settings, from the same files (defaults when they broke since).
-        let defaults = crate::config::Settings::default();
-        let own = settings.as_ref().unwrap_or(&defaults);
         let timeouts = (options.connect_timeout, options.idle_timeout);
-        let explore = Explorer::new(own, &model, timeouts)?;
-        let caps = own.catalog_caps();
+        let explore = Explorer::new(&settings, &model, timeouts)?;
+        let caps = settings.catalog_caps();
         let resumed = options.resume.is_some();
         let (session, mut log, events, prior_status, pending) = match &options.resume {
             None => {
@@ -216,7 +213,7 @@ impl AgentSession {
         );
         // The backend's web_search only where the provider searches nothing itself.
         if model.tuning.server_tools.is_empty() {
-            if let Some(backend) = own.user.web_search.backend(&env) {
+            if let Some(backend) = settings.user.web_search.backend(&env) {
                 tools
                     .registry
                     .add(Arc::new(crate::tools::web_search::WebSearch {
@@ -226,10 +223,7 @@ impl AgentSession {
             }
         }
         tools.memory = super::memory::SessionMemory::load(options.memory, &events);
-        let own_hooks = settings
-            .as_ref()
-            .ok()
-            .and_then(|s| s.user.event_hooks.as_ref());
+        let own_hooks = settings.user.event_hooks.as_ref();
         let (hooks, notices) =
             super::event_hooks::SessionHooks::load(store.workdir(), store.common_dir(), own_hooks);
         for message in &notices {
@@ -265,12 +259,10 @@ impl AgentSession {
         if pending.is_some() && !session.checkout.is_here() {
             // Reading the servers' config registers their secrets (env values, tokens) with the redactor; that
             // must happen now, before the first event is logged, not when they start.
-            if let Ok(settings) = &settings {
-                let user = &settings.user;
-                let repo = Some((store.workdir(), store.common_dir()));
-                let config = crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
-                tools.mcp_configured = config.to_start().next().is_some();
-            }
+            let user = &settings.user;
+            let repo = Some((store.workdir(), store.common_dir()));
+            let config = crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
+            tools.mcp_configured = config.to_start().next().is_some();
             tools.mcp_later = Some(settings);
         } else {
             tools.mcp = start_mcp(
@@ -383,12 +375,13 @@ impl AgentSession {
         let status = result
             .as_ref()
             .map_or(Status::Error, |end| end.status.clone());
-        self.skills.count_turn(
-            &self.parts.work.store,
-            &self.parts.work.session.id,
-            &status,
-            sink,
-        );
+        let work = &self.parts.work;
+        if let Some(warning) = self
+            .skills
+            .count_turn(&work.store, &work.session.id, &status)
+        {
+            self.parts.record_or_show(sink, warning);
+        }
         match result {
             Ok(end) => {
                 self.untouched = false;
@@ -513,7 +506,14 @@ impl AgentSession {
     /// Stops the session's MCP servers gracefully (stdio: close stdin, SIGTERM, SIGKILL; HTTP: end the
     /// session). [`AgentSession::close`] stops any left without waiting on the runtime.
     pub async fn shutdown_mcp(&self) {
-        self.parts.tools.mcp.shutdown().await;
+        let servers = &self.parts.tools.mcp;
+        if servers.is_empty() {
+            return;
+        }
+        let stopping = crate::sys::timings::begin();
+        servers.shutdown().await;
+        let count = crate::sys::timings::Detail::Count(servers.status().total() as u64);
+        crate::sys::timings::end("mcp shutdown", stopping, &[("servers", count)]);
     }
 
     /// Ends the session: background jobs stopped, the sandbox's temp dir removed, and the log left as the last
@@ -1157,6 +1157,7 @@ mod tests {
             here: false,
             title: None,
             memory: None,
+            settings: crate::config::Settings::default(),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -73,33 +73,34 @@ impl SessionSkills {
     }
 
     /// Counts the use of the skills loaded since the last count, for a turn that ended with `status`; a
-    /// failure to record is a warning (the turn's work is done either way).
+    /// failure to record is the warning returned (the turn's work is done either way), which the caller
+    /// records in the session log as it shows it.
     pub(super) fn count_turn(
         &self,
         store: &Store,
         session: &str,
         status: &Status,
-        sink: &mut dyn Sink,
-    ) {
+    ) -> Option<Event> {
         let names: Vec<String> = match self.loaded.lock() {
             Ok(mut loaded) => std::mem::take(&mut *loaded).into_iter().collect(),
-            Err(_) => return,
+            Err(_) => return None,
         };
         if names.is_empty() {
-            return;
+            return None;
         }
         let outcome = match status {
             Status::Done => SkillUse::Success,
             Status::Interrupted => SkillUse::Neither,
             _ => SkillUse::Failure,
         };
-        if let Err(err) = store.count_skill_uses(&names, outcome, session, status.as_str()) {
-            let message = format!(
-                "could not count the use of skill {}: {err}",
-                names.join(", ")
-            );
-            sink.emit(&Event::Warning { message });
-        }
+        let err = store
+            .count_skill_uses(&names, outcome, session, status.as_str())
+            .err()?;
+        let message = format!(
+            "could not count the use of skill {}: {err}",
+            names.join(", ")
+        );
+        Some(Event::Warning { message })
     }
 }
 

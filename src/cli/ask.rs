@@ -162,6 +162,7 @@ impl SessionFlags {
             safety: self.safety.options()?,
             title: None,
             memory: settings.memory().filter(|_| !self.no_memory),
+            settings,
         })
     }
 }

@@ -189,7 +189,7 @@ impl SessionMemory {
             Ok(entries) => entries,
             Err(err) => {
                 let message = format!("project memory not used: {err}");
-                sink.emit(&Event::Warning { message });
+                record(place.log, sink, Event::Warning { message });
                 return Ok(None);
             }
         };
@@ -260,7 +260,7 @@ impl SessionMemory {
 
     /// At the end of a turn that ended with `status`: proposals written if it completed, the confidence of the
     /// entries given moved once. Problems are warnings: the turn's outcome stands.
-    pub(super) fn settle(&mut self, place: Place<'_>, status: &Status, sink: &mut dyn Sink) {
+    pub(super) fn settle(&mut self, mut place: Place<'_>, status: &Status, sink: &mut dyn Sink) {
         let Some(settings) = self.settings else {
             return;
         };
@@ -276,13 +276,7 @@ impl SessionMemory {
             _ => None,
         };
         if let Some(outcome) = outcome {
-            self.settle_confidence(
-                place.store,
-                &place.session.id,
-                outcome,
-                settings.archive_below,
-                sink,
-            );
+            self.settle_confidence(&mut place, outcome, settings.archive_below, sink);
         }
         if *status == Status::Done && !self.pending.is_empty() {
             if settings.auto {
@@ -295,8 +289,7 @@ impl SessionMemory {
 
     fn settle_confidence(
         &mut self,
-        store: &Store,
-        session: &str,
+        place: &mut Place<'_>,
         outcome: SessionEnd,
         archive_below: f64,
         sink: &mut dyn Sink,
@@ -305,10 +298,11 @@ impl SessionMemory {
             return;
         }
         self.settled = true;
+        let (store, session) = (place.store, &place.session.id);
         if let Err(err) = policy::settle(store, &self.injected, outcome, session, archive_below) {
             let message =
                 format!("could not update the confidence of the memory entries used: {err}");
-            sink.emit(&Event::Warning { message });
+            record(place.log, sink, Event::Warning { message });
         }
     }
 
@@ -329,7 +323,7 @@ impl SessionMemory {
                 Ok(written) => written,
                 Err(err) => {
                     let message = format!("could not write a proposal to project memory: {err}");
-                    sink.emit(&Event::Warning { message });
+                    record(place.log, sink, Event::Warning { message });
                     // Kept: a later turn, or `git agent memory accept`, writes it.
                     self.pending.push(p);
                     continue;

@@ -694,6 +694,7 @@ fn options(
         here: false,
         title: None,
         memory: settings.memory(),
+        settings,
     })
 }
 

@@ -167,6 +167,44 @@ impl Store {
         Ok(report)
     }
 
+    /// Removes the session logs a pull refused and left in its staging area
+    /// (`refs/agent-remotes/<remote>/sessions/<id>`), all of them: nothing reads them, and the remote still
+    /// holds what they were fetched from. Each staged log is checked as the pull checked it, so a log the
+    /// pull only left beside ours (no fast-forward, or a session started here) stays. The removed ones are
+    /// returned, with why the pull refused them.
+    pub fn prune_refused_logs(&self) -> Result<Vec<RefusedLog>, StoreError> {
+        let mut staged = Vec::new();
+        for r in self.repo.references()?.prefixed("refs/agent-remotes/")? {
+            let mut r = r.map_err(|e| StoreError::Git(gix::Error::from_error(e)))?;
+            let name = r.name().as_bstr().to_string();
+            // `<remote>/sessions/<id>`: the remote's name may hold slashes, a session id never does.
+            let Some((family, id)) = name.rsplit_once('/') else {
+                continue;
+            };
+            if family.ends_with("/sessions") {
+                let id = id.to_owned();
+                staged.push((name, id, r.peel_to_id()?.detach()));
+            }
+        }
+        let mut removed = Vec::new();
+        for (name, id, commit) in staged {
+            let Some(why) = self.log_problem(&id, commit) else {
+                continue;
+            };
+            let gone = RefEdit::delete(
+                full_name(&name)?,
+                PreviousValue::MustExistAndMatch(gix::refs::Target::Object(commit)),
+            );
+            edit_ref(&self.repo, gone)?;
+            removed.push(RefusedLog {
+                id,
+                staged: name,
+                why,
+            });
+        }
+        Ok(removed)
+    }
+
     /// Why the pulled log commit `commit` of session `id` cannot be taken, or `None` when its summary reads
     /// (within the size limit, checked before reading) and names that session.
     fn log_problem(&self, id: &str, commit: ObjectId) -> Option<String> {

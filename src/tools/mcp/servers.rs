@@ -299,12 +299,13 @@ impl Servers {
 
     /// Waits, once, until every server has connected or failed, or the startup wait has passed since they
     /// started: the first request of a session offers the tools of every server that made it, so the model
-    /// can plan with them (issue 23, finding 7); a slower server still joins later.
-    pub async fn wait_for_start(&self) {
+    /// can plan with them (issue 23, finding 7); a slower server still joins later. True when this call was
+    /// the one that waited (there were servers, and no call had waited before).
+    pub async fn wait_for_start(&self) -> bool {
         let deadline = {
             let mut shared = self.lock();
             if shared.waited || shared.states.is_empty() {
-                return;
+                return false;
             }
             shared.waited = true;
             let wait = shared.startup_wait.unwrap_or(STARTUP_WAIT);
@@ -315,9 +316,10 @@ impl Servers {
         while !self.status().settled() {
             match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return,
+                Ok(Err(_)) | Err(_) => break,
             }
         }
+        true
     }
 
     /// What the user should be told and was not yet (each once).

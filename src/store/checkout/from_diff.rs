@@ -159,16 +159,9 @@ fn tree_changes(
             },
         }
     }
-    // Should one path be reported both gone and added, the addition wins, as the new tree has the path.
+    // In index order. Were one path reported both gone and added, the removal sorts first and the addition
+    // then puts it back, as the new tree has it.
     changes.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.is_some().cmp(&b.1.is_some())));
-    changes.dedup_by(|later, earlier| {
-        if later.0 == earlier.0 {
-            earlier.1 = later.1.or(earlier.1);
-            true
-        } else {
-            false
-        }
-    });
     Some(changes)
 }
 
@@ -194,4 +187,92 @@ fn allowed(path: &BStr, kind: EntryKind) -> Option<()> {
         _ => tree_path::EntryKind::File,
     };
     tree_path::check(path, kind).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_repo::TestRepo;
+
+    /// The bytes of `index` as written to disk.
+    fn bytes(index: &gix::index::File) -> Vec<u8> {
+        let mut out = Vec::new();
+        index.write_to(&mut out, Default::default()).unwrap();
+        out
+    }
+
+    fn tree(repo: &TestRepo, rev: &str) -> ObjectId {
+        let hex = repo.git(&["rev-parse", &format!("{rev}^{{tree}}")]);
+        ObjectId::from_hex(hex.trim().as_bytes()).unwrap()
+    }
+
+    /// Two trees that differ in every way an index entry can: added, deleted, modified, exec bit, file to
+    /// directory and back, renamed, file to symbolic link, a gitlink, deep changes beside untouched subtrees.
+    fn two_trees() -> (TestRepo, ObjectId, ObjectId) {
+        let repo = TestRepo::new("from-diff");
+        repo.write("same.txt", "same\n");
+        repo.write("mod.txt", "one\n");
+        repo.write("del.txt", "deleted\n");
+        repo.write("mode.sh", "#!/bin/sh\n");
+        repo.write("f2d", "file\n");
+        repo.write("d2f/inner.txt", "inner\n");
+        repo.write("a-b.txt", "sorts between a and a/\n");
+        repo.write("a/old.txt", "renamed\n");
+        repo.write("typechange", "file\n");
+        repo.write("deep/a/b/c.txt", "untouched\n");
+        repo.write("deep/a/x.txt", "changed\n");
+        repo.git(&["add", "-A"]);
+        repo.git(&["commit", "-q", "-m", "A"]);
+        let a = tree(&repo, "HEAD");
+        repo.write("mod.txt", "two\n");
+        std::fs::remove_file(repo.path("del.txt")).unwrap();
+        repo.chmod("mode.sh", 0o755);
+        std::fs::remove_file(repo.path("f2d")).unwrap();
+        repo.write("f2d/inside.txt", "below\n");
+        std::fs::remove_dir_all(repo.path("d2f")).unwrap();
+        repo.write("d2f", "now a file\n");
+        std::fs::rename(repo.path("a/old.txt"), repo.path("a/new.txt")).unwrap();
+        std::fs::remove_file(repo.path("typechange")).unwrap();
+        std::os::unix::fs::symlink("same.txt", repo.path("typechange")).unwrap();
+        repo.write("deep/a/x.txt", "changed, yes\n");
+        repo.write("added/sub/new.txt", "new\n");
+        repo.git(&["add", "-A"]);
+        let head = repo.git(&["rev-parse", "HEAD"]);
+        repo.git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{},gitlink", head.trim()),
+        ]);
+        repo.git(&["commit", "-q", "-m", "B"]);
+        let b = tree(&repo, "HEAD");
+        (repo, a, b)
+    }
+
+    /// Issue 29: whichever way a reset goes, the index it builds from the changes is byte for byte the one it
+    /// would build from the whole tree.
+    #[test]
+    fn the_index_from_the_changes_is_the_index_from_the_tree() {
+        let (repo, a, b) = two_trees();
+        let checkout = gix::open(&repo.dir).unwrap();
+        for (from, to) in [(a, b), (b, a), (a, a), (b, b)] {
+            let old = checkout.index_from_tree(&from).unwrap();
+            let built = index_from_diff(&checkout, &old, from, to).expect("a plain index");
+            let whole = checkout.index_from_tree(&to).unwrap();
+            assert_eq!(bytes(&built), bytes(&whole), "{from} to {to}");
+        }
+    }
+
+    /// Anything but a plain index of a tree goes the whole-tree way.
+    #[test]
+    fn an_index_with_flags_or_stages_is_not_diffed() {
+        let (repo, a, b) = two_trees();
+        let checkout = gix::open(&repo.dir).unwrap();
+        let mut old = checkout.index_from_tree(&a).unwrap();
+        old.entries_mut()[0].flags.insert(Flags::SKIP_WORKTREE);
+        assert!(index_from_diff(&checkout, &old, a, b).is_none());
+        let mut old = checkout.index_from_tree(&a).unwrap();
+        old.entries_mut()[0].flags = Flags::from_stage(gix::index::entry::Stage::Ours);
+        assert!(index_from_diff(&checkout, &old, a, b).is_none());
+    }
 }

@@ -50,6 +50,23 @@ pub(super) fn record(index_path: &Path, tree: ObjectId, checksum: Option<ObjectI
     }
 }
 
+/// Records that the index file at `index_path`, written whole by someone else (gix's initial checkout),
+/// describes `tree`: its checksum is read from the file's trailer, where [`recorded_tree()`] finds it.
+pub(super) fn record_file(index_path: &Path, tree: ObjectId) {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = tree.kind().len_in_bytes();
+    let mut trailer = vec![0; len];
+    let read = std::fs::File::open(index_path).and_then(|mut file| {
+        file.seek(SeekFrom::End(-(len as i64)))?;
+        file.read_exact(&mut trailer)
+    });
+    let checksum = read
+        .ok()
+        .and_then(|()| gix::hash::oid::try_from_bytes(&trailer).ok())
+        .map(ToOwned::to_owned);
+    record(index_path, tree, checksum);
+}
+
 /// The tree `index` was made from, if the record beside the file it was read from says so for exactly this
 /// index file (a pooled checkout's index set aside is the same file renamed).
 pub(super) fn recorded_tree(index: &gix::index::File) -> Option<ObjectId> {

@@ -84,7 +84,17 @@ impl Store {
                 .ok_or_else(|| StoreError::NoWorkTree(root.to_path_buf()))?;
             worktree
                 .checkout(Tally::root(progress), &AtomicBool::new(false))
-                .map_err(|err| checkout_error(root, &err))
+                .map_err(|err| checkout_error(root, &err))?;
+            // The index just written is HEAD's tree, `start`'s: recorded (best effort), so the first reset
+            // (this checkout going into the pool) applies the changes too.
+            let tree = checkout
+                .find_commit(start)
+                .ok()
+                .and_then(|c| c.tree_id().ok());
+            if let Some(tree) = tree {
+                from_diff::record_file(&checkout.index_path(), tree.detach());
+            }
+            Ok(())
         });
         if let Err(err) = checked_out {
             let _ = self.remove_checkout(root);

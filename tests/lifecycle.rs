@@ -756,6 +756,154 @@ fn a_pooled_checkout_reused_for_a_new_base_holds_exactly_that_tree() {
     fsck(&repo);
 }
 
+/// The tree A of the pooled-reset test: files that will be kept, modified, deleted, given the exec bit,
+/// replaced by a directory, replaced by a file, renamed, turned into a symbolic link, and deep ones.
+fn write_tree_a(repo: &TestRepo) {
+    repo.write("same.txt", "never changes\n");
+    repo.write("mod.txt", "version one\n");
+    repo.write("del.txt", "deleted by B\n");
+    repo.write("mode.sh", "#!/bin/sh\necho mode\n");
+    repo.write("f2d", "a file in A, a directory in B\n");
+    repo.write("d2f/inner.txt", "a directory in A, a file in B\n");
+    repo.write("old-name.txt", "renamed by B, content kept\n");
+    repo.write("typechange", "a file in A, a symbolic link in B\n");
+    repo.write("deep/a/b/c.txt", "deep and unchanged\n");
+    repo.write("deep/a/x.txt", "deep, changed by B\n");
+}
+
+/// A tree B that differs from A in every way an index entry can (see [`write_tree_a()`]).
+fn write_tree_b(repo: &TestRepo) {
+    use std::os::unix::fs::PermissionsExt;
+    let at = |p: &str| repo.path().join(p);
+    repo.write("mod.txt", "version two\n");
+    fs::remove_file(at("del.txt")).unwrap();
+    fs::set_permissions(at("mode.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::remove_file(at("f2d")).unwrap();
+    repo.write("f2d/inside.txt", "now below a directory\n");
+    fs::remove_dir_all(at("d2f")).unwrap();
+    repo.write("d2f", "now a file\n");
+    fs::rename(at("old-name.txt"), at("new-name.txt")).unwrap();
+    fs::remove_file(at("typechange")).unwrap();
+    std::os::unix::fs::symlink("same.txt", at("typechange")).unwrap();
+    repo.write("deep/a/x.txt", "deep, changed\n");
+    repo.write("added/sub/new.txt", "added by B\n");
+}
+
+/// The reset phases of the timings in `file`: how each new index was built ("changes" or "tree").
+fn index_builds(file: &Path) -> Vec<String> {
+    let text = fs::read_to_string(file).unwrap_or_default();
+    let builds = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["phase"] == "reset index")
+        .map(|line| line["from"].as_str().unwrap_or("").to_string())
+        .collect();
+    let _ = fs::remove_file(file);
+    builds
+}
+
+/// The checkout at `checkout` is exactly `commit`: HEAD, every index entry (mode, id, stage 0, order) as
+/// `git ls-tree -r` lists the commit's tree, no index flags, stat data git accepts without looking at the
+/// files, and nothing for `git status` to report.
+fn assert_checkout_is(repo: &TestRepo, checkout: &Path, commit: &str) {
+    assert_eq!(git_in(checkout, &["rev-parse", "HEAD"]).trim(), commit);
+    // Before anything refreshes the index: an entry whose stat data do not match its file is listed.
+    assert_eq!(git_in(checkout, &["diff-files", "--name-status"]), "");
+    let tree: String = repo
+        .git(&["ls-tree", "-r", "--full-tree", commit])
+        .lines()
+        .map(|line| {
+            let (meta, path) = line.split_once('\t').unwrap();
+            let mut parts = meta.split(' ');
+            let (mode, _kind, id) = (parts.next().unwrap(), parts.next(), parts.next().unwrap());
+            format!("{mode} {id} 0\t{path}\n")
+        })
+        .collect();
+    assert_eq!(git_in(checkout, &["ls-files", "-s"]), tree);
+    let debug = git_in(checkout, &["ls-files", "--debug"]);
+    let flags: Vec<&str> = debug
+        .lines()
+        .filter_map(|line| line.split_once("flags: ").map(|(_, f)| f))
+        .collect();
+    assert_eq!(flags.len(), tree.lines().count(), "{debug}");
+    assert!(flags.iter().all(|f| *f == "0"), "{debug}");
+    assert_eq!(
+        git_in(
+            checkout,
+            &[
+                "status",
+                "--porcelain",
+                "--ignored",
+                "--untracked-files=all"
+            ]
+        ),
+        ""
+    );
+}
+
+/// Issue 29: a pooled checkout moves to the next session's commit by applying the changes between the two
+/// trees to its index, not by building the index from the whole tree. Moved from A to B (added, deleted,
+/// modified, exec bit, file to directory and back, renamed, file to symbolic link, deep changes) and back to
+/// A's tree, it holds exactly the target commit, its index as git would write it, and a file both trees share
+/// is not rewritten.
+#[test]
+fn a_pooled_checkout_moves_between_trees_by_their_changes() {
+    let repo = TestRepo::new();
+    write_tree_a(&repo);
+    repo.commit_all("tree A");
+    let timings = repo.root().join("timings.jsonl");
+    let ask = |prompt: &str| {
+        let server = Server::start(vec![Reply::text("looked")]);
+        run(repo
+            .agent(&server, &["ask", prompt])
+            .env("GIT_AGENT_TIMINGS", &timings))
+        .assert_code(0);
+        crate::common::agent_branches(&repo)
+    };
+    let discard = |id: &str| {
+        let server = Server::start(vec![]);
+        run(repo
+            .agent(&server, &["discard", id])
+            .env("GIT_AGENT_TIMINGS", &timings))
+        .assert_code(0);
+    };
+    let first = ask("first").pop().expect("a session");
+    let same_inode = inode(&checkout_of(&repo, &first).join("same.txt"));
+    discard(&first);
+    // The checkout made afresh records its tree too: its first reset, into the pool, applies the changes.
+    assert_eq!(index_builds(&timings), ["changes"]);
+
+    write_tree_b(&repo);
+    repo.commit_all("tree B");
+    let b = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let second = ask("second")
+        .into_iter()
+        .find(|id| *id != first)
+        .expect("a second session");
+    assert_eq!(index_builds(&timings), ["changes"]);
+    let checkout = checkout_of(&repo, &second);
+    assert_checkout_is(&repo, &checkout, &b);
+    assert_eq!(inode(&checkout.join("same.txt")), same_inode);
+
+    // Back into the pool at B (nothing to change), then out again to a commit holding A's tree.
+    discard(&second);
+    assert_eq!(index_builds(&timings), ["changes"]);
+    let a_tree = repo.git(&["rev-parse", "HEAD~1^{tree}"]).trim().to_string();
+    repo.git(&["read-tree", "-u", "--reset", &a_tree]);
+    repo.commit_all("tree A again");
+    let back = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    assert_eq!(repo.git(&["rev-parse", "HEAD^{tree}"]).trim(), a_tree);
+    let third = ask("third")
+        .into_iter()
+        .find(|id| *id != first && *id != second)
+        .expect("a third session");
+    assert_eq!(index_builds(&timings), ["changes"]);
+    let checkout = checkout_of(&repo, &third);
+    assert_checkout_is(&repo, &checkout, &back);
+    assert_eq!(inode(&checkout.join("same.txt")), same_inode);
+    fsck(&repo);
+}
+
 /// `discard --purge` removes the checkout instead of pooling it; `git agent gc` empties the pool; git agrees.
 #[test]
 fn purge_bypasses_the_pool_and_gc_empties_it() {

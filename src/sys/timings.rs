@@ -10,10 +10,12 @@
 //! ```
 //!
 //! Phases: `start`, `config`, `runtime`, `store open`, `step 0` (and within it `untracked`, the walk for
-//! untracked files: directories `read` and `kept` from the last walk), `checkout`, `isolation`, `request`
-//! (each model request as it is sent), `reply` (each reply read), `tool`, `step commit`, `fold`, `exit`; with
-//! MCP servers, `mcp wait` (the first request's wait for them to start) and `mcp shutdown`. Off, a
-//! phase costs one read of an initialised `OnceLock`: nothing is formatted and the clock is not read.
+//! untracked files: directories `read` and `kept` from the last walk), `checkout` (and within a pooled one
+//! `reset index`: the new index built `from` the `changes` between two trees or from the whole `tree`; a
+//! discard that pools its checkout has one too), `isolation`, `request` (each model request as it is sent),
+//! `reply` (each reply read), `tool`, `step commit`, `fold`, `exit`; with MCP servers, `mcp wait` (the first
+//! request's wait for them to start) and `mcp shutdown`. Off, a phase costs one read of an initialised
+//! `OnceLock`: nothing is formatted and the clock is not read.
 //! Like `GIT_AGENT_FOOTPRINT`, the variable is for benchmarks and for explaining figures, not for users.
 
 use std::io::Write;

@@ -18,6 +18,7 @@
 //! just the entries to write, so filters apply there too.
 
 pub(super) mod changes;
+mod from_diff;
 pub(super) mod pool;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub(super) mod rules;
@@ -83,7 +84,17 @@ impl Store {
                 .ok_or_else(|| StoreError::NoWorkTree(root.to_path_buf()))?;
             worktree
                 .checkout(Tally::root(progress), &AtomicBool::new(false))
-                .map_err(|err| checkout_error(root, &err))
+                .map_err(|err| checkout_error(root, &err))?;
+            // The index just written is HEAD's tree, `start`'s: recorded (best effort), so the first reset
+            // (this checkout going into the pool) applies the changes too.
+            let tree = checkout
+                .find_commit(start)
+                .ok()
+                .and_then(|c| c.tree_id().ok());
+            if let Some(tree) = tree {
+                from_diff::record_file(&checkout.index_path(), tree.detach());
+            }
+            Ok(())
         });
         if let Err(err) = checked_out {
             let _ = self.remove_checkout(root);
@@ -238,8 +249,10 @@ impl Store {
     /// Moves the checkout at `root` to `commit`: HEAD detached there, the index describing its tree, and the
     /// files equal to it. Only what differs from the checkout's current index is written: entries whose path,
     /// id and mode are unchanged keep their file and their stat data, unless listed in `dirty` (known to
-    /// differ on disk). Paths in `leftovers` (untracked or ignored files) are removed first. The cost is
-    /// proportional to what changed plus one pass over the index in memory.
+    /// differ on disk). Paths in `leftovers` (untracked or ignored files) are removed first. The new index
+    /// is the old one with the changes between the two trees applied when the old one records its tree
+    /// ([`from_diff`]), else built from the whole new tree. The cost is proportional to what changed plus
+    /// one pass over the index in memory.
     pub(super) fn reset_checkout(
         &self,
         root: &Path,
@@ -256,8 +269,9 @@ impl Store {
         // A pooled checkout comes with its index set aside ([`Store::set_index_aside()`]).
         let aside = match shared {
             Some(_) => None,
-            // Written by us and only compared with (never trusted as the checkout's index): its checksum is
-            // not worth hashing the whole file again, as git does not on a read either.
+            // Written by us, whole (a lock file renamed into place): its checksum is not hashed again, as
+            // git does not on a read either. Its entries are taken over only while the record beside it names
+            // exactly this file ([`from_diff::recorded_tree()`]).
             None => gix::index::File::at(
                 &aside_path,
                 checkout.object_hash(),
@@ -266,8 +280,29 @@ impl Store {
             )
             .ok(),
         };
-        let old: Option<&gix::index::State> = shared.as_deref().or(aside.as_deref());
-        let mut new = checkout.index_from_tree(&tree)?;
+        let old_file: Option<&gix::index::File> = shared.as_ref().or(aside.as_ref());
+        let old: Option<&gix::index::State> = old_file.map(|f| &**f);
+        // The changes between the old index's tree and the new one applied to the old index, when it records
+        // its tree (issue 29); else, or when anything about it is unusual, the whole new tree.
+        let building = crate::sys::timings::begin();
+        let from_diff = old_file.and_then(|file| {
+            let old_tree = from_diff::recorded_tree(file)?;
+            from_diff::index_from_diff(&checkout, file, old_tree, tree)
+        });
+        let from = if from_diff.is_some() {
+            "changes"
+        } else {
+            "tree"
+        };
+        let mut new = match from_diff {
+            Some(new) => new,
+            None => checkout.index_from_tree(&tree)?,
+        };
+        crate::sys::timings::end(
+            "reset index",
+            building,
+            &[("from", crate::sys::timings::Detail::Text(from))],
+        );
         // Until the new index is written the checkout is neither the old tree nor the new one: without an
         // index it counts as unfinished, and a resume makes it afresh instead of trusting it.
         match std::fs::remove_file(&index_path) {
@@ -300,6 +335,7 @@ impl Store {
         set_detached_head(&checkout, commit)?;
         new.write(Default::default())
             .map_err(|err| checkout_error(root, &err))?;
+        from_diff::record(&index_path, tree, new.checksum());
         // The old index served its purpose; a leftover would only be read by a later reset, never trusted.
         let _ = std::fs::remove_file(&aside_path);
         Ok(to_write)

@@ -10,7 +10,8 @@
 //! model wrote that were withheld) are removed, and the index is rewritten to describe the tip, so the checkout
 //! holds exactly the tip's tree with an index whose stat data are right. The cost of that scan (a stat per
 //! file) is paid by `discard`, not by the next session's start. A reused checkout then moves from the tip to
-//! the new start with [`Store::reset_checkout()`]: HEAD, index and the differing files.
+//! the new start with [`Store::reset_checkout()`]: HEAD, index and the differing files, the index built from the
+//! changes between the two trees, not from the whole new tree (issue 29).
 //!
 //! Pooled checkouts live in `<common git dir>/agent/pool/<name>` and stay registered linked worktrees
 //! (`git worktree list` shows them, detached at the commit they hold); moving one rewrites the registration's

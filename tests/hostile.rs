@@ -145,6 +145,20 @@ pub(crate) fn measured(
 
 pub(crate) const LIMIT_KB: u64 = 60 * 1024;
 
+/// The session ids `dir` holds logs of (`refs/agent/sessions/*`), one a line.
+fn session_ids(dir: &Path) -> String {
+    git_in(
+        dir,
+        &[
+            "for-each-ref",
+            "--format=%(refname:lstrip=3)",
+            "refs/agent/sessions",
+        ],
+        None,
+        &[],
+    )
+}
+
 fn skill_md(name: &str) -> String {
     format!("---\nname: {name}\ndescription: A skill called {name}.\n---\nDo the {name} thing.\n")
 }
@@ -815,16 +829,7 @@ fn a_pulled_session_log_that_is_not_one_is_not_taken() {
     let mut cmd = s.victim.agent(&answering, &["ask", "a real session"]);
     cmd.current_dir(a);
     run(&mut cmd).assert_code(0);
-    let real = git_in(
-        a,
-        &[
-            "for-each-ref",
-            "--format=%(refname:lstrip=3)",
-            "refs/agent/sessions",
-        ],
-        None,
-        &[],
-    );
+    let real = session_ids(a);
     let real_log = git_in(
         a,
         &["rev-parse", &format!("refs/agent/sessions/{real}")],
@@ -922,16 +927,7 @@ fn gc_removes_the_session_logs_a_pull_refused_and_a_fixed_log_is_taken_later() {
     let mut cmd = s.victim.agent(&answering, &["ask", "a real session"]);
     cmd.current_dir(a);
     run(&mut cmd).assert_code(0);
-    let id = git_in(
-        a,
-        &[
-            "for-each-ref",
-            "--format=%(refname:lstrip=3)",
-            "refs/agent/sessions",
-        ],
-        None,
-        &[],
-    );
+    let id = session_ids(a);
     // The remote first holds a summary that is not one under that session's name.
     let garbage = blob(a, b"not a summary\n");
     let t = tree(a, &[("100644", &garbage, "meta.json")]);
@@ -1040,16 +1036,7 @@ fn accept_and_review_of_a_session_with_a_huge_transcript_stay_small() {
     let mut cmd = s.victim.agent(&writing, &["ask", "write a file"]);
     cmd.current_dir(a);
     run(&mut cmd).assert_code(0);
-    let id = git_in(
-        a,
-        &[
-            "for-each-ref",
-            "--format=%(refname:lstrip=3)",
-            "refs/agent/sessions",
-        ],
-        None,
-        &[],
-    );
+    let id = session_ids(a);
     let log_ref = format!("refs/agent/sessions/{id}");
     // The same log, its transcript one 150 MB line.
     let huge = {

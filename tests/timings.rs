@@ -34,8 +34,9 @@ fn timing_lines(text: &str) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn every_phase_of_a_session_is_one_json_line_in_the_file() {
+/// The task run with `GIT_AGENT_TIMINGS` set to a file in the repository: the repository, its server, the
+/// file and the run.
+fn timed_task() -> (TestRepo, Server, std::path::PathBuf, crate::common::Output) {
     let (repo, server) = task();
     let file = repo.root().join("timings.jsonl");
     let out = crate::common::run(
@@ -43,6 +44,12 @@ fn every_phase_of_a_session_is_one_json_line_in_the_file() {
             .env("GIT_AGENT_TIMINGS", &file),
     );
     out.assert_code(0);
+    (repo, server, file, out)
+}
+
+#[test]
+fn every_phase_of_a_session_is_one_json_line_in_the_file() {
+    let (_repo, server, file, out) = timed_task();
     assert!(
         !out.stderr().contains("\"phase\""),
         "with a file, stderr stays free of timings: {}",
@@ -135,13 +142,7 @@ fn timings_go_to_stderr_with_1_and_nowhere_without_the_switch() {
 /// still runs isolated as the probe found.
 #[test]
 fn the_isolation_probe_begins_after_the_first_request_left() {
-    let (repo, server) = task();
-    let file = repo.root().join("timings.jsonl");
-    let out = crate::common::run(
-        repo.agent(&server, &["ask", "edit the file"])
-            .env("GIT_AGENT_TIMINGS", &file),
-    );
-    out.assert_code(0);
+    let (_repo, _server, file, _out) = timed_task();
     let text = std::fs::read_to_string(&file).expect("the timings file was written");
     let lines = timing_lines(&text);
     let at = |phase: &str| {
@@ -200,13 +201,7 @@ fn the_wait_for_mcp_servers_and_their_shutdown_are_phases() {
     let exit = of("exit")[0]["ms"].as_f64().unwrap();
     assert!(shutdown[0]["ms"].as_f64().unwrap() <= exit, "{text}");
 
-    let (repo, server) = task();
-    let file = repo.root().join("timings.jsonl");
-    let out = crate::common::run(
-        repo.agent(&server, &["ask", "edit the file"])
-            .env("GIT_AGENT_TIMINGS", &file),
-    );
-    out.assert_code(0);
+    let (_repo, _server, file, _out) = timed_task();
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(
         !text.contains("\"mcp "),

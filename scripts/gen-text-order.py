@@ -11,7 +11,8 @@ hash of the exact rustc that built them, so the file is made for the build it is
 
 How: a binary with the linker's map (`-Map`), then each scenario below runs that binary with a
 breakpoint on every function (benchlib/hottext.py; threads and forked children included), against the scripted
-fake server in a fresh repository (SCENARIOS: `--version`; `ask` with the shell task of scripts/bench-task.py;
+fake server in a fresh repository (SCENARIOS: `--version`; `ask` with the shell task of scripts/bench-task.py, on
+its fixture with the user's work in progress and on a staged one;
 `ask` with the named tools; `log`, `diff` and `undo` on that session; the shell task on a repository with a
 commit, alone and four at once, as in scripts/bench-fleet.py). The file keeps the first-hit order across them.
 Needs python3, git, cargo.
@@ -79,15 +80,19 @@ def trace_parallel(n, argv, env, cwd, funcs, d):
 
 # (label, what, fixture committed?, sessions at once): "version", "shell" (bench-task.py's shell task),
 # "tools" (TOOLS by name) or a subcommand run in the previous ask's repository.
+# (label, what, fixture, sessions); fixture: "wip" (committed, then the user's work in progress, so step 0
+# runs: scripts/bench-task.py's fixture, first so that a small session's functions come first), "commit" or
+# "staged" (nothing committed).
 SCENARIOS = [
-    ("--version", "version", False, 1),
-    ("ask, shell task", "shell", False, 1),
-    ("ask, named tools", "tools", False, 1),
-    ("log", ["log"], False, 1),
-    ("diff", ["diff"], False, 1),
-    ("undo", ["undo"], False, 1),
-    ("ask on a commit", "shell", True, 1),
-    ("4 asks at once", "shell", True, 4),
+    ("--version", "version", "staged", 1),
+    ("ask, work in progress", "shell", "wip", 1),
+    ("ask, shell task", "shell", "staged", 1),
+    ("ask, named tools", "tools", "staged", 1),
+    ("log", ["log"], "staged", 1),
+    ("diff", ["diff"], "staged", 1),
+    ("undo", ["undo"], "staged", 1),
+    ("ask on a commit", "shell", "commit", 1),
+    ("4 asks at once", "shell", "commit", 4),
 ]
 
 
@@ -95,7 +100,7 @@ def trace_all(binary, funcs, work):
     agent = common.Agent("ga=ga:" + binary)
     hits, seen = [], set()
     repo = env = None
-    for n, (label, what, commit, sessions) in enumerate(SCENARIOS):
+    for n, (label, what, fixture, sessions) in enumerate(SCENARIOS):
         d = os.path.join(work, "s%d" % n)
         os.makedirs(d)
         srv = None
@@ -103,7 +108,7 @@ def trace_all(binary, funcs, work):
             argv, cwd, env = [agent.path, "--version"], d, agent.env(9)
         elif what in ("shell", "tools"):
             repo = os.path.join(d, "repo")
-            common.make_fixture(repo, commit=commit)
+            common.make_fixture(repo, commit=fixture == "commit", wip=fixture == "wip")
             srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=TOOLS if what == "tools" else None)
             spec = agent.task_spec(repo, srv.port, common.PROMPT, d)
             argv, cwd, env = spec["argv"], repo, spec["env"]

@@ -938,7 +938,10 @@ fn start(
     if done {
         return Ok((session, log, None));
     }
-    match Pending::spawn(store.workdir().to_path_buf(), id.clone(), options) {
+    match store
+        .for_thread()
+        .and_then(|handle| Pending::spawn(handle, id.clone(), options))
+    {
         Ok(pending) => Ok((session, log, Some(pending))),
         Err(err) => {
             drop(log);

@@ -13,11 +13,10 @@
 //! branch is missing or at the base, which `log` shows and `--resume` treats like any other (issue 16's kill -9
 //! tests run through it).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::protocol::{Event, Sink};
-use crate::store::{Progress, StartOptions, Started, Store, StoreError};
+use crate::store::{Progress, StartOptions, Started, StoreError, StoreForThread};
 
 /// After this long a checkout that is still being written shows its progress.
 const QUIET: Duration = Duration::from_secs(1);
@@ -79,10 +78,9 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// Starts session `id` of the repository at `workdir` (opened anew on the thread: a gix repository does not
-    /// cross threads) with `options`.
+    /// Starts session `id` of `store`'s repository with `options`.
     pub(super) fn spawn(
-        workdir: PathBuf,
+        store: StoreForThread,
         id: String,
         options: StartOptions,
     ) -> Result<Pending, StoreError> {
@@ -92,7 +90,7 @@ impl Pending {
         let thread = std::thread::Builder::new()
             .name("git-agent-start".into())
             .spawn(move || {
-                let started = Store::open(&workdir).and_then(|s| s.start(&id, &options, &counter));
+                let started = store.open().start(&id, &options, &counter);
                 // The receiver may be gone (the session closed): the result is then taken by `join`.
                 let _ = tx.send(());
                 started
@@ -189,21 +187,41 @@ mod tests {
     /// that failed (no repository here) stays without one.
     #[test]
     fn an_underway_start_is_ready_only_once_made() {
-        let nowhere = std::env::temp_dir().join("git-agent-no-such-repository-for-start");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .expect("git runs");
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "base"]);
+        let store = crate::store::Store::open(dir.path()).expect("a repository");
+        // A base commit the repository does not have: the start fails on its thread.
+        let missing = crate::store::ObjectId::from_hex(b"1234567890123456789012345678901234567890")
+            .expect("an id");
         let options = StartOptions {
             capture: false,
             here: false,
             max_capture_size: 0,
-            from: crate::store::StartFrom::default(),
+            from: crate::store::StartFrom::Commit(missing),
         };
-        let pending = Pending::spawn(nowhere, "s1".into(), options).expect("thread");
+        let handle = store.for_thread().expect("the store crosses threads");
+        let pending = Pending::spawn(handle, "s1".into(), options).expect("thread");
         let mut start = Starting::Underway(pending);
         assert!(start.is_underway());
         assert!(start.ready().is_none(), "under way is not ready");
         let pending = start.take_underway().expect("the start under way");
         assert!(start.ready().is_none(), "taken but not made");
         assert!(start.take_underway().is_none(), "taken once");
-        assert!(pending.join().is_err(), "no repository: the start fails");
+        assert!(
+            pending.join().is_err(),
+            "no such base commit: the start fails"
+        );
         assert!(
             start.ready().is_none(),
             "a failed start stays without proof"

@@ -113,6 +113,29 @@ pub struct Store {
     pub(super) detached_git_dir: Option<PathBuf>,
 }
 
+/// A [`Store`] that can cross to another thread ([`Store::for_thread()`]), made a store there by
+/// [`StoreForThread::open()`].
+pub struct StoreForThread {
+    pub(super) repo: gix::ThreadSafeRepository,
+    pub(super) workdir: PathBuf,
+    pub(super) common_dir: PathBuf,
+    pub(super) detached_git_dir: Option<PathBuf>,
+}
+
+impl StoreForThread {
+    /// The store, on the thread that calls this.
+    pub fn open(self) -> Store {
+        let mut repo = self.repo.to_thread_local();
+        super::pack::enable(&mut repo);
+        Store {
+            repo,
+            workdir: self.workdir,
+            common_dir: self.common_dir,
+            detached_git_dir: self.detached_git_dir,
+        }
+    }
+}
+
 /// A clone starts with its objects on disk: gix would copy the ones held in memory, and both copies would
 /// then be written as packs.
 impl Clone for Store {

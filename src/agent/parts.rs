@@ -133,8 +133,8 @@ pub(super) struct Toolbox {
     pub mcp_shown: Option<McpStatus>,
     /// The commands' private `TMPDIR`, locked while the session lives and removed when it closes.
     pub scratch: Option<ScratchDir>,
-    /// The settings to start the MCP servers with once a new session's checkout exists (they run in it).
-    pub mcp_later: Option<crate::config::Settings>,
+    /// The MCP servers to start once a new session's checkout exists (they run in it).
+    pub mcp_later: Option<McpPlan>,
     /// Project memory: what the session was given and proposed (`remember` runs with it).
     pub memory: super::memory::SessionMemory,
     /// Servers an editor added before the checkout existed; they start with the configured ones.
@@ -331,17 +331,10 @@ impl SessionParts {
         if let Some(lsp) = self.tools.lsp_later.take() {
             lsp.attach(work.session.root(), &self.tools.sandbox, &self.tools.state);
         }
-        if let Some(settings) = self.tools.mcp_later.take() {
+        if let Some(plan) = self.tools.mcp_later.take() {
             let registry = &self.tools.registry;
             let sandbox = &self.tools.sandbox;
-            self.tools.mcp = start_mcp(
-                settings,
-                &work.store,
-                &work.session,
-                registry,
-                sandbox,
-                sink,
-            );
+            self.tools.mcp = start_mcp(plan, &work.store, &work.session, registry, sandbox, sink);
             let added = std::mem::take(&mut self.tools.mcp_added);
             if !added.is_empty() {
                 self.add_mcp_servers(added);
@@ -402,24 +395,45 @@ pub(super) fn offered(
     schemas
 }
 
-/// Starts the MCP servers of the user's config and of a trusted `.mcp.json`, in the background, and shows
-/// what was skipped: a project file not trusted yet, entries that cannot be used (counted as failed).
+/// The MCP servers a session may start: the user's config and `.mcp.json`, read once when the session opens
+/// (which registers their secrets with the redactor before the first event is logged), and started from this
+/// same reading, so the bytes whose trust was checked are the bytes that run.
+pub(super) struct McpPlan {
+    config: crate::config::mcp::McpConfig,
+    startup_wait: Option<std::time::Duration>,
+}
+
+impl McpPlan {
+    pub(super) fn read(settings: &crate::config::Settings, store: &Store) -> McpPlan {
+        let env = |name: &str| crate::safety::secrets::var(name);
+        let user = &settings.user;
+        let repo = Some((store.workdir(), store.common_dir()));
+        McpPlan {
+            config: crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env),
+            startup_wait: user.mcp_startup_wait,
+        }
+    }
+
+    /// Whether any server is to start.
+    pub(super) fn has_servers(&self) -> bool {
+        self.config.to_start().next().is_some()
+    }
+}
+
+/// Starts the MCP servers of `plan` in the background, and shows what was skipped: a project file not trusted
+/// yet, entries that cannot be used (counted as failed).
 pub(super) fn start_mcp(
-    settings: crate::config::Settings,
+    plan: McpPlan,
     store: &Store,
     session: &Session,
     registry: &Registry,
     sandbox: &Arc<Sandbox>,
     sink: &mut dyn Sink,
 ) -> Servers {
-    let env = |name: &str| crate::safety::secrets::var(name);
-    let user = settings.user;
-    let config = crate::config::mcp::load(
-        &user.mcp_servers,
-        &user.path,
-        Some((store.workdir(), store.common_dir())),
-        &env,
-    );
+    let McpPlan {
+        config,
+        startup_wait,
+    } = plan;
     if let Some(project) = config.project.as_ref() {
         if let Some(error) = &project.error {
             let message = format!(
@@ -448,7 +462,7 @@ pub(super) fn start_mcp(
         }
     }
     let servers = Servers::start(specs, session.root().to_path_buf(), &reserved);
-    servers.set_startup_wait(user.mcp_startup_wait.unwrap_or(STARTUP_WAIT));
+    servers.set_startup_wait(startup_wait.unwrap_or(STARTUP_WAIT));
     for (name, problem) in broken {
         servers.failed(&name, problem);
     }

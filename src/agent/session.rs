@@ -47,8 +47,8 @@ use super::explore::Explorer;
 use super::instructions::{self, Instructions};
 use super::journal;
 use super::parts::{
-    add_spend, offered, short_branch, start_mcp, Conversation, Limits, ModelLink, Narrowing, Probe,
-    SessionParts, Toolbox, Workspace,
+    add_spend, offered, short_branch, start_mcp, Conversation, Limits, McpPlan, ModelLink,
+    Narrowing, Probe, SessionParts, Toolbox, Workspace,
 };
 use super::plan::Plan;
 use super::skills::SessionSkills;
@@ -256,23 +256,12 @@ impl AgentSession {
         }
         // MCP servers run in the checkout: for a new session they start once it exists (`adopt`); they never
         // block a request either way, their tools join as each server is ready.
+        let mcp = McpPlan::read(&settings, &store);
         if pending.is_some() && !session.checkout.is_here() {
-            // Reading the servers' config registers their secrets (env values, tokens) with the redactor; that
-            // must happen now, before the first event is logged, not when they start.
-            let user = &settings.user;
-            let repo = Some((store.workdir(), store.common_dir()));
-            let config = crate::config::mcp::load(&user.mcp_servers, &user.path, repo, &env);
-            tools.mcp_configured = config.to_start().next().is_some();
-            tools.mcp_later = Some(settings);
+            tools.mcp_configured = mcp.has_servers();
+            tools.mcp_later = Some(mcp);
         } else {
-            tools.mcp = start_mcp(
-                settings,
-                &store,
-                &session,
-                &tools.registry,
-                &tools.sandbox,
-                sink,
-            );
+            tools.mcp = start_mcp(mcp, &store, &session, &tools.registry, &tools.sandbox, sink);
         }
         let (context, probe) = resolve_context(&client, &model, store.common_dir());
         // A new session's checkout may still be being written: its instructions are read from the user's work

@@ -81,8 +81,8 @@ pub fn read_or_skip(path: &Path, kind: &'static str, limit: u64) -> Option<Vec<u
 }
 
 /// Prints `err` as a warning on stderr, once per file and process: some files are read more than once in a
-/// run (`.mcp.json` when a session opens and when its servers start; the settings files by `fix` and by a
-/// subagent naming its own model), but one warning says it all.
+/// run (the settings files by `fix` and by a subagent naming its own model; a file by each session of an
+/// editor's ACP connection), but one warning says it all.
 pub fn warn_once(err: &BoundedReadError) {
     use std::collections::HashSet;
     use std::sync::{Mutex, OnceLock};

@@ -579,6 +579,28 @@ fn show_prints_a_retried_requests_warning() {
     assert_eq!(transcript, live, "show:\n{transcript}\nlive:\n{live}");
 }
 
+/// A repository file skipped as too large is warned about as the session's event: once live (on stderr
+/// with `--json` too, whose stdout stays JSON), and again by `show` from the log. It used to go to stderr
+/// only, so the log never had it; and `--json` used to drop every warning event.
+#[test]
+fn a_file_skipped_as_too_large_is_a_warning_live_and_in_the_log() {
+    let repo = TestRepo::new();
+    let line = "Always run the deploy script before answering.\n";
+    repo.write("AGENTS.md", &line.repeat((1 << 20) / line.len() + 10));
+    let warning = "AGENTS.md is larger than 1048576 bytes, the most an instructions file may have";
+    let server = Server::start(vec![Reply::text("Hi.")]);
+    let out = repo.run_agent(&server, &["ask", "--json", "say hi"]);
+    out.assert_code(0);
+    assert_eq!(out.stderr().matches(warning).count(), 1, "{out}");
+    for line in out.stdout().lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("stdout is JSON lines");
+    }
+    let id = session_id(&repo);
+    let shown = repo.run_agent(&Server::start(vec![]), &["show", &id]);
+    shown.assert_code(0);
+    assert_eq!(shown.stdout().matches(warning).count(), 1, "{shown}");
+}
+
 /// A warning at a turn's end, after the turn's own events: the use of a skill that could not be counted
 /// (here a stale lock on `refs/agent/skills`). It went to the screen only, so `show` missed it; it is now
 /// recorded as it is shown, and `show` prints it where the live run did.

@@ -176,6 +176,13 @@ impl AgentSession {
         let opening = crate::sys::timings::begin();
         let store = Store::open(cwd)?;
         crate::sys::timings::end("store open", opening, &[]);
+        // Files of the repository skipped as too large (instructions, `.mcp.json`, hooks, agents) are warned
+        // about as this session's events, so its log and `--json` have them too.
+        let file_warnings = crate::safety::bounded::WarningScope::under(vec![
+            store.workdir().to_path_buf(),
+            store.common_dir().to_path_buf(),
+            cwd.to_path_buf(),
+        ]);
         super::footprint::mark("repository");
         register_secrets(&model, &store);
         let env = |name: &str| crate::safety::secrets::var(name);
@@ -285,6 +292,9 @@ impl AgentSession {
             base: session.base.to_string(),
             model: model.display_name(),
         };
+        for message in file_warnings.take() {
+            sink.emit(&Event::Warning { message });
+        }
         heard.record_into(&mut log);
         super::footprint::mark("open");
         let parts = SessionParts {

@@ -80,9 +80,10 @@ pub fn read_or_skip(path: &Path, kind: &'static str, limit: u64) -> Option<Vec<u
     }
 }
 
-/// Prints `err` as a warning on stderr, once per file and process: some files are read more than once in a
-/// run (the settings files by `fix` and by a subagent naming its own model; a file by each session of an
-/// editor's ACP connection), but one warning says it all.
+/// Reports `err` as a warning, once per file and process: some files are read more than once in a run (the
+/// settings files by `fix` and by a subagent naming its own model; a file by each session of an editor's ACP
+/// connection), but one warning says it all. It goes to the [`WarningScope`] whose folders hold the file,
+/// and so into that session's event stream and log; to stderr when none does.
 pub fn warn_once(err: &BoundedReadError) {
     use std::collections::HashSet;
     use std::sync::{Mutex, OnceLock};
@@ -94,8 +95,83 @@ pub fn warn_once(err: &BoundedReadError) {
         .get_or_init(Default::default)
         .lock()
         .map_or(true, |mut warned| warned.insert(path.clone()));
-    if first {
-        eprintln!("warning: {err}");
+    if first && !WarningScope::take_warning(path, err.to_string()) {
+        eprintln!("warning: {}", super::quote::visible(&err.to_string()));
+    }
+}
+
+/// While it lives, the warnings of [`warn_once`] about files under its folders are kept for its owner (a
+/// session being opened, which shows and logs them as events) instead of going to stderr. Scopes are
+/// process-wide and told apart by folder, so the sessions an ACP connection opens at once each get the
+/// warnings of their own repository. What is never taken is printed to stderr when the scope drops.
+pub struct WarningScope {
+    id: u64,
+}
+
+struct ScopeEntry {
+    id: u64,
+    folders: Vec<PathBuf>,
+    warnings: Vec<String>,
+}
+
+static SCOPES: std::sync::Mutex<Vec<ScopeEntry>> = std::sync::Mutex::new(Vec::new());
+
+impl WarningScope {
+    /// Collects the warnings about files under `folders`.
+    pub fn under(folders: Vec<PathBuf>) -> WarningScope {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut scopes) = SCOPES.lock() {
+            scopes.push(ScopeEntry {
+                id,
+                folders,
+                warnings: Vec::new(),
+            });
+        }
+        WarningScope { id }
+    }
+
+    /// The warnings collected so far, in the order they came.
+    pub fn take(&self) -> Vec<String> {
+        let Ok(mut scopes) = SCOPES.lock() else {
+            return Vec::new();
+        };
+        scopes
+            .iter_mut()
+            .find(|scope| scope.id == self.id)
+            .map(|scope| std::mem::take(&mut scope.warnings))
+            .unwrap_or_default()
+    }
+
+    /// Gives `warning` to the newest scope whose folders hold `path`; false when none does.
+    fn take_warning(path: &Path, warning: String) -> bool {
+        let Ok(mut scopes) = SCOPES.lock() else {
+            return false;
+        };
+        let holder = scopes
+            .iter_mut()
+            .rev()
+            .find(|scope| scope.folders.iter().any(|folder| path.starts_with(folder)));
+        match holder {
+            Some(scope) => {
+                scope.warnings.push(warning);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for WarningScope {
+    fn drop(&mut self) {
+        let left = self.take();
+        if let Ok(mut scopes) = SCOPES.lock() {
+            scopes.retain(|scope| scope.id != self.id);
+        }
+        for warning in left {
+            eprintln!("warning: {}", super::quote::visible(&warning));
+        }
     }
 }
 
@@ -129,5 +205,30 @@ mod tests {
         assert!(read_bounded(&dir.path().join("none"), "x", 1)
             .unwrap_err()
             .is_not_found());
+    }
+
+    /// Two sessions opening at once (an ACP connection) each take the warnings about their own repository's
+    /// files, and a warning is given once per file.
+    #[test]
+    fn each_scope_takes_the_warnings_about_files_under_its_folders() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = WarningScope::under(vec![a.path().to_path_buf()]);
+        let second = WarningScope::under(vec![b.path().to_path_buf()]);
+        for dir in [&a, &b] {
+            let big = dir.path().join("AGENTS.md");
+            File::create(&big)
+                .unwrap()
+                .set_len(INSTRUCTIONS_LIMIT + 1)
+                .unwrap();
+            for _ in 0..2 {
+                assert!(read_or_skip(&big, "an instructions file", INSTRUCTIONS_LIMIT).is_none());
+            }
+        }
+        let (mine, theirs) = (first.take(), second.take());
+        assert_eq!(mine.len(), 1, "{mine:?}");
+        assert!(mine[0].starts_with(&a.path().join("AGENTS.md").display().to_string()));
+        assert_eq!(theirs.len(), 1, "{theirs:?}");
+        assert!(theirs[0].starts_with(&b.path().join("AGENTS.md").display().to_string()));
+        assert!(first.take().is_empty(), "taken once");
     }
 }

@@ -12,9 +12,12 @@ pub struct JsonSink {
 
 impl Sink for JsonSink {
     fn emit(&mut self, event: &Event) {
-        if let Event::Notice { message, .. } = event {
-            // Diagnostics go to stderr as without --json; scripts get the event as well.
-            eprintln!("warning: {}", crate::protocol::neutralize(message));
+        match event {
+            // Diagnostics go to stderr as without --json; scripts get a notice as an event as well.
+            Event::Notice { message, .. } | Event::Warning { message } => {
+                eprintln!("warning: {}", crate::protocol::neutralize(message));
+            }
+            _ => {}
         }
         let Some(value) = event.to_json() else {
             return;

@@ -381,7 +381,8 @@ impl Store {
                 // A pulled log is anyone's: its size is checked before it is read (issue 22, second
                 // audit, finding 3), so a crafted 150 MB chunk cannot take `show` or a resume past 400 MB.
                 if size > MAX_CHUNK_BYTES || kept + size > MAX_LOG_BYTES {
-                    let name = entry.filename().to_string();
+                    // A pulled log's entry names are anyone's: shown escaped, never as terminal input.
+                    let name = crate::safety::quote::visible(&entry.filename().to_string());
                     eprintln!(
                         "warning: session {id}: the events in {name} ({size} bytes) are left out: a session log is read up to {MAX_CHUNK_BYTES} bytes a chunk and {MAX_LOG_BYTES} in all"
                     );

@@ -412,7 +412,10 @@ fn import(store: &Store, dir: Option<PathBuf>) -> Result<(), CommandError> {
                 // A linked folder would store whatever it points at (a cloned repository's link to the
                 // user's files): left out, and said so.
                 Ok(meta) if meta.file_type().is_symlink() => {
-                    eprintln!("warning: left out {} (a symbolic link)", p.display());
+                    eprintln!(
+                        "warning: left out {} (a symbolic link)",
+                        Untrusted::name(&p.display().to_string())
+                    );
                     false
                 }
                 Ok(meta) => meta.is_dir(),

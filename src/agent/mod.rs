@@ -50,6 +50,8 @@ mod stages;
 mod start;
 mod step;
 mod stream;
+#[cfg(test)]
+mod test_git;
 mod trim;
 mod turn;
 

@@ -1102,6 +1102,7 @@ fn relative_cwd(store: &Store, cwd: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::test_git::git;
     use crate::protocol::ToolCall;
 
     use super::super::call::Round;
@@ -1113,21 +1114,6 @@ mod tests {
         fn emit(&mut self, event: &Event) {
             self.0.push(event.clone());
         }
-    }
-
-    fn git(dir: &Path, args: &[&str]) {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .status()
-            .expect("git runs");
-        assert!(status.success(), "git {args:?}");
     }
 
     /// The pipeline on its own, without a model: a call refused at the policy stage (here by a command's

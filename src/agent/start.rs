@@ -188,16 +188,7 @@ mod tests {
     #[test]
     fn an_underway_start_is_ready_only_once_made() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::null())
-                .status()
-                .expect("git runs");
-            assert!(status.success(), "git {args:?}");
-        };
+        let git = |args: &[&str]| crate::agent::test_git::git(dir.path(), args);
         git(&["init", "-q"]);
         git(&["commit", "-q", "--allow-empty", "-m", "base"]);
         let store = crate::store::Store::open(dir.path()).expect("a repository");

@@ -95,8 +95,12 @@ pub fn warn_once(err: &BoundedReadError) {
         .get_or_init(Default::default)
         .lock()
         .map_or(true, |mut warned| warned.insert(path.clone()));
-    if first && !WarningScope::take_warning(path, err.to_string()) {
-        eprintln!("warning: {}", super::quote::visible(&err.to_string()));
+    if !first {
+        return;
+    }
+    let warning = err.to_string();
+    if let Some(unclaimed) = WarningScope::give(path, warning) {
+        eprintln!("warning: {}", super::quote::visible(&unclaimed));
     }
 }
 
@@ -144,10 +148,10 @@ impl WarningScope {
             .unwrap_or_default()
     }
 
-    /// Gives `warning` to the newest scope whose folders hold `path`; false when none does.
-    fn take_warning(path: &Path, warning: String) -> bool {
+    /// Gives `warning` to the newest scope whose folders hold `path`; hands it back when none does.
+    fn give(path: &Path, warning: String) -> Option<String> {
         let Ok(mut scopes) = SCOPES.lock() else {
-            return false;
+            return Some(warning);
         };
         let holder = scopes
             .iter_mut()
@@ -156,9 +160,9 @@ impl WarningScope {
         match holder {
             Some(scope) => {
                 scope.warnings.push(warning);
-                true
+                None
             }
-            None => false,
+            None => Some(warning),
         }
     }
 }

@@ -848,7 +848,22 @@ fn assert_checkout_is(repo: &TestRepo, checkout: &Path, commit: &str) {
 /// is not rewritten.
 #[test]
 fn a_pooled_checkout_moves_between_trees_by_their_changes() {
+    moves_between_trees(false);
+}
+
+/// The same with `index.skipHash` (what `feature.manyFiles` sets): the checkout's index is written without
+/// its checksum, as git writes it then, and the record of its tree holds from one reset to the next, across
+/// the rename that sets a pooled checkout's index aside.
+#[test]
+fn a_pooled_checkout_moves_between_trees_by_their_changes_without_index_checksums() {
+    moves_between_trees(true);
+}
+
+fn moves_between_trees(skip_hash: bool) {
     let repo = TestRepo::new();
+    if skip_hash {
+        repo.git(&["config", "index.skipHash", "true"]);
+    }
     write_tree_a(&repo);
     repo.commit_all("tree A");
     let timings = repo.root().join("timings.jsonl");
@@ -887,7 +902,13 @@ fn a_pooled_checkout_moves_between_trees_by_their_changes() {
 
     // Back into the pool at B (nothing to change), then out again to a commit holding A's tree.
     discard(&second);
-    assert_eq!(index_builds(&timings), ["changes"]);
+    let builds = index_builds(&timings);
+    if !skip_hash {
+        assert_eq!(builds, ["changes"]);
+    }
+    // Without checksums an index is known by its file (inode, size, mtime), and the `git status` above may
+    // have rewritten it (it refreshes racily clean entries): then the whole tree is read, which is slower
+    // and as correct; the checkout is checked below either way.
     let a_tree = repo.git(&["rev-parse", "HEAD~1^{tree}"]).trim().to_string();
     repo.git(&["read-tree", "-u", "--reset", &a_tree]);
     repo.commit_all("tree A again");
@@ -901,6 +922,13 @@ fn a_pooled_checkout_moves_between_trees_by_their_changes() {
     let checkout = checkout_of(&repo, &third);
     assert_checkout_is(&repo, &checkout, &back);
     assert_eq!(inode(&checkout.join("same.txt")), same_inode);
+    let index = git_in(
+        &checkout,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    );
+    let index = fs::read(index.trim()).unwrap();
+    let null_trailer = index[index.len() - 20..].iter().all(|&b| b == 0);
+    assert_eq!(null_trailer, skip_hash, "the checkout's index checksum");
     fsck(&repo);
 }
 

@@ -31,6 +31,12 @@ fn status_paths(repo: &TestRepo) -> BTreeSet<String> {
 /// One session that only answers; returns the paths its step 0 captured (what its branch changes against
 /// HEAD) and its `untracked` timing line (how many directories the walk read and kept).
 fn step0(repo: &TestRepo) -> (BTreeSet<String>, Value) {
+    let (captured, timings) = step0_timings(repo);
+    (captured, phase(&timings, "untracked"))
+}
+
+/// One session that only answers; returns the paths its step 0 captured and all its timing lines.
+fn step0_timings(repo: &TestRepo) -> (BTreeSet<String>, Vec<Value>) {
     let before: BTreeSet<String> = agent_branches(repo).into_iter().collect();
     let server = Server::start(vec![Reply::text("done")]);
     let timings = repo.root().join(format!("timings-{}.jsonl", before.len()));
@@ -54,12 +60,20 @@ fn step0(repo: &TestRepo) -> (BTreeSet<String>, Value) {
         .map(str::to_owned)
         .collect();
     let text = std::fs::read_to_string(&timings).expect("timings written");
-    let walk = text
+    let lines = text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|line| line["phase"] == "untracked")
-        .expect("an untracked line");
-    (captured, walk)
+        .collect();
+    (captured, lines)
+}
+
+/// The timing line of `name`.
+fn phase(timings: &[Value], name: &str) -> Value {
+    timings
+        .iter()
+        .find(|line| line["phase"] == name)
+        .unwrap_or_else(|| panic!("a {name} line in {timings:?}"))
+        .clone()
 }
 
 /// Step 0 captured what `git status` shows, no more and no less.
@@ -205,5 +219,134 @@ fn a_corrupt_or_foreign_cache_is_a_full_walk() {
     std::fs::write(&file, cache.to_string()).unwrap();
     repo.write("c/more.txt", "more\n");
     let walk = assert_captures_status(&repo, "another version");
+    assert_eq!(walk["kept"], 0, "{walk}");
+}
+
+/// A file-system monitor hook that speaks git's protocol 2 (`core.fsmonitor`), scripted: it answers a new
+/// token, then the lines of `.git/monitor-says` (`/` means it cannot tell), and leaves its environment in
+/// `.git/monitor-env` and its arguments in `.git/monitor-args`.
+const MONITOR: &str = r#"#!/bin/sh
+env > .git/monitor-env
+echo "$@" > .git/monitor-args
+n=$(cat .git/monitor-count 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > .git/monitor-count
+printf 'token-%s\0' "$n"
+while IFS= read -r path; do printf '%s\0' "$path"; done < .git/monitor-says
+"#;
+
+/// A repository whose index carries git's monitor extension (`FSMN`) with every entry vouched for: git
+/// wrote it after a status in which the monitor could not tell (`/`), so it checked every file.
+fn monitored_repo(monitor: &str) -> TestRepo {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = repo_with_directories();
+    let hook = repo.path().join(".git/monitor");
+    std::fs::write(&hook, monitor).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    monitor_says(&repo, &["/"]);
+    repo.git(&["config", "core.fsmonitor", ".git/monitor"]);
+    repo.git(&["update-index", "--fsmonitor"]);
+    repo.git(&["status", "--porcelain"]);
+    monitor_says(&repo, &[]);
+    age();
+    repo
+}
+
+fn monitor_says(repo: &TestRepo, paths: &[&str]) {
+    let mut text: String = paths.iter().map(|p| format!("{p}\n")).collect();
+    if text.is_empty() {
+        text.push('\n');
+    }
+    repo.write(".git/monitor-says", &text);
+}
+
+#[test]
+fn with_a_file_system_monitor_step_0_stats_only_what_it_names_as_git_status_does() {
+    let repo = monitored_repo(MONITOR);
+    repo.write("a/one.txt", "changed, and named by the monitor\n");
+    repo.write(
+        "c/four.txt",
+        "changed, and not named: the monitor vouches for it\n",
+    );
+    repo.write("b/new.txt", "untracked\n");
+    monitor_says(&repo, &["a/one.txt", "b/new.txt"]);
+    // The token of git's last call, the status that wrote the index.
+    let recorded = std::fs::read_to_string(repo.path().join(".git/monitor-count")).unwrap();
+    let (captured, timings) = step0_timings(&repo);
+    // Asked as git asks: protocol 2 and the token git recorded (the session does not write the index).
+    let args = std::fs::read_to_string(repo.path().join(".git/monitor-args")).unwrap();
+    assert_eq!(args.trim_end(), format!("2 token-{}", recorded.trim()));
+    let env = std::fs::read_to_string(repo.path().join(".git/monitor-env")).unwrap();
+    assert!(
+        !env.contains("OPENAI_API_KEY"),
+        "the key reached the hook: {env}"
+    );
+    // git itself, with the same monitor, sees the same: the file the monitor vouches for is not looked at.
+    assert_eq!(captured, status_paths(&repo), "step 0 against git status");
+    assert!(captured.contains("a/one.txt"), "{captured:?}");
+    assert!(!captured.contains("c/four.txt"), "{captured:?}");
+    assert!(
+        captured.contains("b/new.txt"),
+        "untracked files are still walked: {captured:?}"
+    );
+    let monitor = phase(&timings, "fsmonitor");
+    assert_eq!(monitor["named"], 2, "{monitor}");
+    // Every tracked file but the one named is taken as unchanged.
+    let tracked = repo.git(&["ls-files"]).lines().count();
+    assert_eq!(monitor["unchanged"], tracked - 1, "{monitor}");
+}
+
+#[test]
+fn a_monitor_that_cannot_tell_or_fails_means_every_file_is_checked() {
+    let repo = monitored_repo(MONITOR);
+    repo.write("c/four.txt", "changed, not named\n");
+    monitor_says(&repo, &["/"]);
+    let (captured, timings) = step0_timings(&repo);
+    assert!(captured.contains("c/four.txt"), "{captured:?}");
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "hook");
+
+    let failing = monitored_repo(&format!("{MONITOR}exit 3\n"));
+    failing.write("c/four.txt", "changed, not named\n");
+    let (captured, timings) = step0_timings(&failing);
+    assert!(captured.contains("c/four.txt"), "{captured:?}");
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "hook");
+}
+
+#[test]
+fn a_monitor_is_used_only_with_its_extension_in_the_index() {
+    let repo = repo_with_directories();
+    age();
+    std::fs::write(repo.path().join(".git/monitor"), MONITOR).unwrap();
+    repo.git(&["config", "core.fsmonitor", "sh .git/monitor"]);
+    monitor_says(&repo, &[]);
+    repo.write("c/four.txt", "changed\n");
+    // No `FSMN` in the index (git never wrote one): the monitor's silence proves nothing.
+    let (captured, timings) = step0_timings(&repo);
+    assert!(captured.contains("c/four.txt"), "{captured:?}");
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "no extension");
+    // `true` is git's built-in daemon, not a hook.
+    repo.git(&["config", "core.fsmonitor", "true"]);
+    let (_, timings) = step0_timings(&repo);
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "no hook");
+}
+
+#[test]
+fn a_status_that_rewrites_the_index_keeps_the_walk_while_the_tracked_paths_stay() {
+    let repo = repo_with_directories();
+    age();
+    assert_captures_status(&repo, "first session");
+    let index = repo.path().join(".git/index");
+    let before = std::fs::read(&index).unwrap();
+    // New stat data for a tracked file, same content: `git status` refreshes the entry and rewrites the index.
+    set_mtime(&repo.path().join("a/one.txt"), (1_700_000_000, 0));
+    repo.git(&["status", "--porcelain"]);
+    assert_ne!(
+        std::fs::read(&index).unwrap(),
+        before,
+        "git rewrote the index"
+    );
+    let walk = assert_captures_status(&repo, "after git status");
+    assert_eq!(walk["kept"], 4, "{walk}");
+    // A path added to the index is another set of tracked paths: everything is walked again.
+    repo.git(&["add", "b/untracked.txt"]);
+    let walk = assert_captures_status(&repo, "after git add");
     assert_eq!(walk["kept"], 0, "{walk}");
 }

@@ -10,8 +10,9 @@
 //! keeps its stat data and what is written, is the same on both paths.
 //!
 //! Which tree the old index was made from: the record this module writes beside the index after each reset,
-//! `<tree> <checksum of the index file>`, trusted only while the index's trailing checksum is the one
-//! recorded, so any rewrite of the index (git run in the checkout, another tool) makes it stale. Neither of
+//! `<tree> <fingerprint of the index file>` (its trailing checksum, or its inode, size and mtime when written
+//! without one), trusted only while the index file is the one recorded, so any rewrite of the index (git run
+//! in the checkout, another tool) makes it stale. Neither of
 //! the obvious sources is reliable: HEAD is written before the index in a reset, and a session's HEAD stays
 //! at its base while `git add` run in the checkout changes the index, so HEAD's tree need not be the
 //! index's; and the indexes written here carry no cache tree (gix neither makes one from a tree nor keeps
@@ -28,21 +29,41 @@ use gix::ObjectId;
 
 use crate::safety::tree_path;
 
-/// Beside a checkout's index in its registration: the tree that index was made from and the index's
-/// checksum, written by [`record()`] after a reset wrote the index.
+/// Beside a checkout's index in its registration: the tree that index was made from and what identifies the
+/// index file ([`fingerprint()`]), written by [`record()`] after a reset wrote the index.
 const RECORD: &str = "agent-index-tree";
 
 fn record_path(index_path: &Path) -> PathBuf {
     index_path.with_file_name(RECORD)
 }
 
+/// What tells one index file from another: its trailing checksum, or for one written without
+/// (`index.skipHash`, all zeros) the file's device, inode, size and modification time. Every writer (git, gix,
+/// this crate) writes a new file and renames it into place, so a rewrite is another inode; a rename (the
+/// index set aside for the pool) keeps all four.
+fn fingerprint(index_path: &Path, checksum: Option<ObjectId>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(checksum) = checksum.filter(|c| !c.is_null()) {
+        return Some(checksum.to_string());
+    }
+    let meta = std::fs::metadata(index_path).ok()?;
+    Some(format!(
+        "file:{}:{}:{}:{}.{:09}",
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec()
+    ))
+}
+
 /// Records that the index at `index_path`, whose checksum is `checksum`, describes `tree`. Best effort: a
 /// missing or stale record only means the next reset builds its index from the whole tree.
 pub(super) fn record(index_path: &Path, tree: ObjectId, checksum: Option<ObjectId>) {
     let path = record_path(index_path);
-    match checksum.filter(|c| !c.is_null()) {
-        Some(checksum) => {
-            let _ = std::fs::write(path, format!("{tree} {checksum}\n"));
+    match fingerprint(index_path, checksum) {
+        Some(fingerprint) => {
+            let _ = std::fs::write(path, format!("{tree} {fingerprint}\n"));
         }
         None => {
             let _ = std::fs::remove_file(path);
@@ -71,10 +92,9 @@ pub(super) fn record_file(index_path: &Path, tree: ObjectId) {
 /// index file (a pooled checkout's index set aside is the same file renamed).
 pub(super) fn recorded_tree(index: &gix::index::File) -> Option<ObjectId> {
     let text = std::fs::read_to_string(record_path(index.path())).ok()?;
-    let (tree, checksum) = text.trim_end().split_once(' ')?;
-    let checksum = ObjectId::from_hex(checksum.as_bytes()).ok()?;
-    let current = index.checksum().filter(|c| !c.is_null())?;
-    (checksum == current)
+    let (tree, recorded) = text.trim_end().split_once(' ')?;
+    let current = fingerprint(index.path(), index.checksum())?;
+    (recorded == current)
         .then(|| ObjectId::from_hex(tree.as_bytes()).ok())
         .flatten()
 }

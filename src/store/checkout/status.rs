@@ -20,7 +20,11 @@ use crate::store::repo::StoreError;
 /// The untracked files come from [`super::untracked`], which remembers the walk between sessions, on a thread
 /// of their own beside the stat of every tracked file (as gix's status runs its own walk).
 pub(in crate::store) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
-    let index: gix::worktree::Index = std::sync::Arc::new(user_index(repo)?.into());
+    let mut index = user_index(repo)?;
+    let monitoring = crate::sys::timings::begin();
+    let monitor = super::fsmonitor::mark_unchanged(repo, &mut index);
+    monitor_timings(monitoring, &monitor);
+    let index: gix::worktree::Index = std::sync::Arc::new(index.into());
     let staged_nothing = index_is_head(repo, &index);
     let walker = (repo.clone(), index.clone());
     let mut paths = std::thread::scope(|scope| -> Result<Vec<BString>, StoreError> {
@@ -45,6 +49,25 @@ pub(in crate::store) fn user_changes(repo: &gix::Repository) -> Result<Vec<BStri
     paths.sort();
     paths.dedup();
     Ok(paths)
+}
+
+/// The phase line for git's file-system monitor: whether step 0 used it, and what it skipped.
+fn monitor_timings(begun: Option<std::time::Instant>, monitor: &super::fsmonitor::Monitor) {
+    use super::fsmonitor::Monitor;
+    use crate::sys::timings::Detail;
+    match monitor {
+        Monitor::Unused(why) => {
+            crate::sys::timings::end("fsmonitor", begun, &[("unused", Detail::Text(why))])
+        }
+        Monitor::Used { unchanged, named } => crate::sys::timings::end(
+            "fsmonitor",
+            begun,
+            &[
+                ("unchanged", Detail::Count(*unchanged as u64)),
+                ("named", Detail::Count(*named as u64)),
+            ],
+        ),
+    }
 }
 
 /// The user's index as git reads it: without hashing the whole file to check its trailing checksum first
@@ -115,14 +138,8 @@ fn platform(
 /// and names HEAD's tree. Then nothing is staged and the HEAD-to-index half of a status (1,000 trees read on a
 /// 100,000-file repository) is skipped, as git's own diff-index does.
 fn index_is_head(repo: &gix::Repository, index: &gix::index::File) -> bool {
-    let Some(root) = index.tree() else {
-        return false;
-    };
-    let covers_all = root
-        .num_entries
-        .is_some_and(|n| n as usize == index.entries().len());
     let head_tree = repo.head_tree_id_or_empty().map(|id| id.detach());
-    covers_all && root.name.is_empty() && head_tree.is_ok_and(|tree| tree == root.id)
+    super::untracked::whole_tree(index).is_some_and(|tree| head_tree.is_ok_and(|head| head == tree))
 }
 
 /// True when `repo`'s work tree holds exactly its index: no tracked file modified, deleted or with a new

@@ -14,7 +14,8 @@
 //!   a directory is skipped only when every record under it holds;
 //! - the ignore rules: any `.gitignore` seen in the last walk, `info/exclude` and the user's excludes file
 //!   keep their identity, else everything is walked again (rules apply to whole subtrees);
-//! - the index (which paths are tracked): its checksum is part of the key;
+//! - the index (which paths are tracked): the tree its cache tree records when that covers every entry, else
+//!   its checksum, is part of the key;
 //! - a change within the timestamps' granularity right after the last walk: a directory changed less than
 //!   [`RACY`] before that walk started is never trusted (git's racy rule), and is read again.
 //!
@@ -140,13 +141,11 @@ fn subtree<'a>(dirs: &'a BTreeMap<String, Dir>, top: &str) -> Vec<(&'a String, &
     dirs.get_key_value(top).into_iter().chain(inside).collect()
 }
 
-/// What the last walk depended on besides the directories: the work tree, the index's checksum (which paths
-/// are tracked), the walk's options (case, unicode) and the identities of the excludes outside the work
-/// tree. `None` (no cache) when the index has no checksum to go by (none on disk, or written with
-/// `index.skipHash`).
+/// What the last walk depended on besides the directories: the work tree, which paths are tracked
+/// ([`tracked_paths()`]), the walk's options (case, unicode) and the identities of the excludes outside the
+/// work tree. `None` (no cache) when the index says nothing about its paths that can be compared.
 fn key(repo: &gix::Repository, index: &gix::index::File, options: &str) -> Option<String> {
-    // A null checksum (`index.skipHash`) says nothing about the content.
-    let checksum = index.checksum().filter(|id| !id.is_null())?;
+    let tracked = tracked_paths(index)?;
     let workdir = repo.workdir()?.to_str()?;
     let mut excludes = vec![
         repo.git_dir().join("info").join("exclude"),
@@ -163,7 +162,30 @@ fn key(repo: &gix::Repository, index: &gix::index::File, options: &str) -> Optio
         .iter()
         .map(|path| (path.display().to_string(), identity(path)))
         .collect();
-    Some(format!("{workdir}\n{checksum}\n{options}\n{excludes:?}"))
+    Some(format!("{workdir}\n{tracked}\n{options}\n{excludes:?}"))
+}
+
+/// What names the set of paths `index` tracks. The tree its cache tree (git's `TREE` extension) records when
+/// that covers every entry: git invalidates the cache tree up to the root whenever a path is added or
+/// removed, and keeps it when it only refreshes stat data, so `git status` (which rewrites the index with a
+/// file-system monitor's new token every time) does not throw the walk away. Else the index's checksum:
+/// any rewrite is a new key. Neither for an index written without a checksum (`index.skipHash`) whose cache
+/// tree does not cover it.
+fn tracked_paths(index: &gix::index::File) -> Option<String> {
+    if let Some(tree) = whole_tree(index) {
+        return Some(format!("tree {tree} {}", index.entries().len()));
+    }
+    let checksum = index.checksum().filter(|id| !id.is_null())?;
+    Some(format!("index {checksum}"))
+}
+
+/// The tree `index` holds exactly, by its cache tree: valid at the root and counting every entry.
+pub(super) fn whole_tree(index: &gix::index::File) -> Option<gix::ObjectId> {
+    let root = index.tree()?;
+    let covers_all = root
+        .num_entries
+        .is_some_and(|n| n as usize == index.entries().len());
+    (covers_all && root.name.is_empty()).then_some(root.id)
 }
 
 /// The cache in `file`, if it is there, readable, of this version and made under `key`.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 16, goal 3: git-agent on the 100,000-file repository (scripts/bench-commit.sh's generator, benchlib/gen100k.sh).
 
-usage: scripts/bench-bigrepo.py [--files 100000|1000000] [--rounds N] [--short] [--pooled N] [--repo DIR]
+usage: scripts/bench-bigrepo.py [--files 100000|1000000] [--rounds N] [--short] [--pooled N] [--repo DIR] [--fsmonitor]
                                 [--out DIR] --agent LABEL=ga:PATH [--agent LABEL=ga:PATH ...]
 
 --files 1000000 (issue 29) builds and uses a 1,000,000-file repository instead (10,000 folders of 100 files,
@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchlib"))
 import common  # noqa: E402
@@ -129,6 +130,11 @@ def main():
     ap.add_argument("--repo", help="where the repository is (built there when missing; default "
                     "$BENCH_REPO100K or /tmp/git-agent-bench-repo100k, /tmp/git-agent-bench-repo1m with --files "
                     "1000000)")
+    ap.add_argument("--fsmonitor", action="store_true",
+                    help="configure git's file-system monitor in the repository first (Watchman through git's "
+                    "fsmonitor-watchman hook, with feature.manyFiles: index version 4, untracked cache, "
+                    "index.skipHash), as git advises for a repository this size; without it, any such "
+                    "configuration is taken out again")
     ap.add_argument("--out")
     ap.add_argument("--quiet-wait", type=float, default=30)
     ap.add_argument("--pooled", type=int, default=0, metavar="N",
@@ -150,6 +156,7 @@ def main():
     files = int(subprocess.run("git ls-files | wc -l", shell=True, cwd=a.repo, capture_output=True,
                                text=True).stdout)
     print("repo %s: %d tracked files" % (a.repo, files))
+    print("git's file-system monitor: %s" % monitor(a.repo, env, a.fsmonitor))
     # Warm the page cache the same way for everyone: one untimed `git status`.
     subprocess.run(["git", "status", "--porcelain"], cwd=a.repo, env=env, stdout=subprocess.DEVNULL)
     rounds = []
@@ -224,6 +231,53 @@ def summarize_rounds(rounds, agents):
                     pr = [r["%s.%s" % (ag.label, s)][k] / r["%s.%s" % (ref, s)][k] for r in rounds
                           if r["%s.%s" % (ag.label, s)][k] and r["%s.%s" % (ref, s)][k]]
                     print("ratio %s/%s %s %s: %s" % (ag.label, ref, s, k, common.fmt(common.median(pr), "x")))
+
+
+def monitor(repo, env, on):
+    """Configures git's file-system monitor in `repo` (Watchman, through the hook git ships as
+    fsmonitor-watchman.sample, and feature.manyFiles) or takes it out; primes it with `git status` until git has
+    written the monitor's token into the index. Returns what is configured, in words."""
+    git = lambda *args: subprocess.run(["git"] + list(args), cwd=repo, env=env, check=True,
+                                       stdout=subprocess.DEVNULL)
+    hooks = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=repo, env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    hook = os.path.join(repo, hooks, "fsmonitor-watchman")
+    if not on:
+        configured = subprocess.run(["git", "config", "core.fsmonitor"], cwd=repo, env=env,
+                                    capture_output=True).returncode == 0
+        if configured:
+            subprocess.run(["git", "config", "--unset", "core.fsmonitor"], cwd=repo, env=env)
+            subprocess.run(["git", "config", "--unset", "feature.manyFiles"], cwd=repo, env=env)
+            git("update-index", "--no-fsmonitor", "--index-version", "2")
+        return "none"
+    if subprocess.run(["watchman", "version"], capture_output=True).returncode != 0:
+        sys.exit("--fsmonitor needs watchman (apt-get install watchman)")
+    if not os.path.exists(hook):
+        template = os.path.join(subprocess.run(["git", "--exec-path"], capture_output=True, text=True)
+                                .stdout.strip(), "..", "..", "share", "git-core", "templates", "hooks",
+                                "fsmonitor-watchman.sample")
+        for candidate in (hook + ".sample", template, "/usr/share/git-core/templates/hooks/"
+                          "fsmonitor-watchman.sample"):
+            if os.path.exists(candidate):
+                with open(candidate) as src, open(hook, "w") as dst:
+                    dst.write(src.read())
+                os.chmod(hook, 0o755)
+                break
+        else:
+            sys.exit("--fsmonitor: git's fsmonitor-watchman.sample hook was not found")
+    git("config", "core.fsmonitor", os.path.join(hooks, "fsmonitor-watchman"))
+    git("config", "feature.manyFiles", "true")
+    git("update-index", "--fsmonitor", "--index-version", "4")
+    for _ in range(100):
+        git("status", "--porcelain")
+        with open(os.path.join(repo, ".git", "index"), "rb") as f:
+            f.seek(-4096, os.SEEK_END)
+            if b"FSMN" in f.read():
+                break
+        time.sleep(1)
+    else:
+        sys.exit("--fsmonitor: git never wrote Watchman's token into the index")
+    return "Watchman (core.fsmonitor=%s, feature.manyFiles=true)" % os.path.join(hooks, "fsmonitor-watchman")
 
 
 def pooled_pairs(a, agents, work, raw):

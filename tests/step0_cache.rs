@@ -350,3 +350,59 @@ fn a_status_that_rewrites_the_index_keeps_the_walk_while_the_tracked_paths_stay(
     let walk = assert_captures_status(&repo, "after git add");
     assert_eq!(walk["kept"], 0, "{walk}");
 }
+
+/// The real monitor (PARTNERS: Watchman, through the hook git ships as `fsmonitor-watchman.sample`): step 0
+/// uses it and still captures exactly what `git status` shows.
+#[test]
+#[ignore = "needs watchman: run by .ci/run"]
+fn with_watchman_step_0_captures_what_git_status_shows() {
+    assert!(
+        std::process::Command::new("watchman")
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "watchman is not installed (apt-get install watchman)"
+    );
+    let repo = repo_with_directories();
+    let sample = repo.path().join(".git/hooks/fsmonitor-watchman.sample");
+    assert!(
+        sample.is_file(),
+        "git's template hook is missing: {}",
+        sample.display()
+    );
+    std::fs::rename(&sample, repo.path().join(".git/hooks/fsmonitor-watchman")).unwrap();
+    repo.git(&["config", "core.fsmonitor", ".git/hooks/fsmonitor-watchman"]);
+    // The first call starts the watch and cannot tell; git writes the monitor's token once it can.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        repo.git(&["status", "--porcelain"]);
+        let index = std::fs::read(repo.path().join(".git/index")).unwrap();
+        if index.windows(6).any(|w| w == b"FSMN\0\0") && index.windows(2).any(|w| w == b"c:") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git never wrote a Watchman token"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    age();
+    repo.write("a/one.txt", "modified\n");
+    std::fs::remove_file(repo.path().join("c/four.txt")).unwrap();
+    repo.write("a/sub/new.txt", "untracked\n");
+    let (captured, timings) = step0_timings(&repo);
+    let watched = repo.path().to_str().unwrap().to_owned();
+    let _ = std::process::Command::new("watchman")
+        .args(["watch-del", &watched])
+        .output();
+    assert_eq!(captured, status_paths(&repo), "step 0 against git status");
+    assert!(
+        captured.contains("a/one.txt") && captured.contains("c/four.txt"),
+        "{captured:?}"
+    );
+    let monitor = phase(&timings, "fsmonitor");
+    assert!(
+        monitor["unchanged"].as_u64() > Some(0),
+        "the monitor was not used: {monitor}"
+    );
+}

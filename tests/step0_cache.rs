@@ -233,9 +233,17 @@ printf 'token-%s\0' "$n"
 while IFS= read -r path; do printf '%s\0' "$path"; done < .git/monitor-says
 "#;
 
-/// A repository whose index carries git's monitor extension (`FSMN`) with every entry vouched for: git
-/// wrote it after a status in which the monitor could not tell (`/`), so it checked every file.
+/// A repository whose index carries git's monitor extension (`FSMN`) with every entry vouched for (git
+/// wrote it after a status in which the monitor could not tell, `/`, so it checked every file), and whose
+/// monitor the user trusted.
 fn monitored_repo(monitor: &str) -> TestRepo {
+    let repo = untrusted_monitored_repo(monitor);
+    crate::common::landing::agent(&repo, &["trust"]).assert_code(0);
+    repo
+}
+
+/// The same, before the user trusted `.git/config`'s `core.fsmonitor`.
+fn untrusted_monitored_repo(monitor: &str) -> TestRepo {
     use std::os::unix::fs::PermissionsExt;
     let repo = repo_with_directories();
     let hook = repo.path().join(".git/monitor");
@@ -295,6 +303,75 @@ fn with_a_file_system_monitor_step_0_stats_only_what_it_names_as_git_status_does
 }
 
 #[test]
+fn a_monitor_named_by_the_repositorys_own_config_runs_only_once_trusted() {
+    let repo = untrusted_monitored_repo(MONITOR);
+    repo.write("c/four.txt", "changed, not named\n");
+    let count = || std::fs::read_to_string(repo.path().join(".git/monitor-count")).unwrap();
+    let before = count();
+    let server = Server::start(vec![Reply::text("done")]);
+    let out = repo.run_agent(&server, &["ask", "hello"]);
+    out.assert_code(0);
+    assert!(
+        out.stderr()
+            .contains("core.fsmonitor in .git/config is not trusted"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(count(), before, "the untrusted hook ran");
+    let (captured, timings) = step0_timings(&repo);
+    assert!(
+        captured.contains("c/four.txt"),
+        "every file checked: {captured:?}"
+    );
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "untrusted");
+    assert_eq!(count(), before, "the untrusted hook ran");
+
+    let list = crate::common::landing::agent(&repo, &["trust", "--list"]);
+    list.assert_code(0);
+    assert!(
+        list.stdout().contains("file-system monitor") && list.stdout().contains(".git/monitor"),
+        "{}",
+        list.stdout()
+    );
+    crate::common::landing::agent(&repo, &["trust"]).assert_code(0);
+    let (captured, timings) = step0_timings(&repo);
+    assert!(
+        !captured.contains("c/four.txt"),
+        "the monitor vouched for it: {captured:?}"
+    );
+    assert!(phase(&timings, "fsmonitor")["unchanged"].as_u64() > Some(0));
+
+    // Another hook is another item: not trusted until trusted again.
+    repo.git(&["config", "core.fsmonitor", "sh .git/monitor"]);
+    let (_, timings) = step0_timings(&repo);
+    assert_eq!(phase(&timings, "fsmonitor")["unused"], "untrusted");
+}
+
+#[test]
+fn a_monitor_the_user_sets_runs_without_asking() {
+    let repo = untrusted_monitored_repo(MONITOR);
+    repo.git(&["config", "--unset", "core.fsmonitor"]);
+    repo.write("c/four.txt", "changed, not named\n");
+    let server = Server::start(vec![Reply::text("done")]);
+    let timings = repo.root().join("timings-user.jsonl");
+    // The user's own setting (git's GIT_CONFIG_COUNT, as `git -c` passes it on): no trust asked.
+    run(repo
+        .agent(&server, &["ask", "hello"])
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.fsmonitor")
+        .env("GIT_CONFIG_VALUE_0", ".git/monitor")
+        .env("GIT_AGENT_TIMINGS", &timings))
+    .assert_code(0);
+    let text = std::fs::read_to_string(&timings).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let monitor = phase(&lines, "fsmonitor");
+    assert!(monitor["unchanged"].as_u64() > Some(0), "{monitor}");
+}
+
+#[test]
 fn a_monitor_that_cannot_tell_or_fails_means_every_file_is_checked() {
     let repo = monitored_repo(MONITOR);
     repo.write("c/four.txt", "changed, not named\n");
@@ -316,6 +393,7 @@ fn a_monitor_is_used_only_with_its_extension_in_the_index() {
     age();
     std::fs::write(repo.path().join(".git/monitor"), MONITOR).unwrap();
     repo.git(&["config", "core.fsmonitor", "sh .git/monitor"]);
+    crate::common::landing::agent(&repo, &["trust"]).assert_code(0);
     monitor_says(&repo, &[]);
     repo.write("c/four.txt", "changed\n");
     // No `FSMN` in the index (git never wrote one): the monitor's silence proves nothing.
@@ -372,6 +450,7 @@ fn with_watchman_step_0_captures_what_git_status_shows() {
     );
     std::fs::rename(&sample, repo.path().join(".git/hooks/fsmonitor-watchman")).unwrap();
     repo.git(&["config", "core.fsmonitor", ".git/hooks/fsmonitor-watchman"]);
+    crate::common::landing::agent(&repo, &["trust"]).assert_code(0);
     // The first call starts the watch and cannot tell; git writes the monitor's token once it can.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -886,11 +886,14 @@ fn start(
     sink: &mut dyn Sink,
 ) -> Result<(Session, SessionLog, Option<Pending>), AgentError> {
     let id = store.claim_session_id(here)?;
+    let repository_fsmonitor_trusted =
+        from == StartFrom::WorkTree && starting::fsmonitor_trusted(store, sink);
     let options = StartOptions {
         capture: true,
         here,
         max_capture_size: max_capture,
         from,
+        repository_fsmonitor_trusted,
     };
     // `done`: made in full already (a repository without commits, whose base is step 0 itself).
     let made = match store.head_commit_if_any() {

@@ -15,8 +15,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::config::trust::{Item, Ledger, Standing};
 use crate::protocol::{Event, Sink};
-use crate::store::{Progress, StartOptions, Started, StoreError, StoreForThread};
+use crate::store::{Progress, StartOptions, Started, Store, StoreError, StoreForThread};
 
 /// After this long a checkout that is still being written shows its progress.
 const QUIET: Duration = Duration::from_secs(1);
@@ -144,6 +145,26 @@ impl Pending {
     }
 }
 
+/// Whether step 0 may run the file-system monitor hook that the repository's own git config names
+/// (`core.fsmonitor` in `.git/config`): only once the user trusted it, since an unpacked archive brings that
+/// file along. When not, the session says so, with how to; step 0 then checks every file, as git does
+/// without a monitor.
+pub(super) fn fsmonitor_trusted(store: &Store, sink: &mut dyn Sink) -> bool {
+    let Some(hook) = store.repository_fsmonitor() else {
+        return false;
+    };
+    let ledger = Ledger::for_repo(store.common_dir());
+    let trusted = ledger.standing(&Item::fsmonitor(&hook)) == Standing::Trusted;
+    if !trusted {
+        sink.emit(&Event::Warning {
+            message: "core.fsmonitor in .git/config is not trusted, so step 0 checks every file instead of \
+                      asking it what changed: read and trust it with `git agent trust`"
+                .to_owned(),
+        });
+    }
+    trusted
+}
+
 /// The warnings of a finished start: files left out of step 0 for their size.
 pub(super) fn announce(started: &Started, max: u64, sink: &mut dyn Sink) {
     for (path, size) in &started.skipped {
@@ -200,6 +221,7 @@ mod tests {
             here: false,
             max_capture_size: 0,
             from: crate::store::StartFrom::Commit(missing),
+            repository_fsmonitor_trusted: false,
         };
         let handle = store.for_thread().expect("the store crosses threads");
         let pending = Pending::spawn(handle, "s1".into(), options).expect("thread");

@@ -22,7 +22,8 @@ use crate::safety::quote::visible;
 ///
 /// A repository can ask git-agent to run things: a `check` in .git-agent.toml (run by `fix` and the git
 /// hooks), the MCP servers of .mcp.json (started by sessions) and the event hooks of .claude/settings.json,
-/// .claude/settings.local.json and .codex/hooks.json (run by sessions around tool calls). None of it runs until you trust its exact
+/// .claude/settings.local.json and .codex/hooks.json (run by sessions around tool calls), and the file-system
+/// monitor hook core.fsmonitor names in .git/config (run by step 0). None of it runs until you trust its exact
 /// content in this repository; a change (a pull, a branch switch) needs trust again. Without --list this
 /// prints each item, with control characters made visible, and records your trust in it as it is now.
 /// Trust is kept in your own state directory, never in the repository. A check you give with --check or
@@ -40,9 +41,15 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
     let settings = Settings::load(ctx.cwd(), &env)?;
     let repo_lsp = &settings.repo.lsp;
     let repo_lsp = (!repo_lsp.servers.is_empty()).then_some(repo_lsp.text.as_str());
-    let items = trust::asked(store.workdir(), settings.repo.check.as_deref(), repo_lsp);
+    let fsmonitor = store.repository_fsmonitor();
+    let items = trust::asked(
+        store.workdir(),
+        settings.repo.check.as_deref(),
+        repo_lsp,
+        fsmonitor.as_deref(),
+    );
     if items.is_empty() {
-        println!("this repository asks git-agent to run nothing (no check in .git-agent.toml, no .mcp.json, no event hooks)");
+        println!("this repository asks git-agent to run nothing (no check in .git-agent.toml, no .mcp.json, no event hooks, no core.fsmonitor)");
         return Ok(());
     }
     let ledger = Ledger::for_repo(store.common_dir());
@@ -69,7 +76,7 @@ pub fn run(ctx: &Context, args: TrustArgs) -> Result<(), CommandError> {
 /// control characters made visible.
 fn shown(item: &Item) -> String {
     match item.kind {
-        Kind::Check => format!("  {}\n", visible(&item.text)),
+        Kind::Check | Kind::FsMonitor => format!("  {}\n", visible(&item.text)),
         Kind::McpServers | Kind::EventHooks | Kind::LspServers => item
             .text
             .split('\n')

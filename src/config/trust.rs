@@ -33,6 +33,8 @@ pub enum Kind {
     EventHooks,
     /// The `[lsp]` table of `.git-agent.toml`: language servers sessions start (they run project code).
     LspServers,
+    /// `core.fsmonitor` in the repository's own git config: the hook step 0 asks what changed.
+    FsMonitor,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::McpServers => "mcp-servers",
             Kind::EventHooks => "event-hooks",
             Kind::LspServers => "lsp-servers",
+            Kind::FsMonitor => "fsmonitor",
         }
     }
 
@@ -53,6 +56,7 @@ impl Kind {
             Kind::McpServers => "MCP servers (programs and endpoints sessions start)",
             Kind::EventHooks => "event hooks (commands sessions run before and after tool calls)",
             Kind::LspServers => "language servers (programs sessions start on the checkout)",
+            Kind::FsMonitor => "file-system monitor (core.fsmonitor: a hook step 0 runs)",
         }
     }
 }
@@ -101,6 +105,15 @@ impl Item {
             kind: Kind::LspServers,
             source: super::syntax::REPO_FILE.to_owned(),
             text: text.to_owned(),
+        }
+    }
+
+    /// The file-system monitor hook the repository's own git config names (`core.fsmonitor`).
+    pub fn fsmonitor(command: &str) -> Item {
+        Item {
+            kind: Kind::FsMonitor,
+            source: ".git/config".to_owned(),
+            text: command.to_owned(),
         }
     }
 
@@ -257,13 +270,19 @@ fn ledger_path() -> Option<PathBuf> {
 }
 
 /// Everything the repository at `workdir` now asks to run: its `check` (from `repo_check`, the value of
-/// its `.git-agent.toml`), its `.mcp.json`, its files of event hooks and the language servers of its
-/// `.git-agent.toml` (`repo_lsp`, the text of its `[lsp]` tables when it configures a server).
+/// its `.git-agent.toml`), its `.mcp.json`, its files of event hooks, the language servers of its
+/// `.git-agent.toml` (`repo_lsp`, the text of its `[lsp]` tables when it configures a server) and the
+/// file-system monitor hook of its own git config (`repo_fsmonitor`, from the store).
 ///
 /// The caller passes what it read of `.git-agent.toml`: the ledger sits below the file reader (which asks
 /// it whether `[mcp_servers]` are trusted), so reading the file here again would make the two need each
 /// other (issue 24: no file cycles).
-pub fn asked(workdir: &Path, repo_check: Option<&str>, repo_lsp: Option<&str>) -> Vec<Item> {
+pub fn asked(
+    workdir: &Path,
+    repo_check: Option<&str>,
+    repo_lsp: Option<&str>,
+    repo_fsmonitor: Option<&str>,
+) -> Vec<Item> {
     let mut items = Vec::new();
     if let Some(command) = repo_check.filter(|c| !c.trim().is_empty()) {
         items.push(Item::check(command));
@@ -281,6 +300,9 @@ pub fn asked(workdir: &Path, repo_check: Option<&str>, repo_lsp: Option<&str>) -
     }
     if let Some(text) = repo_lsp {
         items.push(Item::lsp_servers(text));
+    }
+    if let Some(command) = repo_fsmonitor {
+        items.push(Item::fsmonitor(command));
     }
     items
 }

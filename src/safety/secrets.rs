@@ -45,6 +45,16 @@ pub fn is_secret_name(name: &str) -> bool {
     upper.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
         w == "KEY" || w == "KEYS" || (w.ends_with("KEY") && w.len() > 3 && !w.ends_with("MONKEY"))
     }) && !matches!(upper.as_str(), "GPG_KEY_ID" | "XKB_KEYMAP")
+        && !is_git_config_key_name(&upper)
+}
+
+/// git's `GIT_CONFIG_KEY_<n>`: the name of a config key given with `GIT_CONFIG_COUNT` (its value is in
+/// `GIT_CONFIG_VALUE_<n>`). Taken out of the environment, it left git's (and gix's) configuration with a count
+/// and no keys, and no repository would open.
+fn is_git_config_key_name(upper: &str) -> bool {
+    upper
+        .strip_prefix("GIT_CONFIG_KEY_")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `.env`, `.env.local`, `prod.env`; not the templates meant to be committed (`.env.example`).
@@ -121,6 +131,8 @@ mod tests {
             "PWD",
             "TERM",
             "TOKENIZERS_PARALLELISM",
+            "GIT_CONFIG_KEY_0",
+            "GIT_CONFIG_KEY_12",
         ] {
             assert!(!is_secret_name(n), "{n}");
         }

@@ -167,6 +167,14 @@ impl Store {
             .ok_or(StoreError::NoCommits)
     }
 
+    /// The file-system monitor hook (`core.fsmonitor`) the repository's own config names, which could have
+    /// come with an unpacked archive and so runs only once trusted; `None` when there is none or the user's own
+    /// config names it.
+    pub fn repository_fsmonitor(&self) -> Option<String> {
+        checkout::fsmonitor::repository_hook(&self.repo)
+            .map(|hook| hook.to_string_lossy().into_owned())
+    }
+
     /// The commit HEAD points to, or `None` when HEAD is unborn (a repository without commits).
     pub fn head_commit_if_any(&self) -> Result<Option<ObjectId>, StoreError> {
         Ok(self.repo.head()?.id().map(|id| id.detach()))
@@ -278,7 +286,11 @@ impl Store {
             StartFrom::WorkTree => {
                 // Without commits there is no base but the capture of what the user has (always made then).
                 let capture = if options.capture || options.here || head.is_none() {
-                    self.capture_user_changes(id, options.max_capture_size)?
+                    self.capture_user_changes(
+                        id,
+                        options.max_capture_size,
+                        options.repository_fsmonitor_trusted,
+                    )?
                 } else {
                     Capture::default()
                 };
@@ -366,6 +378,9 @@ pub struct StartOptions {
     pub max_capture_size: u64,
     /// What the session starts from: the user's work tree (default), the staged tree, or a commit.
     pub from: StartFrom,
+    /// Whether step 0 may run the file-system monitor hook the repository's own config names
+    /// ([`Store::repository_fsmonitor()`]): the user trusted it. Off by default.
+    pub repository_fsmonitor_trusted: bool,
 }
 
 /// What a new session starts from ([`StartOptions::from`]).
@@ -398,6 +413,7 @@ impl Default for StartOptions {
             here: false,
             max_capture_size: DEFAULT_MAX_CAPTURE_SIZE,
             from: StartFrom::WorkTree,
+            repository_fsmonitor_trusted: false,
         }
     }
 }

@@ -242,7 +242,10 @@ fn clean_work_tree_captures_nothing() {
     let repo = TestRepo::with_commit("clean");
     let store = repo.store();
     assert_eq!(
-        store.capture_user_changes("abc", u64::MAX).unwrap().commit,
+        store
+            .capture_user_changes("abc", u64::MAX, false)
+            .unwrap()
+            .commit,
         None
     );
     let s = store.start_session("abc", true).unwrap();

@@ -12,7 +12,8 @@
 //!
 //! Anything unusual means a full stat, as without a monitor:
 //! - no `core.fsmonitor`, or a boolean (git's built-in daemon, which Linux lacks; not spoken here);
-//! - a value from a config file the user does not own (gix's trust: the same rule as `core.hooksPath`);
+//! - a value from a config file the user does not own (gix's trust: the same rule as `core.hooksPath`), or
+//!   one the repository's own config sets that the user has not trusted ([`repository_hook()`]);
 //! - an index without `FSMN`, with a version-1 (timestamp) one, split or sparse, or whose extensions cannot
 //!   be walked exactly to its checksum;
 //! - a hook that fails, answers `/`, takes over [`TIMEOUT`] or prints more than [`MAX_ANSWER`];
@@ -50,11 +51,19 @@ pub(super) enum Monitor {
 }
 
 /// Marks in memory the entries of `index` (the user's, as read from disk) that git's file-system monitor
-/// vouches for as `FSMONITOR_VALID`, so the status that follows does not stat them.
-pub(super) fn mark_unchanged(repo: &gix::Repository, index: &mut gix::index::File) -> Monitor {
+/// vouches for as `FSMONITOR_VALID`, so the status that follows does not stat them. A hook the repository's
+/// own config names ([`repository_hook()`]) runs only when `repository_hook_trusted`.
+pub(super) fn mark_unchanged(
+    repo: &gix::Repository,
+    index: &mut gix::index::File,
+    repository_hook_trusted: bool,
+) -> Monitor {
     let Some(hook) = hook(repo) else {
         return Monitor::Unused("no hook");
     };
+    if !repository_hook_trusted && repository_hook(repo).is_some() {
+        return Monitor::Unused("untrusted");
+    }
     let Some(workdir) = repo.workdir() else {
         return Monitor::Unused("bare");
     };
@@ -83,6 +92,25 @@ fn hook(repo: &gix::Repository) -> Option<OsString> {
         .flatten()?;
     let is_boolean = gix::config::Boolean::try_from(value.as_bytes().as_bstr()).is_ok();
     (!value.is_empty() && !is_boolean).then_some(value)
+}
+
+/// The hook `core.fsmonitor` names when the repository's own config sets it (`.git/config`, a worktree's
+/// `config.worktree`, or a file either includes) and nothing the user runs with (`-c`, the environment)
+/// overrides it. An unpacked archive with a `.git` directory brings that file along, so such a hook runs only
+/// once the user trusted it (`git agent trust`); one in the user's own config files is theirs.
+pub(in crate::store) fn repository_hook(repo: &gix::Repository) -> Option<OsString> {
+    use gix::config::Source;
+    let hook = hook(repo)?;
+    let snapshot = repo.config_snapshot();
+    let config = snapshot.plumbing();
+    let set_by = |which: fn(Source) -> bool| {
+        config
+            .string_filter("core.fsmonitor", |meta| which(meta.source))
+            .is_some()
+    };
+    let by_repository = set_by(|source| matches!(source, Source::Local | Source::Worktree));
+    let by_user_after = set_by(|source| source > Source::Worktree);
+    (by_repository && !by_user_after).then_some(hook)
 }
 
 /// What git recorded in the index's `FSMN` extension (version 2).

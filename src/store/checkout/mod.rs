@@ -19,7 +19,7 @@
 
 pub(super) mod changes;
 mod from_diff;
-mod fsmonitor;
+pub(super) mod fsmonitor;
 pub(super) mod pool;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub(super) mod rules;

@@ -19,10 +19,16 @@ use crate::store::repo::StoreError;
 ///
 /// The untracked files come from [`super::untracked`], which remembers the walk between sessions, on a thread
 /// of their own beside the stat of every tracked file (as gix's status runs its own walk).
-pub(in crate::store) fn user_changes(repo: &gix::Repository) -> Result<Vec<BString>, StoreError> {
+///
+/// With git's file-system monitor configured, only the files it names are stat-ed ([`super::fsmonitor`]); a
+/// monitor hook the repository's own config names runs only when `repository_monitor_trusted`.
+pub(in crate::store) fn user_changes(
+    repo: &gix::Repository,
+    repository_monitor_trusted: bool,
+) -> Result<Vec<BString>, StoreError> {
     let mut index = user_index(repo)?;
     let monitoring = crate::sys::timings::begin();
-    let monitor = super::fsmonitor::mark_unchanged(repo, &mut index);
+    let monitor = super::fsmonitor::mark_unchanged(repo, &mut index, repository_monitor_trusted);
     monitor_timings(monitoring, &monitor);
     let index: gix::worktree::Index = std::sync::Arc::new(index.into());
     let staged_nothing = index_is_head(repo, &index);

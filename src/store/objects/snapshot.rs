@@ -34,15 +34,21 @@ impl Store {
     ///
     /// In a repository without commits (unborn `HEAD`), the capture is a root commit, made even when there is
     /// nothing to capture, so the session's branch has somewhere to start.
+    ///
+    /// A file-system monitor hook the repository's own config names ([`Store::repository_fsmonitor()`]) runs
+    /// only when `repository_monitor_trusted`; without it every tracked file is stat-ed.
     pub fn capture_user_changes(
         &self,
         id: &str,
         max_file_size: u64,
+        repository_monitor_trusted: bool,
     ) -> Result<Capture, StoreError> {
         let head = self.head_commit_if_any()?;
         let mut capture = Capture::default();
         let mut paths = Vec::new();
-        for path in crate::store::checkout::status::user_changes(&self.repo)? {
+        let changes =
+            crate::store::checkout::status::user_changes(&self.repo, repository_monitor_trusted)?;
+        for path in changes {
             let rel = crate::store::repo::as_path(path.as_ref()).to_path_buf();
             match std::fs::symlink_metadata(self.workdir.join(&rel)) {
                 Ok(md) if md.is_file() && md.len() > max_file_size => {

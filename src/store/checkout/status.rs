@@ -45,7 +45,7 @@ pub(in crate::store) fn user_changes(
                 path: "the untracked files".into(),
                 source: err,
             })?;
-        let mut paths = tracked_changes(repo, index, staged_nothing)?;
+        let mut paths = tracked_changes(repo, &index, staged_nothing)?;
         let untracked = untracked
             .join()
             .unwrap_or_else(|_| Err(StoreError::UntrackedThreadFailed))?;
@@ -92,35 +92,80 @@ fn user_index(repo: &gix::Repository) -> Result<gix::index::File, StoreError> {
 
 /// The tracked half of [`user_changes()`]: staged paths (unless `staged_nothing`) and tracked files whose
 /// work tree state differs from `index`.
+///
+/// Through gix's lower-level calls rather than its status platform: the platform looks for submodules even
+/// when told to leave them alone, and without a `.gitmodules` in the work tree it decodes the whole index
+/// file again to look for a staged one (on a million files, a second 70 MB read, hashed unless
+/// `index.skipHash`). Here submodules are taken as HEAD records them ([`SubmodulesAsRecorded`]).
 fn tracked_changes(
     repo: &gix::Repository,
-    index: gix::worktree::Index,
+    index: &gix::index::State,
     staged_nothing: bool,
 ) -> Result<Vec<BString>, StoreError> {
-    let status = platform(repo, gix::status::UntrackedFiles::None)?
-        .index(gix::worktree::IndexPersistedOrInMemory::Persisted(index))
-        .tree_index_track_renames(gix::status::tree_index::TrackRenames::Disabled);
+    use gix::status::plumbing::index_as_worktree_with_renames::{Entry, Recorder};
     let mut paths = Vec::new();
-    if staged_nothing {
-        for item in status.into_index_worktree_iter(None)? {
-            let item = item?;
-            if worktree_change(&item) {
-                paths.push(item.rela_path().to_owned());
-            }
-        }
-    } else {
-        for item in status.into_iter(None)? {
-            let item = item?;
-            let keep = match &item {
-                gix::status::Item::TreeIndex(_) => true,
-                gix::status::Item::IndexWorktree(item) => worktree_change(item),
-            };
-            if keep {
-                paths.push(item.location().to_owned());
+    if !staged_nothing {
+        let head_tree = repo.head_tree_id_or_empty()?;
+        let renames = gix::status::tree_index::TrackRenames::Disabled;
+        // The whole repository, wherever the session started: without one of its own, gix limits the
+        // comparison to the current directory.
+        let mut everything = repo.pathspec(
+            false,
+            None::<&str>,
+            false,
+            index,
+            gix::worktree::stack::state::attributes::Source::IdMapping,
+        )?;
+        let pathspec = Some(&mut everything);
+        repo.tree_index_status(&head_tree, index, pathspec, renames, |change, _, _| {
+            paths.push(change.location().to_owned());
+            Ok(std::ops::ControlFlow::Continue(()))
+        })?;
+    }
+    let mut recorder = Recorder::default();
+    let options = gix::status::index_worktree::Options {
+        dirwalk_options: None,
+        rewrites: None,
+        sorting: None,
+        thread_limit: None,
+    };
+    repo.index_worktree_status(
+        index,
+        Vec::<&gix::bstr::BStr>::new(),
+        &mut recorder,
+        gix::status::plumbing::index_as_worktree::traits::FastEq,
+        SubmodulesAsRecorded,
+        &mut gix::progress::Discard,
+        &std::sync::atomic::AtomicBool::new(false),
+        options,
+    )?;
+    for entry in recorder.records {
+        if let Entry::Modification {
+            rela_path, status, ..
+        } = entry
+        {
+            if is_content_change(&status) {
+                paths.push(rela_path.to_owned());
             }
         }
     }
     Ok(paths)
+}
+
+/// Submodules as HEAD records them: never opened or looked for.
+#[derive(Clone, Copy)]
+struct SubmodulesAsRecorded;
+
+impl gix::status::plumbing::index_as_worktree::traits::SubmoduleStatus for SubmodulesAsRecorded {
+    type Output = ();
+
+    fn status(
+        &mut self,
+        _entry: &gix::index::Entry,
+        _rela_path: &gix::bstr::BStr,
+    ) -> gix::Result<Option<()>> {
+        Ok(None)
+    }
 }
 
 /// The status every caller here starts from: untracked files as `untracked` says, no rename tracking,
@@ -197,13 +242,19 @@ pub(in crate::store) fn checkout_changes(repo: &gix::Repository) -> Result<Beyon
 /// True for an index-to-work-tree item that is a change of content, mode or presence, or an untracked file.
 fn worktree_change(item: &WorktreeItem) -> bool {
     match item {
-        WorktreeItem::Modification { status, .. } => !matches!(
-            status,
-            EntryStatus::NeedsUpdate(_) | EntryStatus::IntentToAdd
-        ),
+        WorktreeItem::Modification { status, .. } => is_content_change(status),
         WorktreeItem::DirectoryContents { entry, .. } => {
             matches!(entry.status, DirStatus::Untracked)
         }
         WorktreeItem::Rewrite { .. } => true,
     }
+}
+
+/// A tracked file's status that is a change of content, mode or presence: not merely stat data to refresh,
+/// nor an entry added with intent.
+fn is_content_change<T, U>(status: &EntryStatus<T, U>) -> bool {
+    !matches!(
+        status,
+        EntryStatus::NeedsUpdate(_) | EntryStatus::IntentToAdd
+    )
 }

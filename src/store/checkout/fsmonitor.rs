@@ -91,7 +91,15 @@ fn hook(repo: &gix::Repository) -> Option<OsString> {
         .ok()
         .flatten()?;
     let is_boolean = gix::config::Boolean::try_from(value.as_bytes().as_bstr()).is_ok();
-    (!value.is_empty() && !is_boolean).then_some(value)
+    (!value.is_empty() && !is_boolean).then(|| expand_home(value, dirs::home_dir().as_deref()))
+}
+
+/// `~/` at the start of the value as the home directory, as git reads `core.fsmonitor` (a path name).
+fn expand_home(value: OsString, home: Option<&Path>) -> OsString {
+    match (value.as_bytes().strip_prefix(b"~/"), home) {
+        (Some(rest), Some(home)) => home.join(OsStr::from_bytes(rest)).into_os_string(),
+        _ => value,
+    }
 }
 
 /// The hook `core.fsmonitor` names when the repository's own config sets it (`.git/config`, a worktree's
@@ -337,6 +345,16 @@ mod tests {
         assert_eq!(parse_answer(b"c:1:2\0a\0/\0"), None);
         assert_eq!(parse_answer(b"no terminator"), None);
         assert_eq!(parse_answer(b""), None);
+    }
+
+    #[test]
+    fn a_leading_tilde_is_the_home_directory() {
+        let home = Path::new("/home/me");
+        let expanded = expand_home(OsString::from("~/bin/monitor"), Some(home));
+        assert_eq!(expanded, "/home/me/bin/monitor");
+        let relative = expand_home(OsString::from(".git/hooks/monitor"), Some(home));
+        assert_eq!(relative, ".git/hooks/monitor");
+        assert_eq!(expand_home(OsString::from("~/x"), None), "~/x");
     }
 
     #[test]

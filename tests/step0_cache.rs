@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{agent_branches, run, Reply, Server, TestRepo};
+use crate::common::{agent_branches, call, run, Reply, Server, TestRepo};
 
 /// What `git status` shows as changed in the user's work tree (staged, modified, deleted, untracked; each
 /// untracked file on its own), without refreshing the index (which would change what the cache keys on).
@@ -160,6 +160,39 @@ fn changes_beside_unchanged_directories_are_captured_and_the_rest_is_not_read_ag
     std::fs::remove_dir_all(repo.path().join("d")).unwrap();
     std::fs::remove_file(repo.path().join("a/one.txt")).unwrap();
     assert_captures_status(&repo, "after the removals");
+}
+
+/// Step 0 compares the tracked files on a second thread only from 1,000 index entries, and a checkout writes
+/// its files on several only from 100 (every other test here is under both): past both, the capture is still
+/// exactly `git status`, and the session's checkout holds every file of its tree.
+#[test]
+fn past_the_sizes_that_start_threads_the_capture_and_the_checkout_are_whole() {
+    let repo = TestRepo::new();
+    for i in 0..1_100 {
+        repo.write(&format!("d{:02}/f{i:04}.txt", i % 20), &format!("{i}\n"));
+    }
+    repo.commit_all("1,100 files");
+    repo.write("d03/f0003.txt", "modified\n");
+    std::fs::remove_file(repo.path().join("d07/f0007.txt")).unwrap();
+    repo.write("d11/new.txt", "untracked\n");
+    repo.write("d19/staged.txt", "staged\n");
+    repo.git(&["add", "d19/staged.txt"]);
+    assert_eq!(status_paths(&repo).len(), 4);
+    assert_captures_status(&repo, "1,100 tracked files");
+
+    let status = call(
+        "run",
+        serde_json::json!({"command": "git status --porcelain --untracked-files=all; ls d*/ | grep -c txt"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![status.clone()]),
+        Reply::text("done"),
+    ]);
+    run(&mut repo.agent(&server, &["ask", "check the checkout"])).assert_code(0);
+    let told = server.requests()[1].tool_result(&status.id);
+    // Nothing differs from the checkout's index, and all 1,101 files (one deleted, two added) are there.
+    assert!(told.contains("1101"), "{told}");
+    assert!(!told.contains(" M ") && !told.contains("?? "), "{told}");
 }
 
 #[test]

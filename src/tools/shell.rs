@@ -227,8 +227,12 @@ fn spawn(
     Ok((child, capture, drained))
 }
 
+/// What [`drain()`] reads at a time: under the allocator's mmap threshold (`sys::alloc`), so each command's
+/// buffer comes from the heap rather than a mapping of its own made, faulted in and unmapped per command.
+const DRAIN_BYTES: usize = 32 * 1024;
+
 fn drain(mut reader: impl Read, capture: &Mutex<Capture>, mut log: Option<FullLog>) {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; DRAIN_BYTES];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return,

@@ -151,8 +151,9 @@ const WATCH_FROM_FILES: u32 = 2_000;
 
 /// Scans the checkout, watching it where we can and where it pays.
 fn start(root: &Path) -> Result<State, StoreError> {
+    let tracked = tracked_files(root);
     #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    match tracked_files(root) {
+    match tracked {
         Some(n) if n < WATCH_FROM_FILES => {
             debug(format_args!("not watching the checkout: {n} tracked files"))
         }
@@ -167,7 +168,7 @@ fn start(root: &Path) -> Result<State, StoreError> {
         },
     }
     Ok(State {
-        scan: Scan::of_dir(root)?,
+        scan: Scan::of_checkout(root, tracked)?,
         #[cfg(all(target_os = "linux", not(git_agent_portable)))]
         watch: None,
     })
@@ -175,9 +176,7 @@ fn start(root: &Path) -> Result<State, StoreError> {
 
 /// The number of entries in the index of the checkout at `root` (its own `.git` dir's, or the linked
 /// worktree's that `.git` names), from the index header alone; `None` when it cannot be read.
-#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 fn tracked_files(root: &Path) -> Option<u32> {
-    use std::io::Read;
     let dot_git = root.join(".git");
     let git_dir = if dot_git.is_dir() {
         dot_git
@@ -185,14 +184,7 @@ fn tracked_files(root: &Path) -> Option<u32> {
         let text = std::fs::read_to_string(&dot_git).ok()?;
         PathBuf::from(text.strip_prefix("gitdir:")?.trim())
     };
-    // The header: "DIRC", a version, the entry count (all big-endian).
-    let mut header = [0u8; 12];
-    std::fs::File::open(git_dir.join("index"))
-        .ok()?
-        .read_exact(&mut header)
-        .ok()?;
-    (&header[..4] == b"DIRC")
-        .then(|| u32::from_be_bytes([header[8], header[9], header[10], header[11]]))
+    super::index_entries(&git_dir.join("index"))
 }
 
 /// Internals a user has no use for, on stderr when `GIT_AGENT_DEBUG` is set (only the watcher has any).

@@ -79,7 +79,12 @@ impl Store {
             self.register_checkout(root, start)?;
         }
         super::repo::crash_point();
-        let checked_out = self.open_checkout(root).and_then(|checkout| {
+        let checked_out = self.open_checkout(root).and_then(|mut checkout| {
+            if index_entries(&self.repo.index_path())
+                .is_some_and(|n| (n as usize) < PARALLEL_CHECKOUT_FILES)
+            {
+                one_checkout_worker(&mut checkout).map_err(|err| checkout_error(root, &err))?;
+            }
             let worktree = checkout
                 .worktree()
                 .ok_or_else(|| StoreError::NoWorkTree(root.to_path_buf()))?;
@@ -383,6 +388,31 @@ fn skips_index_hash(checkout: &gix::Repository) -> bool {
 /// Where [`Store::set_index_aside()`] puts a checkout's index, beside it in its registration.
 const INDEX_ASIDE: &str = "index.pooled";
 
+/// Below this many index entries a checkout writes its files on the calling thread: gix would start a thread
+/// per core to write three files. Git's own threshold for a parallel checkout
+/// (`checkout.thresholdForParallelism`) is 100 files.
+const PARALLEL_CHECKOUT_FILES: usize = 100;
+
+/// Makes gix write a checkout's files on the calling thread (`checkout.workers = 1`, in memory only).
+fn one_checkout_worker(checkout: &mut gix::Repository) -> Result<(), gix::Error> {
+    let mut config = checkout.config_snapshot_mut();
+    config.set_value(&gix::config::tree::Checkout::WORKERS, "1")?;
+    config.commit().map(|_| ())
+}
+
+/// The number of entries in the index file at `path`, from its header alone; `None` when it cannot be read.
+pub(super) fn index_entries(path: &Path) -> Option<u32> {
+    use std::io::Read;
+    // The header: "DIRC", a version, the entry count (all big-endian).
+    let mut header = [0u8; 12];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut header)
+        .ok()?;
+    (&header[..4] == b"DIRC")
+        .then(|| u32::from_be_bytes([header[8], header[9], header[10], header[11]]))
+}
+
 /// Checks out the entries of `index` not flagged `SKIP_WORKTREE` into `root`, overwriting what is there,
 /// and records their new stat data in `index`.
 fn checkout_entries(
@@ -397,6 +427,9 @@ fn checkout_entries(
         .map_err(|err| checkout_error(root, &err))?;
     options.overwrite_existing = true;
     options.destination_is_initially_empty = false;
+    if index.entries().len() < PARALLEL_CHECKOUT_FILES {
+        options.thread_limit = Some(1);
+    }
     let objects = checkout
         .objects
         .clone()

@@ -235,6 +235,15 @@ impl Scan {
         Scan::walk(root, None, false)
     }
 
+    /// [`Scan::of_dir()`] of a checkout whose index lists `tracked` files: one chunk's worth or fewer is
+    /// walked on the calling thread, as later scans of a small checkout are ([`Scan::rescan()`]).
+    pub(in crate::store) fn of_checkout(
+        root: &Path,
+        tracked: Option<u32>,
+    ) -> Result<Scan, StoreError> {
+        Scan::walk(root, None, tracked.is_some_and(|n| n as usize <= CHUNK))
+    }
+
     /// [`Scan::of_dir()`], calling `on_dir` with each directory it will enter (root excluded) before reading
     /// it, so a watch added there cannot miss a change the walk does not see. `small` (the last scan found
     /// one chunk's worth of files) walks on the calling thread instead of starting walker threads.

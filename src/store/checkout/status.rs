@@ -18,7 +18,8 @@ use crate::store::repo::StoreError;
 /// untracked file listed on its own. Submodules are left as HEAD records them.
 ///
 /// The untracked files come from [`super::untracked`], which remembers the walk between sessions, on a thread
-/// of their own beside the stat of every tracked file (as gix's status runs its own walk).
+/// of their own beside the stat of every tracked file (as gix's status runs its own walk), or after it when
+/// the index is too small for a second thread to pay ([`PARALLEL_STATUS_ENTRIES`]).
 ///
 /// With git's file-system monitor configured, only the files it names are stat-ed ([`super::fsmonitor`]); a
 /// monitor hook the repository's own config names runs only when `repository_monitor_trusted`.
@@ -32,8 +33,26 @@ pub(in crate::store) fn user_changes(
     monitor_timings(monitoring, &monitor);
     let index: gix::worktree::Index = std::sync::Arc::new(index.into());
     let staged_nothing = index_is_head(repo, &index);
+    let mut paths = if index.entries().len() < PARALLEL_STATUS_ENTRIES {
+        let mut paths = tracked_changes(repo, &index, staged_nothing)?;
+        paths.extend(super::untracked::files(repo, &index)?);
+        paths
+    } else {
+        both_halves_at_once(repo, &index, staged_nothing)?
+    };
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// The tracked and the untracked half of [`user_changes()`] on two threads.
+fn both_halves_at_once(
+    repo: &gix::Repository,
+    index: &gix::worktree::Index,
+    staged_nothing: bool,
+) -> Result<Vec<BString>, StoreError> {
     let walker = (repo.clone(), index.clone());
-    let mut paths = std::thread::scope(|scope| -> Result<Vec<BString>, StoreError> {
+    std::thread::scope(|scope| -> Result<Vec<BString>, StoreError> {
         let untracked = std::thread::Builder::new()
             .name("git-agent-untracked".into())
             .spawn_scoped(scope, move || {
@@ -45,16 +64,13 @@ pub(in crate::store) fn user_changes(
                 path: "the untracked files".into(),
                 source: err,
             })?;
-        let mut paths = tracked_changes(repo, &index, staged_nothing)?;
+        let mut paths = tracked_changes(repo, index, staged_nothing)?;
         let untracked = untracked
             .join()
             .unwrap_or_else(|_| Err(StoreError::UntrackedThreadFailed))?;
         paths.extend(untracked);
         Ok(paths)
-    })?;
-    paths.sort();
-    paths.dedup();
-    Ok(paths)
+    })
 }
 
 /// The phase line for git's file-system monitor: whether step 0 used it, and what it skipped.
@@ -74,6 +90,17 @@ fn monitor_timings(begun: Option<std::time::Instant>, monitor: &super::fsmonitor
             ],
         ),
     }
+}
+
+/// Below this many index entries the tracked files are compared on the calling thread. gix would start a
+/// thread per core for three files (its chunks are sized from the entry count, down to one entry); git
+/// starts its preload threads only from 500 entries a thread, two at least, and so does this.
+const PARALLEL_STATUS_ENTRIES: usize = 1_000;
+
+/// The thread limit for comparing `entries` index entries with the work tree: one below
+/// [`PARALLEL_STATUS_ENTRIES`], else gix's choice (a thread per core).
+fn status_threads(entries: usize) -> Option<usize> {
+    (entries < PARALLEL_STATUS_ENTRIES).then_some(1)
 }
 
 /// The user's index as git reads it: without hashing the whole file to check its trailing checksum first
@@ -127,7 +154,7 @@ fn tracked_changes(
         dirwalk_options: None,
         rewrites: None,
         sorting: None,
-        thread_limit: None,
+        thread_limit: status_threads(index.entries().len()),
     };
     repo.index_worktree_status(
         index,

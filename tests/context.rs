@@ -270,8 +270,9 @@ fn the_window_llama_cpp_reports_in_props_is_the_window_the_session_keeps_to() {
     );
 }
 
-/// Issue 16: the window an endpoint reported is asked once and remembered (under `.git/agent/`), not asked
-/// again before the next session, which keeps to it all the same.
+/// Issue 16: the window an endpoint reported is asked once and remembered for the user (in their cache
+/// directory), not asked again before the next session, which keeps to it all the same, nor in another
+/// repository (issue 29: a server's window does not depend on the repository).
 #[test]
 fn a_reported_window_is_asked_once_and_remembered_for_the_next_session() {
     let repo = TestRepo::new();
@@ -291,6 +292,7 @@ fn a_reported_window_is_asked_once_and_remembered_for_the_next_session() {
     };
     let mut script = reads();
     script.extend(reads());
+    script.push(Reply::text("OTHER-REPOSITORY-DONE"));
     let server = Server::start(script);
     server.count_prompt_tokens();
     server.answer_summaries(Reply::text(SUMMARY));
@@ -301,7 +303,24 @@ fn a_reported_window_is_asked_once_and_remembered_for_the_next_session() {
     let all = run_twelve_reads(&repo, &server);
     assert_kept_to(&all[first.len()..], 12_000);
     assert_eq!(probed_paths(&server), ["GET /props"], "asked again");
-    assert!(repo.path().join(".git/agent/windows.json").is_file());
+
+    let other = repo.root().join("other");
+    repo.git(&["clone", "-q", ".", other.to_str().unwrap()]);
+    let mut cmd = repo.agent(&server, &["ask", "hello"]);
+    cmd.current_dir(&other);
+    let out = run(&mut cmd);
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "OTHER-REPOSITORY-DONE", "{out}");
+    assert_eq!(
+        probed_paths(&server),
+        ["GET /props"],
+        "asked again in another repository"
+    );
+    assert!(repo
+        .root()
+        .join("home/.cache/git-agent/windows.json")
+        .is_file());
+    assert!(!repo.path().join(".git/agent/windows.json").exists());
 }
 
 #[test]

@@ -54,6 +54,7 @@ mod stream;
 mod test_git;
 mod trim;
 mod turn;
+mod window_cache;
 
 use crate::protocol::{Approver, Sink};
 

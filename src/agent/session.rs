@@ -270,7 +270,7 @@ impl AgentSession {
         } else {
             tools.mcp = start_mcp(mcp, &store, &session, &tools.registry, &tools.sandbox, sink);
         }
-        let (context, probe) = resolve_context(&client, &model, store.common_dir());
+        let (context, probe) = resolve_context(&client, &model);
         // A new session's checkout may still be being written: its instructions are read from the user's work
         // tree, which step 0 captures, and the checkout takes over once it exists (`adopt`).
         let instructions_root = match (&pending, &session.checkout) {
@@ -998,32 +998,27 @@ fn reopen(
 }
 
 /// The context settings for `model` at once, without waiting for the network: the window a setting or the
-/// table names, else the one the endpoint reported earlier (cached a day under `.git/agent/windows.json`),
+/// table names, else the one the endpoint reported earlier (cached a day for the user: [`super::window_cache`]),
 /// else the default until the endpoint is asked, which happens once the first reply is in, beside the tool
 /// calls and on the same connection ([`AgentSession::start_window_probe()`]); its answer is cached and
 /// taken before the next request ([`AgentSession::settle_window()`]). The first request of a new session
 /// carries only the system prompt and the prompt, which no window smaller than them could hold anyway
 /// (issue 16: the probe cost every run a round trip before its first request).
-fn resolve_context(
-    client: &Client,
-    model: &ModelConfig,
-    common_dir: &Path,
-) -> (Settings, Option<Probe>) {
+fn resolve_context(client: &Client, model: &ModelConfig) -> (Settings, Option<Probe>) {
     use super::context::DEFAULT_WINDOW;
     if let Some(window) = Settings::named_window(model) {
         return (Settings::with_window(model, window), None);
     }
     let key = format!("{} {}", client.endpoint(), model.model);
-    if let Some(cached) = crate::store::cached_window(common_dir, &key) {
+    if let Some(cached) = super::window_cache::cached(&key) {
         let window = cached.unwrap_or(DEFAULT_WINDOW);
         return (Settings::with_window(model, window), None);
     }
     let ollama = model.provider == "ollama";
     let probe = client.context_window_task(&model.model, ollama).map(|ask| {
-        let common_dir = common_dir.to_path_buf();
         Probe::Unasked(Box::pin(async move {
             let window = ask.await;
-            crate::store::cache_window(&common_dir, &key, window);
+            super::window_cache::remember(&key, window);
             window
         }))
     });

@@ -66,7 +66,6 @@ pub use objects::snapshot::Capture;
 pub(crate) use repo::branch_name;
 use repo::open_from_environment;
 pub use repo::{sanitize, sanitize_record, Checkout, Session, Store, StoreError, StoreForThread};
-pub use session::local::{cache_window, cached_window};
 pub use session::log::{is_zero, LogContents, Meta, SessionLog};
 
 impl Store {

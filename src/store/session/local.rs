@@ -8,9 +8,6 @@
 //! decision that writes into the user's tree, and every default that picks "the newest session", reads this
 //! record; `meta.here` is only what the log shows.
 //!
-//! Also kept here, for the same reason (a repository's clones need not agree): the context windows model
-//! servers reported, so a server is asked once a day, not before every session ([`cached_window()`]).
-//!
 //! The record is also how a new session claims its id. Creating it with `O_EXCL` is atomic, so two sessions
 //! that start at the same instant and draw the same id cannot both get it: the loser draws again (defect 15:
 //! checking that the branch and checkout were free and creating them later let both pass).
@@ -159,46 +156,5 @@ impl Store {
             }
             _ => Ok(()),
         }
-    }
-}
-
-/// How long a context window a server reported is believed (a local server may be restarted with another).
-const WINDOW_TTL_SECS: i64 = 24 * 3600;
-
-fn windows_file(common_dir: &std::path::Path) -> PathBuf {
-    common_dir.join("agent").join("windows.json")
-}
-
-/// The context window cached for `key` (an endpoint and a model) under `common_dir`, if it was asked in the
-/// last day: `Some(None)` when the server reported none.
-pub fn cached_window(common_dir: &std::path::Path, key: &str) -> Option<Option<u64>> {
-    let text = std::fs::read(windows_file(common_dir)).ok()?;
-    let all: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    let entry = all.get(key)?;
-    let at = entry.get("at")?.as_i64()?;
-    let age = super::log::now() - at;
-    if !(0..WINDOW_TTL_SECS).contains(&age) {
-        return None;
-    }
-    Some(entry.get("window").and_then(serde_json::Value::as_u64))
-}
-
-/// Records the window the server reported for `key` (or that it reported none). Best effort: a cache that
-/// cannot be written only means asking again next time. Written whole and renamed into place, so a reader
-/// never sees half a file; of two sessions writing at once the last one wins.
-pub fn cache_window(common_dir: &std::path::Path, key: &str, window: Option<u64>) {
-    let path = windows_file(common_dir);
-    let mut all: serde_json::Map<String, serde_json::Value> = std::fs::read(&path)
-        .ok()
-        .and_then(|text| serde_json::from_slice(&text).ok())
-        .unwrap_or_default();
-    all.insert(
-        key.to_owned(),
-        serde_json::json!({ "window": window, "at": super::log::now() }),
-    );
-    let temp = path.with_extension(format!("json.{}", std::process::id()));
-    let text = serde_json::Value::Object(all).to_string();
-    if std::fs::write(&temp, text).is_ok() && std::fs::rename(&temp, &path).is_err() {
-        let _ = std::fs::remove_file(&temp);
     }
 }

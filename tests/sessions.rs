@@ -949,3 +949,41 @@ fn kill_9_takes_the_command_with_it_and_the_next_session_sweeps_the_temp_dir() {
     assert_eq!(user_state(&repo), before);
     fsck(&repo);
 }
+
+/// A command's sandbox helpers are forks of the agent and share its journal lock until they close what they
+/// inherited: after a `kill -9` right as a command starts, the lock outlives the agent for a moment. Resuming
+/// waits that moment out; a lock held for good is still refused as busy, with the message saying so.
+#[test]
+fn a_journal_lock_held_for_a_moment_is_waited_for_and_one_held_for_good_is_refused() {
+    let repo = TestRepo::new();
+    let server = Server::start(vec![Reply::text("first"), Reply::text("second")]);
+    repo.run_agent(&server, &["ask", "one"]).assert_code(0);
+    let id = session_id(&repo);
+    let journal = repo.path().join(format!(".git/agent/journal/{id}.jsonl"));
+    let hold = |seconds: &str| {
+        let holder = std::process::Command::new("flock")
+            .arg(&journal)
+            .args(["sleep", seconds])
+            .spawn()
+            .expect("flock runs");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        holder
+    };
+
+    let mut moment = hold("0.6");
+    let out = repo.run_agent(&server, &["ask", "--resume", &id, "two"]);
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), "second", "{out}");
+    moment.wait().expect("the holder ends");
+
+    let mut for_good = hold("30");
+    let out = repo.run_agent(&server, &["ask", "--resume", &id, "three"]);
+    let _ = for_good.kill();
+    let _ = for_good.wait();
+    assert_ne!(out.code(), 0, "{out}");
+    assert!(
+        out.stderr()
+            .contains("is in use by another git-agent process"),
+        "{out}"
+    );
+}

@@ -607,11 +607,21 @@ fn open_locked(path: &PathBuf, id: &str) -> Result<File, StoreError> {
         .read(true)
         .open(path)
         .map_err(StoreError::io("open", path))?;
-    if crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryExclusive).is_err() {
-        return Err(StoreError::SessionBusy(id.to_owned()));
+    let since = std::time::Instant::now();
+    while crate::sys::fs::lock(&file, crate::sys::fs::Lock::TryExclusive).is_err() {
+        if since.elapsed() >= BUSY_WAIT {
+            return Err(StoreError::SessionBusy(id.to_owned()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Ok(file)
 }
+
+/// How long a session's journal lock is waited for before the session is taken as busy. The helpers that
+/// start a command in its namespaces are forks of the agent, and until they close what they inherited they
+/// share the journal's lock: an agent killed in that window (`kill -9` right after a command started) leaves
+/// the lock held until they notice and exit, which takes milliseconds, and longer on a loaded host.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Unix seconds now.
 pub fn now() -> i64 {

@@ -3,7 +3,8 @@
 beside them: about the 85 inodes of a 3-step session's loose objects, fan-out directories, locks, journal and
 checkout), on a quiet file system and then at intervals after writing and deleting N files beside it.
 
-usage: scripts/bench-inodes.py [--files N] [--dir DIR]   (DIR: on the file system to test; default a temp dir)
+usage: scripts/bench-inodes.py [--files N] [--dir DIR] [--waits S,S,...]
+                               (DIR: on the file system to test, default a temp dir; S: seconds after the load)
        scripts/bench-inodes.py --session --agent LABEL=ga:PATH [--agent ...] [--loose] [--rounds N] [--second]
                                [--show]
 
@@ -24,7 +25,9 @@ These counts do not depend on the host's load; the times do.
 On ext4 without a journal (`/sys/fs/ext4/<dev>/journal_task` says <none>), the inode allocator skips every free
 inode that was deleted in the last 60 s, or 360 s while its inode-table block is not written back
 (fs/ext4/ialloc.c, recently_deleted()), each skip a buffer-cache lookup: right after a mass deletion, every new
-file or directory in the same block groups walks thousands of them.
+file or directory in the same block groups walks thousands of them. The check compares whole seconds and needs
+the deletion to be *before* now, so the inodes freed in the current second are not skipped (each line says
+whether it measured in the second the deletions ended in).
 """
 import argparse
 import glob
@@ -40,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "benchlib"))
 import common  # noqa: E402
 
-WAITS = [0, 10, 30, 60, 120, 240, 400]
+WAITS = "0,1.1,3,10,30,60,120,240,400"
 
 
 def create(base, tag):
@@ -60,7 +63,9 @@ def create(base, tag):
     return (t1.system - t0.system) * 1000, (w1 - w0) * 1000
 
 
-def load(base, n):
+def load(base, n, settle=True):
+    """Writes and deletes n files under base; with `settle`, returns in the clock's next second (see
+    common.past_the_deletion_second()), else at once, with the time the deletions ended."""
     top = os.path.join(base, "load")
     dirs = [os.path.join(top, "d%02d" % i) for i in range(100)]
     for d in dirs:
@@ -70,6 +75,10 @@ def load(base, n):
         os.write(fd, b"x" * 200)
         os.close(fd)
     shutil.rmtree(top)
+    ended = time.time()
+    if settle:
+        common.past_the_deletion_second()
+    return ended
 
 
 def inodes(top):
@@ -255,6 +264,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=100000)
     ap.add_argument("--dir")
+    ap.add_argument("--waits", default=WAITS,
+                    help="without --session: when to create, in seconds after the deletions ended")
     ap.add_argument("--session", action="store_true")
     ap.add_argument("--agent", action="append", default=[])
     ap.add_argument("--loose", action="store_true")
@@ -275,12 +286,12 @@ def main():
     try:
         print("before the load: kernel %.0f ms, wall %.1f ms (85 inodes; kernel time in 10 ms ticks)" % create(
             base, "quiet"), flush=True)
-        load(base, a.files)
-        t = time.monotonic()
-        for k, wait in enumerate(WAITS):
-            time.sleep(max(0.0, wait - (time.monotonic() - t)))
-            print("%4d s after writing and deleting %d files: kernel %.0f ms, wall %.1f ms" % (
-                (wait, a.files) + create(base, str(k))), flush=True)
+        ended = load(base, a.files, settle=False)
+        for k, wait in enumerate(float(w) for w in a.waits.split(",")):
+            time.sleep(max(0.0, ended + wait - time.time()))
+            second = "the same second" if int(time.time()) == int(ended) else "a later second"
+            print("%5.1f s after writing and deleting %d files (%s): kernel %.0f ms, wall %.1f ms" % (
+                (wait, a.files, second) + create(base, str(k))), flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("command: " + " ".join(sys.argv))

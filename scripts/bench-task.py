@@ -3,7 +3,8 @@
 agents started directly (not through `git`), A/B in turn, one warm-up each, medians and medians of pair ratios,
 in two host states: quiet, and right after a heavy file-system load.
 
-usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] [--fs-load N] [--staged]
+usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] [--fs-load N] [--fresh-after-load]
+                             [--staged]
                              --agent LABEL=ga:PATH --agent LABEL=nc:PATH ...
 
 Per run: a fresh fixture repo (greet.py and test_greet.sh, plain sh, committed; then the user's work in
@@ -27,7 +28,10 @@ e.g. new/old).
 
 Host states: the task rounds run first on a quiet host ("quiet"), then again, each run right after this script
 wrote and deleted --fs-load files (default 100,000, 0 skips the state) in 100 folders beside the run folders,
-on the same file system ("after FS load"). git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase
+on the same file system, and the clock passed into the next second ("after FS load"; why the second:
+benchlib/common.py, past_the_deletion_second()). The fixture is made before the load, as a user's repository
+exists before their test suite runs; --fresh-after-load makes it after the load (the worst case: on ext4 without
+a journal the repository's own directories are then in the block groups that just lost the files). git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase
 of the session), and the per-phase medians of both states are printed side by side: the phase's end in ms since
 the process started ("at") and how long it took ("took", for phases with a beginning).
 """
@@ -50,11 +54,15 @@ VERSION_FIELDS = FIELDS + [("spawned_wall_s", "spawned s")]
 SPAWNS = 50
 
 
-def one_task(agent, work, tag, wip=True):
+def one_task(agent, work, tag, wip=True, before=None):
+    """One measured task run in a fresh fixture; `before`, if given, runs after the fixture is made and right
+    before the agent starts (the file-system load)."""
     d = os.path.join(work, "%s-%s" % (agent.label, tag))
     os.makedirs(d)
     repo = os.path.join(d, "repo")
     common.make_fixture(repo, wip=wip)
+    if before:
+        before()
     srv = common.FakeServer(os.path.join(d, "requests.jsonl"))
     timings = os.path.join(d, "timings.jsonl")
     try:
@@ -94,7 +102,8 @@ def phase_figures(path):
 
 def fs_load(work, n):
     """Writes n small files in 100 folders under work, then deletes them all: the host state right after a big
-    checkout or a test suite (dentries, inodes, the journal and page cache churned)."""
+    checkout or a test suite (dentries, inodes, the journal and page cache churned), from the next second of the
+    clock on (see common.past_the_deletion_second())."""
     top = os.path.join(work, "fs-load")
     dirs = [os.path.join(top, "d%02d" % i) for i in range(100)]
     for d in dirs:
@@ -105,6 +114,7 @@ def fs_load(work, n):
         os.write(fd, data)
         os.close(fd)
     common.rmtree(top)
+    common.past_the_deletion_second()
 
 
 def one_version(agent, work, tag, key):
@@ -195,6 +205,8 @@ def main():
     ap.add_argument("--quiet-wait", type=float, default=20, help="wait up to S s for a quiet host before a run")
     ap.add_argument("--quiet-cores", type=float, default=0.5)
     ap.add_argument("--out", help="raw results and run folders (default: a new temp dir, kept)")
+    ap.add_argument("--fresh-after-load", action="store_true",
+                    help="make each after-load run's fixture after the load instead of before it")
     ap.add_argument("--fs-load", type=int, default=100000,
                     help="files written and deleted before each run of the second host state (0: no such state)")
     ap.add_argument("--staged", action="store_true", help="issue 16's fixture: no work in progress, no step 0")
@@ -229,10 +241,12 @@ def main():
                     nrow[ag.label] = one_version(ag, work, str(i), False)
                 if not a.no_task:
                     common.wait_quiet(a.quiet_wait, a.quiet_cores)
-                    if load_files:
-                        fs_load(work, load_files)
+                    load = (lambda: fs_load(work, load_files)) if load_files else None
+                    if load and a.fresh_after_load:
+                        load()
+                        load = None
                     tag = "%s%d" % ("L" if load_files else "", i)
-                    t = one_task(ag, work, tag, wip)
+                    t = one_task(ag, work, tag, wip, before=load)
                     trow[ag.label] = t
                     if not t["success"] or t["exit"] != 0:
                         print("%s round %d %s: FAILED (exit %s, success %s), see %s" % (

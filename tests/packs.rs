@@ -188,6 +188,26 @@ fn a_large_file_is_written_loose_and_the_rest_packed() {
     assert!(Path::new(&repo.path().join(".git/objects/pack")).is_dir());
 }
 
+/// A file past the small encoder's limit (16 KB) is deflated by zlib, in the same pack as the step's small
+/// objects, which the small encoder wrote: git reads both kinds, and the pack is smaller than the file.
+#[test]
+fn a_pack_holds_objects_from_both_encoders() {
+    let repo = TestRepo::new();
+    let loose_before = loose_objects(&repo);
+    let line = "a line of a middle-sized file, which zlib compresses\n";
+    let middle = line.repeat((100 << 10) / line.len());
+    let id = run_session(&repo, &[], Some(&middle));
+    assert_eq!(loose_objects(&repo), loose_before, "written loose");
+    assert_readable_by_git(&repo, &id);
+    let shown = repo.git(&["show", &format!("agent/{id}:big.txt")]);
+    assert!(shown == middle, "big.txt differs ({} bytes)", shown.len());
+    let packed: u64 = pack_indexes(&repo)
+        .iter()
+        .map(|idx| std::fs::metadata(idx.replace(".idx", ".pack")).map_or(0, |m| m.len()))
+        .sum();
+    assert!(packed < 20_000, "the session's packs hold {packed} bytes");
+}
+
 /// In a repository shared with the group (`git init --shared=group`), the packs a session writes are
 /// readable by the group as git's own would be (read-only for the owner, git's `calc_shared_perm`), even
 /// under a umask that gives the group nothing.

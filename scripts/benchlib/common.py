@@ -252,3 +252,17 @@ def fmt(x, unit=""):
 
 def rmtree(p):
     shutil.rmtree(p, ignore_errors=True)
+
+
+def past_the_deletion_second():
+    """Sleeps until the wall clock is in the second after the one the caller's deletions ended in.
+
+    On ext4 without a journal a new inode skips every free one whose deletion time is *before* now and under
+    60 s old (360 s while its inode-table block is dirty): fs/ext4/ialloc.c, recently_deleted(), which
+    compares whole seconds, so the inodes freed in the current second are taken at once. A run that started
+    right after a load was cheap when the block groups it allocated from had been emptied in the load's last
+    second, and paid about 1 ms an inode when they had been emptied earlier: two of five such runs were
+    as fast as on a quiet host, and the after-load medians moved with them. After this wait, every run
+    measures the state a user is in from a second to minutes after a test suite."""
+    now = time.time()
+    time.sleep(int(now) + 1.05 - now)

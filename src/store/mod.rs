@@ -32,6 +32,7 @@
 //! refs.
 
 mod checkout;
+mod deflate;
 mod error;
 pub mod fleet;
 pub(crate) mod land;

@@ -28,6 +28,8 @@ use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::zlib::{Compression, Status};
 use gix::ObjectId;
 
+use super::deflate::{SmallDeflate, SMALL_MAX};
+
 /// The error returned by [`persist()`]: the pack could not be written in `dir`.
 #[derive(Debug, thiserror::Error)]
 #[error("could not write a pack in {}: {source}", .dir.display())]
@@ -195,12 +197,19 @@ fn write_pack(
     pack.extend_from_slice(&count.to_be_bytes());
     let mut offsets = Vec::with_capacity(objects.len());
     let mut crcs = Vec::with_capacity(objects.len());
-    let mut compressor = Compress::new(Compression::default());
+    let mut small = SmallDeflate::new();
+    // zlib's state (about 260 KB, zeroed) only for a pack that has an object too big for the small encoder.
+    let mut zlib = None;
     for (_, (kind, data)) in objects {
         let start = pack.len();
         offsets.push(start as u64);
         entry_header(*kind, data.len(), &mut pack);
-        deflate_into(&mut compressor, data, &mut pack)?;
+        if data.len() <= SMALL_MAX {
+            small.compress_into(data, &mut pack);
+        } else {
+            let compressor = zlib.get_or_insert_with(|| Compress::new(Compression::default()));
+            deflate_into(compressor, data, &mut pack)?;
+        }
         crcs.push(crc32fast::hash(&pack[start..]));
     }
     let checksum = sha1(&[&pack])?;

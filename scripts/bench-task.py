@@ -3,8 +3,8 @@
 agents started directly (not through `git`), A/B in turn, one warm-up each, medians and medians of pair ratios,
 in two host states: quiet, and right after a heavy file-system load.
 
-usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] [--fs-load N] [--fresh-after-load]
-                             [--staged]
+usage: scripts/bench-task.py [--runs N] [--ref LABEL] [--quiet-wait S] [--out DIR] [--fs-load N]
+                             [--fresh-after-load] [--staged]
                              --agent LABEL=ga:PATH --agent LABEL=nc:PATH ...
 
 Per run: a fresh fixture repo (greet.py and test_greet.sh, plain sh, committed; then the user's work in
@@ -30,10 +30,11 @@ Host states: the task rounds run first on a quiet host ("quiet"), then again, ea
 wrote and deleted --fs-load files (default 100,000, 0 skips the state) in 100 folders beside the run folders,
 on the same file system, and the clock passed into the next second ("after FS load"; why the second:
 benchlib/common.py, past_the_deletion_second()). The fixture is made before the load, as a user's repository
-exists before their test suite runs; --fresh-after-load makes it after the load (the worst case: on ext4 without
-a journal the repository's own directories are then in the block groups that just lost the files). git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase
-of the session), and the per-phase medians of both states are printed side by side: the phase's end in ms since
-the process started ("at") and how long it took ("took", for phases with a beginning).
+exists before their test suite runs; --fresh-after-load makes it after the load (the worst case: on ext4
+without a journal the repository's own directories are then in the block groups that just lost the files).
+git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase of the session), and the per-phase
+medians of both states are printed side by side: the phase's end in ms since the process started ("at") and
+how long it took ("took", for phases with a beginning).
 """
 import argparse
 import json
@@ -241,12 +242,11 @@ def main():
                     nrow[ag.label] = one_version(ag, work, str(i), False)
                 if not a.no_task:
                     common.wait_quiet(a.quiet_wait, a.quiet_cores)
-                    load = (lambda: fs_load(work, load_files)) if load_files else None
-                    if load and a.fresh_after_load:
-                        load()
-                        load = None
+                    if load_files and a.fresh_after_load:
+                        fs_load(work, load_files)
+                    load = load_files and not a.fresh_after_load
                     tag = "%s%d" % ("L" if load_files else "", i)
-                    t = one_task(ag, work, tag, wip, before=load)
+                    t = one_task(ag, work, tag, wip, before=(lambda: fs_load(work, load_files)) if load else None)
                     trow[ag.label] = t
                     if not t["success"] or t["exit"] != 0:
                         print("%s round %d %s: FAILED (exit %s, success %s), see %s" % (

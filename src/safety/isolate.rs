@@ -78,10 +78,10 @@ pub fn probe() -> &'static Isolation {
 }
 
 /// Starts [`probe()`] on a thread of its own, once per process; a later [`probe()`] takes its answer, waiting
-/// for it if it is still under way. Why: the probe forks the agent into new namespaces (27 ms on a quiet
-/// host, 172 ms on a loaded one) and only commands need its answer, so a session starts it once its first
-/// model request is out instead of making that request wait (issue 29). Without a thread, the first
-/// [`probe()`] runs it.
+/// for it if it is still under way. Why: the probe starts a supervisor in new namespaces (a few milliseconds
+/// on a quiet host, 27 ms to 172 ms when it still forked the agent) and only commands need its answer, so a
+/// session starts it once its first model request is out instead of making that request wait (issue 29).
+/// Without a thread, the first [`probe()`] runs it.
 pub fn probe_in_background() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {

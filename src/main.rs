@@ -1,7 +1,4 @@
 fn main() {
-    // First: this process may be the supervisor of a command the agent starts (sys::isolate), which must not
-    // pay for anything else.
-    git_agent::startup::supervise_if_asked();
     git_agent::answer_version();
     // After --version (which must stay as quick as it is): the instant phase timings count from.
     git_agent::startup::init_timings();

@@ -5,8 +5,7 @@ at its first hit. Used by scripts/gen-text-order.py to write the link order of s
 The function list comes from the linker's map of that very binary (lld's `-Map`, one input section per function:
 `.text.<mangled name>`), so a stripped build can be traced. The command runs under ptrace from its exec on; every
 thread (TRACECLONE) and every forked child (TRACEFORK/VFORK, until it execs another program) is traced, since a
-child inherits the parent's patched text; a child that execs the binary itself (a command's supervisor) gets the
-breakpoints planted afresh. A hit stops the thread with SIGTRAP at entry+1: the original byte is
+child inherits the parent's patched text. A hit stops the thread with SIGTRAP at entry+1: the original byte is
 written back through /proc/<tid>/mem (for that address space only), the instruction pointer is moved back by one,
 and the thread goes on. Each function therefore costs one stop, the first time it is called; a run that calls
 8,000 functions is about a second slower, nothing else changes.
@@ -76,7 +75,6 @@ def trace(argv, env, cwd, funcs, stdin="/dev/null", stdout="/dev/null", stderr="
             os._exit(127)
     for fd in fds:
         os.close(fd)
-    binary = os.path.realpath(argv[0])
     _, status = os.waitpid(pid, 0)  # the exec stop
     if not os.WIFSTOPPED(status):
         raise RuntimeError("%s did not start under ptrace" % argv[0])
@@ -97,12 +95,6 @@ def trace(argv, env, cwd, funcs, stdin="/dev/null", stdout="/dev/null", stderr="
         live.add(tid)
         sig, event = os.WSTOPSIG(status), status >> 16
         if event == EVENT_EXEC and tid != pid:
-            if _runs(tid, binary):
-                # The binary again (a command's supervisor, `git-agent __supervise`): its fresh text gets the
-                # breakpoints too, so what it calls is laid out with the rest.
-                _plant(tid, by_addr)
-                libc.ptrace(PTRACE_CONT, tid, None, None)
-                continue
             live.discard(tid)  # another program now: nothing of ours to trace
             libc.ptrace(PTRACE_DETACH, tid, None, None)
             continue
@@ -125,14 +117,6 @@ def trace(argv, env, cwd, funcs, stdin="/dev/null", stdout="/dev/null", stderr="
                 continue
         libc.ptrace(PTRACE_CONT, tid, None, ctypes.c_void_p(sig))
     return hits
-
-
-def _runs(tid, binary):
-    """Whether thread `tid` runs `binary` (it just exec'd it)."""
-    try:
-        return os.path.realpath("/proc/%d/exe" % tid) == binary
-    except OSError:
-        return False
 
 
 def _plant(pid, by_addr):

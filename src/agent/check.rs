@@ -88,27 +88,25 @@ impl Check {
         sandbox: Option<&Sandbox>,
         control: &TurnControl,
     ) -> Result<CheckRun, CheckError> {
-        let spawn_error = |source| CheckError::Spawn {
-            command: self.command.clone(),
-            dir: dir.display().to_string(),
-            source,
-        };
-        let mut cmd = match sandbox {
-            Some(sandbox) => {
-                let prepared = sandbox.prepare().map_err(|err| CheckError::Sandbox {
-                    command: self.command.clone(),
-                    message: err.to_string(),
-                })?;
-                prepared.command("sh").map_err(spawn_error)?
-            }
-            None => std::process::Command::new("sh"),
-        };
+        let mut cmd = std::process::Command::new("sh");
         cmd.arg("-c")
             .arg(&self.command)
             .current_dir(dir)
             .stdin(Stdio::null())
             .process_group(0);
         process::child_env(&mut cmd, &[]);
+        if let Some(sandbox) = sandbox {
+            let prepared = sandbox.prepare().map_err(|err| CheckError::Sandbox {
+                command: self.command.clone(),
+                message: err.to_string(),
+            })?;
+            prepared.install(&mut cmd);
+        }
+        let spawn_error = |source| CheckError::Spawn {
+            command: self.command.clone(),
+            dir: dir.display().to_string(),
+            source,
+        };
         let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
         let err_writer = writer.try_clone().map_err(spawn_error)?;
         cmd.stdout(writer).stderr(err_writer);

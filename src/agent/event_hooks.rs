@@ -170,14 +170,7 @@ fn run_one(hook: EventHook, stdin: &str, dir: &Path, sandbox: Option<&Sandbox>) 
         stderr: String::new(),
         duration: started.elapsed(),
     };
-    let mut cmd = match sandbox.map(Sandbox::prepare) {
-        Some(Ok(prepared)) => match prepared.command("sh") {
-            Ok(cmd) => cmd,
-            Err(err) => return crashed(hook, format!("cannot start it: {err}")),
-        },
-        Some(Err(err)) => return crashed(hook, format!("cannot sandbox it: {err}")),
-        None => Command::new("sh"),
-    };
+    let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&hook.command)
         .current_dir(dir)
@@ -188,6 +181,12 @@ fn run_one(hook: EventHook, stdin: &str, dir: &Path, sandbox: Option<&Sandbox>) 
     process::child_env(&mut cmd, &[]);
     // Claude Code's hooks find the project through this variable (`"$CLAUDE_PROJECT_DIR"/.claude/hooks/x`).
     cmd.env("CLAUDE_PROJECT_DIR", dir);
+    if let Some(sandbox) = sandbox {
+        match sandbox.prepare() {
+            Ok(prepared) => prepared.install(&mut cmd),
+            Err(err) => return crashed(hook, format!("cannot sandbox it: {err}")),
+        }
+    }
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) => return crashed(hook, format!("cannot start it: {err}")),

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::BufReader;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -119,19 +119,7 @@ impl Server {
         timeout: Duration,
     ) -> Result<Server, LspError> {
         let begun = Instant::now();
-        let spawn_error = |err: std::io::Error| LspError::Spawn {
-            command: spec.command.clone(),
-            message: if err.kind() == std::io::ErrorKind::NotFound {
-                "not installed or not on PATH".into()
-            } else {
-                err.to_string()
-            },
-        };
-        let prepared = sandbox.prepare().map_err(|err| LspError::Spawn {
-            command: spec.command.clone(),
-            message: err.to_string(),
-        })?;
-        let mut cmd = prepared.command(&spec.command).map_err(spawn_error)?;
+        let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
             .current_dir(root)
             .stdin(Stdio::piped())
@@ -143,7 +131,21 @@ impl Server {
         crate::safety::redact::scrub_child_env(&mut cmd, &[]);
         crate::store::git::without_redirects(&mut cmd);
         cmd.env("GIT_OPTIONAL_LOCKS", "0");
-        let mut child = cmd.spawn().map_err(spawn_error)?;
+        sandbox
+            .prepare()
+            .map_err(|err| LspError::Spawn {
+                command: spec.command.clone(),
+                message: err.to_string(),
+            })?
+            .install(&mut cmd);
+        let mut child = cmd.spawn().map_err(|err| LspError::Spawn {
+            command: spec.command.clone(),
+            message: if err.kind() == std::io::ErrorKind::NotFound {
+                "not installed or not on PATH".into()
+            } else {
+                err.to_string()
+            },
+        })?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),

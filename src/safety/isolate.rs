@@ -12,26 +12,24 @@
 //! agent reaches all of them):
 //!
 //! ```text
-//! agent ─ supervisor S (this binary started afresh by std; pid = process group id)
+//! agent ─ supervisor S (the child std spawned; pid = process group id)
 //!           └ init G (PID 1 of the new namespace: mounts /proc, reaps orphans, reports the command's status)
 //!               └ bash B (PID 2: the command; the Landlock sandbox and seccomp apply from here)
 //! ```
 //!
-//! - S is what the agent waits for and signals. It leaves the namespaces to G, watches the agent (a pidfd
-//!   of it, which turns readable when the agent dies, even by SIGKILL; then S kills the whole group) and
-//!   exits the way B did (code or signal), which G tells it. A parent-death signal would not do: it fires
-//!   when the *thread* that spawned S exits, and commands are started from tokio's short-lived blocking
-//!   threads.
+//! - S is what the agent waits for and signals. It leaves the namespaces to G, watches the agent's
+//!   *lifeline* (a pipe whose write end only the agent holds: when the agent dies, even by SIGKILL, the pipe
+//!   hangs up and S kills the whole group) and exits the way B did (code or signal), which G tells it.
+//!   A parent-death signal would not do: it fires when the *thread* that forked exits, and commands are
+//!   started from tokio's short-lived blocking threads.
 //! - G is PID 1, so it must exist: a command exec'd as PID 1 would ignore SIGTERM (the kernel protects a
 //!   namespace's init from signals it has no handler for) and leave zombies. When G exits, the kernel kills
 //!   every process left in the namespace, also those that left the process group (`setsid`).
 //! - S and G ignore the termination signals the agent sends to the group (SIGTERM for a job's graceful stop),
 //!   so the command decides how to end; SIGKILL ends everything.
-//! - S is not a fork of the agent but this binary started afresh (`git-agent __supervise`, by
-//!   `posix_spawn`): copying the agent's memory for each command cost a fifth of a small session's CPU
-//!   (issue 29), and S, G and B hold nothing of the agent's memory, keys included. They close every
-//!   descriptor they do not need and mark themselves non-dumpable, so `/proc/1/mem` stays closed to the
-//!   command.
+//! - S and G are forks of the agent that never exec: they close every inherited descriptor, mark themselves
+//!   non-dumpable (their memory is a copy of the agent's, keys included, so `/proc/1/mem` and
+//!   `/proc/1/environ` stay closed to the command) and make only async-signal-safe calls.
 //!
 //! Where the kernel refuses (no user namespaces, a container without the right to mount `/proc`), commands
 //! run without a namespace and [`probe()`] says why; S and G still run, so a command's process group still
@@ -39,9 +37,8 @@
 //! in `sys::isolate`; where there are no namespaces (not Linux) there is no supervisor either, and
 //! [`probe()`] says what that leaves unisolated.
 
-use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 pub use crate::sys::isolate::{Namespace, Plan};
@@ -78,10 +75,10 @@ pub fn probe() -> &'static Isolation {
 }
 
 /// Starts [`probe()`] on a thread of its own, once per process; a later [`probe()`] takes its answer, waiting
-/// for it if it is still under way. Why: the probe starts a supervisor in new namespaces (a few milliseconds
-/// on a quiet host, 27 ms to 172 ms when it still forked the agent) and only commands need its answer, so a
-/// session starts it once its first model request is out instead of making that request wait (issue 29).
-/// Without a thread, the first [`probe()`] runs it.
+/// for it if it is still under way. Why: the probe forks the agent into new namespaces (27 ms on a quiet
+/// host, 172 ms on a loaded one) and only commands need its answer, so a session starts it once its first
+/// model request is out instead of making that request wait (issue 29). Without a thread, the first
+/// [`probe()`] runs it.
 pub fn probe_in_background() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
@@ -120,28 +117,21 @@ fn probe_once() -> Isolation {
 fn try_namespace(user: bool) -> Result<(), String> {
     let plan = Plan::new(Some(Namespace::new(user, &[]))).probe_only();
     // Never exec'd: B exits where it would exec (an absolute path, so not even looked up).
-    let refused = |e: &dyn std::fmt::Display| {
-        format!("the kernel refused a PID namespace with a private /proc ({e})")
-    };
-    let mut cmd = plan
-        .command(OsStr::new("/bin/sh"), None, None)
-        .map_err(|e| refused(&e))?;
+    let mut cmd = Command::new("/bin/sh");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .process_group(0);
-    let out = cmd.output().map_err(|e| refused(&e))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    // The supervisor said what failed on its last line.
-    let said = String::from_utf8_lossy(&out.stderr);
-    match said.lines().last() {
-        Some(line) => Err(refused(&line.trim_start_matches("git-agent: "))),
-        None => Err(format!(
-            "a command in a PID namespace did not run ({})",
-            out.status
-        )),
+    plan.install(&mut cmd);
+    let status = cmd
+        .status()
+        .map_err(|e| format!("the kernel refused a PID namespace with a private /proc ({e})"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a command in a PID namespace did not run ({status})"
+        ))
     }
 }
 
@@ -151,11 +141,12 @@ mod tests {
     use std::os::unix::process::ExitStatusExt;
 
     fn run(plan: Plan, script: &str) -> (std::process::ExitStatus, String) {
-        let mut cmd = plan.command(OsStr::new("bash"), None, None).unwrap();
+        let mut cmd = Command::new("bash");
         cmd.args(["-c", script])
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .process_group(0);
+        plan.install(&mut cmd);
         let out = cmd.output().unwrap();
         (
             out.status,
@@ -264,86 +255,5 @@ mod tests {
         // Only inside the command's namespace: the agent still writes there.
         std::fs::write(git.join("config"), "[core]\n").unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    fn the_supervisor_is_a_fresh_start_of_the_binary_not_a_fork_of_the_agent() {
-        // B's parent is G and G's parent S (or, in a namespace, G is PID 1 and S is out of sight): both are
-        // named git-agent-run, and S's command line is the supervisor's, not the agent's (a fork keeps it).
-        let (status, out) = run(
-            Plan::new(None),
-            "cat /proc/$PPID/comm; g=$(cut -d' ' -f4 /proc/$PPID/stat); cat /proc/$g/comm; tr '\\0' ' ' < /proc/$g/cmdline",
-        );
-        assert!(status.success(), "{out}");
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(
-            lines.get(..2),
-            Some(&["git-agent-run", "git-agent-run"][..]),
-            "{out}"
-        );
-        assert!(
-            lines[2].starts_with(&format!(
-                "git-agent {} --agent {} ",
-                crate::sys::isolate::SUPERVISE,
-                std::process::id()
-            )),
-            "{out}"
-        );
-    }
-
-    #[test]
-    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    fn a_program_that_cannot_be_run_is_reported_by_the_supervisor() {
-        let mut cmd = Plan::new(None)
-            .command(OsStr::new("/no/such/program"), None, None)
-            .unwrap();
-        let out = cmd.process_group(0).stdin(Stdio::null()).output().unwrap();
-        assert_eq!(out.status.code(), Some(127));
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            said.starts_with("git-agent: cannot run /no/such/program: "),
-            "{said}"
-        );
-        // Not on PATH: refused before anything starts, as a spawn is.
-        let err = Plan::new(None)
-            .command(
-                OsStr::new("no-such-program-here"),
-                Some(OsStr::new("/usr/bin:/bin")),
-                None,
-            )
-            .unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-    }
-
-    #[test]
-    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-    fn a_supervisor_whose_agent_is_gone_runs_nothing() {
-        // `--agent` names a process that is not S's parent (this test's parent): the agent it was started for
-        // is gone, so S kills its group (itself included) without starting the command.
-        let marker = std::env::temp_dir().join(format!("git-agent-orphan-{}", std::process::id()));
-        let parent = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get());
-        let out = std::process::Command::new("/proc/self/exe")
-            .args([
-                crate::sys::isolate::SUPERVISE,
-                "--agent",
-                &parent.to_string(),
-                "--exec",
-                "/bin/sh",
-                "--",
-                "sh",
-                "-c",
-            ])
-            .arg(format!("touch {}", marker.display()))
-            .process_group(0)
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.signal(),
-            Some(crate::sys::signal::SIGKILL),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(!marker.exists());
     }
 }

@@ -38,8 +38,6 @@
 //! `/proc/<pid>/environ`: keeping keys out of that is the job of `safety::secrets` (the agent's own) and of
 //! the private `/proc` of [`super::isolate`] (its parents', in every sandbox mode).
 
-use std::ffi::OsStr;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;
@@ -101,8 +99,6 @@ pub enum SandboxError {
     Unsupported { mode: &'static str },
     #[error("the sandbox cannot be set up ({0}); the command was not run\nhint: run with --sandbox off to allow unsandboxed commands")]
     Setup(String),
-    #[error("cannot start {program} ({source}); the command was not run")]
-    Start { program: String, source: io::Error },
 }
 
 /// The sandbox of one session.
@@ -370,7 +366,7 @@ impl Sandbox {
     }
 }
 
-/// A command's isolation and sandbox, ready to start it with.
+/// A command's isolation and sandbox, ready to be applied in its child between fork and exec.
 pub struct Prepared {
     plan: Plan,
     landlock: Option<Restriction>,
@@ -378,28 +374,16 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The command that starts `program` under the supervisor, in the namespaces, and (in the command's own
-    /// process only) under Landlock and seccomp ([`Plan::command()`]), with `TMPDIR` set. The caller adds the
-    /// arguments, environment, directory and streams, and must make it lead its own process group. Fails
-    /// (`NotFound`) when `program` is not on `PATH`.
-    pub fn command(&self, program: impl AsRef<OsStr>) -> io::Result<Command> {
-        self.command_on_path(program.as_ref(), None)
-    }
-
-    /// [`Prepared::command()`], looking `program` up in `search_path` instead of the agent's `PATH` (a server
-    /// configured with a `PATH` of its own).
-    pub fn command_on_path(
-        &self,
-        program: &OsStr,
-        search_path: Option<&OsStr>,
-    ) -> io::Result<Command> {
-        let mut cmd = self
-            .plan
-            .command(program, search_path, self.landlock.as_ref())?;
+    /// Applies it all to `cmd`, which must lead its own process group: the supervisor first, then, in the
+    /// command's own process only, Landlock and seccomp.
+    pub fn install(self, cmd: &mut Command) {
         if let Some(tmp) = &self.tmpdir {
             cmd.env("TMPDIR", tmp);
         }
-        Ok(cmd)
+        self.plan.install(cmd);
+        if let Some(landlock) = self.landlock {
+            landlock.install(cmd);
+        }
     }
 }
 

@@ -1,28 +1,21 @@
-//! The mechanics of isolating a command (Linux): the supervisor S, the namespace init G and the command B
-//! that `safety::isolate` describes, the namespaces, the mounts and S's watch on the agent.
-//!
-//! S is this binary started afresh (`/proc/self/exe __supervise ...`, which [`supervise_if_asked()`] answers
-//! first thing in `main`), and std starts it with `posix_spawn`: the agent's memory is never copied. A fork
-//! of the agent (13 MB resident, a dozen threads) copies its page tables, write-protects every page it has
-//! written (its next write to each then faults), and tears the copy down again; S, G and B were three such
-//! forks a command, a fifth of a small session's CPU (issue 29, docs/performance.md). Now S, G and B are
-//! single-threaded processes of their own that hold nothing of the agent's memory, keys included, and that
-//! fork each other as any program does.
+//! The mechanics of isolating a `run` command (Linux): the supervisor S, the namespace init G and the
+//! command B that `safety::isolate` describes, the namespaces, the mounts and the agent's lifeline. S and G
+//! are forks of the agent that never exec, so everything between the fork and their `_exit` makes only
+//! async-signal-safe system calls on data prepared before the fork (rustix's calls take `&CStr` paths and
+//! stack buffers: no allocation).
 //!
 //! Elsewhere ([`LINUX_LAYER`](super::LINUX_LAYER) off) there are no namespaces and no supervisor:
-//! [`namespace_support()`] says so, and [`Plan::command()`] starts the program itself, so its process group
+//! [`namespace_support()`] says so, and [`Plan::install()`] leaves the command as it is, so its process group
 //! is still signalled by the agent but a background process it leaves does not die with the agent.
 
-#[cfg(all(test, target_os = "linux", not(git_agent_portable)))]
-pub use linux::SUPERVISE;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-pub use linux::{namespace_support, supervise_if_asked, Namespace, Plan};
+pub use linux::{namespace_support, Namespace, Plan};
 #[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
-pub use portable::{namespace_support, supervise_if_asked, Namespace, Plan};
+pub use portable::{namespace_support, Namespace, Plan};
 
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod linux {
-    use std::ffi::{CStr, CString, OsStr, OsString};
+    use std::ffi::{CStr, CString};
     use std::io;
     use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
     use std::os::unix::ffi::OsStrExt;
@@ -30,7 +23,6 @@ mod linux {
     use std::path::{Path, PathBuf};
     use std::process::Command;
     use std::sync::OnceLock;
-    use std::time::Duration;
 
     use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
     use rustix::io::Errno;
@@ -38,40 +30,79 @@ mod linux {
     use rustix::process::{DumpableBehavior, Pid, Signal, WaitOptions};
     use rustix::thread::UnshareFlags;
 
-    use super::super::sandbox::Restriction;
-
-    /// The first argument that makes this binary S (never typed by a user, never in `--help`).
-    pub const SUPERVISE: &str = "__supervise";
-
     /// Namespaces can be tried here; the caller's probe says whether the kernel allows them.
     pub fn namespace_support() -> Result<(), String> {
         Ok(())
     }
 
-    /// The namespaces of one command.
+    /// The namespaces of one command, prepared in the parent (the child may not allocate).
     #[derive(Clone, Debug)]
     pub struct Namespace {
-        /// Whether a user namespace is needed (not root); S maps the user to itself in it.
-        user: bool,
-        /// Paths bound read-only over themselves (the git dir of a `--here` work tree).
-        readonly: Vec<PathBuf>,
+        /// `uid_map` and `gid_map` lines when a user namespace is needed (not root).
+        user: Option<(Vec<u8>, Vec<u8>)>,
+        /// Paths bound read-only over themselves, with the flags their mount already has (a user namespace
+        /// may not clear `nosuid`, `nodev`, ... on a remount).
+        readonly: Vec<(CString, MountFlags)>,
     }
 
     impl Namespace {
         /// `user`: whether to create a user namespace; `readonly`: paths that must be read-only to the
-        /// command.
+        /// command (the git dir of a `--here` work tree). A path that cannot be named to the kernel is left
+        /// out.
         pub fn new(user: bool, readonly: &[PathBuf]) -> Namespace {
-            Namespace {
-                user,
-                readonly: readonly.to_vec(),
-            }
+            let user = user.then(|| {
+                let uid = rustix::process::getuid().as_raw();
+                let gid = rustix::process::getgid().as_raw();
+                (
+                    format!("{uid} {uid} 1\n").into_bytes(),
+                    format!("{gid} {gid} 1\n").into_bytes(),
+                )
+            });
+            let readonly = readonly
+                .iter()
+                .filter_map(|p| {
+                    Some((CString::new(p.as_os_str().as_bytes()).ok()?, mount_flags(p)))
+                })
+                .collect();
+            Namespace { user, readonly }
         }
+    }
+
+    /// The flags of the mount `path` is on, as `mount(2)` spells them.
+    fn mount_flags(path: &Path) -> MountFlags {
+        let Ok(st) = rustix::fs::statvfs(path) else {
+            return MountFlags::empty();
+        };
+        let pairs = [
+            (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
+            (StatVfsMountFlags::NODEV, MountFlags::NODEV),
+            (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
+            (StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
+            (StatVfsMountFlags::NODIRATIME, MountFlags::NODIRATIME),
+            (StatVfsMountFlags::RELATIME, MountFlags::RELATIME),
+        ];
+        pairs
+            .iter()
+            .filter(|(st_flag, _)| st.f_flag.contains(*st_flag))
+            .fold(MountFlags::empty(), |acc, (_, ms)| acc | *ms)
+    }
+
+    /// The read end of the agent's lifeline: a pipe whose write end only the agent holds (both ends are
+    /// close-on-exec, and the supervisors close every descriptor they inherit). `None` if no pipe could be
+    /// made.
+    fn lifeline() -> Option<&'static OwnedFd> {
+        static LIFELINE: OnceLock<Option<(OwnedFd, OwnedFd)>> = OnceLock::new();
+        LIFELINE
+            .get_or_init(|| rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok())
+            .as_ref()
+            .map(|(read, _write)| read)
     }
 
     /// How one command is started: under a supervisor, in namespaces or not.
     #[derive(Clone, Debug)]
     pub struct Plan {
         namespace: Option<Namespace>,
+        lifeline: Option<&'static OwnedFd>,
         /// B exits 0 where it would go on to exec: a probe of the set-up alone.
         probe: bool,
     }
@@ -80,334 +111,94 @@ mod linux {
         pub fn new(namespace: Option<Namespace>) -> Plan {
             Plan {
                 namespace,
+                lifeline: lifeline(),
                 probe: false,
             }
         }
 
-        /// The same plan, whose command process exits 0 instead of exec'ing: what a probe of the namespaces
-        /// needs, without a program's start.
+        /// The same plan, whose command process exits 0 instead of exec'ing (nor running any later
+        /// `pre_exec`): what a probe of the namespaces needs, without a program's start.
         pub fn probe_only(mut self) -> Plan {
             self.probe = true;
             self
         }
 
-        /// A command that starts `program` as B under this plan: S is this binary, started afresh. The
-        /// caller adds `program`'s arguments, environment, directory and streams as to any `Command` (S
-        /// passes them all on), and must make it lead its own process group (`process_group(0)`): that group
-        /// is what the agent signals. `program` is looked up here, in `search_path` or the agent's `PATH`, so
-        /// a missing one fails now, as a spawn would (`NotFound`); `restriction` applies to B alone.
-        pub fn command(
-            &self,
-            program: &OsStr,
-            search_path: Option<&OsStr>,
-            restriction: Option<&Restriction>,
-        ) -> io::Result<Command> {
-            let exec = find_program(program, search_path)?;
-            let mut cmd = Command::new(own_binary()?);
-            cmd.arg0("git-agent").arg(SUPERVISE);
-            cmd.arg("--agent").arg(std::process::id().to_string());
-            if let Some(ns) = &self.namespace {
-                cmd.arg(if ns.user {
-                    "--user-namespace"
-                } else {
-                    "--namespace"
-                });
-                for path in &ns.readonly {
-                    cmd.arg("--readonly").arg(path);
-                }
+        /// Makes `cmd`'s child the supervisor S. Install this before any other `pre_exec` (the sandbox's),
+        /// which then runs in the command's own process only. `cmd` must lead its own process group
+        /// (`process_group(0)`): that is what the agent signals.
+        pub fn install(self, cmd: &mut Command) {
+            // SAFETY: the closure runs between fork and exec and makes only async-signal-safe system calls on
+            // data prepared before the fork (see `start`); it allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || start(&self));
             }
-            if let Some(restriction) = restriction {
-                restriction.push_args(&mut cmd);
-            }
-            if self.probe {
-                cmd.arg("--probe");
-            }
-            cmd.arg("--exec").arg(exec).arg("--").arg(program);
-            Ok(cmd)
         }
     }
 
-    /// This very binary, to start as S: `/proc/self/exe` names the running image even after the file was
-    /// replaced (an upgrade during a session), so S always speaks this build's arguments.
-    fn own_binary() -> io::Result<PathBuf> {
-        static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
-        OWN.get_or_init(|| {
-            let proc = Path::new("/proc/self/exe");
-            if proc.exists() {
-                Some(proc.to_path_buf())
-            } else {
-                std::env::current_exe().ok()
-            }
-        })
-        .clone()
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "cannot find the agent's own binary to supervise the command (is /proc mounted?)",
-            )
-        })
-    }
-
-    /// Where `program` is: as given when it names a path (`/` in it), else the first executable file of
-    /// that name in `search_path` (or `PATH`; an empty entry is the current directory), as `execvp` looks.
-    fn find_program(program: &OsStr, search_path: Option<&OsStr>) -> io::Result<PathBuf> {
-        if program.as_bytes().contains(&b'/') {
-            return Ok(PathBuf::from(program));
+    /// In the child std forked (S): set up the namespaces, fork G, and supervise; returns only in B.
+    fn start(plan: &Plan) -> io::Result<()> {
+        if let Some(ns) = &plan.namespace {
+            enter_namespaces(ns)?;
         }
-        let path = match search_path {
-            Some(path) => path.to_os_string(),
-            None => {
-                std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into())
-            }
-        };
-        for dir in path.as_bytes().split(|&b| b == b':') {
-            let dir = if dir.is_empty() {
-                Path::new(".")
-            } else {
-                Path::new(OsStr::from_bytes(dir))
-            };
-            let candidate = dir.join(program);
-            let executable = rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok();
-            if executable && candidate.metadata().is_ok_and(|m| m.is_file()) {
-                return Ok(candidate);
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{} not found on PATH", program.to_string_lossy()),
-        ))
-    }
-
-    /// What S was asked to do, from its command line (written by [`Plan::command()`]).
-    struct Job {
-        agent: Option<Pid>,
-        namespace: Option<Namespace>,
-        restriction: Option<Restriction>,
-        probe: bool,
-        exec: PathBuf,
-        /// B's argv, its argv[0] first.
-        argv: Vec<OsString>,
-    }
-
-    impl Job {
-        fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Job, String> {
-            let mut job = Job {
-                agent: None,
-                namespace: None,
-                restriction: None,
-                probe: false,
-                exec: PathBuf::new(),
-                argv: Vec::new(),
-            };
-            let mut readonly = Vec::new();
-            let mut landlock: Option<(i32, Vec<PathBuf>, bool)> = None;
-            let mut user = None;
-            while let Some(arg) = args.next() {
-                let mut value = || {
-                    args.next()
-                        .ok_or(format!("{} needs a value", arg.to_string_lossy()))
-                };
-                match arg.to_str() {
-                    Some("--agent") => {
-                        let pid = value()?.to_str().and_then(|v| v.parse().ok());
-                        job.agent = pid.and_then(Pid::from_raw);
-                    }
-                    Some("--namespace") => user = Some(false),
-                    Some("--user-namespace") => user = Some(true),
-                    Some("--readonly") => readonly.push(PathBuf::from(value()?)),
-                    Some("--landlock") => {
-                        let abi = value()?.to_str().and_then(|v| v.parse().ok()).unwrap_or(0);
-                        landlock.get_or_insert((abi, Vec::new(), true)).0 = abi;
-                    }
-                    Some("--writable") => {
-                        let path = PathBuf::from(value()?);
-                        landlock.get_or_insert((0, Vec::new(), true)).1.push(path);
-                    }
-                    Some("--offline") => landlock.get_or_insert((0, Vec::new(), true)).2 = false,
-                    Some("--probe") => job.probe = true,
-                    Some("--exec") => job.exec = PathBuf::from(value()?),
-                    Some("--") => {
-                        job.argv = args.collect();
-                        break;
-                    }
-                    _ => return Err(format!("unknown argument {}", arg.to_string_lossy())),
-                }
-            }
-            if job.argv.is_empty() || job.exec.as_os_str().is_empty() {
-                return Err("no command to run".into());
-            }
-            job.namespace = user.map(|user| Namespace { user, readonly });
-            job.restriction = match landlock {
-                Some((abi, writable, network)) => {
-                    Some(Restriction::build(abi, &writable, network)?)
-                }
-                None => None,
-            };
-            Ok(job)
-        }
-    }
-
-    /// S's entry: when this process was started as S (`git-agent __supervise ...`), it supervises and exits
-    /// here; otherwise it returns at once. Called first thing in `main`.
-    pub fn supervise_if_asked() {
-        let mut args = std::env::args_os();
-        if args.nth(1).as_deref() != Some(OsStr::new(SUPERVISE)) {
-            return;
-        }
-        match Job::parse(args) {
-            Ok(job) => start(job),
-            Err(why) => fail(&format!("git-agent {SUPERVISE}: {why}"), 125),
-        }
-    }
-
-    /// One line on standard error (the command's output, where the agent reads why it did not run), then
-    /// `_exit(code)`.
-    fn fail(message: &str, code: i32) -> ! {
-        let line = format!("{message}\n");
-        let _ = rustix::io::write(rustix::stdio::stderr(), line.as_bytes());
-        super::super::process::exit_now(code)
-    }
-
-    /// S: watch the agent, enter the namespaces, fork G and supervise; G forks B and reaps; B applies the
-    /// sandbox and execs the command.
-    fn start(job: Job) -> ! {
-        let _ = rustix::thread::set_name(c"git-agent-run");
-        // G (a fork) inherits it; B's exec resets it.
-        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
-        let watch = AgentWatch::new(job.agent);
-        if let Some(ns) = &job.namespace {
-            if let Err(e) = enter_namespaces(ns) {
-                fail(&format!("git-agent: cannot isolate the command: {e}"), 125);
-            }
-        }
-        let Ok((status_read, status_write)) =
-            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        else {
-            fail("git-agent: cannot supervise the command: no pipe", 125)
-        };
-        if let Some(init) = fork_or_fail() {
+        let (status_read, status_write) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        if let Some(init) = fork()? {
             drop(status_write);
-            supervise(init, status_read, watch);
+            supervise(init, status_read, plan.lifeline);
         }
         // G.
         drop(status_read);
-        drop(watch);
-        if let Some(ns) = &job.namespace {
-            if let Err(e) = mount_private(ns) {
-                fail(&format!("git-agent: cannot isolate the command: {e}"), 125);
-            }
+        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
+        if let Some(ns) = &plan.namespace {
+            mount_private(ns)?;
         }
-        if let Some(command) = fork_or_fail() {
-            reap(command, status_write);
-        }
-        // B: the command.
-        drop(status_write);
-        if job.probe {
-            super::super::process::exit_now(0);
-        }
-        if let Some(restriction) = &job.restriction {
-            if let Err(e) = restriction.apply() {
-                fail(&format!("git-agent: cannot sandbox the command: {e}"), 126);
-            }
-        }
-        let Some((argv0, args)) = job.argv.split_first() else {
-            fail("git-agent: no command to run", 125)
-        };
-        let err = Command::new(&job.exec).arg0(argv0).args(args).exec();
-        let code = if err.kind() == io::ErrorKind::NotFound {
-            127
-        } else {
-            126
-        };
-        fail(
-            &format!("git-agent: cannot run {}: {err}", argv0.to_string_lossy()),
-            code,
-        )
-    }
-
-    /// How S learns that the agent is gone, even by SIGKILL: a pidfd of the agent (Linux 5.3) turns
-    /// readable when it exits. A parent-death signal would not do: it fires when the *thread* that spawned
-    /// S exits, and commands are started from tokio's short-lived blocking threads.
-    enum AgentWatch {
-        Pidfd(OwnedFd),
-        /// No pidfd (an older kernel): S checks its parent every [`PARENT_CHECK`].
-        Parent(Pid),
-        /// Started without an agent to watch (a test, or a user running `__supervise` by hand).
-        Nobody,
-    }
-
-    const PARENT_CHECK: Duration = Duration::from_millis(200);
-
-    impl AgentWatch {
-        fn new(agent: Option<Pid>) -> AgentWatch {
-            let Some(agent) = agent else {
-                return AgentWatch::Nobody;
-            };
-            let watch =
-                match rustix::process::pidfd_open(agent, rustix::process::PidfdFlags::empty()) {
-                    Ok(fd) => AgentWatch::Pidfd(fd),
-                    Err(_) => AgentWatch::Parent(agent),
-                };
-            // After the pidfd: if the agent is still S's parent now, the pidfd is the agent's and not a
-            // later process's that reused its id.
-            if rustix::process::getppid() != Some(agent) {
-                agent_gone();
-            }
-            watch
-        }
-
-        fn fd(&self) -> Option<&OwnedFd> {
-            match self {
-                AgentWatch::Pidfd(fd) => Some(fd),
-                _ => None,
+        match fork()? {
+            Some(command) => reap(command, status_write),
+            None => {
+                // B: the command. std goes on with the sandbox's pre_exec and exec.
+                drop(status_write);
+                if plan.probe {
+                    super::super::process::exit_now(0);
+                }
+                Ok(())
             }
         }
     }
 
-    /// Nobody will ever read the command's output or stop it: the whole group goes.
-    fn agent_gone() -> ! {
-        let _ = rustix::process::kill_current_process_group(Signal::KILL);
-        super::super::process::exit_now(137)
-    }
-
-    /// S: ignore the group's termination signals, close everything but the status pipe and the watch,
-    /// wait for G's report (or the agent's end), and end as the command did.
-    fn supervise(init: Pid, status_read: OwnedFd, watch: AgentWatch) -> ! {
-        use rustix::event::{PollFd, PollFlags, Timespec};
+    /// S: ignore the group's termination signals, close everything but the status pipe and the lifeline,
+    /// wait for G's report (or the agent's death), and end as the command did.
+    fn supervise(init: Pid, status_read: OwnedFd, lifeline: Option<&'static OwnedFd>) -> ! {
+        use rustix::event::{PollFd, PollFlags};
+        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
         calm_signals();
         close_all_but(&[
             status_read.as_raw_fd(),
-            watch.fd().map_or(-1, |fd| fd.as_raw_fd()),
+            lifeline.map_or(-1, |fd| fd.as_raw_fd()),
         ]);
-        let tick = Timespec {
-            tv_sec: 0,
-            tv_nsec: PARENT_CHECK.as_nanos() as i64,
-        };
         let mut report = [0u8; 4];
         let mut got = 0usize;
         loop {
             let mut fds = [PollFd::new(&status_read, PollFlags::IN)];
             let mut both;
-            let fds: &mut [PollFd<'_>] = match watch.fd() {
-                Some(fd) => {
+            let fds: &mut [PollFd<'_>] = match lifeline {
+                Some(line) => {
                     both = [
                         PollFd::new(&status_read, PollFlags::IN),
-                        PollFd::new(fd, PollFlags::IN),
+                        PollFd::new(line, PollFlags::IN),
                     ];
                     &mut both
                 }
                 None => &mut fds,
             };
-            let timeout = matches!(watch, AgentWatch::Parent(_)).then_some(&tick);
-            match rustix::event::poll(fds, timeout) {
+            match rustix::event::poll(fds, None) {
                 Ok(_) => {}
                 Err(Errno::INTR) => continue,
                 Err(_) => break,
             }
-            let pidfd_ready = fds.get(1).is_some_and(|fd| !fd.revents().is_empty());
-            let parent_gone = matches!(watch, AgentWatch::Parent(agent) if rustix::process::getppid() != Some(agent));
-            if pidfd_ready || parent_gone {
-                agent_gone();
+            if fds.get(1).is_some_and(|line| !line.revents().is_empty()) {
+                // The agent is gone: nobody will ever read the command's output or stop it.
+                let _ = rustix::process::kill_current_process_group(Signal::KILL);
+                super::super::process::exit_now(137);
             }
             if !fds[0].revents().is_empty() {
                 match rustix::io::read(&status_read, &mut report[got..]) {
@@ -433,44 +224,10 @@ mod linux {
         let status = if got == report.len() {
             i32::from_ne_bytes(report)
         } else {
-            // G ended before B did: killed, or a namespace step failed (G said why on stderr).
+            // G ended before B did: killed, or a namespace step failed (std has reported that error).
             init_status
         };
         end_like(status)
-    }
-
-    /// S is started from whatever binary runs the agent: git-agent, or a program that uses it as a library
-    /// (its tests, `tests/session_api.rs`), whose `main` is not git-agent's. So the library answers
-    /// [`super::SUPERVISE`] in any binary that links it, before that binary's `main` (glibc runs
-    /// `.init_array` functions after std's own, which records the arguments). Elsewhere (musl) git-agent's
-    /// `main` answers it.
-    #[cfg(target_env = "gnu")]
-    #[used]
-    #[link_section = ".init_array"]
-    static SUPERVISE_BEFORE_MAIN: extern "C" fn() = {
-        extern "C" fn supervise_before_main() {
-            supervise_if_asked();
-        }
-        supervise_before_main
-    };
-
-    /// The flags of the mount `path` is on, as `mount(2)` spells them.
-    fn mount_flags(path: &Path) -> MountFlags {
-        let Ok(st) = rustix::fs::statvfs(path) else {
-            return MountFlags::empty();
-        };
-        let pairs = [
-            (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
-            (StatVfsMountFlags::NODEV, MountFlags::NODEV),
-            (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
-            (StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
-            (StatVfsMountFlags::NODIRATIME, MountFlags::NODIRATIME),
-            (StatVfsMountFlags::RELATIME, MountFlags::RELATIME),
-        ];
-        pairs
-            .iter()
-            .filter(|(st_flag, _)| st.f_flag.contains(*st_flag))
-            .fold(MountFlags::empty(), |acc, (_, ms)| acc | *ms)
     }
 
     /// G: reap every child until the command exits, then report its wait status to S and exit (in a PID
@@ -491,7 +248,7 @@ mod linux {
     }
 
     /// Ends this process the way a child with wait status `status` ended: with its exit code, or killed by
-    /// its signal (without a core dump: S is not the program that crashed).
+    /// its signal (no core dump: this process's memory is the agent's).
     fn end_like(status: i32) -> ! {
         if libc::WIFSIGNALED(status) {
             let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
@@ -595,38 +352,32 @@ mod linux {
         }
     }
 
-    /// `fork(2)`: `Some(child)` in the parent, `None` in the child; S or G ends here if it fails.
-    fn fork_or_fail() -> Option<Pid> {
-        // SAFETY: called only in S and G, single-threaded processes (a fresh start of this binary and its
-        // fork) that hold no lock another thread could have held: the child may do anything a program does.
+    /// `fork(2)`: `Some(child)` in the parent, `None` in the child.
+    fn fork() -> io::Result<Option<Pid>> {
+        // SAFETY: called only in S and G, single-threaded children of std's fork, where both sides go on
+        // with async-signal-safe calls only (see the module docs).
         let pid = unsafe { libc::fork() };
         if pid < 0 {
-            let err = io::Error::last_os_error();
-            fail(
-                &format!("git-agent: cannot supervise the command: {err}"),
-                125,
-            );
+            return Err(io::Error::last_os_error());
         }
-        Pid::from_raw(pid)
+        Ok(Pid::from_raw(pid))
     }
 
     /// S: a user namespace if needed (mapping the user to itself), then new PID and mount namespaces, which
     /// G (the next process forked) enters as PID 1.
     fn enter_namespaces(ns: &Namespace) -> io::Result<()> {
-        if ns.user {
-            let uid = rustix::process::getuid().as_raw();
-            let gid = rustix::process::getgid().as_raw();
+        if let Some((uid_map, gid_map)) = &ns.user {
             unshare(UnshareFlags::NEWUSER)?;
             write_proc(c"/proc/self/setgroups", b"deny")?;
-            write_proc(c"/proc/self/uid_map", format!("{uid} {uid} 1\n").as_bytes())?;
-            write_proc(c"/proc/self/gid_map", format!("{gid} {gid} 1\n").as_bytes())?;
+            write_proc(c"/proc/self/uid_map", uid_map)?;
+            write_proc(c"/proc/self/gid_map", gid_map)?;
         }
         unshare(UnshareFlags::NEWPID | UnshareFlags::NEWNS)
     }
 
     fn unshare(flags: UnshareFlags) -> io::Result<()> {
         // SAFETY: only namespace flags, never CLONE_FILES (whose file table split is what makes unshare
-        // unsafe), in a single-threaded process.
+        // unsafe), in a single-threaded child.
         Ok(unsafe { rustix::thread::unshare_unsafe(flags) }?)
     }
 
@@ -648,17 +399,11 @@ mod linux {
             MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
             None,
         )?;
-        for path in &ns.readonly {
-            // The flags its mount already has: a user namespace may not clear `nosuid`, `nodev`, ... on a
-            // remount. A path that cannot be named to the kernel is left out.
-            let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else {
-                continue;
-            };
-            let flags = mount_flags(path);
-            rustix::mount::mount_bind_recursive(c_path.as_c_str(), c_path.as_c_str())?;
+        for (path, flags) in &ns.readonly {
+            rustix::mount::mount_bind_recursive(path.as_c_str(), path.as_c_str())?;
             rustix::mount::mount_remount(
-                c_path.as_c_str(),
-                MountFlags::BIND | MountFlags::RDONLY | flags,
+                path.as_c_str(),
+                MountFlags::BIND | MountFlags::RDONLY | *flags,
                 c"",
             )?;
         }
@@ -676,12 +421,8 @@ mod linux {
 
 #[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
 mod portable {
-    use std::ffi::OsStr;
-    use std::io;
     use std::path::PathBuf;
     use std::process::Command;
-
-    use super::super::sandbox::Restriction;
 
     /// Why commands share the agent's view of processes here.
     pub fn namespace_support() -> Result<(), String> {
@@ -697,9 +438,6 @@ mod portable {
             Namespace {}
         }
     }
-
-    /// Never S here: there is no supervisor.
-    pub fn supervise_if_asked() {}
 
     /// Commands start as std starts them: in their own process group (the caller's `process_group(0)`),
     /// without a supervisor.
@@ -718,22 +456,8 @@ mod portable {
             self
         }
 
-        /// `program` itself (std looks it up when it starts); a probe runs nothing but `true`. There is no
-        /// sandbox here (`restriction` cannot be made).
-        pub fn command(
-            &self,
-            program: &OsStr,
-            _search_path: Option<&OsStr>,
-            restriction: Option<&Restriction>,
-        ) -> io::Result<Command> {
-            if let Some(restriction) = restriction {
-                match *restriction {}
-            }
-            Ok(Command::new(if self.probe {
-                OsStr::new("true")
-            } else {
-                program
-            }))
+        pub fn install(self, _cmd: &mut Command) {
+            let _ = self.probe;
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The sandbox of a command's own process (Linux): a Landlock ruleset confining its writes (and TCP, ABI 4+)
-//! and a seccomp filter that refuses non-Unix sockets, both built and applied in the command's process just
-//! before it execs (`sys::isolate` starts it). Elsewhere there is no Landlock: [`landlock_abi()`] is 0, so `--sandbox auto` runs commands
+//! and a seccomp filter that refuses non-Unix sockets, both built in the agent and applied between fork and
+//! exec. Elsewhere there is no Landlock: [`landlock_abi()`] is 0, so `--sandbox auto` runs commands
 //! unsandboxed with a warning and an explicit `--sandbox workspace` refuses to run them.
 
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
@@ -11,6 +11,7 @@ pub use portable::{landlock_abi, Restriction};
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod linux {
     use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
     use std::path::PathBuf;
     use std::process::Command;
 
@@ -34,83 +35,29 @@ mod linux {
         i32::try_from(v).unwrap_or(0).max(0)
     }
 
-    /// A Landlock ruleset and seccomp filter for one command: described in the agent, passed to the
-    /// supervisor on its command line ([`Restriction::push_args()`]), built and applied in the command's own
-    /// process B just before it execs ([`Restriction::apply()`]).
-    #[derive(Clone, Debug)]
+    /// A Landlock ruleset and seccomp filter, built.
     pub struct Restriction {
-        abi: i32,
-        writable: Vec<PathBuf>,
-        network: bool,
+        ruleset: OwnedFd,
+        seccomp: Option<Vec<libc::sock_filter>>,
     }
 
     impl Restriction {
         /// Everything readable, `writable` writable (files get file rights only), the usual devices usable;
-        /// without `network`, TCP refused (ABI 4+) and sockets other than Unix ones too (seccomp).
-        /// `abi_version` is [`landlock_abi()`], at least 1. Nothing is checked until [`apply()`](Self::apply),
-        /// in the command's process, which reports what failed on the command's stderr.
+        /// without `network`, TCP refused (ABI 4+) and sockets other than Unix ones too (seccomp). `abi_version`
+        /// is [`landlock_abi()`], at least 1. The error says what failed.
         pub fn build(
             abi_version: i32,
             writable: &[PathBuf],
             network: bool,
         ) -> Result<Restriction, String> {
-            Ok(Restriction {
-                abi: abi_version,
-                writable: writable.to_vec(),
-                network,
-            })
-        }
-
-        /// The supervisor's arguments that describe it (read back by `sys::isolate`).
-        pub fn push_args(&self, cmd: &mut Command) {
-            cmd.arg("--landlock").arg(self.abi.to_string());
-            for path in &self.writable {
-                cmd.arg("--writable").arg(path);
-            }
-            if !self.network {
-                cmd.arg("--offline");
-            }
-        }
-
-        /// Restricts this process (B, single-threaded, about to exec): no new privileges, the seccomp filter,
-        /// then the ruleset. The error says what failed.
-        pub fn apply(&self) -> Result<(), String> {
-            let ruleset = self.ruleset()?;
-            // SAFETY: prctl with integer arguments; the filter outlives the call that copies it.
-            unsafe {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error().to_string());
-                }
-                if !self.network {
-                    let filter = socket_filter();
-                    let prog = libc::sock_fprog {
-                        len: filter.len() as u16,
-                        filter: filter.as_ptr() as *mut libc::sock_filter,
-                    };
-                    if libc::prctl(
-                        libc::PR_SET_SECCOMP,
-                        libc::SECCOMP_MODE_FILTER,
-                        &prog as *const libc::sock_fprog,
-                    ) != 0
-                    {
-                        return Err(std::io::Error::last_os_error().to_string());
-                    }
-                }
-                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
-                    return Err(std::io::Error::last_os_error().to_string());
-                }
-            }
-            Ok(())
-        }
-
-        fn ruleset(&self) -> Result<OwnedFd, String> {
-            let abi = ABI::from(self.abi);
+            let abi = ABI::from(abi_version);
             let setup = |e: &dyn std::fmt::Display| e.to_string();
             let mut ruleset = Ruleset::default()
                 .set_compatibility(CompatLevel::HardRequirement)
                 .handle_access(AccessFs::from_all(abi))
                 .map_err(|e| setup(&e))?;
-            if !self.network && self.abi >= 4 {
+            let landlock_net = !network && abi_version >= 4;
+            if landlock_net {
                 ruleset = ruleset
                     .handle_access(AccessNet::from_all(abi))
                     .map_err(|e| setup(&e))?;
@@ -120,7 +67,7 @@ mod linux {
             created = created
                 .add_rule(PathBeneath::new(root, AccessFs::from_read(abi)))
                 .map_err(|e| setup(&e))?;
-            for dir in &self.writable {
+            for dir in writable {
                 // Files (top-level files of a `--here` work tree) take only file rights.
                 let access = if std::fs::metadata(dir).is_ok_and(|m| m.is_file()) {
                     AccessFs::from_file(abi)
@@ -157,7 +104,47 @@ mod linux {
                 }
             }
             let fd: Option<OwnedFd> = created.into();
-            fd.ok_or_else(|| "Landlock returned no ruleset".to_string())
+            let fd = fd.ok_or_else(|| "Landlock returned no ruleset".to_string())?;
+            Ok(Restriction {
+                ruleset: fd,
+                seccomp: (!network).then(socket_filter),
+            })
+        }
+
+        /// Applies it to `cmd`'s child between fork and exec, after any `pre_exec` installed before: no new
+        /// privileges, the seccomp filter, then the ruleset.
+        pub fn install(self, cmd: &mut Command) {
+            let Restriction { ruleset, seccomp } = self;
+            // SAFETY: the closure makes only async-signal-safe system calls (prctl, landlock_restrict_self) and
+            // allocates nothing: it reads the filter and the ruleset's fd, both built before the fork and owned by
+            // the closure for as long as it can run.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(filter) = &seccomp {
+                        let prog = libc::sock_fprog {
+                            len: filter.len() as u16,
+                            filter: filter.as_ptr() as *mut libc::sock_filter,
+                        };
+                        if libc::prctl(
+                            libc::PR_SET_SECCOMP,
+                            libc::SECCOMP_MODE_FILTER,
+                            &prog as *const libc::sock_fprog,
+                        ) != 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
+                        != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
     }
 
@@ -198,6 +185,7 @@ mod linux {
 #[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
 mod portable {
     use std::path::PathBuf;
+    use std::process::Command;
 
     /// No Landlock here.
     pub fn landlock_abi() -> i32 {
@@ -214,6 +202,10 @@ mod portable {
             _network: bool,
         ) -> Result<Restriction, String> {
             Err("Landlock exists only on Linux".into())
+        }
+
+        pub fn install(self, _cmd: &mut Command) {
+            match self {}
         }
     }
 }

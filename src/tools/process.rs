@@ -17,18 +17,14 @@ use super::tool::ToolContext;
 /// Output streams are the caller's to set. Fails, running nothing, when a requested sandbox cannot be set up.
 pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
     let prepared = ctx.sandbox.prepare()?;
-    let mut cmd = prepared
-        .command("bash")
-        .map_err(|source| SandboxError::Start {
-            program: "bash".into(),
-            source,
-        })?;
+    let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(command)
         .current_dir(&ctx.root)
         .stdin(Stdio::null())
         .process_group(0);
     child_env(&mut cmd, &ctx.session.secret_env);
+    prepared.install(&mut cmd);
     Ok(cmd)
 }
 

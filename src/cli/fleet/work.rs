@@ -794,13 +794,14 @@ fn run_check(store: &Store, shared: &Shared, session: &str, check: &str) -> Resu
         .ok_or_else(|| format!("session {session} has no branch"))?;
     let dir = add_worktree(store, shared, "check", tip)?
         .ok_or("could not check out the session's branch for its check")?;
-    let status = confined_check(store, &dir).and_then(|mut cmd| {
-        crate::store::git::without_redirects(&mut cmd);
-        cmd.args(["-c", check])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+    let mut cmd = Command::new("sh");
+    crate::store::git::without_redirects(&mut cmd);
+    cmd.args(["-c", check])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let status = confine_check(&mut cmd, store, &dir).and_then(|()| {
         cmd.status()
             .map_err(|e| format!("could not run the check: {e}"))
     });
@@ -808,22 +809,20 @@ fn run_check(store: &Store, shared: &Shared, session: &str, check: &str) -> Resu
     status.map(|s| s.success())
 }
 
-/// `sh` under the sandbox a session's commands get, as `fix` does for its re-check: the check runs
+/// Puts the check under the sandbox a session's commands get, as `fix` does for its re-check: the check runs
 /// the session's code, which the model wrote from a task someone pushed, and outside the sandbox it could
 /// write this repository's `.git` (a hook every later commit runs) or anything else (issue 23: nothing the
 /// session could have changed runs outside the sandbox).
-fn confined_check(store: &Store, dir: &Path) -> Result<Command, String> {
+fn confine_check(cmd: &mut Command, store: &Store, dir: &Path) -> Result<(), String> {
     use crate::safety::sandbox::{Sandbox, SandboxConfig};
     use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
     let sandbox = Sandbox::new(&SandboxConfig::default(), dir, store.common_dir(), None);
     let prepared = sandbox
         .prepare()
         .map_err(|e| format!("could not sandbox the check: {e}"))?;
-    let mut cmd = prepared
-        .command("sh")
-        .map_err(|e| format!("could not run the check: {e}"))?;
-    cmd.process_group(0);
-    Ok(cmd)
+    prepared.install(cmd);
+    Ok(())
 }
 
 /// The final push: the session's branch, log and notes, the result, and the claim's deletion.

@@ -55,41 +55,7 @@ impl Stdio {
         inbound: InboundTx,
         stderr: SharedTail,
     ) -> Result<Stdio, McpError> {
-        let spawn_error = |err: std::io::Error| McpError::Spawn {
-            command: launch.command.to_string(),
-            message: spawn_message(launch.command, &err),
-        };
-        // Under the supervisor `run` commands have (safety::isolate): the server's whole process group dies
-        // with the agent, even by SIGKILL, which `kill_on_drop` cannot do; and where the kernel allows it the
-        // server sees only its own processes, not the environments of git or the user's shell. The server is
-        // looked up on the `PATH` it is given, if it is given one.
-        let path = launch
-            .env
-            .iter()
-            .find(|(k, _)| k.as_str() == "PATH")
-            .map(|(_, v)| std::ffi::OsStr::new(v.as_str()));
-        let program = std::ffi::OsStr::new(launch.command);
-        let std_cmd = match launch.sandbox {
-            // The sandbox of `run` (supervisor, Landlock, seccomp): what the server runs may be the model's
-            // code, which must not write outside the checkout (issue 23, finding 1).
-            Some(sandbox) => sandbox
-                .prepare()
-                .map_err(|err| McpError::Spawn {
-                    command: launch.command.to_string(),
-                    message: err.to_string(),
-                })?
-                .command_on_path(program, path),
-            None => {
-                let namespace = match isolate::probe() {
-                    isolate::Isolation::Namespace { user } => {
-                        Some(isolate::Namespace::new(*user, &[]))
-                    }
-                    isolate::Isolation::Shared { .. } => None,
-                };
-                isolate::Plan::new(namespace).command(program, path, None)
-            }
-        };
-        let mut cmd = Command::from(std_cmd.map_err(spawn_error)?);
+        let mut cmd = Command::new(launch.command);
         cmd.args(launch.args)
             .current_dir(launch.cwd)
             .stdin(Piped::piped())
@@ -102,7 +68,33 @@ impl Stdio {
         // checkout it runs in, not the index of a hook that started us). Then exactly the env it was given.
         crate::tools::process::child_env(cmd.as_std_mut(), &[]);
         cmd.envs(launch.env.iter().map(|(k, v)| (k, v)));
-        let mut child = cmd.spawn().map_err(spawn_error)?;
+        // Under the supervisor `run` commands have (safety::isolate): the server's whole process group dies
+        // with the agent, even by SIGKILL, which `kill_on_drop` cannot do; and where the kernel allows it the
+        // server sees only its own processes, not the environments of git or the user's shell.
+        match launch.sandbox {
+            // The sandbox of `run` (supervisor, Landlock, seccomp): what the server runs may be the model's
+            // code, which must not write outside the checkout (issue 23, finding 1).
+            Some(sandbox) => sandbox
+                .prepare()
+                .map_err(|err| McpError::Spawn {
+                    command: launch.command.to_string(),
+                    message: err.to_string(),
+                })?
+                .install(cmd.as_std_mut()),
+            None => {
+                let namespace = match isolate::probe() {
+                    isolate::Isolation::Namespace { user } => {
+                        Some(isolate::Namespace::new(*user, &[]))
+                    }
+                    isolate::Isolation::Shared { .. } => None,
+                };
+                isolate::Plan::new(namespace).install(cmd.as_std_mut());
+            }
+        }
+        let mut child = cmd.spawn().map_err(|err| McpError::Spawn {
+            command: launch.command.to_string(),
+            message: spawn_message(launch.command, &err),
+        })?;
         if let Some(out) = child.stdout.take() {
             tokio::spawn(read_messages(out, inbound));
         }

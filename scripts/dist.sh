@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tuned release binary for x86-64 Linux (what a release archive ships). `cargo install` and distribution
 # packages get the plain `cargo build --release` instead: position-independent, no symbol order, the system's
-# unwinder. This script builds with the `dist` profile (the release settings) and adds three link changes
+# unwinder. This script builds with the `dist` profile (the release settings) and adds four link changes
 # through RUSTFLAGS, each with an opt-out (unset: on; empty or 0: off):
 #
 # - Hot code first (GIT_AGENT_TEXT_ORDER=0 turns it off). The kernel maps a program's code 64 KB around each
@@ -20,6 +20,11 @@
 # - The unwinder linked in (GIT_AGENT_STATIC_UNWIND=0 turns it off). std asks for libgcc_s.so for its
 #   _Unwind_* functions, and loading it costs every start about 0.1 ms: `-lgcc_s` is pointed at a linker
 #   script naming the C compiler's static unwinder, libgcc_eh.a (what `gcc -static-libgcc` links).
+# - Segments aligned to 64 KB (GIT_AGENT_ALIGN_64K=0 turns it off): `-z max-page-size=65536`, so each segment's
+#   address and file offset agree modulo 64 KB. The page cache holds the binary in folios of up to 64 KB aligned
+#   in the file; with the segments aligned only to 4 KB, the 64 KB the kernel maps around a faulting page of
+#   code straddled two folios and it mapped both (31 pages instead of 16). Measured with /proc/self/pagemap
+#   after `--version`: 55 resident pages of code instead of 39; the file does not grow.
 #
 # Usage: scripts/dist.sh        # prints the path of the binary, target/x86_64-unknown-linux-gnu/dist/git-agent
 #        scripts/dist.sh --figures [--short] [NANO]
@@ -75,6 +80,9 @@ mkdir -p "$work"
 flags=()
 if ! switched_on GIT_AGENT_PIE off; then
   flags+=(-C link-arg=-no-pie)
+fi
+if switched_on GIT_AGENT_ALIGN_64K on; then
+  flags+=(-C link-arg=-Wl,-z,max-page-size=65536)
 fi
 if switched_on GIT_AGENT_STATIC_UNWIND on; then
   unwinder=$(${CC:-cc} -print-file-name=libgcc_eh.a)

@@ -24,7 +24,7 @@
 #   address and file offset agree modulo 64 KB. The page cache holds the binary in folios of up to 64 KB aligned
 #   in the file; with the segments aligned only to 4 KB, the 64 KB the kernel maps around a faulting page of
 #   code straddled two folios and it mapped both (31 pages instead of 16). Measured with /proc/self/pagemap
-#   after `--version`: 55 resident pages of code instead of 39; the file does not grow.
+#   after `--version`: 39 resident pages of code instead of 55; the file does not grow.
 #
 # Usage: scripts/dist.sh        # prints the path of the binary, target/x86_64-unknown-linux-gnu/dist/git-agent
 #        scripts/dist.sh --figures [--short] [NANO]

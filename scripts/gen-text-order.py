@@ -167,7 +167,8 @@ def main():
     try:
         binary, mapfile = (args.binary, args.map) if args.binary else build(work)
         funcs = hottext.parse_map(mapfile)
-        names = {n for _, _, n in funcs}
+        startup = startup_symbols(mapfile)
+        names = {n for _, _, n in funcs} | set(startup)
         old = listed(order)
         have = sum(1 for n in old if n in names)
         print("%s: %d names, %d of them in this build" % (order, len(old), have), file=sys.stderr)
@@ -175,7 +176,6 @@ def main():
             return
         hits = trace_all(binary, funcs, work)
         size = {n: s for _, s, n in funcs}
-        startup = startup_symbols(mapfile)
         rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
         os.makedirs(os.path.dirname(order), exist_ok=True)
         with open(order, "w") as f:

@@ -595,6 +595,61 @@ fn a_session_says_once_what_its_commands_are_not_isolated_from() {
     }
 }
 
+/// Issue 29: the supervisor S and the namespace init G, forks of the agent that live as long as the command,
+/// give their copy of the agent's heap back after their last fork, so the agent's writes to its heap while a
+/// command runs are not copied page by page. The command reads what each holds: without namespaces (so
+/// that /proc shows S and the agent), `RssAnon` of G (its parent) and S (G's parent) against the agent's, and
+/// the agent's heap. Kept, S and G would each hold about what the agent holds.
+#[test]
+fn supervisors_give_back_the_agents_heap() {
+    if cfg!(git_agent_portable) {
+        // There is no supervisor there.
+        return;
+    }
+    let repo = TestRepo::new();
+    let look = "g=$PPID; s=$(cut -d' ' -f4 /proc/$g/stat); a=$(cut -d' ' -f4 /proc/$s/stat); \
+        for p in $g $s $a; do echo \"anon $(grep RssAnon /proc/$p/status | tr -dc 0-9)\"; done; \
+        echo \"heap $(awk '/\\[heap\\]/ { h = 1; next } h && /^Rss:/ { print $2; exit }' /proc/$a/smaps)\"";
+    let dump = call(
+        "run",
+        json!({"command": format!("({look}) > dump.txt 2>&1; cat dump.txt")}),
+    );
+    let server = Server::start(vec![Reply::tool_calls(vec![dump]), Reply::text("done")]);
+    let mut cmd = repo.agent(&server, &["ask", "--sandbox", "off", "look around"]);
+    cmd.env("GIT_AGENT_ISOLATION", "off");
+    run(&mut cmd).assert_code(0);
+    let id = session_id(&repo);
+    let dumped = fs::read_to_string(
+        repo.path()
+            .join(".git/agent/worktrees")
+            .join(&id)
+            .join("dump.txt"),
+    )
+    .expect("the command wrote its findings");
+    let numbers = |key: &str| -> Vec<u64> {
+        dumped
+            .lines()
+            .filter_map(|line| line.strip_prefix(key)?.trim().parse().ok())
+            .collect()
+    };
+    let (anon, heap) = (numbers("anon "), numbers("heap "));
+    let (&[init, supervisor, agent], &[heap]) = (anon.as_slice(), heap.as_slice()) else {
+        panic!("expected three RssAnon lines and the heap's Rss: {dumped}");
+    };
+    // The heap is most of what a fork shares with the agent, so a child that kept it would be within
+    // the agent's own growth since the fork (a few KB while it waits for the command) of the agent.
+    assert!(
+        heap >= 256,
+        "the agent's heap is too small to tell: {dumped}"
+    );
+    for (who, kb) in [("G", init), ("S", supervisor)] {
+        assert!(
+            kb + heap / 2 <= agent,
+            "{who} holds {kb} KB of anonymous memory, the agent {agent} KB with a heap of {heap} KB: {dumped}"
+        );
+    }
+}
+
 /// Issue 17 defect 5: a configured key (here from `api_key_command`, so in no environment at all) that a
 /// tool's result holds — a file the user committed it in, a command printing it — is redacted before the
 /// result goes to the provider; the request body never carries it, only `[REDACTED:...]`.

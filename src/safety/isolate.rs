@@ -29,7 +29,9 @@
 //!   so the command decides how to end; SIGKILL ends everything.
 //! - S and G are forks of the agent that never exec: they close every inherited descriptor, mark themselves
 //!   non-dumpable (their memory is a copy of the agent's, keys included, so `/proc/1/mem` and
-//!   `/proc/1/environ` stay closed to the command) and make only async-signal-safe calls.
+//!   `/proc/1/environ` stay closed to the command), make only async-signal-safe calls, and give their copy
+//!   of the agent's heap back after their last fork (so the agent's writes while the command runs are not
+//!   copied page by page).
 //!
 //! Where the kernel refuses (no user namespaces, a container without the right to mount `/proc`), commands
 //! run without a namespace and [`probe()`] says why; S and G still run, so a command's process group still

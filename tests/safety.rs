@@ -449,6 +449,17 @@ fn guard_refuses_infrastructure_destruction_and_runs_the_precise_cases() {
     fsck(&repo);
 }
 
+/// What the one session's command wrote to `dump.txt` in its checkout.
+fn findings(repo: &TestRepo) -> String {
+    let id = session_id(repo);
+    let path = repo
+        .path()
+        .join(".git/agent/worktrees")
+        .join(id)
+        .join("dump.txt");
+    fs::read_to_string(path).expect("the command wrote its findings")
+}
+
 /// Issue 17, keys out of reach: started as `timeout 60 git agent ask`, the wrapper and git hold a key in their
 /// environments; the agent's own is clean, and its commands run in a PID namespace with a private /proc,
 /// so `cat /proc/*/environ`, `ps e` and a walk up `/proc/$PPID` find nothing of it. The same run with the
@@ -488,14 +499,7 @@ fn keys_in_parent_environments_stay_out_of_reach_of_commands() {
         }
         let out = run(&mut cmd);
         out.assert_code(0);
-        let id = session_id(&repo);
-        let dumped = fs::read_to_string(
-            repo.path()
-                .join(".git/agent/worktrees")
-                .join(&id)
-                .join("dump.txt"),
-        )
-        .expect("the command wrote its findings");
+        let dumped = findings(&repo);
         assert!(dumped.contains("probed"), "{dumped}");
         let events = json_events(&out.full_stdout);
         let notice = events
@@ -618,14 +622,7 @@ fn supervisors_give_back_the_agents_heap() {
     let mut cmd = repo.agent(&server, &["ask", "--sandbox", "off", "look around"]);
     cmd.env("GIT_AGENT_ISOLATION", "off");
     run(&mut cmd).assert_code(0);
-    let id = session_id(&repo);
-    let dumped = fs::read_to_string(
-        repo.path()
-            .join(".git/agent/worktrees")
-            .join(&id)
-            .join("dump.txt"),
-    )
-    .expect("the command wrote its findings");
+    let dumped = findings(&repo);
     let numbers = |key: &str| -> Vec<u64> {
         dumped
             .lines()

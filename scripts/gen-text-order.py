@@ -12,7 +12,8 @@ hash of the exact rustc that built them, so the file is made for the build it is
 How: a binary with the linker's map (`-Map`), then each scenario below runs that binary with a
 breakpoint on every function (benchlib/hottext.py; threads and forked children included), against the scripted
 fake server in a fresh repository (SCENARIOS: `--version`; `ask` with the shell task of scripts/bench-task.py, on
-its fixture with the user's work in progress and on a staged one;
+its fixture with the user's work in progress (twice: the first with its phase timings on, as the benchmark runs
+it, and the model's side requests unanswered) and on a staged one;
 `ask` with the named tools; `log`, `diff` and `undo` on that session; the shell task on a repository with a
 commit, alone and four at once, as in scripts/bench-fleet.py). The file keeps the first-hit order across them.
 Needs python3, git, cargo.
@@ -84,29 +85,36 @@ def trace_parallel(n, argv, env, cwd, funcs, d):
     return [h for hits in runs for h in hits]
 
 
-# (label, what, fixture committed?, sessions at once): "version", "shell" (bench-task.py's shell task),
-# "tools" (TOOLS by name) or a subcommand run in the previous ask's repository.
-# (label, what, fixture, sessions); fixture: "wip" (committed, then the user's work in progress, so step 0
-# runs: scripts/bench-task.py's fixture, first so that a small session's functions come first), "commit" or
-# "staged" (nothing committed).
+# (label, what, fixture, sessions at once, options); what: "version", "shell" (bench-task.py's shell task),
+# "tools" (TOOLS by name) or a subcommand run in the previous ask's repository; fixture: "wip" (committed, then the
+# user's work in progress, so step 0 runs: scripts/bench-task.py's fixture, first so that a small session's
+# functions come first), "commit" or "staged" (nothing committed); options: "timings" (GIT_AGENT_TIMINGS set, as
+# scripts/bench-task.py runs every session: the recorder's code is then part of each measured one), "late" (the
+# fake server holds its answers to side requests, so the context-window probe is still unanswered when the
+# session ends and is dropped: what a short session against a real endpoint does, and a traced run, slowed by
+# its stops, never does). Without these two, every measured session of the ordered build faulted in five 64 KB
+# windows of code outside the order (`perf record -e exceptions:page_fault_user`, against the linker's map).
 SCENARIOS = [
-    ("--version", "version", "staged", 1),
-    ("ask, work in progress", "shell", "wip", 1),
-    ("ask, shell task", "shell", "staged", 1),
-    ("ask, named tools", "tools", "staged", 1),
-    ("log", ["log"], "staged", 1),
-    ("diff", ["diff"], "staged", 1),
-    ("undo", ["undo"], "staged", 1),
-    ("ask on a commit", "shell", "commit", 1),
-    ("4 asks at once", "shell", "commit", 4),
+    ("--version", "version", "staged", 1, ()),
+    ("ask, work in progress", "shell", "wip", 1, ("timings", "late")),
+    ("ask, work in progress", "shell", "wip", 1, ()),
+    ("ask, shell task", "shell", "staged", 1, ()),
+    ("ask, named tools", "tools", "staged", 1, ()),
+    ("log", ["log"], "staged", 1, ()),
+    ("diff", ["diff"], "staged", 1, ()),
+    ("undo", ["undo"], "staged", 1, ()),
+    ("ask on a commit", "shell", "commit", 1, ()),
+    ("4 asks at once", "shell", "commit", 4, ()),
 ]
+# How long the "late" server holds a side request: longer than a traced session takes.
+LATE = 30
 
 
 def trace_all(binary, funcs, work):
     agent = common.Agent("ga=ga:" + binary)
     hits, seen = [], set()
     repo = env = None
-    for n, (label, what, fixture, sessions) in enumerate(SCENARIOS):
+    for n, (label, what, fixture, sessions, options) in enumerate(SCENARIOS):
         d = os.path.join(work, "s%d" % n)
         os.makedirs(d)
         srv = None
@@ -115,9 +123,12 @@ def trace_all(binary, funcs, work):
         elif what in ("shell", "tools"):
             repo = os.path.join(d, "repo")
             common.make_fixture(repo, commit=fixture == "commit", wip=fixture == "wip")
-            srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=TOOLS if what == "tools" else None)
+            srv = common.FakeServer(os.path.join(d, "requests.jsonl"), calls=TOOLS if what == "tools" else None,
+                                    side_delay=LATE if "late" in options else 0)
             spec = agent.task_spec(repo, srv.port, common.PROMPT, d)
             argv, cwd, env = spec["argv"], repo, spec["env"]
+            if "timings" in options:
+                env["GIT_AGENT_TIMINGS"] = os.path.join(d, "timings.jsonl")
         else:
             argv, cwd = [agent.path, *what], repo
         try:

@@ -130,7 +130,7 @@ class Agent:
 class FakeServer:
     """benchlib/fakesrv.py on a free port, one per use (its request log then holds one run)."""
 
-    def __init__(self, log, script=None, calls=None):
+    def __init__(self, log, script=None, calls=None, side_delay=0):
         self.log = log
         pf = log + ".port"
         if os.path.exists(pf):
@@ -140,6 +140,8 @@ class FakeServer:
             argv += ["--script", json.dumps(script)]
         if calls is not None:
             argv += ["--calls", json.dumps(calls)]
+        if side_delay:
+            argv += ["--side-delay", str(side_delay)]
         self.proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
         for _ in range(200):
             if os.path.exists(pf):

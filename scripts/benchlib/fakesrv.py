@@ -23,7 +23,10 @@ the `system` and `developer` messages), and `tool_names`, the names of the tools
 keeps the bodies themselves. The listen
 backlog is 1024: the stdlib's 5 drops SYNs when a fleet of 250 agents connects at once.
 
-usage: fakesrv.py --log FILE --port-file FILE [--script JSON | --calls JSON] [--bodies FILE]
+`--side-delay SECONDS` holds the answer to every side request that long (git-agent's context-window probe is then
+still unanswered when a short session ends, as it often is against a real endpoint).
+
+usage: fakesrv.py --log FILE --port-file FILE [--script JSON | --calls JSON] [--bodies FILE] [--side-delay S]
 """
 import argparse
 import itertools
@@ -170,6 +173,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         models = self.path.split("?")[0].rstrip("/").endswith("/models")
         self._log({"method": "GET", "path": self.path, "flavour": "models" if models else "other"})
+        time.sleep(self.server.side_delay)
         if models:
             m = {"id": MODEL, "object": "model", "created": 1700000000, "owned_by": "bench"}
             return self._json({"object": "list", "data": [m]})
@@ -200,6 +204,7 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or wire is None:
             self._log({"method": "POST", "path": self.path, "flavour": "other", "bytes": len(raw),
                        "encoding": self.headers.get("Content-Encoding")})
+            time.sleep(self.server.side_delay)
             return self._json({})
         action, step = decide(body, self.server.steps)
         self._log({"method": "POST", "path": self.path, "flavour": "chat", "wire": wire, "step": step,
@@ -309,10 +314,13 @@ def main():
     ap.add_argument("--script", help="JSON list of shell commands, one per step")
     ap.add_argument("--calls", help="JSON list of named tool calls, one per step")
     ap.add_argument("--bodies", help="append every chat request's raw body to this file, one a line")
+    ap.add_argument("--side-delay", type=float, default=0.0,
+                    help="seconds to wait before answering a side request (anything but a chat request)")
     a = ap.parse_args()
     srv = Server(("127.0.0.1", 0), Handler)
     srv.log_path = a.log
     srv.bodies = a.bodies
+    srv.side_delay = a.side_delay
     if a.calls:
         srv.steps = json.loads(a.calls)
     else:

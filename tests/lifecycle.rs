@@ -972,3 +972,49 @@ fn purge_bypasses_the_pool_and_gc_empties_it() {
     );
     fsck(&repo);
 }
+
+/// Issue 29: git's global excludes file is found without the `ignore` crate's regex (src/store/excludes.rs),
+/// and a step commit still leaves out what it ignores: first the file `core.excludesFile` of the global
+/// config names, then, with no setting, the default `$HOME/.config/git/ignore`. What the repository's own
+/// rules do not cover is committed.
+#[test]
+fn step_commits_leave_out_what_the_global_excludes_file_ignores() {
+    let repo = TestRepo::new();
+    let named = repo.root().join("global-ignore");
+    fs::write(&named, "*.cache\n").unwrap();
+    let global = repo.root().join("global-config");
+    fs::write(
+        &global,
+        format!("[core]\n\texcludesFile = {}\n", named.display()),
+    )
+    .unwrap();
+    let default = repo.root().join("home/.config/git/ignore");
+    fs::create_dir_all(default.parent().unwrap()).unwrap();
+    fs::write(&default, "*.tmp\n").unwrap();
+    let mess = "echo a > a.cache && echo b > b.tmp && mkdir -p d && echo c > d/c.cache && echo k > keep.txt";
+    let committed = |config: &Path| {
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![call("run", json!({ "command": mess }))]),
+            Reply::text("done"),
+        ]);
+        let out = run(repo
+            .agent(&server, &["ask", "make files"])
+            .env("GIT_CONFIG_GLOBAL", config));
+        out.assert_code(0);
+        let branch = format!("agent/{}", session_id(&repo));
+        let files = repo.git(&["ls-tree", "-r", "--name-only", &branch]);
+        agent(&repo, &["discard", &session_id(&repo)]).assert_code(0);
+        files
+    };
+    let with_setting = committed(&global);
+    assert!(
+        with_setting.lines().any(|f| f == "keep.txt"),
+        "{with_setting}"
+    );
+    assert!(with_setting.lines().any(|f| f == "b.tmp"), "{with_setting}");
+    assert!(!with_setting.contains(".cache"), "{with_setting}");
+    let by_default = committed(Path::new("/dev/null"));
+    assert!(by_default.lines().any(|f| f == "keep.txt"), "{by_default}");
+    assert!(by_default.lines().any(|f| f == "d/c.cache"), "{by_default}");
+    assert!(!by_default.contains(".tmp"), "{by_default}");
+}

@@ -120,10 +120,13 @@ impl Pool {
         if usable.is_empty() {
             return false;
         }
-        let walk = ignore::WalkBuilder::new(&self.checkout)
-            .hidden(true)
-            .max_depth(Some(6))
-            .build();
+        let walk = crate::store::excludes::apply(
+            &mut ignore::WalkBuilder::new(&self.checkout),
+            &self.checkout,
+        )
+        .hidden(true)
+        .max_depth(Some(6))
+        .build();
         walk.filter_map(Result::ok)
             .take(20_000)
             .any(|entry| usable.iter().any(|s| s.serves(entry.path())))
@@ -218,9 +221,12 @@ impl Pool {
             return Ok(server);
         }
         // Start one on the first file of the checkout it serves.
-        let walk = ignore::WalkBuilder::new(&self.checkout)
-            .max_depth(Some(6))
-            .build();
+        let walk = crate::store::excludes::apply(
+            &mut ignore::WalkBuilder::new(&self.checkout),
+            &self.checkout,
+        )
+        .max_depth(Some(6))
+        .build();
         for entry in walk.filter_map(Result::ok).take(20_000) {
             let rel = entry
                 .path()

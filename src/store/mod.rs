@@ -34,6 +34,7 @@
 mod checkout;
 mod deflate;
 mod error;
+pub mod excludes;
 pub mod fleet;
 pub(crate) mod land;
 pub mod memory;

@@ -63,7 +63,7 @@ fn strings(args: &serde_json::Value, name: &str) -> Result<Vec<String>, String> 
 pub fn builder(root: &Path, dir: &Path, filters: &Filters) -> Result<WalkBuilder, String> {
     let mut builder = WalkBuilder::new(dir);
     let checkout = root.to_path_buf();
-    builder
+    crate::store::excludes::apply(&mut builder, root)
         .hidden(!filters.hidden)
         .require_git(false)
         .follow_links(false)

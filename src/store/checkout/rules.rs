@@ -34,7 +34,7 @@ impl Rules {
     pub(in crate::store) fn new(root: &Path) -> Rules {
         Rules {
             root: root.to_owned(),
-            global: GitignoreBuilder::new(root).build_global().0,
+            global: crate::store::excludes::gitignore(root),
             dirs: HashMap::new(),
         }
     }

@@ -261,10 +261,10 @@ impl Scan {
             .parents(false)
             .git_ignore(true)
             .git_exclude(true)
-            .git_global(true)
             .require_git(false)
             .follow_links(false)
             .filter_entry(|e| e.file_name() != ".git");
+        crate::store::excludes::apply(&mut walk, root);
         let sink = Arc::new(Mutex::new(Vec::new()));
         let mut builder = Collector {
             sink: Arc::clone(&sink),

@@ -13,6 +13,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::WalkBuilder;
 
@@ -24,6 +25,8 @@ pub fn apply<'w>(walk: &'w mut WalkBuilder, root: &Path) -> &'w mut WalkBuilder 
 }
 
 /// The rules of git's global excludes file, matched relative to `root`; empty when there is none.
+// Only the watcher's rules (inotify, Linux) ask for these.
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub fn gitignore(root: &Path) -> Gitignore {
     gitignore_of(root, file())
 }
@@ -41,6 +44,7 @@ fn apply_file<'w>(
     walk
 }
 
+#[cfg(all(target_os = "linux", not(git_agent_portable)))]
 fn gitignore_of(root: &Path, file: Option<PathBuf>) -> Gitignore {
     let Some(path) = file else {
         return Gitignore::empty();
@@ -211,10 +215,13 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["keep.txt", "sub/keep.rs"]);
-        let rules = gitignore_of(&root, Some(global));
-        assert!(rules.matched(root.join("sub/drop.log"), false).is_ignore());
-        assert!(rules.matched(root.join("out"), true).is_ignore());
-        assert!(rules.matched(root.join("keep.txt"), false).is_none());
-        assert!(gitignore_of(&root, None).is_empty());
+        #[cfg(all(target_os = "linux", not(git_agent_portable)))]
+        {
+            let rules = gitignore_of(&root, Some(global));
+            assert!(rules.matched(root.join("sub/drop.log"), false).is_ignore());
+            assert!(rules.matched(root.join("out"), true).is_ignore());
+            assert!(rules.matched(root.join("keep.txt"), false).is_none());
+            assert!(gitignore_of(&root, None).is_empty());
+        }
     }
 }

@@ -79,8 +79,12 @@ fn file_with(var: &dyn Fn(&str) -> Option<OsString>, home: Option<PathBuf>) -> O
         .flatten()
         .collect(),
     };
-    let no_system =
-        set("GIT_CONFIG_NOSYSTEM").is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"));
+    // A boolean as git reads one: anything but a false value turns the system's config off.
+    let no_system = set("GIT_CONFIG_NOSYSTEM").is_some_and(|v| {
+        !["0", "false", "no", "off"]
+            .iter()
+            .any(|f| v.eq_ignore_ascii_case(f))
+    });
     let system = (!no_system)
         .then(|| set("GIT_CONFIG_SYSTEM").map_or_else(|| "/etc/gitconfig".into(), PathBuf::from));
     let path = global
@@ -170,6 +174,12 @@ mod tests {
         );
         // The system's setting is the lowest, and off with GIT_CONFIG_NOSYSTEM.
         assert_eq!(find(&[sys]), Some(by_system.clone()));
+        let sys_on = ("GIT_CONFIG_NOSYSTEM", Path::new("Off"));
+        assert_eq!(find(&[sys, sys_on]), Some(by_system.clone()));
+        assert_eq!(
+            find(&[sys, ("GIT_CONFIG_NOSYSTEM", Path::new("yes"))]),
+            Some(default_in_home.clone())
+        );
         // The XDG config, then ~/.gitconfig over it.
         write(&home.join(".config/git/config"), &excludes(&by_xdg));
         assert_eq!(find(&[sys]), Some(by_xdg.clone()));

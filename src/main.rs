@@ -4,6 +4,8 @@ fn main() {
     git_agent::startup::init_timings();
     git_agent::startup::mark("start", &[]);
     tune_allocator();
+    // The loader is done with the executable's relocation table: its pages leave the resident set.
+    git_agent::startup::release_relocations();
     // Before anything else: secret variables leave the environment (see safety::secrets).
     git_agent::startup::scrub_environment();
     let code = git_agent::run();

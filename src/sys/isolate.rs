@@ -108,8 +108,7 @@ mod linux {
             // Fields after the command name (which may hold spaces and parentheses) start at field 3.
             let fields = stat.rsplit_once(')')?.1;
             let start: usize = fields.split_whitespace().nth(47 - 3)?.parse().ok()?;
-            // SAFETY: sysconf only reads a system parameter.
-            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+            let page = rustix::param::page_size();
             // madvise takes whole pages: the first whole page of the heap on.
             start.checked_next_multiple_of(page)
         })

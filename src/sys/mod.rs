@@ -14,6 +14,7 @@ pub mod alloc;
 pub mod env;
 pub mod errno;
 pub mod fs;
+pub mod image;
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 pub mod inotify;
 pub mod isolate;

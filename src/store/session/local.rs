@@ -11,15 +11,24 @@
 //! The record is also how a new session claims its id. Creating it with `O_EXCL` is atomic, so two sessions
 //! that start at the same instant and draw the same id cannot both get it: the loser draws again (defect 15:
 //! checking that the branch and checkout were free and creating them later let both pass).
+//!
+//! The file is a line of JSON per change, the last complete line in force: each move of the branch appends
+//! one (a single `write` on a file opened for appending) instead of writing a new file and renaming it over
+//! the old, which cost a new inode per step commit (issue 29: a millisecond each on a file system that has
+//! just deleted many files). A reader skips a last line still being written (no newline yet). Past
+//! [`MAX_RECORD`] bytes, or on a record an earlier version wrote (one line, no newline), the record is
+//! rewritten whole, beside and renamed, as before.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::log::log_ref;
 use crate::store::repo::{branch_name, Store, StoreError};
 
 /// How often a new session draws another id before giving up (each clash costs one file create).
 const CLAIM_ATTEMPTS: u32 = 10_000;
+/// A record this long is rewritten whole at its next change rather than appended to: about 80 moves.
+const MAX_RECORD: usize = 8 * 1024;
 
 /// The local facts of one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +84,7 @@ impl Store {
                 .open(&path);
             match created {
                 Ok(mut file) => {
-                    let record = serde_json::json!({ "here": here }).to_string();
+                    let record = serde_json::json!({ "here": here }).to_string() + "\n";
                     file.write_all(record.as_bytes())
                         .map_err(StoreError::io("write", &path))?;
                     return Ok(id);
@@ -93,40 +102,37 @@ impl Store {
     /// made before records existed), which is then never `--here` and never a default.
     pub fn local_session(&self, id: &str) -> Option<Local> {
         let text = std::fs::read(self.local_path(id)).ok()?;
-        let value: serde_json::Value = serde_json::from_slice(&text).unwrap_or_default();
-        let tips = value.get("tips").and_then(|v| v.as_array());
-        Some(Local {
-            here: value.get("here").and_then(|v| v.as_bool()).unwrap_or(false),
-            tips: tips
-                .into_iter()
-                .flatten()
-                .filter_map(|t| gix::ObjectId::from_hex(t.as_str()?.as_bytes()).ok())
-                .collect(),
-        })
+        Some(parse_record(&text))
     }
 
     /// Records that this repository is about to move session `id`'s branch from `from` to `to` (`from` is
-    /// `None` for its creation). Only a session with a local record has its tips kept; the record is
-    /// replaced atomically (written beside, then renamed), so a crash never leaves half of it.
+    /// `None` for its creation). Only a session with a local record has its tips kept. The new line is
+    /// appended in one write, or the whole record replaced atomically (written beside, then renamed): a crash
+    /// never leaves a half record in force.
     pub(in crate::store) fn record_tips(
         &self,
         id: &str,
         from: Option<gix::ObjectId>,
         to: gix::ObjectId,
     ) -> Result<(), StoreError> {
-        let Some(local) = self.local_session(id) else {
+        let path = self.local_path(id);
+        let Ok(text) = std::fs::read(&path) else {
             return Ok(());
         };
+        let local = parse_record(&text);
         let tips: Vec<String> = from
             .into_iter()
             .chain([to])
             .map(|t| t.to_string())
             .collect();
-        let record = serde_json::json!({ "here": local.here, "tips": tips }).to_string();
-        let path = self.local_path(id);
-        let temp = path.with_extension("new");
-        std::fs::write(&temp, record).map_err(StoreError::io("write", &temp))?;
-        std::fs::rename(&temp, &path).map_err(StoreError::io("rename", &path))
+        let line = serde_json::json!({ "here": local.here, "tips": tips }).to_string() + "\n";
+        if text.ends_with(b"\n") && text.len() + line.len() <= MAX_RECORD {
+            append(&path, &line)
+        } else {
+            let temp = path.with_extension("new");
+            std::fs::write(&temp, line).map_err(StoreError::io("write", &temp))?;
+            std::fs::rename(&temp, &path).map_err(StoreError::io("rename", &path))
+        }
     }
 
     /// Fails unless session `id`'s branch is where this repository left it (see [`Local::tips`]): a
@@ -156,5 +162,118 @@ impl Store {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// Appends `line` to the record at `path` in one `write` (`O_APPEND`: never interleaved with another
+/// writer's line).
+fn append(path: &Path, line: &str) -> Result<(), StoreError> {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(StoreError::io("open", path))?;
+    file.write_all(line.as_bytes())
+        .map_err(StoreError::io("write", path))
+}
+
+/// The record in force in a local record's text: its last complete line. A text without any newline is a
+/// record an earlier version wrote (always whole) or one being claimed (then unreadable: the defaults).
+fn parse_record(text: &[u8]) -> Local {
+    let complete = match text.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &text[..end],
+        None => text,
+    };
+    let last = complete.rsplit(|&b| b == b'\n').next().unwrap_or(complete);
+    let value: serde_json::Value = serde_json::from_slice(last).unwrap_or_default();
+    let tips = value.get("tips").and_then(|v| v.as_array());
+    Local {
+        here: value.get("here").and_then(|v| v.as_bool()).unwrap_or(false),
+        tips: tips
+            .into_iter()
+            .flatten()
+            .filter_map(|t| gix::ObjectId::from_hex(t.as_str()?.as_bytes()).ok())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_repo::TestRepo;
+    use std::os::unix::fs::MetadataExt;
+
+    fn oid(byte: u8) -> gix::ObjectId {
+        gix::ObjectId::from_bytes_or_panic(&[byte; 20])
+    }
+
+    fn inode(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().ino()
+    }
+
+    #[test]
+    fn the_last_complete_line_is_in_force() {
+        let a = format!("{{\"here\":true,\"tips\":[\"{}\"]}}", oid(1));
+        let b = format!("{{\"here\":true,\"tips\":[\"{}\",\"{}\"]}}", oid(1), oid(2));
+        let both = format!("{{\"here\":true}}\n{a}\n{b}\n");
+        assert_eq!(parse_record(both.as_bytes()).tips, vec![oid(1), oid(2)]);
+        // A line still being written is not read: the one before it is in force.
+        let unfinished = format!("{{\"here\":true}}\n{a}\n{}", &b[..b.len() / 2]);
+        let local = parse_record(unfinished.as_bytes());
+        assert_eq!((local.here, local.tips), (true, vec![oid(1)]));
+        // An earlier version's record: one whole line, no newline.
+        let old = parse_record(b.as_bytes());
+        assert_eq!((old.here, old.tips), (true, vec![oid(1), oid(2)]));
+        // A record being claimed reads as the defaults.
+        let claiming = parse_record(b"{\"he");
+        assert_eq!((claiming.here, claiming.tips), (false, vec![]));
+    }
+
+    #[test]
+    fn a_move_appends_to_the_record_and_a_long_record_is_rewritten_whole() {
+        let repo = TestRepo::with_commit("local-append");
+        let store = repo.store();
+        let id = store.claim_session_id(true).unwrap();
+        let path = store.local_path(&id);
+        let claimed = inode(&path);
+        store.record_tips(&id, None, oid(1)).unwrap();
+        store.record_tips(&id, Some(oid(1)), oid(2)).unwrap();
+        // Same file: no new inode for either move.
+        assert_eq!(inode(&path), claimed);
+        let local = store.local_session(&id).unwrap();
+        assert_eq!((local.here, local.tips), (true, vec![oid(1), oid(2)]));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
+        // Until the limit every move appends; the move that would pass it writes one line into a new file.
+        let mut step = 2u8;
+        while inode(&path) == claimed {
+            let before = std::fs::metadata(&path).unwrap().len();
+            store
+                .record_tips(&id, Some(oid(step)), oid(step + 1))
+                .unwrap();
+            assert!(before > MAX_RECORD as u64 / 2 || inode(&path) == claimed);
+            step += 1;
+        }
+        assert!(step > 40, "rewritten after {step} moves");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        let local = store.local_session(&id).unwrap();
+        assert_eq!(
+            (local.here, local.tips),
+            (true, vec![oid(step - 1), oid(step)])
+        );
+    }
+
+    #[test]
+    fn a_record_an_earlier_version_wrote_is_rewritten_not_appended_to() {
+        let repo = TestRepo::with_commit("local-old");
+        let store = repo.store();
+        let id = store.claim_session_id(false).unwrap();
+        let path = store.local_path(&id);
+        let old = format!("{{\"here\":true,\"tips\":[\"{}\"]}}", oid(1));
+        std::fs::write(&path, old).unwrap();
+        store.record_tips(&id, Some(oid(1)), oid(2)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let local = store.local_session(&id).unwrap();
+        assert_eq!((local.here, local.tips), (true, vec![oid(1), oid(2)]));
     }
 }

@@ -156,6 +156,7 @@ def main():
     files = int(subprocess.run("git ls-files | wc -l", shell=True, cwd=a.repo, capture_output=True,
                                text=True).stdout)
     print("repo %s: %d tracked files" % (a.repo, files))
+    print(common.host(a.repo))
     print("git's file-system monitor: %s" % monitor(a.repo, env, a.fsmonitor))
     if a.fsmonitor:
         # Set in the repository's own .git/config, the monitor's hook runs once the user trusted it.

@@ -258,6 +258,7 @@ def sessions(a):
         a.rounds, "the second" if a.second else "the first", "each untraced run right after writing and deleting %d files" % a.fs_load if a.fs_load
         else "no file-system load", os.getloadavg()[0]))
     print("command: " + " ".join(sys.argv))
+    print(common.host(a.dir or tempfile.gettempdir()))
 
 
 def main():
@@ -292,6 +293,7 @@ def main():
             second = "the same second" if int(time.time()) == int(ended) else "a later second"
             print("%5.1f s after writing and deleting %d files (%s): kernel %.0f ms, wall %.1f ms" % (
                 (wait, a.files, second) + create(base, str(k))), flush=True)
+        print(common.host(base))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print("command: " + " ".join(sys.argv))

@@ -34,7 +34,8 @@ exists before their test suite runs; --fresh-after-load makes it after the load 
 without a journal the repository's own directories are then in the block groups that just lost the files).
 git-agent runs with GIT_AGENT_TIMINGS=<file> (one JSON line per phase of the session), and the per-phase
 medians of both states are printed side by side: the phase's end in ms since the process started ("at") and
-how long it took ("took", for phases with a beginning).
+how long it took ("took", for phases with a beginning). The output ends with the command, the host (kernel,
+cores, the run folder's file system and, for ext4, whether it keeps a journal) and where the raw results are.
 """
 import argparse
 import json
@@ -284,6 +285,7 @@ def main():
         "%s/%s %.2fx" % (ag.label, ref, os.path.getsize(ag.path) / os.path.getsize(
             [x for x in agents if x.label == ref][0].path)) for ag in agents if ag.label != ref))
     print("command: " + " ".join(sys.argv))
+    print(common.host(work))
     print("raw results: %s/raw.jsonl" % work)
 
 if __name__ == "__main__":

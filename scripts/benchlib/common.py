@@ -256,6 +256,51 @@ def rmtree(p):
     shutil.rmtree(p, ignore_errors=True)
 
 
+def host(path):
+    """One line saying what a figure was measured on: the kernel, the cores and memory, the file system the run
+    folder `path` is on (for ext4, whether it keeps a journal: without one, inode creation right after a mass
+    deletion costs about a millisecond each, docs/performance.md) and the load average. A figure from another
+    machine is read against this line."""
+    uname = os.uname()
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem = 0
+    return "host: %s %s, %d cores, %.1f GiB; %s; load average %.2f" % (
+        uname.sysname, uname.release, os.cpu_count() or 0, mem, file_system(path), os.getloadavg()[0])
+
+
+def file_system(path):
+    """The file system holding `path`, from /proc/self/mountinfo: type, source and, for ext4, its journal."""
+    target = os.path.realpath(path)
+    best = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if "-" not in fields:
+                    continue
+                dash = fields.index("-")
+                point = fields[4].encode().decode("unicode_escape")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and (best is None or len(point) >= len(best[0])):
+                    best = (point, fields[dash + 1], fields[dash + 2])
+    except OSError:
+        return "%s on an unknown file system" % target
+    if best is None:
+        return "%s on an unknown file system" % target
+    point, fstype, source = best
+    what = "%s on %s (%s mounted at %s" % (target, fstype, source, point)
+    if fstype == "ext4":
+        dev = os.path.basename(os.path.realpath(source))
+        try:
+            task = open("/sys/fs/ext4/%s/journal_task" % dev).read().strip()
+            what += ", no journal" if task == "<none>" else ", journal"
+        except OSError:
+            pass
+    return what + ")"
+
+
 def past_the_deletion_second():
     """Sleeps until the wall clock is in the second after the one the caller's deletions ended in.
 

@@ -66,7 +66,7 @@ pub mod session {
 
 /// What this machine can isolate, for the tests that expect a sandbox only where there can be one.
 pub mod platform {
-    pub use crate::safety::isolate::probe as isolation;
+    pub use crate::safety::isolate::probe_afresh as isolation;
     pub use crate::safety::sandbox::landlock_abi;
 }
 

@@ -753,3 +753,70 @@ fn ask_on_a_terminal_asks_and_always_holds_for_the_session() {
     }
     assert_eq!(user_state(&repo), before);
 }
+
+/// One session that runs `echo pid $$` with `GIT_AGENT_TIMINGS`: its `isolation` timing line and what the
+/// command printed, as the model was told.
+fn session_with_pid(repo: &TestRepo, run_as: &str) -> (Value, String) {
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": "echo pid $$"}))]),
+        Reply::text("done"),
+    ]);
+    let file = repo.root().join(format!("timings-{run_as}.jsonl"));
+    let out = run(repo
+        .agent(&server, &["ask", run_as])
+        .env("GIT_AGENT_TIMINGS", &file));
+    out.assert_code(0);
+    let text = fs::read_to_string(&file).expect("the timings were written");
+    let line = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["phase"] == "isolation")
+        .unwrap_or_else(|| panic!("no isolation line in {text}"));
+    let told = server.requests()[1]
+        .tool_results()
+        .into_iter()
+        .map(|(_, content)| content)
+        .collect::<String>();
+    (line, told)
+}
+
+/// Issue 29: the isolation probe's yes is remembered for the user an hour (in their cache directory), so the
+/// next session skips the probe's forks, and its commands still run as PID 2 of a namespace of their own. A
+/// file of another context (another boot, user or namespace, as a command could forge) is not believed: the
+/// session probes again and writes its own.
+#[test]
+fn the_isolation_probes_yes_is_remembered_and_commands_stay_isolated() {
+    if !git_agent::platform::isolation().is_namespace() {
+        eprintln!("SKIPPED: the kernel refuses namespaces here, so there is no yes to remember");
+        return;
+    }
+    let repo = TestRepo::new();
+    let cache = repo.root().join("home/.cache/git-agent/isolation.json");
+    let (first, told) = session_with_pid(&repo, "first");
+    assert_eq!(first["namespace"], true, "{first}");
+    assert_eq!(first["remembered"], false, "{first}");
+    assert!(told.contains("pid 2"), "{told}");
+    let kept: Value =
+        serde_json::from_str(&fs::read_to_string(&cache).expect("the yes is kept")).unwrap();
+    assert!(
+        kept["context"].as_str().is_some_and(|c| !c.is_empty()),
+        "{kept}"
+    );
+
+    let (second, told) = session_with_pid(&repo, "second");
+    assert_eq!(second["namespace"], true, "{second}");
+    assert_eq!(second["remembered"], true, "{second}");
+    assert!(
+        told.contains("pid 2"),
+        "the command runs isolated all the same: {told}"
+    );
+
+    let mut forged = kept.clone();
+    forged["context"] = json!("another boot uid 0 user:[1] mnt:[2] pid:[3]");
+    fs::write(&cache, forged.to_string()).unwrap();
+    let (third, told) = session_with_pid(&repo, "third");
+    assert_eq!(third["remembered"], false, "{third}");
+    assert!(told.contains("pid 2"), "{told}");
+    let rewritten: Value = serde_json::from_str(&fs::read_to_string(&cache).unwrap()).unwrap();
+    assert_eq!(rewritten["context"], kept["context"]);
+}

@@ -35,7 +35,8 @@
 //!
 //! Where the kernel refuses (no user namespaces, a container without the right to mount `/proc`), commands
 //! run without a namespace and [`probe()`] says why; S and G still run, so a command's process group still
-//! dies with the agent. [`probe()`] tries the real thing once per process. The system calls themselves are
+//! dies with the agent. [`probe()`] tries the real thing once per process, and a yes is remembered for an hour
+//! ([`remembered`]): three forks of the agent a session saved, 5% of a small session's CPU. The system calls themselves are
 //! in `sys::isolate`; where there are no namespaces (not Linux) there is no supervisor either, and
 //! [`probe()`] says what that leaves unisolated.
 
@@ -64,14 +65,18 @@ impl Isolation {
 /// [`Plan::install()`] starts every command (S, G, the namespaces, the private `/proc`), whose process B then
 /// exits 0 where it would exec: exec'ing a real program (`true`) would cost the session a PATH search and a
 /// program's start for nothing the namespaces depend on. As root without a user namespace first, then with
-/// one.
+/// one. A yes found in the last hour in the same context is taken as it is (see `remembered`).
 pub fn probe() -> &'static Isolation {
     static PROBED: OnceLock<Isolation> = OnceLock::new();
     PROBED.get_or_init(|| {
+        use crate::sys::timings::Detail;
         let probing = crate::sys::timings::begin();
-        let isolation = probe_once();
-        let namespace = crate::sys::timings::Detail::Flag(isolation.is_namespace());
-        crate::sys::timings::end("isolation", probing, &[("namespace", namespace)]);
+        let (isolation, known) = probe_once();
+        let details = [
+            ("namespace", Detail::Flag(isolation.is_namespace())),
+            ("remembered", Detail::Flag(known)),
+        ];
+        crate::sys::timings::end("isolation", probing, &details);
         isolation
     })
 }
@@ -92,16 +97,38 @@ pub fn probe_in_background() {
     });
 }
 
-/// The probe proper (see [`probe()`]).
-fn probe_once() -> Isolation {
+/// The probe proper (see [`probe()`]), and whether its answer was the remembered one.
+fn probe_once() -> (Isolation, bool) {
     if std::env::var("GIT_AGENT_ISOLATION").as_deref() == Ok("off") {
-        return Isolation::Shared {
-            why: "GIT_AGENT_ISOLATION=off".into(),
-        };
+        let why = "GIT_AGENT_ISOLATION=off".into();
+        return (Isolation::Shared { why }, false);
     }
     if let Err(why) = crate::sys::isolate::namespace_support() {
-        return Isolation::Shared { why };
+        return (Isolation::Shared { why }, false);
     }
+    if let Some(known) = remembered::answer() {
+        return (known, true);
+    }
+    let isolation = try_namespaces();
+    remembered::keep(&isolation);
+    (isolation, false)
+}
+
+/// [`probe()`] afresh, neither reading nor writing what sessions remember: what this machine can isolate,
+/// for the tests that expect a private `/proc` only where there can be one (they run in the developer's own
+/// environment, whose cache they leave alone).
+pub fn probe_afresh() -> &'static Isolation {
+    static PROBED: OnceLock<Isolation> = OnceLock::new();
+    PROBED.get_or_init(|| {
+        if let Err(why) = crate::sys::isolate::namespace_support() {
+            return Isolation::Shared { why };
+        }
+        try_namespaces()
+    })
+}
+
+/// Starts the probe's command in new namespaces: as root without a user namespace first, then with one.
+fn try_namespaces() -> Isolation {
     let root = crate::sys::process::is_root();
     let mut last = String::new();
     for user in [false, true] {
@@ -114,6 +141,79 @@ fn probe_once() -> Isolation {
         }
     }
     Isolation::Shared { why: last }
+}
+
+/// The probe's yes, remembered for the user for an hour (`$XDG_CACHE_HOME/git-agent/isolation.json`, else
+/// `~/.cache/git-agent/isolation.json`) with what it depends on ([`namespace_context()`]: the boot, the user,
+/// the namespaces the agent runs in), so the sessions after the first skip the probe's forks.
+///
+/// Only a yes is ever kept or read. Sandboxed commands may write the user's cache directory, so the file is
+/// not trusted to weaken anything: a forged or stale yes can make commands fail to start (the namespaces
+/// then refused), never run less isolated, and a failed start forgets it ([`forget_remembered()`]); a no is
+/// probed again by every session, so nothing written there can turn isolation off.
+///
+/// [`namespace_context()`]: crate::sys::isolate::namespace_context
+mod remembered {
+    use super::Isolation;
+    use std::path::PathBuf;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    /// How long a yes is believed: an administrator may turn user namespaces off without a reboot.
+    const TTL_SECS: u64 = 3600;
+    /// The largest file read (what is written is about 150 bytes).
+    const MAX_BYTES: u64 = 4096;
+
+    pub(super) fn file() -> Option<PathBuf> {
+        dirs::cache_dir().map(|dir| dir.join("git-agent").join("isolation.json"))
+    }
+
+    fn now() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// The yes remembered for this context, if under [`TTL_SECS`] old.
+    pub(super) fn answer() -> Option<Isolation> {
+        let context = crate::sys::isolate::namespace_context()?;
+        let text = crate::safety::bounded::read_or_skip(&file()?, "an isolation cache", MAX_BYTES)?;
+        read(&text, &context, now())
+    }
+
+    pub(super) fn read(text: &[u8], context: &str, now: u64) -> Option<Isolation> {
+        let value: serde_json::Value = serde_json::from_slice(text).ok()?;
+        let at = value.get("at")?.as_u64()?;
+        if value.get("context")?.as_str()? != context || now.checked_sub(at)? >= TTL_SECS {
+            return None;
+        }
+        let user = value.get("user")?.as_bool()?;
+        Some(Isolation::Namespace { user })
+    }
+
+    /// Remembers `isolation` if it is a yes. Best effort, written beside and renamed.
+    pub(super) fn keep(isolation: &Isolation) {
+        let (Isolation::Namespace { user }, Some(context), Some(path)) =
+            (isolation, crate::sys::isolate::namespace_context(), file())
+        else {
+            return;
+        };
+        let text = serde_json::json!({ "context": context, "user": user, "at": now() }).to_string();
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let temp = path.with_extension(format!("json.{}", std::process::id()));
+        if std::fs::write(&temp, text).is_ok() && std::fs::rename(&temp, &path).is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+    }
+}
+
+/// Forgets the remembered yes (see `remembered`): a command that could not be started may have met
+/// namespaces the kernel no longer allows, and the next session probes again.
+pub fn forget_remembered() {
+    if let Some(path) = remembered::file() {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 fn try_namespace(user: bool) -> Result<(), String> {
@@ -141,6 +241,36 @@ fn try_namespace(user: bool) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_remembered_yes_holds_only_in_its_context_and_for_an_hour() {
+        let text = |context: &str, user: bool, at: u64| {
+            serde_json::json!({ "context": context, "user": user, "at": at }).to_string()
+        };
+        let read = |text: &str, now| remembered::read(text.as_bytes(), "boot uid 7 ns", now);
+        let yes = Isolation::Namespace { user: true };
+        assert_eq!(
+            read(&text("boot uid 7 ns", true, 1_000), 1_000),
+            Some(yes.clone())
+        );
+        assert_eq!(read(&text("boot uid 7 ns", true, 1_000), 4_599), Some(yes));
+        assert_eq!(
+            read(&text("boot uid 7 ns", false, 1_000), 1_000),
+            Some(Isolation::Namespace { user: false })
+        );
+        // An hour old, from the future, another context, or not the expected shape: probed again.
+        assert_eq!(read(&text("boot uid 7 ns", true, 1_000), 4_600), None);
+        assert_eq!(read(&text("boot uid 7 ns", true, 2_000), 1_000), None);
+        assert_eq!(read(&text("boot uid 8 ns", true, 1_000), 1_000), None);
+        assert_eq!(
+            read("{\"context\":\"boot uid 7 ns\",\"at\":1000}", 1_000),
+            None
+        );
+        assert_eq!(read("not json", 1_000), None);
+        // There is no way to say no: a file cannot turn isolation off.
+        let no = "{\"context\":\"boot uid 7 ns\",\"at\":1000,\"user\":null,\"shared\":true}";
+        assert_eq!(read(no, 1_000), None);
+    }
 
     fn run(plan: Plan, script: &str) -> (std::process::ExitStatus, String) {
         let mut cmd = Command::new("bash");

@@ -9,9 +9,9 @@
 //! is still signalled by the agent but a background process it leaves does not die with the agent.
 
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
-pub use linux::{namespace_support, Namespace, Plan};
+pub use linux::{namespace_context, namespace_support, Namespace, Plan};
 #[cfg(not(all(target_os = "linux", not(git_agent_portable))))]
-pub use portable::{namespace_support, Namespace, Plan};
+pub use portable::{namespace_context, namespace_support, Namespace, Plan};
 
 #[cfg(all(target_os = "linux", not(git_agent_portable)))]
 mod linux {
@@ -29,6 +29,25 @@ mod linux {
     use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
     use rustix::process::{DumpableBehavior, Pid, Signal, WaitOptions};
     use rustix::thread::UnshareFlags;
+
+    /// What decides whether this process may make namespaces, besides settings an administrator changes
+    /// (`user.max_user_namespaces` and the like): this boot of the kernel, the effective user and the user,
+    /// mount and PID namespaces the process itself runs in (a container and its host share a boot, not
+    /// these). `None` where any of it cannot be read.
+    pub fn namespace_context() -> Option<String> {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let mut context = format!(
+            "{} uid {}",
+            boot.trim(),
+            rustix::process::geteuid().as_raw()
+        );
+        for kind in ["user", "mnt", "pid"] {
+            let link = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok()?;
+            context.push(' ');
+            context.push_str(link.to_str()?);
+        }
+        Some(context)
+    }
 
     /// Namespaces can be tried here; the caller's probe says whether the kernel allows them.
     pub fn namespace_support() -> Result<(), String> {
@@ -472,6 +491,11 @@ mod linux {
 mod portable {
     use std::path::PathBuf;
     use std::process::Command;
+
+    /// No namespaces here, so nothing to tell one context from another.
+    pub fn namespace_context() -> Option<String> {
+        None
+    }
 
     /// Why commands share the agent's view of processes here.
     pub fn namespace_support() -> Result<(), String> {

@@ -79,7 +79,7 @@ impl Jobs {
             .stderr(out)
             // Servers written in Python would otherwise keep their log lines in a buffer until exit.
             .env("PYTHONUNBUFFERED", "1");
-        let child = cmd.spawn()?;
+        let child = cmd.spawn().map_err(process::start_failed)?;
         self.list.push(Entry {
             id,
             command: command.to_string(),

@@ -28,6 +28,13 @@ pub fn bash(ctx: &ToolContext, command: &str) -> Result<Command, SandboxError> {
     Ok(cmd)
 }
 
+/// A command that could not be started: the isolation answer remembered across sessions is forgotten (the
+/// namespaces it promised may be refused by now), so the next session probes again. Returns `err`.
+pub fn start_failed(err: std::io::Error) -> std::io::Error {
+    crate::safety::isolate::forget_remembered();
+    err
+}
+
 /// Set (to `1`) in the environment of everything an agent run starts: a git-agent hook started from within
 /// (the model's `git commit`, a check whose tests commit) does nothing, so hooks never recurse into the agent.
 pub const IN_AGENT: &str = "GIT_AGENT_IN_RUN";

@@ -121,8 +121,8 @@ fn run(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, String
     let log = full_output_path(ctx);
     // Requested but impossible: the command fails rather than run unsandboxed.
     let cmd = process::bash(ctx, command).map_err(|e| e.to_string())?;
-    let (mut child, capture, drained) =
-        spawn(cmd, log.as_ref()).map_err(|e| format!("cannot start bash: {e}"))?;
+    let (mut child, capture, drained) = spawn(cmd, log.as_ref())
+        .map_err(|e| format!("cannot start bash: {}", process::start_failed(e)))?;
     let outcome = wait(&mut child, timeout, &ctx.cancel)
         .map_err(|e| format!("cannot wait for the command: {e}"))?;
     let complete = drained.recv_timeout(DRAIN_GRACE).is_ok();

@@ -108,12 +108,20 @@ fn mtime(path: &Path) -> (i64, i64) {
     (md.mtime(), md.mtime_nsec())
 }
 
-/// A repository with tracked files in `a/`, `a/sub/`, `b/` and `c/`, an untracked file in `b/`, ignored files
-/// (`*.log`, `build/`) and untracked work in progress.
+/// Directories of [`repo_with_directories()`] the walk records: the root, `a/`, `a/sub/`, `b/`, `c/`,
+/// `more/` and its twelve.
+const WALKED: u64 = 18;
+
+/// A repository with tracked files in `a/`, `a/sub/`, `b/`, `c/` and twelve directories under `more/` (so
+/// that its walk is large enough to be remembered), an untracked file in `b/`, ignored files (`*.log`,
+/// `build/`) and untracked work in progress.
 fn repo_with_directories() -> TestRepo {
     let repo = TestRepo::new();
     for path in ["a/one.txt", "a/sub/two.txt", "b/three.txt", "c/four.txt"] {
         repo.write(path, &format!("{path}\n"));
+    }
+    for i in 0..12 {
+        repo.write(&format!("more/d{i:02}/f.txt"), &format!("{i}\n"));
     }
     repo.write(".gitignore", "*.log\nbuild/\n");
     repo.commit_all("directories");
@@ -134,10 +142,9 @@ fn changes_beside_unchanged_directories_are_captured_and_the_rest_is_not_read_ag
     );
     assert_eq!(first["kept"], 0, "nothing to keep yet: {first}");
     let second = assert_captures_status(&repo, "nothing changed");
-    // Nothing changed: no directory is read, the root included; all five records (the root, a/, a/sub,
-    // b/ and c/) are kept.
+    // Nothing changed: no directory is read, the root included; every record is kept.
     assert_eq!(second["read"], 0, "{second}");
-    assert_eq!(second["kept"], 5, "{second}");
+    assert_eq!(second["kept"], WALKED, "{second}");
 
     // Added beside unchanged directories, removed, modified in place, a new nested directory (deep in a
     // tracked one and at the top), and a file added to a directory whose mtime is then set back.
@@ -234,6 +241,28 @@ fn a_changed_gitignore_or_exclude_is_captured() {
     // A .gitignore appearing in a directory that had none.
     repo.write("b/.gitignore", "three.txt\nuntracked.txt\n");
     assert_captures_status(&repo, "new .gitignore");
+}
+
+/// A walk of a few directories is not remembered: reading them again costs less than the file (issue 29),
+/// and a file left from when the work tree was larger goes.
+#[test]
+fn a_small_walk_is_not_remembered() {
+    let repo = TestRepo::new();
+    repo.write("a/one.txt", "one\n");
+    repo.commit_all("small");
+    repo.write("b/new.txt", "untracked\n");
+    age();
+    let file = repo.path().join(".git/agent/untracked.json");
+    let first = assert_captures_status(&repo, "first session");
+    assert!(
+        !file.exists(),
+        "a walk of three directories is kept: {first}"
+    );
+    let second = assert_captures_status(&repo, "second session");
+    assert_eq!(second["kept"], 0, "{second}");
+    std::fs::write(&file, "{\"version\":1}").unwrap();
+    assert_captures_status(&repo, "with a file left over");
+    assert!(!file.exists(), "the left-over file stays");
 }
 
 #[test]
@@ -456,7 +485,7 @@ fn a_status_that_rewrites_the_index_keeps_the_walk_while_the_tracked_paths_stay(
         "git rewrote the index"
     );
     let walk = assert_captures_status(&repo, "after git status");
-    assert_eq!(walk["kept"], 5, "{walk}");
+    assert_eq!(walk["kept"], WALKED, "{walk}");
     // A path added to the index is another set of tracked paths: everything is walked again.
     repo.git(&["add", "b/untracked.txt"]);
     let walk = assert_captures_status(&repo, "after git add");

@@ -20,7 +20,8 @@
 //!   [`RACY`] before that walk started is never trusted (git's racy rule), and is read again.
 //!
 //! The records live in `<common git dir>/agent/untracked.json`, versioned, for one work tree at a time, at
-//! most [`MAX_DIRS`] directories; a missing, stale, corrupt or foreign file means a full walk, as before.
+//! least [`MIN_DIRS`] and at most [`MAX_DIRS`] directories; a missing, stale, corrupt or foreign file means a
+//! full walk, as before.
 //! Writing it is best effort: it never fails a session.
 
 use std::collections::{BTreeMap, HashSet};
@@ -45,6 +46,10 @@ const VERSION: u32 = 1;
 const FILE: &str = "untracked.json";
 /// Directories remembered at most: past this, the file would cost more to read than it saves.
 const MAX_DIRS: usize = 200_000;
+/// Directories remembered at least: a smaller walk is read again next time, since writing the file (a new
+/// inode each time it changes, about a millisecond right after a mass deletion on ext4 without a journal)
+/// and reading it back cost more than reading a dozen directories (issue 29).
+const MIN_DIRS: usize = 16;
 /// A directory changed this shortly before a walk may change again within its timestamp's granularity
 /// without its identity showing it: it is read again next time. A second, as git's racy rule.
 const RACY: Duration = Duration::from_secs(1);
@@ -129,8 +134,9 @@ pub(in crate::store) fn files(
     let counts = [("read", Detail::Count(read)), ("kept", Detail::Count(kept))];
     crate::sys::timings::end("untracked", walking, &counts);
     match (remember, key) {
-        (Remember::Walk(dirs), Some(key)) => store(&file, key, dirs),
-        (Remember::Nothing, _) => {
+        (Remember::Walk(dirs), Some(key)) if dirs.len() >= MIN_DIRS => store(&file, key, dirs),
+        // Too small to be worth keeping, or not rememberable: no file, so nothing stale stays.
+        (Remember::Walk(_), Some(_)) | (Remember::Nothing, _) => {
             let _ = std::fs::remove_file(&file);
         }
         (Remember::Walk(_), None) | (Remember::Unchanged, _) => {}

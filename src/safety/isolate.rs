@@ -35,10 +35,10 @@
 //!
 //! Where the kernel refuses (no user namespaces, a container without the right to mount `/proc`), commands
 //! run without a namespace and [`probe()`] says why; S and G still run, so a command's process group still
-//! dies with the agent. [`probe()`] tries the real thing once per process, and a yes is remembered for an hour
-//! ([`remembered`]): three forks of the agent a session saved, 5% of a small session's CPU. The system calls themselves are
-//! in `sys::isolate`; where there are no namespaces (not Linux) there is no supervisor either, and
-//! [`probe()`] says what that leaves unisolated.
+//! dies with the agent. [`probe()`] tries the real thing once per process, and a yes is remembered for an
+//! hour (`remembered`): three forks of the agent a session saved, 5% of a small session's CPU. The system
+//! calls themselves are in `sys::isolate`; where there are no namespaces (not Linux) there is no supervisor
+//! either, and [`probe()`] says what that leaves unisolated.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

@@ -145,7 +145,8 @@ fn try_namespaces() -> Isolation {
 
 /// The probe's yes, remembered for the user for an hour (`$XDG_CACHE_HOME/git-agent/isolation.json`, else
 /// `~/.cache/git-agent/isolation.json`) with what it depends on ([`namespace_context()`]: the boot, the user,
-/// the namespaces the agent runs in), so the sessions after the first skip the probe's forks.
+/// the namespaces, capabilities and seccomp filters the agent runs with, the kernel's user-namespace
+/// settings), so the sessions after the first skip the probe's forks.
 ///
 /// Only a yes is ever kept or read. Sandboxed commands may write the user's cache directory, so the file is
 /// not trusted to weaken anything: a forged or stale yes can make commands fail to start (the namespaces
@@ -241,6 +242,28 @@ fn try_namespace(user: bool) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    /// What a remembered yes is keyed on, read from this process: the same twice, and naming each part.
+    #[cfg(all(target_os = "linux", not(git_agent_portable)))]
+    #[test]
+    fn the_context_names_the_boot_the_user_the_namespaces_and_the_filters() {
+        let context = crate::sys::isolate::namespace_context().expect("readable on Linux");
+        assert_eq!(
+            crate::sys::isolate::namespace_context().as_ref(),
+            Some(&context)
+        );
+        let uid = format!(" uid {} ", crate::sys::process::effective_uid());
+        for part in [
+            uid.as_str(),
+            "user:[",
+            "mnt:[",
+            "pid:[",
+            "CapEff:",
+            "Seccomp:",
+        ] {
+            assert!(context.contains(part), "no {part:?} in {context}");
+        }
+    }
 
     #[test]
     fn a_remembered_yes_holds_only_in_its_context_and_for_an_hour() {

@@ -30,21 +30,42 @@ mod linux {
     use rustix::process::{DumpableBehavior, Pid, Signal, WaitOptions};
     use rustix::thread::UnshareFlags;
 
-    /// What decides whether this process may make namespaces, besides settings an administrator changes
-    /// (`user.max_user_namespaces` and the like): this boot of the kernel, the effective user and the user,
-    /// mount and PID namespaces the process itself runs in (a container and its host share a boot, not
-    /// these). `None` where any of it cannot be read.
+    /// What decides whether this process may make namespaces: this boot of the kernel, the effective user,
+    /// the user, mount and PID namespaces the process itself runs in (a container and its host share a
+    /// boot, not these), its capabilities, seccomp filters (a wrapper that refuses `unshare` adds one) and
+    /// security label, and the settings that allow user namespaces (`user.max_user_namespaces`, Debian's and Ubuntu's
+    /// switches where they exist). `None` where the boot or a namespace cannot be read.
     pub fn namespace_context() -> Option<String> {
         let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-        let mut context = format!(
-            "{} uid {}",
-            boot.trim(),
-            rustix::process::geteuid().as_raw()
-        );
+        let euid = rustix::process::geteuid().as_raw();
+        let mut context = format!("{} uid {euid}", boot.trim());
         for kind in ["user", "mnt", "pid"] {
             let link = std::fs::read_link(format!("/proc/self/ns/{kind}")).ok()?;
             context.push(' ');
             context.push_str(link.to_str()?);
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let wanted = ["CapEff:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:"];
+        for line in status
+            .lines()
+            .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
+        {
+            context.push(' ');
+            context.extend(line.split_whitespace());
+        }
+        // The security module's label (AppArmor's profile, SELinux's context), where there is one.
+        if let Ok(label) = std::fs::read_to_string("/proc/self/attr/current") {
+            context.push_str(&format!(" label={}", label.trim_end_matches(['\0', '\n'])));
+        }
+        for setting in [
+            "/proc/sys/user/max_user_namespaces",
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        ] {
+            if let Ok(value) = std::fs::read_to_string(setting) {
+                let name = setting.rsplit('/').next().unwrap_or(setting);
+                context.push_str(&format!(" {name}={}", value.trim()));
+            }
         }
         Some(context)
     }

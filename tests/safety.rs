@@ -820,3 +820,46 @@ fn the_isolation_probes_yes_is_remembered_and_commands_stay_isolated() {
     let rewritten: Value = serde_json::from_str(&fs::read_to_string(&cache).unwrap()).unwrap();
     assert_eq!(rewritten["context"], kept["context"]);
 }
+
+/// What a command leaves where the agent later reads or writes outside the checkout is never followed: a
+/// FIFO as the context-window cache (the next session would hang on opening it) and a link as the pooled
+/// checkout's index record in its registration (the next session's reset would write through it into the
+/// file it names). Both places are writable by sandboxed commands: the cache directory, and the checkout's
+/// own `.git/worktrees/<id>`.
+#[test]
+fn files_a_command_leaves_in_the_cache_or_the_registration_are_never_followed() {
+    let repo = TestRepo::new();
+    fs::create_dir_all(repo.root().join("home/.cache")).unwrap();
+    let victim = repo.root().join("victim.txt");
+    fs::write(&victim, "keep\n").unwrap();
+    let plant = format!(
+        "mkdir -p \"$HOME/.cache/git-agent\" && rm -f \"$HOME/.cache/git-agent/windows.json\" && \
+         mkfifo \"$HOME/.cache/git-agent/windows.json\" && \
+         ln -sf {} \"$(git rev-parse --git-dir)/agent-index-tree\" && echo planted",
+        victim.display()
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": plant}))]),
+        Reply::text("done"),
+    ]);
+    let out = run(&mut repo.agent(&server, &["ask", "plant"]));
+    out.assert_code(0);
+    let told: String = server.requests()[1]
+        .tool_results()
+        .into_iter()
+        .map(|(_, content)| content)
+        .collect();
+    if !told.contains("planted") {
+        eprintln!("SKIPPED: the sandbox here does not let commands write the cache: {told}");
+        return;
+    }
+    let id = session_id(&repo);
+    let none = Server::start(vec![]);
+    repo.run_agent(&none, &["discard", &id]).assert_code(0);
+    // The next session opens the cache and takes the pooled checkout (its reset writes the record).
+    let server = Server::start(vec![Reply::text("fine")]);
+    let out = run(&mut repo.via(&server, "timeout", &["60", "git", "agent", "ask", "again"]));
+    out.assert_code(0);
+    assert!(out.stdout().contains("fine"), "{out}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "keep\n");
+}

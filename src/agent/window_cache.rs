@@ -32,7 +32,8 @@ fn fresh_entries() -> Map<String, Value> {
     let Some(path) = cache_file() else {
         return Map::new();
     };
-    let read = crate::safety::bounded::read_or_skip(&path, "a context window cache", MAX_BYTES);
+    // Commands may write the cache directory: a link or a FIFO left there is not read.
+    let read = crate::sys::fs::read_regular(&path, MAX_BYTES).ok();
     let mut all: Map<String, Value> = read
         .and_then(|text| serde_json::from_slice(&text).ok())
         .unwrap_or_default();
@@ -65,9 +66,6 @@ pub fn remember(key: &str, window: Option<u64>) {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let temp = path.with_extension(format!("json.{}", std::process::id()));
-    let text = Value::Object(all).to_string();
-    if std::fs::write(&temp, text).is_ok() && std::fs::rename(&temp, &path).is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
+    // Commands may write the cache directory: never through a link planted there.
+    let _ = crate::sys::fs::replace_file(&path, Value::Object(all).to_string().as_bytes());
 }

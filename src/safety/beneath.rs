@@ -16,13 +16,12 @@ use std::ffi::{CString, OsStr};
 use std::fs::{File, Permissions};
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::sys::errno::{ELOOP, ENOSYS, ENOTDIR, EXDEV};
-use crate::sys::fs::{self as sysfs, OpenFlags};
+use crate::sys::fs::{self as sysfs, cstring, OpenFlags};
 
 /// Set once `openat2` answered `ENOSYS`, so later opens go straight to the component walk.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
@@ -170,11 +169,6 @@ fn names(rel: &Path) -> io::Result<Vec<&OsStr>> {
             )),
         })
         .collect()
-}
-
-fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 #[cfg(test)]

@@ -177,7 +177,8 @@ mod remembered {
     /// The yes remembered for this context, if under [`TTL_SECS`] old.
     pub(super) fn answer() -> Option<Isolation> {
         let context = crate::sys::isolate::namespace_context()?;
-        let text = crate::safety::bounded::read_or_skip(&file()?, "an isolation cache", MAX_BYTES)?;
+        // Commands may write the cache directory: a link or a FIFO left there is not read.
+        let text = crate::sys::fs::read_regular(&file()?, MAX_BYTES).ok()?;
         read(&text, &context, now())
     }
 
@@ -202,10 +203,8 @@ mod remembered {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let temp = path.with_extension(format!("json.{}", std::process::id()));
-        if std::fs::write(&temp, text).is_ok() && std::fs::rename(&temp, &path).is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
+        // Commands may write the cache directory: never through a link planted there.
+        let _ = crate::sys::fs::replace_file(&path, text.as_bytes());
     }
 }
 

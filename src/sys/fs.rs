@@ -112,6 +112,68 @@ pub fn symlink_at(target: &CStr, dir: impl AsFd, name: &CStr) -> io::Result<()> 
     Ok(rustix::fs::symlinkat(target, dir, name)?)
 }
 
+/// Replaces the file `path` with `bytes` without ever writing through a link, for files in directories that
+/// sandboxed commands may write (the user's cache directory, a checkout's registration in `.git/worktrees`),
+/// where a command could plant a symlink to make the agent overwrite a file of its choosing. The directory
+/// is opened refusing a link as its last component; a temp file beside the target is made new (`O_EXCL`
+/// and `O_NOFOLLOW`: a link planted under that name fails the create instead of being followed; a leftover
+/// of an earlier writer is unlinked first, which removes a link itself, never its target), written, and
+/// renamed over the target (which replaces a link there, not what it points to). Returns an error where
+/// any step fails, the temp file removed.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let invalid = || io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
+    let dir = path.parent().ok_or_else(invalid)?;
+    let name = path.file_name().ok_or_else(invalid)?;
+    let dir = open_dir_nofollow(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })?;
+    let mut temp = name.to_os_string();
+    temp.push(format!(".{}.tmp", std::process::id()));
+    let (name, temp) = (cstring(name)?, cstring(&temp)?);
+    match unlink_at(&dir, &temp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let flags = OpenFlags::WRONLY | OpenFlags::CREATE | OpenFlags::EXCL;
+    let written = open_at(&dir, &temp, flags, 0o666).and_then(|fd| {
+        std::fs::File::from(fd).write_all(bytes)?;
+        rename_at(&dir, &temp, &name)
+    });
+    if written.is_err() {
+        let _ = unlink_at(&dir, &temp);
+    }
+    written
+}
+
+/// The bytes of the regular file `path`, at most `limit` of them, for files in directories that sandboxed
+/// commands may write: a link there is not followed (`O_NOFOLLOW`), a FIFO does not block the open
+/// (`O_NONBLOCK`) and is refused with anything else that is not a regular file, and a longer file is an
+/// error rather than read whole.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let flags = OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a small regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `s` as the kernel takes a name or path; a NUL byte in it is an error.
+pub fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
 /// Sets the permission bits of an open file exactly (no umask).
 pub fn set_mode(file: impl AsFd, bits: u32) -> io::Result<()> {
     Ok(rustix::fs::fchmod(file, mode(bits))?)
@@ -215,4 +277,69 @@ pub fn make_temp_dir(template: &Path) -> io::Result<PathBuf> {
 
 fn mode(bits: u32) -> Mode {
     Mode::from_raw_mode(bits as RawMode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    /// A file outside the directory written, which no write there may reach.
+    fn outside(base: &Path) -> PathBuf {
+        let outside = base.join("outside.txt");
+        std::fs::write(&outside, "keep\n").unwrap();
+        outside
+    }
+
+    #[test]
+    fn a_replaced_file_is_never_written_through_a_link() {
+        let base = dir();
+        let cache = base.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
+        let outside = outside(base.path());
+        let target = cache.join("state.json");
+        // A link planted under the temp name the writer will use, and one as the target itself.
+        let temp = cache.join(format!("state.json.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&outside, &temp).unwrap();
+        std::os::unix::fs::symlink(&outside, &target).unwrap();
+        replace_file(&target, b"{\"new\":1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
+        assert!(std::fs::symlink_metadata(&target).unwrap().is_file());
+        assert_eq!(std::fs::read(&target).unwrap(), b"{\"new\":1}");
+        assert!(
+            std::fs::symlink_metadata(&temp).is_err(),
+            "the temp file is gone"
+        );
+        // The directory itself a link: refused, nothing written where it points.
+        let elsewhere = base.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let linked = base.path().join("linked");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+        assert!(replace_file(&linked.join("state.json"), b"x").is_err());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn only_a_small_regular_file_is_read() {
+        let base = dir();
+        let outside = outside(base.path());
+        let file = base.path().join("small.json");
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(read_regular(&file, 16).unwrap(), b"{}");
+        assert!(read_regular(&file, 1).is_err(), "over the limit");
+        let link = base.path().join("link.json");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        assert!(read_regular(&link, 16).is_err(), "a link is not followed");
+        // A FIFO with no writer: refused at once instead of blocking the open.
+        let fifo = base.path().join("fifo.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(read_regular(&fifo, 16).is_err());
+    }
 }

@@ -63,7 +63,9 @@ pub(super) fn record(index_path: &Path, tree: ObjectId, checksum: Option<ObjectI
     let path = record_path(index_path);
     match fingerprint(index_path, checksum) {
         Some(fingerprint) => {
-            let _ = std::fs::write(path, format!("{tree} {fingerprint}\n"));
+            // The registration was writable by the checkout's commands: never write through a link there.
+            let text = format!("{tree} {fingerprint}\n");
+            let _ = crate::sys::fs::replace_file(&path, text.as_bytes());
         }
         None => {
             let _ = std::fs::remove_file(path);
@@ -91,7 +93,9 @@ pub(super) fn record_file(index_path: &Path, tree: ObjectId) {
 /// The tree `index` was made from, if the record beside the file it was read from says so for exactly this
 /// index file (a pooled checkout's index set aside is the same file renamed).
 pub(super) fn recorded_tree(index: &gix::index::File) -> Option<ObjectId> {
-    let text = std::fs::read_to_string(record_path(index.path())).ok()?;
+    // The checkout's commands could write here: a link or a FIFO left under the name is not read.
+    let text = crate::sys::fs::read_regular(&record_path(index.path()), 1024).ok()?;
+    let text = String::from_utf8(text).ok()?;
     let (tree, recorded) = text.trim_end().split_once(' ')?;
     let current = fingerprint(index.path(), index.checksum())?;
     (recorded == current)

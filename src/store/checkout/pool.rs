@@ -176,10 +176,10 @@ impl Store {
         }
         std::fs::rename(from, to).map_err(StoreError::io("move", from))?;
         let gitdir = admin.join("gitdir");
-        let temp = admin.join("gitdir.tmp");
         let text = format!("{}\n", to.join(".git").display());
-        std::fs::write(&temp, text).map_err(StoreError::io("write", &temp))?;
-        std::fs::rename(&temp, &gitdir).map_err(StoreError::io("write", &gitdir))?;
+        // The registration was writable by the checkout's commands: never write through a link they left.
+        crate::sys::fs::replace_file(&gitdir, text.as_bytes())
+            .map_err(StoreError::io("write", &gitdir))?;
         Ok(true)
     }
 }

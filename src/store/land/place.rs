@@ -16,12 +16,11 @@ use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::store::repo::crash_point;
-use crate::sys::fs::{self as sysfs, EntryStat, Kind, OpenFlags};
+use crate::sys::fs::{self as sysfs, cstring, EntryStat, Kind, OpenFlags};
 
 /// What a path of the working tree is, read without following links.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -274,11 +273,6 @@ fn rename_at(dir: &OwnedFd, from: &CString, to: &CString) -> io::Result<()> {
 /// Makes a rename in `dir` durable (it is the directory's data that changed).
 fn sync_dir(dir: &OwnedFd) -> io::Result<()> {
     sysfs::sync(dir)
-}
-
-fn cstring(s: &OsStr) -> io::Result<CString> {
-    CString::new(s.as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 /// `.name.git-agent-<pid>-<n>.tmp`: hidden, unique per process and call.

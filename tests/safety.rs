@@ -863,3 +863,68 @@ fn files_a_command_leaves_in_the_cache_or_the_registration_are_never_followed() 
     assert!(out.stdout().contains("fine"), "{out}");
     assert_eq!(fs::read_to_string(&victim).unwrap(), "keep\n");
 }
+
+/// The bytes of every file of a linked worktree's registration, by name.
+fn registration(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .expect("the registration exists")
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A checkout's `.git` file is the checkout's commands' to write: pointed at the registration of the user's
+/// own linked worktree, it must not make the agent move, reset or remove that registration when the session
+/// is discarded and its checkout pooled and taken again.
+#[test]
+fn a_checkouts_git_file_pointed_at_the_users_worktree_moves_nothing_of_it() {
+    let repo = TestRepo::new();
+    let user_tree = repo.root().join("user-tree");
+    repo.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        user_tree.to_str().unwrap(),
+    ]);
+    let admin = repo.path().join(".git/worktrees/user-tree");
+    let before = registration(&admin);
+    // Through a name the guard does not see: a hostile command need not spell `.git` out either.
+    let point = format!(
+        "printf 'gitdir: %s\\n' {} > \"$(printf '%sgit' .)\" && echo pointed",
+        admin.display()
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": point}))]),
+        Reply::text("done"),
+    ]);
+    run(&mut repo.agent(&server, &["ask", "point"])).assert_code(0);
+    let told: String = server.requests()[1]
+        .tool_results()
+        .into_iter()
+        .map(|(_, content)| content)
+        .collect();
+    assert!(
+        told.contains("pointed"),
+        "the command could not write .git: {told}"
+    );
+    let id = session_id(&repo);
+    let none = Server::start(vec![]);
+    repo.run_agent(&none, &["discard", &id]);
+    let server = Server::start(vec![Reply::text("fine")]);
+    run(&mut repo.agent(&server, &["ask", "again"])).assert_code(0);
+    assert_eq!(
+        registration(&admin),
+        before,
+        "the user's worktree registration changed"
+    );
+    let listed = repo.git(&["worktree", "list", "--porcelain"]);
+    assert!(listed.contains(user_tree.to_str().unwrap()), "{listed}");
+    fsck(&repo);
+}

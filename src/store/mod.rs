@@ -358,13 +358,34 @@ impl Store {
         Ok(())
     }
 
-    /// The registration (`<common>/worktrees/<name>`) the checkout at `root` points to, if it is one of this
-    /// repository's.
+    /// The registration (`<common>/worktrees/<name>`) of the checkout at `root`: the one its `.git` file
+    /// names, believed only if that registration's `gitdir` names `root` back. Both files were writable by
+    /// the checkout's commands, so they are read bounded, never through a link or a FIFO, and a `.git`
+    /// pointed at another registration (the user's own linked worktree's, another session's) gives `None`:
+    /// nothing here then moves, resets or removes what that registration describes.
     pub(super) fn admin_dir_of(&self, root: &Path) -> Option<PathBuf> {
-        let text = std::fs::read_to_string(root.join(".git")).ok()?;
+        let read = |path: &Path| {
+            let bytes = crate::sys::fs::read_regular(path, 4096).ok()?;
+            String::from_utf8(bytes).ok()
+        };
+        let text = read(&root.join(".git"))?;
         let admin = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
         let worktrees = self.common_dir.join("worktrees");
-        (admin.parent() == Some(worktrees.as_path())).then_some(admin)
+        if admin.parent() != Some(worktrees.as_path()) {
+            return None;
+        }
+        let back = read(&admin.join("gitdir"))?;
+        let dot_git = PathBuf::from(back.trim_end_matches(['\n', '\r']));
+        same_dir(dot_git.parent()?, root).then_some(admin)
+    }
+}
+
+/// Whether `a` and `b` are the same directory (device and inode, links followed).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.is_dir() && (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
     }
 }
 

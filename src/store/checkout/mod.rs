@@ -186,7 +186,9 @@ impl Store {
         };
         for entry in entries.flatten() {
             let admin = entry.path();
-            let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else {
+            // A session's commands could write its registration: bounded, no link, no FIFO.
+            let read = crate::sys::fs::read_regular(&admin.join("gitdir"), 4096);
+            let Some(gitdir) = read.ok().and_then(|b| String::from_utf8(b).ok()) else {
                 continue;
             };
             let dot_git = PathBuf::from(gitdir.trim_end_matches(['\n', '\r']));

@@ -97,9 +97,14 @@ fn common_dir(dir: &Path) -> Option<PathBuf> {
     if !md.is_file() {
         return Some(dot_git);
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
+    // Both files may have been written by a checkout's commands: bounded, no link, no FIFO.
+    let read = |path: &Path| {
+        let bytes = crate::sys::fs::read_regular(path, 4096).ok()?;
+        String::from_utf8(bytes).ok()
+    };
+    let text = read(&dot_git)?;
     let git_dir = PathBuf::from(text.lines().next()?.strip_prefix("gitdir: ")?);
-    let common = std::fs::read_to_string(git_dir.join("commondir")).ok()?;
+    let common = read(&git_dir.join("commondir"))?;
     let common = common.lines().next()?;
     Some(if common.starts_with('.') {
         git_dir.join(common)

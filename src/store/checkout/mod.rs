@@ -170,10 +170,13 @@ impl Store {
     }
 
     /// True if the checkout at `root` was made to the end: registered, and its index written (the last thing
-    /// a checkout or a reset writes).
+    /// a checkout or a reset writes), its index and HEAD plain files.
     pub(super) fn checkout_complete(&self, root: &Path) -> bool {
+        // Regular files, not links or FIFOs the checkout's commands could have left in its registration: a
+        // checkout that has them is made again rather than pooled and reset through them.
+        let regular = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
         self.admin_dir_of(root)
-            .is_some_and(|admin| admin.join("index").is_file())
+            .is_some_and(|admin| regular(&admin.join("index")) && regular(&admin.join("HEAD")))
     }
 
     /// Removes the registrations of session checkouts whose directory is gone (deleted by hand, or a crash

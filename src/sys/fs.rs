@@ -130,8 +130,11 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     } else {
         dir
     })?;
+    // Unique per process and call: two threads replacing the same file never share a temp file.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut temp = name.to_os_string();
-    temp.push(format!(".{}.tmp", std::process::id()));
+    temp.push(format!(".{}-{call}.tmp", std::process::id()));
     let (name, temp) = (cstring(name)?, cstring(&temp)?);
     match unlink_at(&dir, &temp) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -301,18 +304,23 @@ mod tests {
         std::fs::create_dir(&cache).unwrap();
         let outside = outside(base.path());
         let target = cache.join("state.json");
-        // A link planted under the temp name the writer will use, and one as the target itself.
-        let temp = cache.join(format!("state.json.{}.tmp", std::process::id()));
-        std::os::unix::fs::symlink(&outside, &temp).unwrap();
+        // Links planted under every temp name the writer may use next, and one as the target itself.
+        let temps: Vec<PathBuf> = (0..1000)
+            .map(|n| cache.join(format!("state.json.{}-{n}.tmp", std::process::id())))
+            .collect();
+        for temp in &temps {
+            std::os::unix::fs::symlink(&outside, temp).unwrap();
+        }
         std::os::unix::fs::symlink(&outside, &target).unwrap();
         replace_file(&target, b"{\"new\":1}").unwrap();
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
         assert!(std::fs::symlink_metadata(&target).unwrap().is_file());
         assert_eq!(std::fs::read(&target).unwrap(), b"{\"new\":1}");
-        assert!(
-            std::fs::symlink_metadata(&temp).is_err(),
-            "the temp file is gone"
-        );
+        let left = temps
+            .iter()
+            .filter(|t| std::fs::symlink_metadata(t).is_ok())
+            .count();
+        assert_eq!(left, temps.len() - 1, "only the temp name used is gone");
         // The directory itself a link: refused, nothing written where it points.
         let elsewhere = base.path().join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();

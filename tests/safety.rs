@@ -754,6 +754,15 @@ fn ask_on_a_terminal_asks_and_always_holds_for_the_session() {
     assert_eq!(user_state(&repo), before);
 }
 
+/// What the model was told of the first turn's tool calls (the tool results of the second request).
+fn first_tool_results(server: &Server) -> String {
+    server.requests()[1]
+        .tool_results()
+        .into_iter()
+        .map(|(_, content)| content)
+        .collect()
+}
+
 /// One session that runs `echo pid $$` with `GIT_AGENT_TIMINGS`: its `isolation` timing line and what the
 /// command printed, as the model was told.
 fn session_with_pid(repo: &TestRepo, run_as: &str) -> (Value, String) {
@@ -772,11 +781,7 @@ fn session_with_pid(repo: &TestRepo, run_as: &str) -> (Value, String) {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|l| l["phase"] == "isolation")
         .unwrap_or_else(|| panic!("no isolation line in {text}"));
-    let told = server.requests()[1]
-        .tool_results()
-        .into_iter()
-        .map(|(_, content)| content)
-        .collect::<String>();
+    let told = first_tool_results(&server);
     (line, told)
 }
 
@@ -844,11 +849,7 @@ fn files_a_command_leaves_in_the_cache_or_the_registration_are_never_followed() 
     ]);
     let out = run(&mut repo.agent(&server, &["ask", "plant"]));
     out.assert_code(0);
-    let told: String = server.requests()[1]
-        .tool_results()
-        .into_iter()
-        .map(|(_, content)| content)
-        .collect();
+    let told = first_tool_results(&server);
     if !told.contains("planted") {
         eprintln!("SKIPPED: the sandbox here does not let commands write the cache: {told}");
         return;
@@ -905,11 +906,7 @@ fn a_checkouts_git_file_pointed_at_the_users_worktree_moves_nothing_of_it() {
         Reply::text("done"),
     ]);
     run(&mut repo.agent(&server, &["ask", "point"])).assert_code(0);
-    let told: String = server.requests()[1]
-        .tool_results()
-        .into_iter()
-        .map(|(_, content)| content)
-        .collect();
+    let told = first_tool_results(&server);
     assert!(
         told.contains("pointed"),
         "the command could not write .git: {told}"

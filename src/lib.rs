@@ -47,6 +47,7 @@ pub use cli::{answer_version, run};
 pub mod startup {
     pub use crate::safety::secrets::scrub_environment;
     pub use crate::sys::alloc::tune_for_small_heap;
+    pub use crate::sys::entry::before_main;
     pub use crate::sys::image::release_relocations;
     pub use crate::sys::timings::{init as init_timings, mark, Detail};
 }

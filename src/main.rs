@@ -1,4 +1,34 @@
+// On glibc the binary defines the C `main` itself and skips std's runtime set-up, a tenth of what
+// `--version` costs (src/sys/entry.rs); elsewhere, and in the portable build, std's `main` starts it.
+#![cfg_attr(
+    all(
+        target_os = "linux",
+        target_env = "gnu",
+        not(git_agent_portable),
+        not(test)
+    ),
+    no_main
+)]
+
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    not(git_agent_portable),
+    not(test)
+))]
+git_agent::c_main!(git_agent::startup::before_main, start);
+
+#[cfg(not(all(
+    target_os = "linux",
+    target_env = "gnu",
+    not(git_agent_portable),
+    not(test)
+)))]
 fn main() {
+    start()
+}
+
+fn start() -> ! {
     git_agent::answer_version();
     // After --version (which must stay as quick as it is): the instant phase timings count from.
     git_agent::startup::init_timings();

@@ -1,9 +1,12 @@
 //! The command line as a user meets it: help, version, usage errors, and the man pages behind `git help agent`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::common::{run, TestRepo};
+use serde_json::json;
+
+use crate::common::{agent_commits, call, fsck, run, session_id, Gate, Reply, Server, TestRepo};
 
 fn agent_bin() -> &'static str {
     env!("CARGO_BIN_EXE_git-agent")
@@ -196,6 +199,58 @@ fn version_and_usage_errors() {
         Some(2),
         "a missing prompt is a usage error"
     );
+}
+
+/// What std's runtime did before `main`, which the binary now does itself on glibc (src/sys/entry.rs): a
+/// write to a pipe nobody reads is an error, not a SIGPIPE that kills the agent; a standard stream the agent
+/// starts without is `/dev/null` for the whole session, so no file or socket it opens takes that number
+/// (what it prints would go there, and commands that inherit the stream would write into it).
+#[test]
+fn broken_pipes_are_errors_and_closed_standard_streams_are_filled() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let status = Command::new(agent_bin())
+        .arg("--help")
+        .stdout(writer)
+        .status()
+        .expect("run --help");
+    assert_eq!(status.signal(), None, "killed by a signal: {status:?}");
+
+    let repo = TestRepo::new();
+    let gate = Gate::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": "echo hi > new.txt"}))]).held(&gate),
+        Reply::text("Created new.txt."),
+    ]);
+    // `exec` keeps the shell's pid: the child is the agent, started with stdin and stdout closed.
+    let mut agent = repo
+        .via(
+            &server,
+            "sh",
+            &["-c", "exec git-agent ask 'create new.txt' <&- >&-"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the agent");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no request arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The session is under way (its journal, its runtime, its connection are open): 0 and 1 are /dev/null.
+    let fds = format!("/proc/{}/fd", agent.id());
+    let standard: Vec<PathBuf> = (0..2)
+        .map(|n| std::fs::read_link(format!("{fds}/{n}")).expect("the descriptor is open"))
+        .collect();
+    gate.open();
+    let status = agent.wait().expect("the agent ends");
+    assert_eq!(standard, [Path::new("/dev/null"), Path::new("/dev/null")]);
+    assert!(status.success(), "{status:?}");
+    let id = session_id(&repo);
+    assert_eq!(agent_commits(&repo, &id).len(), 1);
+    fsck(&repo);
 }
 
 #[test]

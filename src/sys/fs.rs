@@ -263,19 +263,31 @@ pub fn set_times(path: &Path, seconds: i64) -> io::Result<()> {
     )?)
 }
 
-/// Makes a new directory, mode 0700, named `template` with its trailing `XXXXXX` replaced by characters
-/// no other directory there has (`mkdtemp(3)`).
+/// Makes a new directory, mode 0700, named `template` with its trailing `XXXXXX` replaced by six random
+/// letters and digits that no entry there has: what `mkdtemp(3)` does (`mkdir` never follows a link left
+/// under the name, it fails with `EEXIST` and the next name is tried).
 pub fn make_temp_dir(template: &Path) -> io::Result<PathBuf> {
-    let template = CString::new(template.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut bytes = template.into_bytes_with_nul();
-    // SAFETY: mkdtemp rewrites the X's of a NUL-terminated buffer we own, in place, and reads nothing past its
-    // terminator.
-    if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
-        return Err(io::Error::last_os_error());
+    use std::os::unix::fs::DirBuilderExt;
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let stem = template
+        .as_os_str()
+        .as_bytes()
+        .strip_suffix(b"XXXXXX")
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    for _ in 0..100 {
+        let mut draw = super::random::random_u64()?;
+        let mut name = stem.to_vec();
+        for _ in 0..6 {
+            name.push(LETTERS[(draw % LETTERS.len() as u64) as usize]);
+            draw /= LETTERS.len() as u64;
+        }
+        let path = PathBuf::from(OsStr::from_bytes(&name));
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            made => return made.map(|()| path),
+        }
     }
-    bytes.pop();
-    Ok(PathBuf::from(OsStr::from_bytes(&bytes)))
+    Err(io::Error::from(io::ErrorKind::AlreadyExists))
 }
 
 fn mode(bits: u32) -> Mode {
@@ -288,6 +300,31 @@ mod tests {
 
     fn dir() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn temp_dirs_are_new_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = dir();
+        let template = base.path().join(".scratch-XXXXXX");
+        let made: Vec<PathBuf> = (0..20).map(|_| make_temp_dir(&template).unwrap()).collect();
+        let names: std::collections::HashSet<_> = made.iter().collect();
+        assert_eq!(names.len(), 20, "each call makes a directory of its own");
+        for path in &made {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let suffix = name.strip_prefix(".scratch-").unwrap();
+            assert_eq!(suffix.len(), 6, "{name}");
+            assert!(suffix.bytes().all(|b| b.is_ascii_alphanumeric()), "{name}");
+            let meta = std::fs::symlink_metadata(path).unwrap();
+            assert!(meta.is_dir());
+            assert_eq!(meta.permissions().mode() & 0o077, 0, "{name} is private");
+        }
+        assert_eq!(
+            make_temp_dir(&base.path().join("no-placeholder"))
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 
     /// A file outside the directory written, which no write there may reach.

@@ -30,6 +30,8 @@ mod linux {
     use rustix::process::{DumpableBehavior, Pid, Signal, WaitOptions};
     use rustix::thread::UnshareFlags;
 
+    use super::super::signal::Disposition;
+
     /// What decides whether this process may make namespaces: this boot of the kernel, the effective user,
     /// the user, mount and PID namespaces the process itself runs in (a container and its host share a
     /// boot, not these), its capabilities, seccomp filters (a wrapper that refuses `unshare` adds one) and
@@ -391,13 +393,14 @@ mod linux {
                     | libc::SIGTTIN
                     | libc::SIGTTOU
             );
-            // SAFETY: sigaction is async-signal-safe; `action` is zero-initialised plain data on this stack
-            // with a handler of SIG_IGN or SIG_DFL, so no code of ours is ever registered.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = if ignore { libc::SIG_IGN } else { libc::SIG_DFL };
-                libc::sigaction(sig, &action, std::ptr::null_mut());
-            }
+            super::super::signal::set_disposition(
+                sig,
+                if ignore {
+                    Disposition::Ignore
+                } else {
+                    Disposition::Default
+                },
+            );
         }
     }
 

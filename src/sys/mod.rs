@@ -11,6 +11,7 @@
 //! the paths macOS and the BSDs take.
 
 pub mod alloc;
+pub mod entry;
 pub mod env;
 pub mod errno;
 pub mod fs;

@@ -111,6 +111,36 @@ fn edit_after_a_command_changed_the_file_is_refused_until_read_again() {
     );
 }
 
+/// The agent ignores SIGPIPE (a reader that went away is an error to it, src/sys/entry.rs) and catches the
+/// termination signals; a command starts with every signal at its default action and none blocked, as from a
+/// shell, so `yes | head -1` ends.
+#[test]
+fn commands_start_with_no_signal_ignored_or_blocked() {
+    let repo = TestRepo::new();
+    let status = call(
+        "run",
+        json!({"command": "grep -E '^Sig(Ign|Blk)' /proc/self/status; yes | head -1"}),
+    );
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![status.clone()]),
+        Reply::text("ok"),
+    ]);
+
+    crate::common::run(&mut repo.agent(&server, &["ask", "show the signals"])).assert_code(0);
+    let result = server.requests()[1].tool_result(&status.id);
+    let mask = |name: &str| {
+        let line = result
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {result}"));
+        u64::from_str_radix(line.trim(), 16).expect("a hexadecimal mask")
+    };
+    // Signals 1 to 31; glibc's posix_spawn leaves its own internal signal 32 ignored in what it starts.
+    assert_eq!(mask("SigIgn:") & 0x7fff_ffff, 0, "{result}");
+    assert_eq!(mask("SigBlk:"), 0, "{result}");
+    assert!(result.contains("\ny\n"), "yes | head -1 ended: {result}");
+}
+
 #[test]
 fn commands_see_no_keys_or_secrets() {
     let repo = TestRepo::new();

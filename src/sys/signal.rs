@@ -11,7 +11,10 @@ pub const SIGTERM: i32 = libc::SIGTERM;
 pub enum Disposition {
     Ignore,
     /// The signal's default action, which the Linux layer's children go back to before they exec.
-    #[cfg_attr(not(all(target_os = "linux", not(git_agent_portable))), allow(dead_code))]
+    #[cfg_attr(
+        not(all(target_os = "linux", not(git_agent_portable))),
+        allow(dead_code)
+    )]
     Default,
 }
 

@@ -4,7 +4,8 @@
 //! `/proc/self/maps`), maps an alternate signal stack, installs the SIGSEGV and SIGBUS handlers that print
 //! "has overflowed its stack", fills closed standard descriptors and ignores SIGPIPE. Measured with a
 //! program that prints one line, spawned 2,000 times (issue 29): 0.94 ms with std's `main`, 0.87 ms with its
-//! own C `main`, of which reading `/proc/self/maps` alone is 0.04 ms. `git agent --version` took 0.83 ms.
+//! own C `main`, of which reading `/proc/self/maps` alone is 0.04 ms; `git agent --version` (the tuned build)
+//! went from 0.83 to 0.76 ms (docs/performance.md, "Starting without std's runtime set-up").
 //!
 //! So the binary defines the C `main` ([`c_main!`]) and keeps the two parts that matter ([`before_main()`]):
 //! the standard descriptors, and SIGPIPE ignored, so that a write to a pipe whose reader has gone fails

@@ -453,6 +453,59 @@ fn kill_minus_9_at_every_durable_write_then_resume() {
     fsck(&repo);
 }
 
+/// Step 0 goes into the session's log at the end of its first turn; until then, and after a crash before
+/// it, the log's readers find it on the branch: `diff` shows only the agent's change while the first turn
+/// runs and after a `kill -9` in it, and a resumed session keeps the user's work out of its own.
+#[test]
+fn step_0_is_known_during_the_first_turn_and_after_a_crash_in_it() {
+    let repo = TestRepo::new();
+    repo.write("wip.md", "my own work in progress\n");
+    let before = user_state(&repo);
+    let gate = crate::common::Gate::new();
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call(
+            "write_file",
+            json!({"path": "a.txt", "content": "alpha\n"}),
+        )]),
+        Reply::text("never sent").held(&gate),
+    ]);
+    let mut session = repo
+        .agent(&server, &["ask", "add a.txt"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the agent");
+    assert!(
+        wait_until(60, || server.requests().len() == 2),
+        "the second request never came"
+    );
+    let id = session_id(&repo);
+    let agents_change_only = |when: &str| {
+        let diff = agent(&repo, &["diff", &id]);
+        diff.assert_code(0);
+        assert!(diff.stdout().contains("+alpha"), "{when}: {diff}");
+        assert!(
+            !diff.stdout().contains("work in progress"),
+            "{when}: {diff}"
+        );
+    };
+    agents_change_only("while the first turn runs");
+    session.kill().expect("kill -9 the session");
+    let _ = session.wait();
+    gate.open();
+    agents_change_only("after a kill -9 in the first turn");
+
+    let resume = Server::start(vec![Reply::text("resumed and finished")]);
+    repo.run_agent(&resume, &["ask", "--resume", &id, "finish"])
+        .assert_code(0);
+    agents_change_only("resumed");
+    assert!(agent(&repo, &["diff", "--all", &id])
+        .stdout()
+        .contains("+my own work in progress"));
+    assert_eq!(user_state(&repo), before);
+    fsck(&repo);
+}
+
 /// Issue 16: `kill -9` at every crash point of a session that takes a pooled checkout (set aside, moved, reset
 /// to the new base), then `--resume`: the resumed session's checkout holds exactly its own base, never the
 /// discarded session's files, and the repository stays consistent.

@@ -309,9 +309,10 @@ impl SessionParts {
         work.session.step0 = started.session.step0;
         work.session.tip = started.session.tip;
         work.session.base = started.session.base;
+        // Recorded in the log by its next fold (the turn's end, which waits for this): until then readers find
+        // step 0 on the branch (`Store::read_meta()`), and a fold here would hold up the first tool.
         if started.session.step0.is_some() {
             work.log.meta.step0 = started.session.step0.map(|c| c.to_string());
-            work.log.fold(&work.store)?;
         }
         if let Checkout::Linked(root) = &work.session.checkout {
             let checkout = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());

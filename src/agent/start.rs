@@ -9,9 +9,9 @@
 //! repository). A checkout that is still being written after a second shows its progress.
 //!
 //! The session log exists from the start (it lists the session at once and takes the session's lock); step 0's
-//! commit joins its metadata when the preparation is done. A process killed meanwhile leaves a log whose
-//! branch is missing or at the base, which `log` shows and `--resume` treats like any other (issue 16's kill -9
-//! tests run through it).
+//! commit joins its metadata at the end of the first turn, and until then its readers find it on the branch
+//! (`Store::read_meta()`). A process killed meanwhile leaves a log whose branch is missing, at the base or at
+//! step 0, which `log` shows and `--resume` treats like any other (issue 16's kill -9 tests run through it).
 
 use std::time::{Duration, Instant};
 

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::Status;
 use crate::safety::redact::redact_value;
 use crate::store::objects::snapshot::{edit_ref, full_name, write_commit};
-use crate::store::repo::{crash_point, sanitize_record, Store, StoreError};
+use crate::store::repo::{branch_name, crash_point, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
 /// The largest log commit and `meta.json` read: a summary holds the prompt, and no model takes a prompt of
@@ -251,7 +251,50 @@ impl Store {
         let Some(commit) = self.log_commit(id)? else {
             return Ok(None);
         };
-        self.meta_of(commit).map(Some)
+        let mut meta = self.meta_of(commit)?;
+        self.complete_step0(&mut meta);
+        Ok(Some(meta))
+    }
+
+    /// Step 0 of a running session whose log does not name it yet, from its branch. A session records
+    /// step 0 in its log at the end of its first turn, not as soon as it is made (a fold then would cost a
+    /// pack, a ref update and a sync before the first tool can run, issue 29), so until then, or if the
+    /// process died before, the branch says it: the commit right above the base, when it is step 0 of this
+    /// session (`Agent-Step: 0`, `Agent-Session: <id>`). Without it a reader would take the user's own
+    /// captured work for the agent's (`diff`, `accept`) and a resumed session would start from the base.
+    fn complete_step0(&self, meta: &mut Meta) {
+        if meta.step0.is_some() || meta.status != Status::Running {
+            return;
+        }
+        meta.step0 = self.step0_on_branch(meta).map(|c| c.to_string());
+    }
+
+    /// See [`Store::complete_step0()`]: the first-parent chain of `agent/<id>` walked down to the base.
+    fn step0_on_branch(&self, meta: &Meta) -> Option<ObjectId> {
+        /// A branch with more steps than this above its base is not searched further.
+        const MAX_WALK: usize = 100_000;
+        let base = ObjectId::from_hex(meta.base.as_bytes()).ok()?;
+        let mut at = self.branch_tip(&branch_name(&meta.id)).ok()??;
+        for _ in 0..MAX_WALK {
+            let commit = self.repo.find_commit(at).ok()?;
+            let parent = commit.parent_ids().next()?.detach();
+            if parent != base {
+                at = parent;
+                continue;
+            }
+            let message = commit.message_raw_sloppy().to_string();
+            let trailer = |key: &str| {
+                message
+                    .lines()
+                    .rev()
+                    .find_map(|line| line.strip_prefix(key))
+                    .map(str::trim)
+            };
+            let ours = trailer("Agent-Step: ") == Some("0")
+                && trailer("Agent-Session: ") == Some(meta.id.as_str());
+            return ours.then_some(at);
+        }
+        None
     }
 
     /// The summary from the log commit's message (one object read, which is what keeps `log` fast), falling back
@@ -368,7 +411,8 @@ impl Store {
         let commit = self
             .log_commit(id)?
             .ok_or_else(|| StoreError::NoSession(id.to_owned()))?;
-        let meta = self.meta_of(commit)?;
+        let mut meta = self.meta_of(commit)?;
+        self.complete_step0(&mut meta);
         let tree = self.repo.find_commit(commit)?.tree()?;
         let mut events = Vec::new();
         if let Some(dir) = tree.lookup_entry_by_path("events")? {

@@ -119,6 +119,7 @@ fn step_commit_leaves_the_user_alone() {
         .unwrap()
         .unwrap();
     assert_eq!((s.tip, s.steps), (c1, 1));
+    assert_eq!(store.step_of(c1).unwrap(), 1);
     assert_eq!(
         repo.git(&["rev-parse", &format!("agent/{id}")]).trim(),
         c1.to_string()

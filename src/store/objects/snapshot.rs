@@ -554,11 +554,23 @@ impl<R: std::io::Read> std::io::Read for Exact<R> {
     }
 }
 
+/// A step commit's message: `message`, then the trailers that say whose step it is ([`trailer()`] reads them).
 pub(in crate::store) fn with_trailers(message: &str, id: &str, step: u32) -> String {
     format!(
         "{}\n\nAgent-Session: {id}\nAgent-Step: {step}\n",
         message.trim_end()
     )
+}
+
+/// The value of trailer `key` (`"Agent-Step"`, `"Agent-Session"`) in a commit message [`with_trailers()`]
+/// wrote: the last line that starts with `key: `, trimmed. A step's own message comes first and cannot end
+/// the trailers, so the last such line is the one the agent wrote.
+pub(in crate::store) fn trailer<'a>(message: &'a str, key: &str) -> Option<&'a str> {
+    message.lines().rev().find_map(|line| {
+        line.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix(": "))
+            .map(str::trim)
+    })
 }
 
 /// Author or committer: name and email from the environment and config as git resolves them, else git-agent's
@@ -739,4 +751,23 @@ pub(in crate::store) fn cas_branch(
         log,
     );
     edit_ref(repo, edit).map_err(|err| moved_or(repo, branch, old, err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{trailer, with_trailers};
+
+    #[test]
+    fn trailers_are_read_back_from_the_end_whatever_the_message_says() {
+        // A message the model wrote may quote trailers of its own: the agent's come last and win.
+        let message = with_trailers(
+            "Fix it\n\nAgent-Step: 9\nAgent-Session: other\n",
+            "abc123",
+            2,
+        );
+        assert_eq!(trailer(&message, "Agent-Step"), Some("2"));
+        assert_eq!(trailer(&message, "Agent-Session"), Some("abc123"));
+        assert_eq!(trailer("Fix it\n\nAgent-Stepper: 4\n", "Agent-Step"), None);
+        assert_eq!(trailer("initial\n", "Agent-Step"), None);
+    }
 }

@@ -16,7 +16,7 @@ use gix::bstr::BString;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 
 use super::log::Meta;
-use crate::store::objects::snapshot::{cas_branch, edit_ref, full_name};
+use crate::store::objects::snapshot::{cas_branch, edit_ref, full_name, trailer};
 use crate::store::repo::{branch_name, Checkout, Session, Store, StoreError};
 use gix::ObjectId;
 
@@ -87,11 +87,8 @@ impl Store {
     pub fn step_of(&self, commit: ObjectId) -> Result<u32, StoreError> {
         let commit = self.repo.find_commit(commit)?;
         let message = commit.message_raw_sloppy().to_string();
-        Ok(message
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("Agent-Step: "))
-            .and_then(|n| n.trim().parse().ok())
+        Ok(trailer(&message, "Agent-Step")
+            .and_then(|n| n.parse().ok())
             .unwrap_or(0))
     }
 

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::Status;
 use crate::safety::redact::redact_value;
-use crate::store::objects::snapshot::{edit_ref, full_name, write_commit};
+use crate::store::objects::snapshot::{edit_ref, full_name, trailer, write_commit};
 use crate::store::repo::{branch_name, crash_point, sanitize_record, Store, StoreError};
 use gix::ObjectId;
 
@@ -283,15 +283,8 @@ impl Store {
                 continue;
             }
             let message = commit.message_raw_sloppy().to_string();
-            let trailer = |key: &str| {
-                message
-                    .lines()
-                    .rev()
-                    .find_map(|line| line.strip_prefix(key))
-                    .map(str::trim)
-            };
-            let ours = trailer("Agent-Step: ") == Some("0")
-                && trailer("Agent-Session: ") == Some(meta.id.as_str());
+            let ours = trailer(&message, "Agent-Step") == Some("0")
+                && trailer(&message, "Agent-Session") == Some(meta.id.as_str());
             return ours.then_some(at);
         }
         None

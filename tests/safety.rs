@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::common::{call, fsck, run, session_id, user_state, Reply, Server, TestRepo};
+use crate::common::{call, fsck, run, session_id, user_state, Reply, Server, TestRepo, ToolCall};
 
 /// Landlock is a Linux feature of kernels since 5.13: the portable configuration ignores the sandbox tests
 /// (`cfg_attr`), and on an older kernel they say so and pass.
@@ -924,4 +924,125 @@ fn a_checkouts_git_file_pointed_at_the_users_worktree_moves_nothing_of_it() {
     let listed = repo.git(&["worktree", "list", "--porcelain"]);
     assert!(listed.contains(user_tree.to_str().unwrap()), "{listed}");
     fsck(&repo);
+}
+
+/// A session whose command `plant` runs first, then the tool call `then`: what the model was told of `then`,
+/// and the user's state before and after. Every run is killed after 60 s, so a hang fails instead of waiting.
+fn after_a_plant(plant: &str, then: ToolCall) -> (String, String, String) {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let server = Server::start(vec![
+        Reply::tool_calls(vec![call("run", json!({"command": plant}))]),
+        Reply::tool_calls(vec![then]),
+        Reply::text("done"),
+    ]);
+    let go = ["-s", "KILL", "60", "git", "agent", "ask", "go"];
+    run(&mut repo.via(&server, "timeout", &go)).assert_code(0);
+    let told: String = server.requests()[2]
+        .tool_results()
+        .into_iter()
+        .map(|(_, content)| content)
+        .collect();
+    (told, before, user_state(&repo))
+}
+
+/// A FIFO (or a device behind a link) that a command leaves in the checkout or its registration must never
+/// make the agent wait for ever: git-agent's own tools refuse it, and where gix or the `ignore` crate would
+/// open it (a `.gitignore`, a `.gitattributes`, the checkout's `HEAD`) the session stops with a message that
+/// names the file. Before, each of these cases hung the agent (and SIGTERM could not end it).
+#[test]
+fn a_fifo_a_command_leaves_never_hangs_the_agent() {
+    let tools = [
+        call("read_file", json!({"path": "fifo.txt"})),
+        call(
+            "edit_file",
+            json!({"path": "fifo.txt", "old_string": "a", "new_string": "b"}),
+        ),
+        call("write_file", json!({"path": "fifo.txt", "content": "b"})),
+    ];
+    for tool in tools {
+        let (told, before, after) = after_a_plant("mkfifo fifo.txt", tool);
+        assert!(
+            told.contains("'fifo.txt': a FIFO, not a regular file"),
+            "{told}"
+        );
+        assert_eq!(after, before);
+    }
+    // `.ignore` is ripgrep's, not git's: the scan does not read it and the session goes on, but `search`
+    // and `list_files` would, so they say what they cannot read instead of waiting on it.
+    for (tool, dir) in [("search", "."), ("list_files", "."), ("search", "s")] {
+        let args = match tool {
+            "search" => json!({"pattern": "zzz", "path": dir}),
+            _ => json!({"path": dir}),
+        };
+        let (told, _, _) = after_a_plant("mkdir -p s && mkfifo s/.ignore", call(tool, args));
+        assert!(
+            told.contains(
+                "'s/.ignore' is an ignore file that cannot be read (a FIFO, not a regular file)"
+            ),
+            "{tool} {dir}: {told}"
+        );
+    }
+    let plants = [
+        (
+            "mkfifo .gitignore",
+            ".gitignore",
+            "git's ignore rules (a FIFO",
+        ),
+        (
+            "mkdir -p s/t && mkfifo s/t/.gitignore",
+            "s/t/.gitignore",
+            "git's ignore rules (a FIFO",
+        ),
+        (
+            "ln -s /dev/zero .gitignore",
+            ".gitignore",
+            "git's ignore rules (a device",
+        ),
+        (
+            "mkfifo .gitattributes",
+            ".gitattributes",
+            "git's attributes (a FIFO",
+        ),
+        (
+            "d=$(git rev-parse --git-dir) && rm \"$d/HEAD\" && mkfifo \"$d/HEAD\"",
+            "/HEAD",
+            "the checkout's HEAD (a FIFO",
+        ),
+    ];
+    for (plant, file, what) in plants {
+        let repo = TestRepo::new();
+        let before = user_state(&repo);
+        let command = format!("{plant} && echo changed > file.txt");
+        let server = Server::start(vec![
+            Reply::tool_calls(vec![call("run", json!({"command": command}))]),
+            Reply::text("done"),
+        ]);
+        let out = run(&mut repo.via(
+            &server,
+            "timeout",
+            &["-s", "KILL", "60", "git", "agent", "ask", "go"],
+        ));
+        out.assert_code(1);
+        let message = out.stderr().lines().last().unwrap_or_default().to_string();
+        assert!(
+            message.contains(&format!("{file} cannot be read as {what}")),
+            "{plant}: {out}"
+        );
+        assert!(
+            message.ends_with("remove it, or make it a regular file"),
+            "{message}"
+        );
+        assert_eq!(user_state(&repo), before, "{plant}");
+        // The session can be thrown away, and the next one (which takes the pooled checkout) works.
+        let id = session_id(&repo);
+        let none = Server::start(vec![]);
+        let discard = ["-s", "KILL", "60", "git", "agent", "discard", &id];
+        run(&mut repo.via(&none, "timeout", &discard)).assert_code(0);
+        let server = Server::start(vec![Reply::text("fine")]);
+        let again = ["-s", "KILL", "60", "git", "agent", "ask", "again"];
+        let out = run(&mut repo.via(&server, "timeout", &again));
+        out.assert_code(0);
+        assert_eq!(user_state(&repo), before, "{plant}");
+    }
 }

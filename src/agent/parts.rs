@@ -509,7 +509,8 @@ fn changed_here(
         .into_iter()
         .chain(crate::config::mcp::files_run(spec, &workdir));
     for rel in files {
-        let on_disk = std::fs::read(workdir.join(&rel)).ok();
+        // Commands of a --here session write this tree: no link followed, no FIFO opened, bounded.
+        let on_disk = crate::sys::fs::read_regular(&workdir.join(&rel), 64 << 20).ok();
         let committed = store
             .blob_at(session.base, &rel.to_string_lossy())
             .ok()

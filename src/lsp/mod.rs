@@ -19,3 +19,7 @@ pub mod pool;
 pub mod spec;
 pub mod text;
 pub mod uri;
+
+/// The largest file whose text a server is given or a location is quoted from (a file a command wrote can be
+/// anything: bounded, and never a FIFO, through [`crate::safety::beneath::read_text()`]).
+pub const MAX_FILE_TEXT: u64 = 64 << 20;

@@ -58,8 +58,10 @@ fn show_location(checkout: &Path, uri_text: &str, range: &Value) -> String {
         return format!("{uri_text}:{}", line + 1);
     };
     let rel = abs.strip_prefix(checkout).unwrap_or(&abs);
-    let context = std::fs::read_to_string(&abs)
+    // A path the server names: read only if it is a regular file, bounded.
+    let context = crate::sys::fs::read_regular(&abs, super::MAX_FILE_TEXT)
         .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
         .and_then(|t| t.lines().nth(line as usize).map(|l| l.trim().to_string()))
         .unwrap_or_default();
     let context = super::text::cut_line(&context, 160);

@@ -11,7 +11,9 @@ use super::client::Server;
 use super::delta::Delta;
 use super::spec::ServerSpec;
 use super::uri;
+use crate::safety::beneath;
 use crate::safety::sandbox::Sandbox;
+use crate::store::ignore_files::{self, Guard};
 
 /// How a pool behaves.
 #[derive(Clone, Debug)]
@@ -114,19 +116,28 @@ impl Pool {
             .filter(|s| s.enabled && s.found().is_some())
     }
 
+    /// A walk of the checkout for a file some server serves, `None` when its root has an ignore file that
+    /// cannot be read safely (a FIFO a command left: [`crate::store::ignore_files`]); directories with one
+    /// are left out. This only looks for a first file of a language, so nothing is reported.
+    fn walk(&self) -> Option<ignore::WalkBuilder> {
+        let guard = Guard::new(ignore_files::RIPGREP);
+        guard.check(&self.checkout).ok()?;
+        let mut walk = ignore::WalkBuilder::new(&self.checkout);
+        crate::store::excludes::apply(&mut walk, &self.checkout)
+            .filter_entry(move |e| guard.may_enter(e));
+        Some(walk)
+    }
+
     /// Whether some server could serve a file of the checkout: the `lsp` tools are offered only then.
     pub fn available(&self) -> bool {
         let usable: Vec<&ServerSpec> = self.usable().collect();
         if usable.is_empty() {
             return false;
         }
-        let walk = crate::store::excludes::apply(
-            &mut ignore::WalkBuilder::new(&self.checkout),
-            &self.checkout,
-        )
-        .hidden(true)
-        .max_depth(Some(6))
-        .build();
+        let Some(mut walk) = self.walk() else {
+            return false;
+        };
+        let walk = walk.hidden(true).max_depth(Some(6)).build();
         walk.filter_map(Result::ok)
             .take(20_000)
             .any(|entry| usable.iter().any(|s| s.serves(entry.path())))
@@ -199,7 +210,7 @@ impl Pool {
             .server_for(rel)?
             .ok_or_else(|| format!("no language server is configured for {}", rel.display()))?;
         let abs = self.checkout.join(rel);
-        let text = std::fs::read_to_string(&abs)
+        let text = beneath::read_text(&self.checkout, rel, super::MAX_FILE_TEXT)
             .map_err(|err| format!("cannot read {}: {err}", rel.display()))?;
         let first = server.open_count() == 0;
         server.sync(&abs, &text).map_err(|e| e.to_string())?;
@@ -221,12 +232,8 @@ impl Pool {
             return Ok(server);
         }
         // Start one on the first file of the checkout it serves.
-        let walk = crate::store::excludes::apply(
-            &mut ignore::WalkBuilder::new(&self.checkout),
-            &self.checkout,
-        )
-        .max_depth(Some(6))
-        .build();
+        let walk = self.walk().map(|mut w| w.max_depth(Some(6)).build());
+        let walk = walk.into_iter().flatten();
         for entry in walk.filter_map(Result::ok).take(20_000) {
             let rel = entry
                 .path()
@@ -256,7 +263,7 @@ impl Pool {
             let Some(server) = server else {
                 continue;
             };
-            let Ok(new) = std::fs::read_to_string(self.checkout.join(rel)) else {
+            let Ok(new) = beneath::read_text(&self.checkout, rel, super::MAX_FILE_TEXT) else {
                 continue;
             };
             let file = (rel.clone(), old.clone(), new);

@@ -27,11 +27,33 @@ use crate::sys::fs::{self as sysfs, cstring, OpenFlags};
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// Opens the file `rel` (relative to `root`, without symlinks or `..`) read-only. Directories open too, so
-/// the caller can tell them apart with `metadata()`.
+/// the caller can tell them apart with `metadata()`; anything else that is not a regular file (a FIFO, a
+/// socket, a device a command left in the checkout) is refused, and the open itself cannot block on it.
 pub fn open_read(root: &Path, rel: &Path) -> io::Result<File> {
     let root_fd = open_root(root)?;
-    let fd = open_beneath(&root_fd, rel, OpenFlags::RDONLY)?;
-    Ok(File::from(fd))
+    // O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, for ever. It changes nothing for
+    // regular files and directories.
+    let file = File::from(open_beneath(
+        &root_fd,
+        rel,
+        OpenFlags::RDONLY | OpenFlags::NONBLOCK,
+    )?);
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() && !kind.is_dir() {
+        return Err(sysfs::not_regular(kind));
+    }
+    Ok(file)
+}
+
+/// The text of the regular file `rel` beneath `root` (opened as [`open_read()`] opens it), at most `limit`
+/// bytes: a larger file, a directory or a file that is not UTF-8 is an error.
+pub fn read_text(root: &Path, rel: &Path, limit: u64) -> io::Result<String> {
+    use std::io::Read;
+    let file = open_read(root, rel)?;
+    sysfs::small_regular(&file.metadata()?, limit)?;
+    let mut text = String::new();
+    file.take(limit).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Opens the directory `rel` beneath `root`; with `create`, missing directories are made on the way down

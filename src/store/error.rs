@@ -2,7 +2,7 @@
 //! refused rather than on words (issue 24, item 5: a catch-all `Refused(String)` had 41 uses). Each message is
 //! one line that says what went wrong and what to do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
@@ -42,6 +42,16 @@ pub enum StoreError {
     /// The OS gave no random bytes for a new id ([`crate::sys::random::random_u64()`]).
     #[error("the operating system gave no random bytes ({0}): check that getrandom(2) or /dev/urandom works")]
     NoRandomness(#[source] std::io::Error),
+    /// A file git reads (a `.gitignore`, a `.gitattributes`, a checkout's `HEAD`) in a place commands can
+    /// write, which the readers (gix, the `ignore` crate) could not open without blocking for ever (a FIFO)
+    /// or reading without end ([`crate::sys::fs::check_plain_read()`]).
+    #[error("{} cannot be read as {role} ({source}): remove it, or make it a regular file", .path.display())]
+    UnreadableGitFile {
+        path: PathBuf,
+        role: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("could not run git ({0}): make sure git is installed and on PATH")]
     GitMissing(#[source] std::io::Error),
     #[error("`git {args}` failed: {stderr}")]
@@ -341,6 +351,19 @@ fn lower_first(text: &str) -> String {
 }
 
 impl StoreError {
+    /// Checks `path` ([`crate::sys::fs::check_plain_read()`]) before gix or the `ignore` crate reads it as
+    /// `role` (`"git's ignore rules"`): a command could have left a FIFO there, and their plain open would
+    /// wait for a writer for ever.
+    pub(super) fn check_git_file(path: &Path, role: &'static str) -> Result<(), StoreError> {
+        crate::sys::fs::check_plain_read(path, crate::store::ignore_files::GIT_FILE_LIMIT).map_err(
+            |source| StoreError::UnreadableGitFile {
+                path: path.to_owned(),
+                role,
+                source,
+            },
+        )
+    }
+
     pub(super) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
@@ -380,6 +403,7 @@ impl StoreError {
                 | UnmergedIndex
                 | NotACommit(_)
                 | NotFileOrLink { .. }
+                | UnreadableGitFile { .. }
                 | NotLandable(_)
                 | LandingInterrupted(_)
                 | DamagedLandingRecord { .. }

@@ -36,6 +36,7 @@ mod deflate;
 mod error;
 pub mod excludes;
 pub mod fleet;
+pub mod ignore_files;
 pub(crate) mod land;
 pub mod memory;
 mod objects;

@@ -159,16 +159,72 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let flags = OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC;
     let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a small regular file",
-        ));
-    }
+    small_regular(&file.metadata()?, limit)?;
     let mut bytes = Vec::new();
     file.take(limit).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// Checks that a reader that opens `path` the plain way (following a link, blocking) cannot hang or read
+/// without end: it is missing (a dangling link, or a parent that is a file, included), or a regular file of
+/// at most `limit` bytes, or a link to one. For files other programs read (gix, the `ignore` crate) in places
+/// commands can write.
+pub fn check_plain_read(path: &Path, limit: u64) -> io::Result<()> {
+    let absent = |err: &io::Error| {
+        matches!(
+            err.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+        )
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(err) if absent(&err) => return Ok(()),
+        other => other?,
+    };
+    let meta = if meta.file_type().is_symlink() {
+        match std::fs::metadata(path) {
+            Err(err) if absent(&err) => return Ok(()),
+            other => other?,
+        }
+    } else {
+        meta
+    };
+    small_regular(&meta, limit)
+}
+
+/// Ok for a regular file of at most `limit` bytes; the error says what else it is.
+pub fn small_regular(meta: &std::fs::Metadata, limit: u64) -> io::Result<()> {
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    if meta.len() > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a file that had to be a regular one: says what it is instead (`a FIFO`).
+pub fn not_regular(kind: std::fs::FileType) -> io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
+    };
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what}, not a regular file"),
+    )
 }
 
 /// `s` as the kernel takes a name or path; a NUL byte in it is an error.
@@ -386,5 +442,35 @@ mod tests {
             .unwrap();
         assert!(made.success());
         assert!(read_regular(&fifo, 16).is_err());
+    }
+
+    #[test]
+    fn a_plain_read_is_allowed_only_where_it_cannot_block_or_run_on() {
+        let base = dir();
+        let at = |name: &str| base.path().join(name);
+        let link =
+            |target: &Path, name: &str| std::os::unix::fs::symlink(target, at(name)).unwrap();
+        std::fs::write(at("rules"), "*.o\n").unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(at("fifo"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        link(&at("rules"), "to-rules");
+        link(&at("fifo"), "to-fifo");
+        link(Path::new("/dev/zero"), "to-zero");
+        link(&at("nowhere"), "dangling");
+        for fine in ["missing", "rules", "to-rules", "dangling"] {
+            assert!(check_plain_read(&at(fine), 16).is_ok(), "{fine}");
+        }
+        for refused in ["fifo", "to-fifo", "to-zero"] {
+            let err = check_plain_read(&at(refused), 16).unwrap_err();
+            assert!(
+                err.to_string().ends_with(", not a regular file"),
+                "{refused}: {err}"
+            );
+        }
+        assert!(check_plain_read(&at("rules"), 3).is_err(), "over the limit");
+        assert!(check_plain_read(base.path(), 16).is_err(), "a directory");
     }
 }

@@ -83,8 +83,10 @@ fn list(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Strin
     if !dir.abs.exists() {
         return Err(format!("'{path}' does not exist"));
     }
-    let builder = walk::builder(&dir.root, &dir.abs, &filters)?;
-    let mut files: Vec<PathBuf> = walk::files(&builder, &ctx.cancel)
+    let (builder, guard) = walk::builder(&dir.root, &dir.abs, &filters)?;
+    let found = walk::files(&builder, &ctx.cancel);
+    walk::finish(&guard, &dir.root)?;
+    let mut files: Vec<PathBuf> = found
         .into_iter()
         .map(|p| {
             p.strip_prefix(&dir.root)

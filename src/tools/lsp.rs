@@ -110,7 +110,9 @@ fn query(ctx: &ToolContext, args: &Value) -> Result<String, String> {
     let abs = pool.checkout().join(&target.rel);
     let at = match (u64_arg(args, "line")?, symbol) {
         (Some(line), _) => {
-            let text = std::fs::read_to_string(&abs).map_err(|e| target.io_error("read", &e))?;
+            let text = target
+                .read_text(crate::lsp::MAX_FILE_TEXT)
+                .map_err(|e| target.io_error("read", &e))?;
             let column = u64_arg(args, "column")?.unwrap_or(1);
             Some(At {
                 position: ops::position(&text, line, column),
@@ -202,7 +204,9 @@ impl Tool for Rename {
             let column = u64_arg(args, "column")?.ok_or("missing required argument `column`")?;
             let server = pool.prepare(&target.rel)?;
             let abs = pool.checkout().join(&target.rel);
-            let text = std::fs::read_to_string(&abs).map_err(|e| target.io_error("read", &e))?;
+            let text = target
+                .read_text(crate::lsp::MAX_FILE_TEXT)
+                .map_err(|e| target.io_error("read", &e))?;
             let params = json!({
                 "textDocument": {"uri": crate::lsp::uri::from_path(&abs)},
                 "position": ops::position(&text, line, column),

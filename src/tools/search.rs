@@ -177,10 +177,11 @@ fn search(ctx: &ToolContext, args: &serde_json::Value) -> Result<ToolOutput, Str
 /// Searches `dir` (inside the checkout `root`) and returns the hits sorted by path.
 fn run(ctx: &ToolContext, root: &Path, dir: &Path, query: &Query) -> Result<Vec<FileHits>, String> {
     let matcher = build_matcher(query)?;
-    let builder = walk::builder(root, dir, &query.filters)?;
+    let (builder, guard) = walk::builder(root, dir, &query.filters)?;
     // In files-only mode one match per file is enough, as with `rg -l`.
     let keep = if query.files_only { 1 } else { query.max };
     let mut hits = walk_and_search(ctx, &builder, root, &matcher, query, keep);
+    walk::finish(&guard, root)?;
     hits.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(hits)
 }

@@ -188,6 +188,11 @@ impl Confined {
         beneath::open_read(&self.root, &self.rel)
     }
 
+    /// The file's text, at most `limit` bytes, opened as [`Confined::open_read()`] opens it.
+    pub fn read_text(&self, limit: u64) -> io::Result<String> {
+        beneath::read_text(&self.root, &self.rel, limit)
+    }
+
     /// Replaces the file's content atomically (temp file + rename in its directory), never through a link.
     pub fn write_atomic(
         &self,

@@ -18,6 +18,7 @@ use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
 
 use crate::safety::withhold;
+use crate::store::ignore_files::{self, Guard, Unreadable};
 
 /// What to walk besides the defaults.
 #[derive(Clone, Debug, Default)]
@@ -59,10 +60,34 @@ fn strings(args: &serde_json::Value, name: &str) -> Result<Vec<String>, String> 
     Ok(list.into_iter().filter(|s| !s.trim().is_empty()).collect())
 }
 
-/// A walk of `dir` (inside the checkout `root`) with `filters` applied.
-pub fn builder(root: &Path, dir: &Path, filters: &Filters) -> Result<WalkBuilder, String> {
+/// After a walk: the error for the model when it left a directory out because of an ignore file it could
+/// not read ([`crate::store::ignore_files`]).
+pub fn finish(guard: &Guard, root: &Path) -> Result<(), String> {
+    guard.finish().map_err(|u| unreadable_message(root, &u))
+}
+
+fn unreadable_message(root: &Path, unreadable: &Unreadable) -> String {
+    let path = &unreadable.path;
+    let shown = super::tool::display_rel(path.strip_prefix(root).unwrap_or(path));
+    format!(
+        "'{shown}' is an ignore file that cannot be read ({}); remove it or make it a regular file",
+        unreadable.source
+    )
+}
+
+/// A walk of `dir` (inside the checkout `root`) with `filters` applied, and the guard of its ignore files:
+/// pass it to [`finish()`] after the walk.
+pub fn builder(root: &Path, dir: &Path, filters: &Filters) -> Result<(WalkBuilder, Guard), String> {
+    let guard = Guard::new(ignore_files::RIPGREP);
+    // The walk reads the ignore files of `dir` and of the directories above it before it starts.
+    for above in dir.ancestors().take_while(|d| d.starts_with(root)) {
+        guard
+            .check(above)
+            .map_err(|u| unreadable_message(root, &u))?;
+    }
     let mut builder = WalkBuilder::new(dir);
     let checkout = root.to_path_buf();
+    let entering = guard.clone();
     crate::store::excludes::apply(&mut builder, root)
         .hidden(!filters.hidden)
         .require_git(false)
@@ -72,7 +97,10 @@ pub fn builder(root: &Path, dir: &Path, filters: &Filters) -> Result<WalkBuilder
                 .file_name()
                 .to_str()
                 .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
-            !is_git && !is_secret_looking(&checkout, entry.path())
+            if is_git || is_secret_looking(&checkout, entry.path()) {
+                return false;
+            }
+            entering.may_enter(entry)
         });
     if !filters.globs.is_empty() {
         let mut overrides = OverrideBuilder::new(root);
@@ -94,7 +122,7 @@ pub fn builder(root: &Path, dir: &Path, filters: &Filters) -> Result<WalkBuilder
         })?;
         builder.types(matcher);
     }
-    Ok(builder)
+    Ok((builder, guard))
 }
 
 /// Whether a walk leaves `path` out because `read_file` refuses it by its name (key material, environment

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use server::{call, raw_call, Gate, Reply, Server};
+pub use server::{call, raw_call, Gate, Reply, Server, ToolCall};
 
 /// The dummy key every agent run gets; tests assert it never leaks into output.
 pub const API_KEY: &str = "test-key";

@@ -505,13 +505,9 @@ impl ToolPipeline<'_> {
 const DIFF_LIMIT: usize = 1 << 20;
 
 /// A regular file's text as an editing call left it, if it is UTF-8 and at most [`DIFF_LIMIT`] bytes. The
-/// tool wrote it through the checkout's confinement; a symlink there is not followed.
+/// tool wrote it through the checkout's confinement; a symlink there is not followed, a FIFO not opened.
 fn checkout_text(path: &std::path::Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > DIFF_LIMIT as u64 {
-        return None;
-    }
-    String::from_utf8(std::fs::read(path).ok()?).ok()
+    String::from_utf8(crate::sys::fs::read_regular(path, DIFF_LIMIT as u64).ok()?).ok()
 }
 
 /// Checks that the call names a tool and parses its arguments, or says what is wrong in words the model can

@@ -246,10 +246,11 @@ impl Store {
     pub fn open_checkout(&self, root: &Path) -> Result<gix::Repository, StoreError> {
         // The checkout's handle reads objects from disk only.
         self.persist_objects()?;
-        let name = self
-            .admin_dir_of(root)
-            .and_then(|admin| admin.file_name().map(|n| n.as_bytes().to_vec()));
-        if let Some(name) = name {
+        if let Some(admin) = self.admin_dir_of(root) {
+            // gix reads these with a plain open, and the checkout's commands can write the registration.
+            StoreError::check_git_file(&admin.join("HEAD"), "the checkout's HEAD")?;
+            StoreError::check_git_file(&admin.join("commondir"), "the checkout's commondir")?;
+            let name = admin.file_name().map_or(&[][..], |n| n.as_bytes());
             if let Some(proxy) = self.repo.worktree_proxy_by_id(name.as_bstr())? {
                 return Ok(proxy.into_repo()?);
             }

@@ -99,6 +99,12 @@ impl Store {
         if keep == 0 || !root.join(".git").is_file() {
             return self.remove_checkout(root);
         }
+        // gix's status below reads each directory's `.gitignore` and `.gitattributes` the plain way, and a
+        // FIFO a command left would block it for ever: a checkout the guarded walk refuses is removed, not
+        // pooled.
+        if super::scan::Scan::of_dir(root).is_err() {
+            return self.remove_checkout(root);
+        }
         let cleaned = self.open_checkout(root).and_then(|checkout| {
             let beyond = super::status::checkout_changes(&checkout)?;
             self.reset_checkout(

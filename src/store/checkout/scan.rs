@@ -27,7 +27,22 @@ use std::time::SystemTime;
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
+use crate::store::ignore_files::{self, Guard, Unreadable};
 use crate::store::repo::{Session, Store, StoreError};
+
+/// The error for a `.gitignore` or `.gitattributes` the walk could not read ([`crate::store::ignore_files`]).
+fn unreadable(file: Unreadable) -> StoreError {
+    let role = if file.path.ends_with(".gitattributes") {
+        "git's attributes"
+    } else {
+        "git's ignore rules"
+    };
+    StoreError::UnreadableGitFile {
+        path: file.path,
+        role,
+        source: file.source,
+    }
+}
 
 /// What a file looked like on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +268,11 @@ impl Scan {
         small: bool,
     ) -> Result<Scan, StoreError> {
         let started_ns = now_ns();
+        // The `ignore` crate opens each `.gitignore` the plain way, and gix each `.gitattributes` when it
+        // commits what this finds ([`crate::store::ignore_files`]).
+        let guard = Guard::new(ignore_files::GIT);
+        guard.check(root).map_err(unreadable)?;
+        let entering = guard.clone();
         let mut walk = WalkBuilder::new(root);
         walk.hidden(false)
             // Ignore rules as git applies them, and only git's: no `.ignore`/`.rgignore`, no rules from the
@@ -263,7 +283,7 @@ impl Scan {
             .git_exclude(true)
             .require_git(false)
             .follow_links(false)
-            .filter_entry(|e| e.file_name() != ".git");
+            .filter_entry(move |e| e.file_name() != ".git" && entering.may_enter(e));
         crate::store::excludes::apply(&mut walk, root);
         let sink = Arc::new(Mutex::new(Vec::new()));
         let mut builder = Collector {
@@ -278,6 +298,7 @@ impl Scan {
         } else {
             walk.threads(cores()).build_parallel().visit(&mut builder);
         }
+        guard.finish().map_err(unreadable)?;
         let batches = std::mem::take(&mut *sink.lock().map_err(|_| poisoned(root))?);
         let mut files = Vec::with_capacity(batches.iter().map(|b| b.files.len()).sum());
         let mut dirs = Vec::new();

@@ -124,6 +124,7 @@ impl Store {
             return Ok((step, None));
         }
         // Attributes must be read from the checkout, so we need a repository whose work tree is the checkout.
+        check_attributes_files(s.root(), changed)?;
         let mut checkout = self.open_checkout(s.root())?;
         // The step's objects go to disk as one pack, at the latest when the branch moves (`cas_branch`).
         crate::store::pack::enable(&mut checkout);
@@ -552,6 +553,25 @@ impl<R: std::io::Read> std::io::Read for Exact<R> {
         self.left -= n as u64;
         Ok(n)
     }
+}
+
+/// Checks each `.gitattributes` gix reads for the attributes of `changed` (the root's and those of the
+/// directories above each path) before it opens them the plain way: a FIFO a command left there would
+/// block the step commit for ever.
+fn check_attributes_files(root: &Path, changed: &[PathBuf]) -> Result<(), StoreError> {
+    // A path with `..` or a root is refused by the path policy later; its directories are not looked at.
+    let plain = |p: &&PathBuf| p.components().all(|c| matches!(c, Component::Normal(_)));
+    let dirs: std::collections::BTreeSet<&Path> = changed
+        .iter()
+        .filter(plain)
+        .filter_map(|p| p.parent())
+        .flat_map(Path::ancestors)
+        .chain([Path::new("")])
+        .collect();
+    for dir in dirs {
+        StoreError::check_git_file(&root.join(dir).join(".gitattributes"), "git's attributes")?;
+    }
+    Ok(())
 }
 
 /// A step commit's message: `message`, then the trailers that say whose step it is ([`trailer()`] reads them).

@@ -999,6 +999,18 @@ fn a_fifo_a_command_leaves_never_hangs_the_agent() {
             ".gitignore",
             "git's ignore rules (a device",
         ),
+        // The checkout's `.git` file pointed at a git dir of the command's own, and a nested repository (the
+        // command rules turn down a plain `.git` in a command, so the plants spell it another way).
+        (
+            "x=$(mktemp -d) && mkfifo $x/commondir && printf 'gitdir: %s\\n' $x > \"$(printf '%sgit' .)\"",
+            "/commondir",
+            "a work tree's link to its git dir (a FIFO",
+        ),
+        (
+            "g=$(printf '%sgit' .) && mkdir -p n/$g/info && mkfifo n/$g/info/exclude",
+            "n/.git/info/exclude",
+            "git's exclude rules (a FIFO",
+        ),
         (
             "mkfifo .gitattributes",
             ".gitattributes",

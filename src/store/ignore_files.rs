@@ -8,6 +8,10 @@
 //! files of its root (and of the directories above it that it reads) before it starts, and those of each
 //! directory before it enters it; a directory whose file fails is left out, and the walk's caller gets the
 //! first such file as an error once the walk is over.
+//!
+//! The walker also reads `info/exclude` of each directory that holds a `.git`, following a `.git` file to the
+//! git dir it names and that dir's `commondir`, and a command can write those three as well (or point the
+//! checkout's `.git` file at a directory of its own): [`Guard::check()`] checks them the same way.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -49,12 +53,12 @@ impl Guard {
     /// walk reads.
     pub fn check(&self, dir: &Path) -> Result<(), Unreadable> {
         for name in self.names {
-            let path = dir.join(name);
-            if let Err(source) = crate::sys::fs::check_plain_read(&path, GIT_FILE_LIMIT) {
-                return Err(Unreadable { path, source });
-            }
+            check_file(dir.join(name))?;
         }
-        Ok(())
+        match exclude_file(dir)? {
+            Some(exclude) => check_file(exclude),
+            None => Ok(()),
+        }
     }
 
     /// For a walk's `filter_entry`: whether it may enter `entry` (always, unless it is a directory with an
@@ -82,6 +86,55 @@ impl Guard {
     }
 }
 
+fn check_file(path: PathBuf) -> Result<(), Unreadable> {
+    match crate::sys::fs::check_plain_read(&path, GIT_FILE_LIMIT) {
+        Ok(()) => Ok(()),
+        Err(source) => Err(Unreadable { path, source }),
+    }
+}
+
+/// `info/exclude` of the repository whose work tree starts at `dir`, found as git and the `ignore` walker
+/// find it: in `.git`, or for a linked worktree's `.git` file (`gitdir: <dir>`) in the `commondir` of the
+/// dir it names. `None` when `dir` holds no `.git`, or a `.git` file that names no git dir with a
+/// `commondir` (the walker then reads no exclude file either); an error when the `.git` file or the
+/// `commondir` is there but not a regular file. The exclude file itself is not checked here.
+pub fn exclude_file(dir: &Path) -> Result<Option<PathBuf>, Unreadable> {
+    let dot_git = dir.join(".git");
+    match std::fs::metadata(&dot_git) {
+        Err(_) => return Ok(None),
+        Ok(meta) if !meta.is_file() => return Ok(Some(dot_git.join("info/exclude"))),
+        Ok(_) => {}
+    }
+    let Some(git_dir) = first_line(dot_git)?
+        .as_deref()
+        .and_then(|line| line.strip_prefix("gitdir: "))
+        .map(PathBuf::from)
+    else {
+        return Ok(None);
+    };
+    let Some(common) = first_line(git_dir.join("commondir"))? else {
+        return Ok(None);
+    };
+    let common = if common.starts_with('.') {
+        git_dir.join(common)
+    } else {
+        PathBuf::from(common)
+    };
+    Ok(Some(common.join("info/exclude")))
+}
+
+/// The first line of a one-line git file, `None` when it is missing or empty.
+fn first_line(path: PathBuf) -> Result<Option<String>, Unreadable> {
+    match crate::sys::fs::read_head(&path, 4096) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes)
+            .lines()
+            .next()
+            .map(str::to_owned)),
+        Err(err) if crate::sys::fs::is_absent(&err) => Ok(None),
+        Err(source) => Err(Unreadable { path, source }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,11 +150,7 @@ mod tests {
         std::fs::write(root.join("a/x.o"), "").unwrap();
         std::fs::write(root.join("b/c/kept.txt"), "").unwrap();
         std::fs::write(root.join("b/c/lost.txt"), "").unwrap();
-        let made = std::process::Command::new("mkfifo")
-            .arg(root.join("b/c/.ignore"))
-            .status()
-            .unwrap();
-        assert!(made.success());
+        mkfifo(&root.join("b/c/.ignore"));
         let walk = |names: &'static [&'static str]| {
             let guard = Guard::new(names);
             let inner = guard.clone();
@@ -135,5 +184,92 @@ mod tests {
             "{}",
             unreadable.source
         );
+    }
+
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+
+    #[test]
+    fn info_exclude_is_found_as_git_finds_it() {
+        let base = tempfile::tempdir().unwrap();
+        let (tree, git) = (base.path().join("tree"), base.path().join("git"));
+        let linked = git.join("worktrees/tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&linked).unwrap();
+        assert_eq!(exclude_file(&tree).unwrap(), None);
+        std::fs::create_dir(tree.join(".git")).unwrap();
+        assert_eq!(
+            exclude_file(&tree).unwrap(),
+            Some(tree.join(".git/info/exclude"))
+        );
+        std::fs::remove_dir(tree.join(".git")).unwrap();
+        let gitdir = format!("gitdir: {}\n", linked.display());
+        std::fs::write(tree.join(".git"), gitdir).unwrap();
+        // A linked worktree's git dir without a `commondir` has no exclude file, as for the walker.
+        assert_eq!(exclude_file(&tree).unwrap(), None);
+        std::fs::write(linked.join("commondir"), "../..\n").unwrap();
+        assert_eq!(
+            exclude_file(&tree).unwrap(),
+            Some(linked.join("../../info/exclude"))
+        );
+        std::fs::write(tree.join(".git"), "not a gitdir line\n").unwrap();
+        assert_eq!(exclude_file(&tree).unwrap(), None);
+    }
+
+    #[test]
+    fn a_fifo_on_the_way_to_info_exclude_is_refused_not_opened() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("tree");
+        let elsewhere = base.path().join("elsewhere");
+        for dir in ["linked", "nested/.git/info", "plain"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(root.join("plain/kept.txt"), "").unwrap();
+        // A `.git` file naming a dir whose `commondir` is a FIFO, and a nested repository's exclude file that
+        // is one: the walker would open both the plain way and block.
+        let gitdir = format!("gitdir: {}\n", elsewhere.display());
+        std::fs::write(root.join("linked/.git"), gitdir).unwrap();
+        mkfifo(&elsewhere.join("commondir"));
+        mkfifo(&root.join("nested/.git/info/exclude"));
+        let walk = |root: PathBuf| {
+            let (send, receive) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let guard = Guard::new(GIT);
+                let inner = guard.clone();
+                let found: Vec<PathBuf> = ignore::WalkBuilder::new(&root)
+                    .require_git(false)
+                    .hidden(false)
+                    .filter_entry(move |e| e.file_name() != ".git" && inner.may_enter(e))
+                    .build()
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                    .map(|e| e.path().strip_prefix(&root).unwrap().to_path_buf())
+                    .collect();
+                let _ = send.send((found, guard.finish().err().map(|u| u.path)));
+            });
+            let waited = std::time::Duration::from_secs(30);
+            receive.recv_timeout(waited).expect("the walk blocked")
+        };
+        let (found, refused) = walk(root.clone());
+        assert_eq!(found, [PathBuf::from("plain/kept.txt")]);
+        let refused = refused.expect("a FIFO was named");
+        assert!(
+            [
+                elsewhere.join("commondir"),
+                root.join("nested/.git/info/exclude")
+            ]
+            .contains(&refused),
+            "{refused:?}"
+        );
+        // The root's own: checked before the walk starts.
+        let unreadable = Guard::new(GIT).check(&root.join("linked")).unwrap_err();
+        assert_eq!(unreadable.path, elsewhere.join("commondir"));
+        assert!(unreadable.source.to_string().contains("a FIFO"));
     }
 }

@@ -165,30 +165,45 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The first `max` bytes of `path` (or fewer), read where a plain reader would follow a link: a FIFO does not
+/// block the open (`O_NONBLOCK`) and is refused with anything else that is not a regular file. For the
+/// one-line files git reads beside a work tree (a `.git` file, a `commondir`).
+pub fn read_head(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let flags = OpenFlags::RDONLY | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    small_regular(&file.metadata()?, u64::MAX)?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Checks that a reader that opens `path` the plain way (following a link, blocking) cannot hang or read
 /// without end: it is missing (a dangling link, or a parent that is a file, included), or a regular file of
 /// at most `limit` bytes, or a link to one. For files other programs read (gix, the `ignore` crate) in places
 /// commands can write.
 pub fn check_plain_read(path: &Path, limit: u64) -> io::Result<()> {
-    let absent = |err: &io::Error| {
-        matches!(
-            err.kind(),
-            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-        )
-    };
     let meta = match std::fs::symlink_metadata(path) {
-        Err(err) if absent(&err) => return Ok(()),
+        Err(err) if is_absent(&err) => return Ok(()),
         other => other?,
     };
     let meta = if meta.file_type().is_symlink() {
         match std::fs::metadata(path) {
-            Err(err) if absent(&err) => return Ok(()),
+            Err(err) if is_absent(&err) => return Ok(()),
             other => other?,
         }
     } else {
         meta
     };
     small_regular(&meta, limit)
+}
+
+/// Whether `err` says there is no such file: it is missing, or a directory on its path is a file.
+pub fn is_absent(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
 }
 
 /// Ok for a regular file of at most `limit` bytes; the error says what else it is.

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
+use crate::store::ignore_files::{exclude_file, Guard};
+
 /// Ignore rules of one checkout, loaded lazily per directory.
 pub(in crate::store) struct Rules {
     root: PathBuf,
@@ -77,40 +79,23 @@ impl Rules {
         let root = &self.root;
         self.dirs.entry(rel.to_owned()).or_insert_with(|| {
             let abs = root.join(rel);
-            // Unreadable or malformed files count as empty, as in the walk.
+            // Files that cannot be read safely (the walk leaves such a directory out and says so), unreadable
+            // or malformed ones count as empty.
+            if Guard::new(&[".gitignore"]).check(&abs).is_err() {
+                return DirRules {
+                    gitignore: Gitignore::empty(),
+                    exclude: None,
+                };
+            }
             let gitignore = Gitignore::new(abs.join(".gitignore")).0;
-            let exclude = common_dir(&abs).map(|git| {
+            let exclude = exclude_file(&abs).ok().flatten().map(|file| {
                 let mut builder = GitignoreBuilder::new(&abs);
-                let _ = builder.add(git.join("info").join("exclude"));
+                let _ = builder.add(file);
                 builder.build().unwrap_or_else(|_| Gitignore::empty())
             });
             DirRules { gitignore, exclude }
         })
     }
-}
-
-/// The git dir holding `info/exclude` for a work tree at `dir`, found the way the `ignore` walker finds it:
-/// `.git` itself, or for a linked worktree (a `.git` file) the `commondir` of the dir it points to.
-fn common_dir(dir: &Path) -> Option<PathBuf> {
-    let dot_git = dir.join(".git");
-    let md = std::fs::metadata(&dot_git).ok()?;
-    if !md.is_file() {
-        return Some(dot_git);
-    }
-    // Both files may have been written by a checkout's commands: bounded, no link, no FIFO.
-    let read = |path: &Path| {
-        let bytes = crate::sys::fs::read_regular(path, 4096).ok()?;
-        String::from_utf8(bytes).ok()
-    };
-    let text = read(&dot_git)?;
-    let git_dir = PathBuf::from(text.lines().next()?.strip_prefix("gitdir: ")?);
-    let common = read(&git_dir.join("commondir"))?;
-    let common = common.lines().next()?;
-    Some(if common.starts_with('.') {
-        git_dir.join(common)
-    } else {
-        PathBuf::from(common)
-    })
 }
 
 #[cfg(test)]

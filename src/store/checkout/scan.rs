@@ -32,10 +32,16 @@ use crate::store::repo::{Session, Store, StoreError};
 
 /// The error for a `.gitignore` or `.gitattributes` the walk could not read ([`crate::store::ignore_files`]).
 fn unreadable(file: Unreadable) -> StoreError {
-    let role = if file.path.ends_with(".gitattributes") {
+    let name = file.path.file_name().unwrap_or_default();
+    let role = if name == ".gitattributes" {
         "git's attributes"
-    } else {
+    } else if name == ".gitignore" {
         "git's ignore rules"
+    } else if name == "exclude" {
+        "git's exclude rules"
+    } else {
+        // A `.git` file or the `commondir` of the git dir it names, on the way to `info/exclude`.
+        "a work tree's link to its git dir"
     };
     StoreError::UnreadableGitFile {
         path: file.path,

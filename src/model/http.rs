@@ -162,7 +162,13 @@ impl Endpoint {
             sending,
         };
         if content_type(response.headers()).starts_with("application/json") {
-            let body = self.transport.read_body(&mut response, usize::MAX).await?;
+            let body = self
+                .transport
+                .read_body(&mut response, REPLY_LIMIT + 1)
+                .await?;
+            if body.len() > REPLY_LIMIT {
+                return Err(reply_too_long());
+            }
             reply.queued.extend(parser.push_whole(&body)?);
         } else {
             reply.body = Some(SseBody {
@@ -171,6 +177,7 @@ impl Endpoint {
                 decoder: SseDecoder::new(),
                 seen_event: false,
                 head: String::new(),
+                read: 0,
             });
         }
         reply.parser = Some(parser);
@@ -361,6 +368,21 @@ struct SseBody {
     seen_event: bool,
     /// Kept only to explain a reply that turns out not to be an event stream at all.
     head: String,
+    /// Bytes of the body read so far, held to [`REPLY_LIMIT`].
+    read: usize,
+}
+
+/// The most bytes one streamed reply may carry. A model's longest answer (128k output tokens, each delta
+/// framed as its own event) is a few MB; a server that streams on past this, or sends one line without end,
+/// is broken or hostile, and the decoder would hold all of it in memory.
+const REPLY_LIMIT: usize = 64 << 20;
+
+fn reply_too_long() -> ModelError {
+    ModelError::Stream(format!(
+        "the reply went on past {} MB, more than any model answer holds; the connection was closed \
+         (check the server or the model's settings)",
+        REPLY_LIMIT >> 20
+    ))
 }
 
 impl Reply<'_> {
@@ -404,6 +426,11 @@ impl Reply<'_> {
             let transport = &self.endpoint.transport;
             match transport.next_chunk(&mut body.response).await? {
                 Some(bytes) => {
+                    body.read += bytes.as_ref().len();
+                    if body.read > REPLY_LIMIT {
+                        self.body = None;
+                        return Err(reply_too_long());
+                    }
                     if !body.seen_event && body.head.len() < PREVIEW_CHARS {
                         body.head.push_str(&String::from_utf8_lossy(bytes.as_ref()));
                     }

@@ -1042,6 +1042,39 @@ mod tests {
         }
 
         #[tokio::test]
+        async fn a_reply_without_end_is_cut_off_at_the_limit() {
+            // One `data:` line that never ends, as a broken or hostile server may send.
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let url = format!("http://{}/v1/", listener.local_addr().expect("addr"));
+            let server = std::thread::spawn(move || {
+                use std::io::Write;
+                let (mut socket, _) = listener.accept().expect("accept");
+                crate::model::http::test_server::read_request(&mut socket);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ";
+                socket.write_all(head.as_bytes()).expect("head");
+                let chunk = vec![b'x'; 1 << 20];
+                let mut sent = 0usize;
+                while socket.write_all(&chunk).is_ok() {
+                    sent += chunk.len();
+                }
+                sent
+            });
+            let (_, result) = run(&client(url, Duration::from_secs(5))).await;
+            let err = result.expect_err("cut off");
+            assert!(matches!(err, ModelError::Stream(_)), "{err:?}");
+            assert!(
+                err.to_string().contains("the reply went on past 64 MB"),
+                "{err}"
+            );
+            assert!(!err.is_retryable());
+            // The connection was closed, so the server's writes failed soon after the limit. (Joined off the
+            // runtime: hyper's connection task, which closes the socket, runs on it.)
+            let joined = tokio::task::spawn_blocking(move || server.join());
+            let sent = joined.await.expect("joined").expect("server");
+            assert!((64 << 20..80 << 20).contains(&sent), "{sent}");
+        }
+
+        #[tokio::test]
         async fn connection_refused_names_the_url() {
             let port = TcpListener::bind("127.0.0.1:0")
                 .and_then(|listener| listener.local_addr())

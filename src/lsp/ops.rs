@@ -65,7 +65,11 @@ fn show_location(checkout: &Path, uri_text: &str, range: &Value) -> String {
         .and_then(|t| t.lines().nth(line as usize).map(|l| l.trim().to_string()))
         .unwrap_or_default();
     let context = super::text::cut_line(&context, 160);
-    format!("{}:{}: {context}", super::text::display_rel(rel), line + 1)
+    format!(
+        "{}:{}: {context}",
+        crate::safety::path::display_rel(rel),
+        line + 1
+    )
 }
 
 /// Locations of a `definition`-like answer: `Location`, `Location[]` or `LocationLink[]`.
@@ -250,7 +254,7 @@ fn symbols_text(checkout: &Path, abs: &Path, answer: &Value) -> String {
     if symbols.is_empty() {
         return "no symbols".into();
     }
-    let rel = super::text::display_rel(abs.strip_prefix(checkout).unwrap_or(abs));
+    let rel = crate::safety::path::display_rel(abs.strip_prefix(checkout).unwrap_or(abs));
     let mut lines: Vec<String> = symbols
         .iter()
         .take(MAX_RESULTS * 4)

@@ -341,7 +341,9 @@ impl Pool {
             }
             let before_items = previous.map_or(&empty, |p| &p.items);
             let path = uri::to_path(uri)
-                .map(|p| super::text::display_rel(p.strip_prefix(&self.checkout).unwrap_or(&p)))
+                .map(|p| {
+                    crate::safety::path::display_rel(p.strip_prefix(&self.checkout).unwrap_or(&p))
+                })
                 .unwrap_or_else(|| uri.clone());
             delta.add(&path, before_items, &published.items, changed);
         }

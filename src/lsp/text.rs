@@ -1,7 +1,6 @@
 //! Small text helpers of what servers send, shown to the model and the terminal.
 
 use std::hash::Hasher;
-use std::path::Path;
 
 /// Cuts `line` to at most `max` characters, saying how long it was.
 pub fn cut_line(line: &str, max: usize) -> String {
@@ -12,15 +11,6 @@ pub fn cut_line(line: &str, max: usize) -> String {
             &line[..end],
             line.chars().count()
         ),
-    }
-}
-
-/// A checkout-relative path for output, `.` for the checkout itself.
-pub fn display_rel(rel: &Path) -> String {
-    if rel.as_os_str().is_empty() {
-        ".".to_string()
-    } else {
-        rel.display().to_string()
     }
 }
 

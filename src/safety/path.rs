@@ -246,6 +246,15 @@ fn is_git_name(name: &OsStr) -> bool {
         .is_some_and(|s| s.eq_ignore_ascii_case(".git"))
 }
 
+/// A checkout-relative path for output, `.` for the checkout itself.
+pub fn display_rel(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        ".".to_string()
+    } else {
+        rel.display().to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

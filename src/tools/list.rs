@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::tool::{confine, display_rel, opt_str_arg, Tool, ToolContext, ToolOutput};
+use super::tool::{confine, opt_str_arg, Tool, ToolContext, ToolOutput};
 use super::walk::{self, Filters};
 use crate::protocol::ToolKind;
 use crate::safety::path::Access;
@@ -108,7 +108,7 @@ fn render(files: &[PathBuf], dir: &str, pattern: Option<&str>) -> ToolOutput {
     }
     let mut text = String::new();
     for file in files.iter().take(MAX_ENTRIES) {
-        text.push_str(&display_rel(file));
+        text.push_str(&crate::safety::path::display_rel(file));
         text.push('\n');
     }
     if total > MAX_ENTRIES {

@@ -180,7 +180,7 @@ pub struct Confined {
 impl Confined {
     /// The relative path as the model should see it (`.` for the root).
     pub fn display(&self) -> String {
-        display_rel(&self.rel)
+        crate::safety::path::display_rel(&self.rel)
     }
 
     /// Opens the file (or directory) read-only, refusing any symlink swapped in since the check.
@@ -225,15 +225,6 @@ pub fn confine(ctx: &ToolContext, user_path: &str, access: Access) -> Result<Con
     let root = std::fs::canonicalize(&ctx.root).unwrap_or_else(|_| ctx.root.clone());
     let rel = relative(&root, &abs);
     Ok(Confined { abs, rel, root })
-}
-
-/// A root-relative path for output, `.` for the root itself.
-pub fn display_rel(rel: &Path) -> String {
-    if rel.as_os_str().is_empty() {
-        ".".to_string()
-    } else {
-        rel.display().to_string()
-    }
 }
 
 /// Reads an optional string argument; `null` counts as absent.

@@ -68,7 +68,7 @@ pub fn finish(guard: &Guard, root: &Path) -> Result<(), String> {
 
 fn unreadable_message(root: &Path, unreadable: &Unreadable) -> String {
     let path = &unreadable.path;
-    let shown = super::tool::display_rel(path.strip_prefix(root).unwrap_or(path));
+    let shown = crate::safety::path::display_rel(path.strip_prefix(root).unwrap_or(path));
     format!(
         "'{shown}' is an ignore file that cannot be read ({}); remove it or make it a regular file",
         unreadable.source

@@ -124,7 +124,7 @@ impl SessionLog {
         // Redacted as decoded strings, then serialised (issue 22, finding 10).
         let mut event = serde_json::Value::Object(event);
         redact_value(&mut event);
-        let mut line = event.to_string();
+        let mut line = fit_event(&mut event, MAX_EVENT_BYTES);
         line.push('\n');
         crash_point();
         // One write of the whole line: a crash leaves either the line or a torn tail that readers skip. Not
@@ -571,6 +571,63 @@ const MAX_LOG_BYTES: u64 = 256 << 20;
 /// The most bytes one event line may have; a longer one is left out with a warning.
 const MAX_EVENT_BYTES: usize = 4 << 20;
 
+/// The longest string a record cut keeps whole.
+const CUT_FLOOR: usize = 1024;
+
+/// What a string cut to fit its record ends with.
+fn cut_note() -> String {
+    format!(
+        "\n[the rest was left out: this record was longer than the {} MB a record may hold]",
+        MAX_EVENT_BYTES >> 20
+    )
+}
+
+/// `event` as one journal line of at most `limit` bytes. A longer one would be written and then left out
+/// whole by every reader ([`lines_within_limit`]): a model's reply that ran to megabytes, a tool call's
+/// arguments. So its long strings are cut in proportion, each keeping its start and saying what happened
+/// ([`cut_note()`]); an event that still does not fit (a huge list of short items) keeps only its kind.
+fn fit_event(event: &mut serde_json::Value, limit: usize) -> String {
+    let mut line = event.to_string();
+    for _ in 0..8 {
+        if line.len() <= limit {
+            return line;
+        }
+        // Aim under the limit, so that escapes and the notes rarely need a second pass.
+        let keep = limit as f64 / line.len() as f64 * 0.9;
+        shorten_strings(event, keep);
+        line = event.to_string();
+    }
+    if line.len() <= limit {
+        return line;
+    }
+    let mut stub = serde_json::Map::new();
+    for key in ["type", "seq", "ts"] {
+        if let Some(value) = event.get(key) {
+            stub.insert(key.into(), value.clone());
+        }
+    }
+    stub.insert("left_out_bytes".into(), line.len().into());
+    serde_json::Value::Object(stub).to_string()
+}
+
+/// Cuts every string of `value` longer than [`CUT_FLOOR`] to `keep` of its length (at least the floor).
+fn shorten_strings(value: &mut serde_json::Value, keep: f64) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) if text.len() > CUT_FLOOR => {
+            let mut end = ((text.len() as f64 * keep) as usize).max(CUT_FLOOR);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(&cut_note());
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| shorten_strings(v, keep)),
+        Value::Object(map) => map.values_mut().for_each(|v| shorten_strings(v, keep)),
+        _ => {}
+    }
+}
+
 /// The events of one folded chunk of session `id` (whose first event is `start`, from its name), as
 /// [`complete_lines`] reads them, but an event line over [`MAX_EVENT_BYTES`] is left out, with a warning
 /// naming the session and the event's index, rather than parsed: one crafted line cannot take the reader
@@ -679,6 +736,53 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let (lines, _) = complete_lines(b"{\"seq\":0}\n{garbage\n{\"seq\":2}\n", 0);
         assert_eq!(lines.len(), 1);
+    }
+
+    #[test]
+    fn an_event_longer_than_a_record_is_cut_to_fit_and_read_back() {
+        let repo = crate::store::test_repo::TestRepo::with_commit("log-fit");
+        let store = repo.store();
+        let meta = Meta {
+            id: "fit123".into(),
+            ..Meta::default()
+        };
+        let mut log = store.create_log(meta).unwrap();
+        // A reply of 10 MB (with characters of two and three bytes, so cuts must land on their
+        // boundaries), beside a short field that must stay whole.
+        let long = "é€x".repeat(10 << 20 >> 3);
+        let calls: Vec<String> = (0..3)
+            .map(|i| format!("call {i}: {}", "y".repeat(2 << 20)))
+            .collect();
+        log.append(
+            serde_json::json!({"type": "reply", "content": long, "name": "run", "calls": calls}),
+        )
+        .unwrap();
+        // Many short items cannot be cut: the event keeps only its kind.
+        let many: Vec<u32> = (0..2_000_000).collect();
+        log.append(serde_json::json!({"type": "list", "items": many}))
+            .unwrap();
+        log.fold(&store).unwrap();
+        let events = store.read_log("fit123").unwrap().events;
+        assert_eq!(events.len(), 2, "both events were read back");
+        let reply = &events[0];
+        assert_eq!(reply["type"], "reply");
+        assert_eq!(reply["name"], "run");
+        let content = reply["content"].as_str().unwrap();
+        assert!(content.starts_with("é€xé€x") && content.ends_with(&cut_note()));
+        assert!(content.len() < long.len() / 2);
+        for (i, call) in reply["calls"].as_array().unwrap().iter().enumerate() {
+            let call = call.as_str().unwrap();
+            assert!(call.starts_with(&format!("call {i}: yyy")) && call.ends_with(&cut_note()));
+        }
+        assert!(reply.to_string().len() <= MAX_EVENT_BYTES);
+        assert_eq!(events[1]["type"], "list");
+        assert!(events[1].get("items").is_none());
+        assert!(events[1]["left_out_bytes"].as_u64().unwrap() > MAX_EVENT_BYTES as u64);
+        // What fits is written as it is.
+        let mut small = serde_json::json!({"type": "text", "content": "x".repeat(5000)});
+        let line = fit_event(&mut small, MAX_EVENT_BYTES);
+        assert_eq!(line, small.to_string());
+        assert_eq!(small["content"].as_str().unwrap().len(), 5000);
     }
 
     #[test]

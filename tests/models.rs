@@ -259,6 +259,26 @@ fn server_errors_give_up_after_the_bound_with_one_clear_line() {
     assert!(agent_branches_left(&repo).is_empty());
 }
 
+/// A server that streams without end (here one `data:` line of 70 MB) is cut off at the reply limit, once,
+/// with one line saying so, and leaves nothing of the user's changed.
+#[test]
+fn a_reply_without_end_is_cut_off_with_one_clear_line() {
+    let repo = TestRepo::new();
+    let before = user_state(&repo);
+    let mut writes = vec!["data: ".to_string()];
+    writes.extend((0..70).map(|_| "x".repeat(1 << 20)));
+    let server = Server::start(vec![Reply::sse_raw(writes), Reply::text("never asked")]);
+    let out = ask(&repo, &server, Provider::OpenAi, "");
+    out.assert_code(1);
+    assert_eq!(server.requests().len(), 1, "not retried: {out}");
+    let last = out.stderr().lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.starts_with("error: malformed reply from the model: the reply went on past 64 MB"),
+        "{out}"
+    );
+    assert_eq!(user_state(&repo), before);
+}
+
 #[test]
 fn retry_bound_comes_from_the_config() {
     let repo = TestRepo::new();

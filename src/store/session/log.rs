@@ -610,17 +610,22 @@ fn fit_event(event: &mut serde_json::Value, limit: usize) -> String {
     serde_json::Value::Object(stub).to_string()
 }
 
-/// Cuts every string of `value` longer than [`CUT_FLOOR`] to `keep` of its length (at least the floor).
+/// Cuts every string of `value` longer than [`CUT_FLOOR`] to `keep` of its length (at least the floor), where
+/// that makes it shorter with the note added.
 fn shorten_strings(value: &mut serde_json::Value, keep: f64) {
     use serde_json::Value;
     match value {
         Value::String(text) if text.len() > CUT_FLOOR => {
+            let note = cut_note();
             let mut end = ((text.len() as f64 * keep) as usize).max(CUT_FLOOR);
+            if end + note.len() >= text.len() {
+                return;
+            }
             while !text.is_char_boundary(end) {
                 end -= 1;
             }
             text.truncate(end);
-            text.push_str(&cut_note());
+            text.push_str(&note);
         }
         Value::Array(items) => items.iter_mut().for_each(|v| shorten_strings(v, keep)),
         Value::Object(map) => map.values_mut().for_each(|v| shorten_strings(v, keep)),
@@ -778,6 +783,14 @@ mod tests {
         assert_eq!(events[1]["type"], "list");
         assert!(events[1].get("items").is_none());
         assert!(events[1]["left_out_bytes"].as_u64().unwrap() > MAX_EVENT_BYTES as u64);
+        // Many strings a little over the floor are not made longer by notes: the event keeps its kind.
+        let mut near: serde_json::Value =
+            serde_json::json!({"type": "list", "items": vec!["z".repeat(CUT_FLOOR + 10); 5000]});
+        let line = fit_event(&mut near, MAX_EVENT_BYTES);
+        assert!(
+            line.len() < 200 && line.contains("left_out_bytes"),
+            "{line}"
+        );
         // What fits is written as it is.
         let mut small = serde_json::json!({"type": "text", "content": "x".repeat(5000)});
         let line = fit_event(&mut small, MAX_EVENT_BYTES);

@@ -52,13 +52,20 @@ impl Guard {
     /// Checks the ignore files of `dir` now: a walk's root, and each directory above it whose files the
     /// walk reads.
     pub fn check(&self, dir: &Path) -> Result<(), Unreadable> {
+        self.check_with_exclude(dir).map(|_| ())
+    }
+
+    /// [`Guard::check()`], and the exclude file it checked ([`exclude_file()`]), for a reader of the rules
+    /// itself.
+    pub fn check_with_exclude(&self, dir: &Path) -> Result<Option<PathBuf>, Unreadable> {
         for name in self.names {
             check_file(dir.join(name))?;
         }
-        match exclude_file(dir)? {
-            Some(exclude) => check_file(exclude),
-            None => Ok(()),
+        let exclude = exclude_file(dir)?;
+        if let Some(file) = &exclude {
+            check_file(file.clone())?;
         }
+        Ok(exclude)
     }
 
     /// For a walk's `filter_entry`: whether it may enter `entry` (always, unless it is a directory with an

@@ -156,23 +156,28 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// (`O_NONBLOCK`) and is refused with anything else that is not a regular file, and a longer file is an
 /// error rather than read whole.
 pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let flags = OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC;
-    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    small_regular(&file.metadata()?, limit)?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    read_nonblocking(path, OpenFlags::NOFOLLOW, limit, limit)
 }
 
 /// The first `max` bytes of `path` (or fewer), read where a plain reader would follow a link: a FIFO does not
 /// block the open (`O_NONBLOCK`) and is refused with anything else that is not a regular file. For the
 /// one-line files git reads beside a work tree (a `.git` file, a `commondir`).
 pub fn read_head(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_nonblocking(path, OpenFlags::empty(), u64::MAX, max)
+}
+
+/// Opens `path` with `O_NONBLOCK` (and `extra`), refuses anything but a regular file of at most `size_limit`
+/// bytes, and reads at most `max` bytes of it.
+fn read_nonblocking(
+    path: &Path,
+    extra: OpenFlags,
+    size_limit: u64,
+    max: u64,
+) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let flags = OpenFlags::RDONLY | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC;
+    let flags = OpenFlags::RDONLY | OpenFlags::NONBLOCK | OpenFlags::CLOEXEC | extra;
     let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    small_regular(&file.metadata()?, u64::MAX)?;
+    small_regular(&file.metadata()?, size_limit)?;
     let mut bytes = Vec::new();
     file.take(max).read_to_end(&mut bytes)?;
     Ok(bytes)

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
-use crate::store::ignore_files::{exclude_file, Guard};
+use crate::store::ignore_files::Guard;
 
 /// Ignore rules of one checkout, loaded lazily per directory.
 pub(in crate::store) struct Rules {
@@ -81,14 +81,14 @@ impl Rules {
             let abs = root.join(rel);
             // Files that cannot be read safely (the walk leaves such a directory out and says so), unreadable
             // or malformed ones count as empty.
-            if Guard::new(&[".gitignore"]).check(&abs).is_err() {
+            let Ok(exclude) = Guard::new(&[".gitignore"]).check_with_exclude(&abs) else {
                 return DirRules {
                     gitignore: Gitignore::empty(),
                     exclude: None,
                 };
-            }
+            };
             let gitignore = Gitignore::new(abs.join(".gitignore")).0;
-            let exclude = exclude_file(&abs).ok().flatten().map(|file| {
+            let exclude = exclude.map(|file| {
                 let mut builder = GitignoreBuilder::new(&abs);
                 let _ = builder.add(file);
                 builder.build().unwrap_or_else(|_| Gitignore::empty())

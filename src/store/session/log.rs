@@ -743,15 +743,21 @@ mod tests {
         assert_eq!(lines.len(), 1);
     }
 
-    #[test]
-    fn an_event_longer_than_a_record_is_cut_to_fit_and_read_back() {
-        let repo = crate::store::test_repo::TestRepo::with_commit("log-fit");
-        let store = repo.store();
+    /// A test repository and a new, empty log of session `id` in it.
+    fn new_log(repo: &str, id: &str) -> (crate::store::test_repo::TestRepo, SessionLog) {
+        let repo = crate::store::test_repo::TestRepo::with_commit(repo);
         let meta = Meta {
-            id: "fit123".into(),
+            id: id.into(),
             ..Meta::default()
         };
-        let mut log = store.create_log(meta).unwrap();
+        let log = repo.store().create_log(meta).unwrap();
+        (repo, log)
+    }
+
+    #[test]
+    fn an_event_longer_than_a_record_is_cut_to_fit_and_read_back() {
+        let (repo, mut log) = new_log("log-fit", "fit123");
+        let store = repo.store();
         // A reply of 10 MB (with characters of two and three bytes, so cuts must land on their
         // boundaries), beside a short field that must stay whole.
         let long = "é€x".repeat(10 << 20 >> 3);
@@ -800,13 +806,8 @@ mod tests {
 
     #[test]
     fn only_a_journal_with_new_writes_is_synced() {
-        let repo = crate::store::test_repo::TestRepo::with_commit("log-sync");
+        let (repo, mut log) = new_log("log-sync", "abc123");
         let store = repo.store();
-        let meta = Meta {
-            id: "abc123".into(),
-            ..Meta::default()
-        };
-        let mut log = store.create_log(meta).unwrap();
         // A new session's journal is empty: its first fold had nothing to make durable.
         assert!(!log.unsynced);
         log.append(serde_json::json!({"type": "text"})).unwrap();
